@@ -1,0 +1,42 @@
+"""onnxport: export PyTorch models to ONNX, keeping dynamic dimensions and control flow."""
+
+from onnxport.errors import (
+    CaptureError,
+    ConfigError,
+    ContractError,
+    ControlFlowError,
+    DynamicShapesError,
+    ExportError,
+    SaveError,
+    SpecializationError,
+    TranslationError,
+    UnsupportedOpError,
+    ValidationError,
+)
+from onnxport.export import to_onnx
+from onnxport.result import ExportResult
+from onnxport.translate.registry import translates
+from onnxport.verify import ValidationReport, validate
+
+__version__ = "0.1.0"
+
+
+def pretty_onnx(model, **kwargs):
+    """Compact text rendering of an ONNX model; see ``onnxport.show.pretty.pretty_onnx``."""
+    from onnxport.show.pretty import pretty_onnx as impl
+
+    return impl(model, **kwargs)
+
+
+def plot_dot(model, **kwargs):
+    """Graphviz DOT text of an ONNX model; see ``onnxport.show.dot.plot_dot``."""
+    from onnxport.show.dot import plot_dot as impl
+
+    return impl(model, **kwargs)
+
+
+__all__ = [
+    "CaptureError", "ConfigError", "ContractError", "ControlFlowError", "DynamicShapesError", "ExportError",
+    "ExportResult", "SaveError", "SpecializationError", "TranslationError", "UnsupportedOpError",
+    "ValidationError", "ValidationReport", "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
+]

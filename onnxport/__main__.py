@@ -1,0 +1,5 @@
+import sys
+
+from onnxport.cli import main
+
+sys.exit(main())

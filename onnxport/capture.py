@@ -1,0 +1,365 @@
+"""Capture: torch.export with a normalized dynamic-shapes spec, decomposition, specialization check.
+
+Entry point: ``capture(model, args, kwargs, dynamic_shapes, strict) -> Captured``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import re
+import sysconfig
+import traceback
+from typing import Any
+
+import torch
+from torch.export import Dim
+from torch.utils import _pytree as pytree
+
+from onnxport.errors import CaptureError, DynamicShapesError, SpecializationError, last_user_frame
+
+_STDLIB = sysconfig.get_paths()["stdlib"]
+_AUTO_HINTS = (Dim.AUTO, Dim.DYNAMIC)
+
+
+@dataclasses.dataclass
+class DeclaredDim:
+    """One axis the user declared dynamic."""
+
+    input_name: str  # flat input name (``x``, ``batch_input_ids``)
+    axis: int
+    name: str  # the dimension's name (``x_rows``) or ``<input>_dim<axis>`` for AUTO/DYNAMIC
+    strict: bool  # True for named Dims, strings and Dim.DYNAMIC: a constant here is an error
+
+
+@dataclasses.dataclass
+class Captured:
+    """What capture hands to translation."""
+
+    program: torch.export.ExportedProgram
+    input_names: list[str]  # flat names of the user inputs, in placeholder order (tensors and constants)
+    declared: list[DeclaredDim]
+    capture_seconds: float = 0.0
+
+
+# ---------------------------------------------------------------------------------- dynamic shapes
+def _to_dims(spec: Any, names: dict[str, Any]) -> Any:
+    """Replace every string in a dynamic_shapes spec by a ``Dim`` of that name (one per name)."""
+    if isinstance(spec, str):
+        if not spec.isidentifier():
+            raise DynamicShapesError(
+                f"dimension name {spec!r} is not a valid identifier",
+                hint="name dynamic dimensions like Python variables: 'batch', 'time', 'x_rows'",
+            )
+        if spec not in names:
+            names[spec] = Dim(spec)
+        return names[spec]
+    if isinstance(spec, dict):
+        return {k: _to_dims(v, names) for k, v in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return type(spec)(_to_dims(v, names) for v in spec)
+    return spec
+
+
+def _signature_names(model: Any, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+    """(parameter name, value) of each top-level input, in the order torch.export flattens them."""
+    fn = model.forward if isinstance(model, torch.nn.Module) else model
+    try:
+        sig = inspect.signature(fn)
+        params = [p for p in sig.parameters.values()]
+    except (TypeError, ValueError):
+        params = []
+    out: list[tuple[str, Any]] = []
+    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    var = next((p for p in params if p.kind == p.VAR_POSITIONAL), None)
+    for i, a in enumerate(args):
+        if i < len(pos):
+            out.append((pos[i].name, a))
+        else:
+            out.append((f"{var.name if var else 'args'}_{i - len(pos)}", a))
+    for k, v in kwargs.items():
+        out.append((k, v))
+    return out
+
+
+def _key_str(k: Any) -> str:
+    if isinstance(k, pytree.MappingKey):
+        return str(k.key)
+    if isinstance(k, pytree.SequenceKey):
+        return str(k.idx)
+    if isinstance(k, pytree.GetAttrKey):
+        return k.name
+    return str(k)
+
+
+def flat_names(top: list[tuple[str, Any]]) -> list[tuple[str, Any, str]]:
+    """Flatten named top-level inputs: (flat name, leaf, top-level name) in pytree order."""
+    out = []
+    for name, value in top:
+        leaves, _ = pytree.tree_flatten_with_path(value)
+        for path, leaf in leaves:
+            flat = "_".join([name] + [_key_str(k) for k in path])
+            out.append((flat, leaf, name))
+    return out
+
+
+def _spec_for(spec: Any, top: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Align the dynamic_shapes spec with the top-level inputs: name -> spec of that input."""
+    if spec is None:
+        return {}
+    if isinstance(spec, dict):
+        known = {n for n, _ in top}
+        unknown = [k for k in spec if k not in known]
+        if unknown:
+            raise DynamicShapesError(
+                f"dynamic_shapes names {unknown} but the model's inputs are {sorted(known)}",
+                hint="key dynamic_shapes by the forward() parameter names, or pass a tuple in argument order",
+            )
+        return dict(spec)
+    if isinstance(spec, (list, tuple)):
+        if len(spec) != len(top):
+            raise DynamicShapesError(
+                f"dynamic_shapes has {len(spec)} entries but the model takes {len(top)} inputs "
+                f"({', '.join(n for n, _ in top)})",
+                hint="give one entry per input (None for an input with no dynamic dimension)",
+            )
+        return {n: s for (n, _), s in zip(top, spec)}
+    raise DynamicShapesError(f"dynamic_shapes must be a dict, tuple or list, not {type(spec).__name__}")
+
+
+def _declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any]) -> list[DeclaredDim]:
+    declared: list[DeclaredDim] = []
+
+    def walk(prefix: str, value: Any, spec: Any) -> None:
+        if spec is None:
+            return
+        if isinstance(value, torch.Tensor):
+            items = spec.items() if isinstance(spec, dict) else enumerate(spec) if isinstance(spec, (list, tuple)) else None
+            if items is None:
+                raise DynamicShapesError(f"dynamic_shapes for input {prefix!r} must be a dict or a list, not {spec!r}")
+            for axis, d in items:
+                if d is None or isinstance(d, int):
+                    continue
+                if not isinstance(axis, int) or not -value.dim() <= axis < value.dim():
+                    raise DynamicShapesError(
+                        f"dynamic_shapes declares axis {axis} of input {prefix!r}, which has shape {tuple(value.shape)}",
+                        hint=f"axes of {prefix!r} go from 0 to {value.dim() - 1}",
+                    )
+                axis = axis % value.dim()
+                if d is Dim.STATIC:
+                    continue
+                if isinstance(d, type(Dim.AUTO)):
+                    strict = d.type == Dim.DYNAMIC.type
+                    declared.append(DeclaredDim(prefix, axis, f"{prefix}_dim{axis}", strict))
+                else:
+                    declared.append(DeclaredDim(prefix, axis, d.__name__, True))
+            return
+        if isinstance(value, dict) and isinstance(spec, dict):
+            for k in value:
+                walk(f"{prefix}_{k}", value[k], spec.get(k))
+        elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
+            for i, (v, s) in enumerate(zip(value, spec)):
+                walk(f"{prefix}_{i}", v, s)
+        elif dataclasses.is_dataclass(value) or hasattr(value, "__dict__"):
+            leaves = flat_names([(prefix, value)])
+            for flat, leaf, _ in leaves:
+                pass  # containers other than dict/list/tuple: dims taken from torch's symbols only
+
+    for name, value in top:
+        walk(name, value, per_input.get(name))
+    return declared
+
+
+# ---------------------------------------------------------------------------------- specialization
+@contextlib.contextmanager
+def _record_specializations(records: list):
+    """Record (symbol sources, constant, user frame) whenever torch pins a symbol to a constant."""
+    from torch.fx.experimental import symbolic_shapes as ss
+
+    original = ss.ShapeEnv._set_replacement
+
+    def patched(self, a, tgt, msg):
+        try:
+            if getattr(tgt, "is_number", False):
+                frame = _user_frame()
+                sources = [s.name for s in self.var_to_sources.get(a, [])]
+                records.append((sources, int(tgt), frame))
+        except Exception:  # noqa: BLE001 - recording must never change capture
+            pass
+        return original(self, a, tgt, msg)
+
+    ss.ShapeEnv._set_replacement = patched
+    try:
+        yield
+    finally:
+        ss.ShapeEnv._set_replacement = original
+
+
+def _user_frame() -> str | None:
+    for f in reversed(traceback.extract_stack()):
+        p = f.filename
+        if "/torch/" in p or "/onnxport/" in p or p.startswith(_STDLIB) or p.startswith("<"):
+            continue
+        return f"{p}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
+    return None
+
+
+def _source_matches(sources: list[str], input_name: str, axis: int, top_name: str) -> bool:
+    for s in sources:
+        if f".size()[{axis}]" in s and (f"['{top_name}']" in s or f"['{input_name}']" in s):
+            return True
+    return False
+
+
+def _specialization_error(d: DeclaredDim, value: int | None, where: str | None, top_name: str) -> SpecializationError:
+    const = f" became the constant {value}" if value is not None else " became a constant"
+    return SpecializationError(
+        f"axis {d.axis} of input {d.input_name!r}, declared dynamic as {d.name!r},{const} during capture: "
+        f"the model's code forces it to one size, so the ONNX model would only work for that size",
+        where=where,
+        hint=(
+            "rewrite the Python loop or branch over this size with torch.ops.higher_order.scan "
+            "(or torch.cond / while_loop), or pass rewrite_control_flow=True to to_onnx; "
+            f"if the size really is fixed, drop axis {d.axis} of {top_name!r} from dynamic_shapes"
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------------- capture
+def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, strict: bool = False) -> Captured:
+    """Run ``torch.export.export`` and check that every declared dynamic axis stayed symbolic.
+
+    Args:
+        model: ``torch.nn.Module`` or ``torch.export.ExportedProgram`` (taken as is).
+        args, kwargs: example inputs (tensors, Python scalars, nested tuples/lists/dicts).
+        dynamic_shapes: any form ``torch.export.export`` takes, with plain strings as dim names.
+        strict: use torch.export's strict (TorchDynamo) mode.
+
+    Raises:
+        DynamicShapesError: the spec names unknown inputs or axes, or is malformed.
+        SpecializationError: a declared dynamic axis came out constant (with the user's line).
+        CaptureError: the model's forward raised or torch.export failed otherwise.
+    """
+    import time
+
+    kwargs = dict(kwargs or {})
+    args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
+    if isinstance(model, torch.export.ExportedProgram):
+        top = [(n, None) for n in _program_input_names(model)]
+        return Captured(model, [n for n, _ in top], _declared_from_program(model), 0.0)
+    if not isinstance(model, torch.nn.Module):
+        raise CaptureError(f"to_onnx takes a torch.nn.Module or an ExportedProgram, not {type(model).__name__}")
+    top = _signature_names(model, args, kwargs)
+    spec = _to_dims(dynamic_shapes, {})
+    per_input = _spec_for(spec, top)
+    declared = _declared_dims(top, per_input)
+    flat = flat_names(top)
+    names = [f for f, _, _ in flat]
+    torch_spec = spec
+    if isinstance(spec, dict):
+        torch_spec = {n: per_input.get(n) for n, _ in top}
+    start = time.perf_counter()
+    records: list = []
+    try:
+        with _record_specializations(records):
+            program = torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict)
+    except Exception as e:  # noqa: BLE001 - classified below, original chained
+        raise _classify(e, declared, records, top) from e
+    seconds = time.perf_counter() - start
+    _check_specialization(program, names, declared, records, top)
+    return Captured(program, names, declared, seconds)
+
+
+def _top_name(d: DeclaredDim, top: list[tuple[str, Any]]) -> str:
+    for n, _ in top:
+        if d.input_name == n or d.input_name.startswith(n + "_"):
+            return n
+    return d.input_name
+
+
+def _classify(e: Exception, declared: list[DeclaredDim], records: list, top) -> Exception:
+    text = str(e)
+    if "Constraints violated" in text or "specialized it to be a constant" in text:
+        m = re.search(r"You marked (\w+) as dynamic but your code specialized it to be a constant \((-?\d+)\)", text)
+        name, value = (m.group(1), int(m.group(2))) if m else (None, None)
+        for d in declared:
+            if name is None or d.name == name:
+                where = None
+                for sources, const, frame in records:
+                    if _source_matches(sources, d.input_name, d.axis, _top_name(d, top)):
+                        where = frame
+                        break
+                if where is None and records:
+                    where = records[0][2]
+                return _specialization_error(d, value, where, _top_name(d, top))
+        if "must be specialized" in text or "specialized" in text:
+            return SpecializationError(text.split("\n\nThe error above")[0], hint="see the suggested fixes above")
+    if "dynamic_shapes" in text or "Dim" in type(e).__name__ or "Expected dynamic_shapes" in text:
+        return DynamicShapesError(f"torch.export rejected dynamic_shapes: {text.splitlines()[0] if text else e!r}",
+                                  hint="check the spec against torch.export's dynamic_shapes documentation")
+    where = None
+    tb = traceback.extract_tb(e.__traceback__) if e.__traceback__ else []
+    frames = "".join(traceback.format_list(tb))
+    where = last_user_frame(frames)
+    first = text.splitlines()[0] if text else repr(e)
+    return CaptureError(f"torch.export could not capture the model: {type(e).__name__}: {first}", where=where,
+                        hint="make the model's forward run on the example inputs; try strict=False/True, "
+                             "or check data-dependent Python control flow (torch.cond, scan)")
+
+
+def _check_specialization(program, names, declared, records, top) -> None:
+    placeholders = _user_placeholders(program)
+    by_name = dict(zip(names, placeholders))
+    for d in declared:
+        node = by_name.get(d.input_name)
+        if node is None or not d.strict:
+            continue
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and isinstance(val.shape[d.axis], int):
+            where = next((f for s, c, f in records if _source_matches(s, d.input_name, d.axis, _top_name(d, top))), None)
+            raise _specialization_error(d, int(val.shape[d.axis]), where, _top_name(d, top))
+
+
+def _user_placeholders(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:
+    by_name = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    out = []
+    for spec in program.graph_signature.input_specs:
+        if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT:
+            out.append(by_name.get(getattr(spec.arg, "name", None)))
+    return out
+
+
+def _program_input_names(program: torch.export.ExportedProgram) -> list[str]:
+    return [getattr(s.arg, "name", f"input_{i}") for i, s in enumerate(program.graph_signature.input_specs)
+            if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+
+
+def _declared_from_program(program: torch.export.ExportedProgram) -> list[DeclaredDim]:
+    return []
+
+
+# ---------------------------------------------------------------------------------- decomposition
+def decompose(program: torch.export.ExportedProgram, has_translation) -> torch.export.ExportedProgram:
+    """Decompose to core ATen only the ops without a translation (all of a graph's ops, nested
+    bodies included). A program whose every op translates directly is returned unchanged."""
+    missing = set()
+
+    def visit(gm: torch.fx.GraphModule) -> None:
+        for node in gm.graph.nodes:
+            if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+                if has_translation(node.target) is None:
+                    missing.add(node.target)
+            if node.op == "get_attr":
+                sub = getattr(gm, node.target, None)
+                if isinstance(sub, torch.fx.GraphModule):
+                    visit(sub)
+
+    visit(program.graph_module)
+    if not missing:
+        return program
+    table = torch.export.default_decompositions()
+    for op in list(table.keys()):
+        if has_translation(op) is not None:
+            table.pop(op)
+    return program.run_decompositions(table)

@@ -1,0 +1,103 @@
+"""The one error hierarchy of onnxport.
+
+Every error says what failed, where in the user's model (the source line recorded by torch.export
+in the FX node's ``stack_trace``), and what to do about it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def user_source_line(node: Any) -> str | None:
+    """Return ``'file.py:LINE in func: code'`` for the innermost user frame of an FX node.
+
+    ``node`` is a ``torch.fx.Node`` (or anything with a ``meta`` dict holding ``stack_trace``).
+    Frames inside torch itself are skipped. Returns None when torch recorded no trace.
+    """
+    meta = getattr(node, "meta", None) or {}
+    trace = meta.get("stack_trace")
+    if not trace:
+        return None
+    return last_user_frame(trace)
+
+
+def last_user_frame(trace: str) -> str | None:
+    """Pick the innermost frame outside torch and onnxport from a formatted Python stack trace."""
+    lines = trace.strip().splitlines()
+    best = None
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        if line.startswith('File "'):
+            path = line.split('"')[1]
+            code = lines[i + 1].strip() if i + 1 < len(lines) and not lines[i + 1].strip().startswith('File "') else ""
+            if "/torch/" not in path and "/onnxport/" not in path:
+                rest = line.split('"', 2)[2]  # , line N, in func
+                parts = [p.strip() for p in rest.split(",") if p.strip()]
+                lineno = parts[0].replace("line ", "") if parts else "?"
+                func = parts[1].replace("in ", "") if len(parts) > 1 else "?"
+                best = f"{path}:{lineno} in {func}: {code}" if code else f"{path}:{lineno} in {func}"
+        i += 1
+    return best
+
+
+class ExportError(Exception):
+    """Base of every error onnxport raises on purpose.
+
+    Attributes:
+        where: the user's source line (``file:line in func: code``) or None.
+        hint:  what to do about it, or None.
+    """
+
+    def __init__(self, message: str, *, node: Any = None, where: str | None = None, hint: str | None = None):
+        self.what = message
+        self.where = where or (user_source_line(node) if node is not None else None)
+        self.hint = hint
+        self.node_name = getattr(node, "name", None)
+        text = message
+        if self.where:
+            text += f"\n  at {self.where}"
+        if hint:
+            text += f"\n  fix: {hint}"
+        super().__init__(text)
+
+
+class CaptureError(ExportError):
+    """torch.export could not capture the model (the model's forward raised, or tracing failed)."""
+
+
+class DynamicShapesError(ExportError):
+    """The ``dynamic_shapes`` argument is malformed or inconsistent with the inputs."""
+
+
+class SpecializationError(ExportError):
+    """A dimension declared dynamic came out of capture as a constant."""
+
+
+class UnsupportedOpError(ExportError):
+    """An ATen operator (or a form of one) has no ONNX translation."""
+
+
+class TranslationError(ExportError):
+    """A translation failed on a node (unsupported arguments, dtype, or an internal inconsistency)."""
+
+
+class ControlFlowError(ExportError):
+    """A scan/cond/while_loop/map body cannot be exported as written (aliasing, unsupported form)."""
+
+
+class ValidationError(ExportError):
+    """Validation could not run (no inputs could be built, onnxruntime refused the model)."""
+
+
+class ContractError(ExportError):
+    """A model does not honour the inputs/outputs declared in an export config."""
+
+
+class ConfigError(ExportError):
+    """An export config file is unreadable or inconsistent."""
+
+
+class SaveError(ExportError):
+    """Saving a model failed; nothing was left at the destination."""

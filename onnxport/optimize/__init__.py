@@ -1,0 +1,1 @@
+"""ONNX-level optimization passes; ``pipeline.optimize`` runs them in order."""

@@ -1,0 +1,118 @@
+"""ExportResult: the exported model, saving, validation and a summary."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+
+from onnxport.errors import SaveError
+
+TWO_GB = 2 * 1024**3
+
+
+class ExportResult:
+    """An exported model.
+
+    Attributes:
+        model: the ``onnx_ir.Model``.
+        program: the ``torch.export.ExportedProgram`` it came from (None when loaded from a file).
+        module: the eager module (for validation), or None.
+        example: ``(args, kwargs)`` the export used.
+        timings: seconds per step (``capture``, ``translate``, ``optimize``...).
+    """
+
+    external_data_threshold = TWO_GB
+
+    def __init__(self, model: ir.Model, *, program=None, module=None, example=None, captured=None,
+                 timings: dict | None = None):
+        self.model = model
+        self.program = program
+        self.module = module
+        self.example = example
+        self.captured = captured
+        self.timings = timings or {}
+        self._proto: onnx.ModelProto | None = None
+
+    @property
+    def model_proto(self) -> onnx.ModelProto:
+        """The model as an ``onnx.ModelProto`` (serialized once, cached)."""
+        if self._proto is None:
+            self._proto = ir.serde.serialize_model(self.model)
+        return self._proto
+
+    def _weights_bytes(self) -> int:
+        return sum(v.const_value.nbytes for v in self.model.graph.initializers.values() if v.const_value is not None)
+
+    def save(self, path: str | os.PathLike, *, external_data: bool | None = None) -> str:
+        """Write the model to ``path`` atomically; returns the path.
+
+        Weights go to ``<path>.data`` next to it when ``external_data`` is True, or when None and
+        the weights exceed ``external_data_threshold`` bytes (2 GB, protobuf's limit).
+        Raises ``SaveError`` (and leaves nothing at ``path``) when writing fails.
+        """
+        path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(path))
+        if external_data is None:
+            external_data = self._weights_bytes() > self.external_data_threshold
+        data_name = os.path.basename(path) + ".data"
+        try:
+            os.makedirs(directory, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=directory, prefix=".onnxport-") as tmp:
+                tmp_model = os.path.join(tmp, os.path.basename(path))
+                if external_data:
+                    ir.save(self.model, tmp_model, external_data=data_name)
+                    os.replace(os.path.join(tmp, data_name), os.path.join(directory, data_name))
+                else:
+                    ir.save(self.model, tmp_model)
+                os.replace(tmp_model, path)
+        except Exception as e:  # noqa: BLE001 - any failure: nothing half-written
+            raise SaveError(f"could not save the model to {path}: {type(e).__name__}: {e}",
+                            hint="check the directory exists and is writable") from e
+        return path
+
+    def validate(self, inputs: Any = None, sizes: Any = None, *, atol: float | None = None,
+                 rtol: float | None = None):
+        """Run eager PyTorch and onnxruntime on the example, other sizes and ``inputs``; see
+        ``onnxport.verify.validate``. Returns a ``ValidationReport``."""
+        from onnxport.verify import validate
+
+        return validate(self, inputs=inputs, sizes=sizes, atol=atol, rtol=rtol)
+
+    def pretty(self, **kwargs) -> str:
+        """Compact text rendering (``onnxport.pretty_onnx``)."""
+        from onnxport.show.pretty import pretty_onnx
+
+        return pretty_onnx(self, **kwargs)
+
+    def plot(self, path: str | None = None, format: str = "png") -> str:
+        """Graphviz DOT text, rendered to ``path`` when given (``onnxport.plot_dot``)."""
+        from onnxport.show.dot import plot_dot
+
+        return plot_dot(self, path=path, format=format)
+
+    def count_nodes(self, recursive: bool = True) -> int:
+        """Nodes in the main graph (and in subgraphs and local functions when ``recursive``)."""
+        n = 0
+        for node in ir.traversal.RecursiveGraphIterator(self.model.graph) if recursive else self.model.graph:
+            n += 1
+        if recursive:
+            for f in self.model.functions.values():
+                n += sum(1 for _ in ir.traversal.RecursiveGraphIterator(f))
+        return n
+
+    def __repr__(self) -> str:
+        g = self.model.graph
+
+        def sig(v: ir.Value) -> str:
+            dt = v.dtype.name.lower() if v.dtype is not None else "?"
+            dims = ", ".join(str(d) for d in v.shape) if v.shape is not None else "?"
+            return f"{v.name}: {dt}[{dims}]"
+
+        opset = self.model.opset_imports.get("", None)
+        return (f"ExportResult(inputs=[{'; '.join(sig(v) for v in g.inputs)}], "
+                f"outputs=[{'; '.join(sig(v) for v in g.outputs)}], nodes={self.count_nodes()}, "
+                f"functions={len(self.model.functions)}, opset={opset})")

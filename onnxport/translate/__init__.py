@@ -1,0 +1,1 @@
+"""FX graph (core ATen) -> onnx_ir graph translation."""

@@ -1,0 +1,117 @@
+"""Walk an FX graph in order and translate each node with the registry."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from onnxport.errors import ExportError, TranslationError, UnsupportedOpError, user_source_line
+from onnxport.translate import dtypes, registry, symbolic
+from onnxport.translate.context import TranslationContext
+
+
+def set_meta_type(value: ir.Value, val: Any, dim_name) -> None:
+    """Give ``value`` the dtype and shape of an FX ``meta["val"]`` (FakeTensor or SymInt).
+
+    ``dim_name(expr)`` renders a symbolic dimension (an int or a dim_param string).
+    """
+    if isinstance(val, torch.Tensor):
+        try:
+            value.type = ir.TensorType(dtypes.onnx_dtype(val.dtype))
+        except KeyError:
+            return
+        value.shape = ir.Shape([dim_name(symbolic.expr_of(d)) for d in val.shape])
+    elif isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
+        value.type = ir.TensorType(ir.DataType.INT64)
+        value.shape = ir.Shape([])
+    elif isinstance(val, (torch.SymBool, bool)):
+        value.type = ir.TensorType(ir.DataType.BOOL)
+        value.shape = ir.Shape([])
+    elif isinstance(val, (torch.SymFloat, float)):
+        value.type = ir.TensorType(ir.DataType.DOUBLE)
+        value.shape = ir.Shape([])
+
+
+def _describe(node: torch.fx.Node) -> str:
+    target = node.target
+    return str(target) if isinstance(target, torch._ops.OpOverload) else getattr(target, "__name__", str(target))
+
+
+def translate_nodes(ctx: TranslationContext, graph: torch.fx.Graph, dim_name) -> list[Any]:
+    """Translate every ``call_function`` node of ``graph``; placeholders must already be mapped.
+
+    Returns the translated values of the graph's output arguments (flattened list, None kept).
+    Raises ``UnsupportedOpError`` for an overload with no translation and ``TranslationError``
+    when a translation fails, both naming the user's source line.
+    """
+    outputs: list[Any] = []
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            continue
+        if node.op == "output":
+            outputs = list(torch.utils._pytree.tree_leaves(ctx.values_of(node.args[0]))) \
+                if not isinstance(node.args[0], (list, tuple)) else [ctx.values_of(a) for a in node.args[0]]
+            break
+        if node.op == "get_attr":
+            ctx.values[node] = getattr(graph.owning_module, node.target)
+            continue
+        if node.op != "call_function":
+            raise TranslationError(f"unsupported FX node kind {node.op!r} ({node.name})", node=node)
+        val = node.meta.get("val")
+        expr = symbolic.expr_of(val) if isinstance(val, (torch.SymInt, torch.SymBool)) else None
+        if expr is not None and expr in ctx.sym_values:
+            ctx.values[node] = ctx.sym_values[expr]
+            continue
+        if isinstance(val, (int, bool)) and not isinstance(val, torch.Tensor) and node.target is not operator.getitem:
+            # a SymInt expression that torch proved constant
+            ctx.values[node] = ctx.const(val)
+            continue
+        result = _translate_one(ctx, node)
+        ctx.values[node] = result
+        if isinstance(result, ir.Value):
+            if val is not None and result.producer() is not None and result.const_value is None:
+                set_meta_type(result, val, dim_name)
+            if expr is not None and not expr.is_number:
+                ctx.sym_values[expr] = result
+        elif isinstance(result, (tuple, list)) and isinstance(val, (tuple, list)):
+            for r, v in zip(result, val):
+                if isinstance(r, ir.Value) and v is not None and r.const_value is None and r.producer() is not None:
+                    set_meta_type(r, v, dim_name)
+    return outputs
+
+
+def _translate_one(ctx: TranslationContext, node: torch.fx.Node) -> Any:
+    if node.target is operator.getitem:
+        seq = ctx.values_of(node.args[0])
+        return seq[node.args[1]]
+    fn = registry.lookup(node.target)
+    if fn is None:
+        raise UnsupportedOpError(
+            f"no ONNX translation for {_describe(node)}",
+            node=node,
+            hint=(
+                "register one with @onnxport.translates(" + _describe(node).replace("aten.", "torch.ops.aten.")
+                + ") def fn(ctx, *args): return ctx.op.<OnnxOp>(...)  (see onnxport/translate/ops for examples)"
+            ),
+        )
+    ctx.set_current(node, user_source_line(node))
+    args = ctx.values_of(node.args)
+    kwargs = ctx.values_of(dict(node.kwargs))
+    try:
+        return fn(ctx, *args, **kwargs)
+    except ExportError as e:
+        if e.where is None and e.node_name is None:
+            raise type(e)(e.what, node=node, hint=e.hint) from e
+        raise
+    except Exception as e:  # noqa: BLE001 - every failure names the node and the user's line
+        raise TranslationError(
+            f"translating {_describe(node)} ({node.name}) failed: {type(e).__name__}: {e}",
+            node=node,
+            hint="this is a gap in onnxport's translation; report it with this message, or register "
+                 "your own translation with @onnxport.translates",
+        ) from e
+    finally:
+        ctx.set_current(None, None)

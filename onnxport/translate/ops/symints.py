@@ -1,0 +1,160 @@
+"""SymInt / SymBool arithmetic (``operator.*``, ``aten.sym_size``) as int64 / bool scalars."""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import onnx_ir as ir
+import sympy
+import torch
+
+from onnxport.translate.registry import translates
+
+aten = torch.ops.aten
+_I64 = ir.DataType.INT64
+
+
+def _v(ctx, x):
+    if isinstance(x, ir.Value):
+        return x
+    if isinstance(x, bool):
+        return ctx.scalar(x, ir.DataType.BOOL)
+    if isinstance(x, int):
+        return ctx.scalar(x, _I64)
+    return ctx.scalar(x, ir.DataType.DOUBLE)
+
+
+def _same(ctx, a, b):
+    a, b = _v(ctx, a), _v(ctx, b)
+    if a.dtype != b.dtype:
+        to = ir.DataType.DOUBLE if ir.DataType.DOUBLE in (a.dtype, b.dtype) else _I64
+        a, b = ctx.cast(a, to), ctx.cast(b, to)
+    return a, b
+
+
+@translates(aten.sym_size.int)
+def sym_size(ctx, x, dim):
+    """sym_size.int(Tensor self, int dim) -> SymInt: taken from the graph input carrying the symbol."""
+    expr = ctx.meta_val.node.expr if isinstance(ctx.meta_val, torch.SymInt) else None
+    if isinstance(expr, sympy.Symbol) and expr in ctx.sym_sources:
+        src, axis = ctx.sym_sources[expr]
+        return ctx.dim(src, axis)
+    return ctx.dim(x, dim)
+
+
+@translates(aten.sym_numel.default)
+def sym_numel(ctx, x):
+    return ctx.op.Size(x)
+
+
+@translates(operator.add)
+def add(ctx, a, b):
+    return ctx.op.Add(*_same(ctx, a, b))
+
+
+@translates(operator.sub)
+def sub(ctx, a, b):
+    return ctx.op.Sub(*_same(ctx, a, b))
+
+
+@translates(operator.mul)
+def mul(ctx, a, b):
+    return ctx.op.Mul(*_same(ctx, a, b))
+
+
+@translates(operator.floordiv)
+def floordiv(ctx, a, b):
+    """Python floor division (rounds toward -inf), unlike ONNX Div on ints (toward 0)."""
+    a, b = _same(ctx, a, b)
+    if a.dtype == _I64:
+        q = ctx.op.Div(a, b)
+        r = ctx.op.Mod(a, b, fmod=0)
+        # Div truncates; subtract 1 where the remainder is non-zero and signs differ
+        fix = ctx.op.And(ctx.op.Not(ctx.op.Equal(r, ctx.scalar(0, _I64))),
+                         ctx.op.Less(ctx.op.Mul(a, b), ctx.scalar(0, _I64)))
+        return ctx.op.Sub(q, ctx.op.Cast(fix, to=_I64))
+    return ctx.op.Floor(ctx.op.Div(a, b))
+
+
+@translates(operator.mod)
+def mod(ctx, a, b):
+    a, b = _same(ctx, a, b)
+    return ctx.op.Mod(a, b, fmod=0 if a.dtype == _I64 else 1)
+
+
+@translates(operator.truediv)
+def truediv(ctx, a, b):
+    a, b = _v(ctx, a), _v(ctx, b)
+    return ctx.op.Div(ctx.cast(a, ir.DataType.DOUBLE), ctx.cast(b, ir.DataType.DOUBLE))
+
+
+@translates(operator.neg)
+def neg(ctx, a):
+    return ctx.op.Neg(_v(ctx, a))
+
+
+def _cmp(op):
+    def fn(ctx, a, b):
+        return getattr(ctx.op, op)(*_same(ctx, a, b))
+
+    return fn
+
+
+for _pyop, _onnx in ((operator.eq, "Equal"), (operator.lt, "Less"), (operator.gt, "Greater"),
+                     (operator.le, "LessOrEqual"), (operator.ge, "GreaterOrEqual")):
+    translates(_pyop)(_cmp(_onnx))
+
+
+@translates(operator.ne)
+def ne(ctx, a, b):
+    return ctx.op.Not(ctx.op.Equal(*_same(ctx, a, b)))
+
+
+@translates(operator.and_)
+def and_(ctx, a, b):
+    return ctx.op.And(_v(ctx, a), _v(ctx, b))
+
+
+@translates(operator.or_)
+def or_(ctx, a, b):
+    return ctx.op.Or(_v(ctx, a), _v(ctx, b))
+
+
+@translates(torch.sym_not)
+def sym_not(ctx, a):
+    return ctx.op.Not(_v(ctx, a))
+
+
+@translates(torch.sym_max)
+def sym_max(ctx, a, b):
+    return ctx.op.Max(*_same(ctx, a, b))
+
+
+@translates(torch.sym_min)
+def sym_min(ctx, a, b):
+    return ctx.op.Min(*_same(ctx, a, b))
+
+
+@translates(torch.sym_float)
+def sym_float(ctx, a):
+    return ctx.cast(_v(ctx, a), ir.DataType.DOUBLE)
+
+
+@translates(torch.sym_int, math.floor, math.trunc)
+def sym_int(ctx, a):
+    a = _v(ctx, a)
+    return ctx.cast(ctx.op.Floor(a) if a.dtype == ir.DataType.DOUBLE else a, _I64)
+
+
+@translates(math.ceil)
+def ceil(ctx, a):
+    a = _v(ctx, a)
+    return ctx.cast(ctx.op.Ceil(a) if a.dtype == ir.DataType.DOUBLE else a, _I64)
+
+
+@translates(aten._assert_scalar.default, aten._assert_tensor_metadata.default, aten.sym_constrain_range_for_size.default,
+            aten._assert_async.msg, aten.sym_constrain_range.default)
+def assert_noop(ctx, *args, **kwargs):
+    """Runtime assertions of torch.export carry no computation."""
+    return None

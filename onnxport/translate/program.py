@@ -1,0 +1,173 @@
+"""ExportedProgram -> onnx_ir.Model: inputs, initializers, the main graph, outputs, dim names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+import sympy
+import torch
+from torch.export.graph_signature import InputKind, OutputKind
+from torch.utils import _pytree as pytree
+
+from onnxport.capture import Captured, _key_str
+from onnxport.errors import ExportError
+from onnxport.translate import dtypes, symbolic
+from onnxport.translate.context import TranslationContext
+from onnxport.translate.graph import set_meta_type, translate_nodes
+
+DOMAIN = "onnxport"  # domain of the local functions onnxport emits
+
+
+class DimNamer:
+    """Renders sympy dimension expressions with the user's names (``batch``, ``2*time``)."""
+
+    def __init__(self):
+        self.names: dict[sympy.Symbol, str] = {}
+
+    def __call__(self, expr: Any) -> int | str:
+        if isinstance(expr, (int, np.integer)):
+            return int(expr)
+        return symbolic.dim_names_for(self.names, expr)
+
+
+def output_names(program: torch.export.ExportedProgram, n_user: int) -> list[str]:
+    """Stable flat names of the user outputs: ``output`` / ``output_0``... / dict keys / attributes."""
+    spec = program.call_spec.out_spec
+    if spec is None:
+        return [f"output_{i}" for i in range(n_user)]
+    try:
+        tree = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
+        leaves, _ = pytree.tree_flatten_with_path(tree)
+    except Exception:  # noqa: BLE001 - unusual containers fall back to positions
+        return [f"output_{i}" for i in range(n_user)]
+    if len(leaves) == 1 and not leaves[0][0]:
+        return ["output"]
+    names = []
+    for path, _ in leaves:
+        parts = [_key_str(k) for k in path]
+        if parts and parts[0].isdigit():
+            parts = ["output"] + parts
+        names.append("_".join(parts))
+    return names
+
+
+def build_model(captured: Captured, *, opset: int, input_names: list[str] | None = None,
+                output_names_: list[str] | None = None, options: dict | None = None) -> ir.Model:
+    """Translate ``captured.program`` into an onnx_ir.Model (not yet optimized).
+
+    Raises ``ExportError`` subclasses from the translations; ``input_names``/``output_names_``
+    override the flat names (their lengths must match the tensor inputs/outputs).
+    """
+    program = captured.program
+    ctx = TranslationContext(opset, options=options or {})
+    namer = DimNamer()
+    ctx.dim_namer = namer
+    graph_nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    inputs: list[ir.Value] = []
+    initializers: list[ir.Value] = []
+
+    user_specs = [s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    names = list(captured.input_names)
+    if len(names) != len(user_specs):
+        names = [getattr(s.arg, "name", f"input_{i}") for i, s in enumerate(user_specs)]
+    tensor_inputs = [(n, s) for n, s in zip(names, user_specs) if isinstance(graph_nodes[s.arg.name].meta.get("val"), torch.Tensor)]
+    if input_names is not None:
+        if len(input_names) != len(tensor_inputs):
+            raise ExportError(
+                f"input_names has {len(input_names)} names but the model has {len(tensor_inputs)} tensor inputs "
+                f"({', '.join(n for n, _ in tensor_inputs)})", hint="give one name per tensor input, in order")
+        rename = dict(zip([n for n, _ in tensor_inputs], input_names))
+        names = [rename.get(n, n) for n in names]
+        captured_decl = [(rename.get(d.input_name, d.input_name), d) for d in captured.declared]
+    else:
+        captured_decl = [(d.input_name, d) for d in captured.declared]
+    declared = {(n, d.axis): d.name for n, d in captured_decl}
+
+    # name the symbols after the user's dims
+    for name, spec in zip(names, user_specs):
+        val = graph_nodes[spec.arg.name].meta.get("val")
+        if isinstance(val, torch.Tensor):
+            for axis, d in enumerate(val.shape):
+                expr = symbolic.expr_of(d)
+                if isinstance(expr, sympy.Symbol) and expr not in namer.names:
+                    namer.names[expr] = declared.get((name, axis), f"{name}_dim{axis}")
+
+    for name, spec in zip(names, user_specs):
+        node = graph_nodes[spec.arg.name]
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            value = ir.Value(name=name)
+            set_meta_type(value, val, namer)
+            inputs.append(value)
+            ctx.values[node] = value
+            for axis, d in enumerate(val.shape):
+                expr = symbolic.expr_of(d)
+                if isinstance(expr, sympy.Symbol) and expr not in ctx.sym_sources:
+                    ctx.sym_sources[expr] = (value, axis)
+        else:
+            ctx.values[node] = val  # Python constants (int, float, bool, None) stay constants
+
+    state = program.state_dict
+    for spec in program.graph_signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            continue
+        node = graph_nodes[spec.arg.name]
+        target = spec.target
+        tensor = state.get(target) if target in state else program.constants.get(target)
+        if tensor is None:
+            raise ExportError(f"no value for {spec.kind.name.lower()} {target!r} in the exported program")
+        if isinstance(tensor, torch.nn.Parameter):
+            tensor = tensor.data
+        if not isinstance(tensor, torch.Tensor):
+            ctx.values[node] = tensor
+            continue
+        value = ir.Value(name=target, const_value=_to_ir_tensor(tensor, target))
+        set_meta_type(value, tensor, namer)
+        initializers.append(value)
+        ctx.values[node] = value
+
+    outs = translate_nodes(ctx, program.graph, namer)
+    out_specs = program.graph_signature.output_specs
+    user_out = [v for v, s in zip(outs, out_specs) if s.kind == OutputKind.USER_OUTPUT]
+    out_nodes = [a for a, s in zip(_output_args(program.graph), out_specs) if s.kind == OutputKind.USER_OUTPUT]
+    names_out = output_names(program, len(user_out))
+    if output_names_ is not None:
+        if len(output_names_) != len(user_out):
+            raise ExportError(f"output_names has {len(output_names_)} names but the model returns {len(user_out)} "
+                              f"outputs ({', '.join(names_out)})", hint="give one name per output, in order")
+        names_out = list(output_names_)
+    graph_outputs: list[ir.Value] = []
+    seen: set = set()
+    input_set = set(inputs) | set(initializers)
+    for name, value, fx_node in zip(names_out, user_out, out_nodes):
+        if value is None:
+            continue
+        if not isinstance(value, ir.Value):
+            value = ctx.const(np.asarray(value))
+        if value in seen or value in input_set or value.producer() is None or value.producer().op_type == "Constant":
+            value = ctx.op.Identity(value)
+        seen.add(value)
+        value.name = name
+        if isinstance(fx_node, torch.fx.Node):
+            set_meta_type(value, fx_node.meta.get("val"), namer)
+        graph_outputs.append(value)
+    graph = ir.Graph(inputs, graph_outputs, nodes=ctx.nodes, initializers=initializers,
+                     opset_imports={"": opset, DOMAIN: 1} if ctx.functions else {"": opset}, name="main_graph")
+    model = ir.Model(graph, ir_version=10 if opset <= 21 else 11, producer_name="onnxport",
+                     functions=list(ctx.functions.values()))
+    model.meta["dim_names"] = dict(namer.names)
+    return model
+
+
+def _output_args(graph: torch.fx.Graph) -> list[Any]:
+    out = next(n for n in graph.nodes if n.op == "output")
+    return list(out.args[0])
+
+
+def _to_ir_tensor(t: torch.Tensor, name: str) -> ir.TensorProtocol:
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        return ir.tensor(t.view(torch.uint16).numpy().view(ir.DataType.BFLOAT16.numpy()), name=name)
+    return ir.tensor(t.numpy(), name=name)

@@ -1,0 +1,299 @@
+"""Verification: onnxruntime against eager PyTorch on the example and on other sizes.
+
+``validate(result)`` builds input sets where every dynamic dimension takes other sizes than the
+export's example (within torch.export's range constraints), runs eager PyTorch and onnxruntime on
+each, and compares every output (dtype-aware tolerance, NaN-aware, shapes exact).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+import sympy
+import torch
+from torch.utils import _pytree as pytree
+
+from onnxport.errors import ValidationError
+from onnxport.translate import symbolic
+
+_TOL = {  # (atol, rtol) per torch dtype
+    torch.float32: (1e-4, 1e-3),
+    torch.float64: (1e-7, 1e-6),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (5e-2, 5e-2),
+}
+
+
+@dataclasses.dataclass
+class Check:
+    """One output compared on one input set."""
+
+    inputs: str  # label of the input set ("example", "sizes 2")
+    sizes: str  # "batch=3, time=17"
+    output: str
+    shape: tuple
+    max_abs: float
+    max_rel: float
+    ok: bool
+    note: str = ""
+
+
+@dataclasses.dataclass
+class ValidationReport:
+    """Every comparison made; ``ok`` is True when all passed."""
+
+    checks: list[Check]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    @property
+    def max_abs(self) -> float:
+        vals = [c.max_abs for c in self.checks if not math.isnan(c.max_abs)]
+        return max(vals) if vals else float("nan")
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "checks": [dataclasses.asdict(c) for c in self.checks]}
+
+    def __str__(self) -> str:
+        head = ("inputs", "sizes", "output", "shape", "max abs", "max rel", "pass")
+        rows = [head] + [(c.inputs, c.sizes, c.output, "x".join(map(str, c.shape)) or "()", f"{c.max_abs:.2e}",
+                          f"{c.max_rel:.2e}", ("ok" if c.ok else "FAIL") + (f" {c.note}" if c.note else ""))
+                         for c in self.checks]
+        widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
+        lines = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+# ------------------------------------------------------------------------------ input generation
+def _symbol_examples(result) -> tuple[dict, dict, dict]:
+    """symbol -> example size, symbol -> (min, max), symbol -> user name."""
+    program = result.program
+    from torch.export.graph_signature import InputKind
+
+    examples: dict = {}
+    flat = pytree.tree_leaves(result.example)
+    user = [s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    for spec, leaf in zip(user, flat):
+        val = nodes[spec.arg.name].meta.get("val")
+        if isinstance(val, torch.Tensor) and isinstance(leaf, torch.Tensor):
+            for d, real in zip(val.shape, leaf.shape):
+                expr = symbolic.expr_of(d)
+                if isinstance(expr, sympy.Symbol):
+                    examples[expr] = int(real)
+    ranges = {}
+    for sym, vr in program.range_constraints.items():
+        lo = int(vr.lower) if getattr(vr.lower, "is_Integer", False) else 0
+        hi = int(vr.upper) if getattr(vr.upper, "is_Integer", False) else 1 << 30
+        ranges[sym] = (lo, hi)
+    names = {}
+    namer = getattr(result, "dim_names", None) or {}
+    for sym in examples:
+        names[sym] = namer.get(sym, str(sym))
+    return examples, ranges, names
+
+
+def default_sizes(result) -> list[dict]:
+    """Two size assignments other than the example: symbol -> size."""
+    examples, ranges, _ = _symbol_examples(result)
+    if not examples:
+        return []
+    out = []
+    for k, grow in enumerate((lambda e: e + 1, lambda e: 2 * e + 3)):
+        sizes = {}
+        for sym, e in examples.items():
+            lo, hi = ranges.get(sym, (0, 1 << 30))
+            lo = max(lo, 2)
+            s = grow(e)
+            if s > hi:
+                s = max(lo, e - 1 - k)
+            sizes[sym] = int(min(max(s, lo), hi))
+        out.append(sizes)
+    return out
+
+
+def make_inputs(result, sizes: dict, seed: int = 0) -> tuple[tuple, dict]:
+    """Inputs like the example but with every dynamic dimension resized per ``sizes``."""
+    program = result.program
+    from torch.export.graph_signature import InputKind
+
+    examples, _, _ = _symbol_examples(result)
+    gen = torch.Generator().manual_seed(seed)
+    flat, spec = pytree.tree_flatten(result.example)
+    user = [s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    by_example_size = {}
+    for sym, e in examples.items():
+        by_example_size.setdefault(e, sym)
+    new_flat = []
+    for s, leaf in zip(user, flat):
+        val = nodes[s.arg.name].meta.get("val")
+        if not isinstance(leaf, torch.Tensor) or not isinstance(val, torch.Tensor):
+            new_flat.append(leaf)
+            continue
+        shape = []
+        for d in val.shape:
+            expr = symbolic.expr_of(d)
+            if isinstance(expr, (int, np.integer)) or (hasattr(expr, "is_number") and expr.is_number):
+                shape.append(int(expr))
+            else:
+                shape.append(int(expr.xreplace({k: sympy.Integer(v) for k, v in sizes.items()})))
+        new_flat.append(_random_like(leaf, shape, gen, sizes, by_example_size))
+    for leaf in flat[len(user):]:
+        new_flat.append(leaf)
+    return tuple(pytree.tree_unflatten(new_flat, spec))
+
+
+def _random_like(t: torch.Tensor, shape: list[int], gen, sizes, by_example_size) -> torch.Tensor:
+    if t.dtype.is_floating_point:
+        scale = float(t.float().std()) if t.numel() > 1 else 1.0
+        scale = scale if math.isfinite(scale) and scale > 0 else 1.0
+        return (torch.randn(shape, generator=gen) * scale + float(t.float().mean() if t.numel() else 0)).to(t.dtype)
+    if t.dtype == torch.bool:
+        if t.numel() and bool(t.all()):
+            return torch.ones(shape, dtype=torch.bool)
+        return torch.rand(shape, generator=gen) > 0.3
+    if t.dtype.is_complex:
+        return torch.randn(shape, generator=gen, dtype=t.dtype)
+    if t.numel() == 0:
+        return torch.zeros(shape, dtype=t.dtype)
+    lo, hi = int(t.min()), int(t.max())
+    sym = by_example_size.get(hi) if t.dim() == 1 and lo >= 1 else None
+    if sym is not None and sym in sizes:  # looks like lengths of a dynamic axis
+        n = sizes[sym]
+        out = torch.randint(1, n + 1, shape, generator=gen, dtype=t.dtype)
+        if out.numel():
+            out[torch.randint(0, out.numel(), (1,), generator=gen)] = n
+        return out
+    return torch.randint(lo, hi + 1, shape, generator=gen, dtype=t.dtype)
+
+
+# ------------------------------------------------------------------------------ running
+def _tensor_leaves(x: Any) -> list[torch.Tensor]:
+    return [t for t in pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    return t.contiguous().numpy()
+
+
+class OrtRunner:
+    """An onnxruntime session over a model proto; ``run(inputs) -> list[np.ndarray]``."""
+
+    def __init__(self, proto, threads: int = 1):
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3
+        try:
+            self.session = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        except Exception as e:  # noqa: BLE001
+            raise ValidationError(f"onnxruntime could not load the model: {e}",
+                                  hint="run onnx.checker.check_model(model, full_check=True) to locate the problem") from e
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.output_names = [o.name for o in self.session.get_outputs()]
+
+    def run(self, tensors: list[torch.Tensor]) -> list[np.ndarray]:
+        feeds = {n: to_numpy(t) for n, t in zip(self.input_names, tensors)}
+        return self.session.run(None, feeds)
+
+
+def compare(expected: np.ndarray, got: np.ndarray, dtype: torch.dtype, atol=None, rtol=None) -> tuple[float, float, bool, str]:
+    """(max abs error, max relative error, ok, note) of one output."""
+    if tuple(expected.shape) != tuple(got.shape):
+        return float("nan"), float("nan"), False, f"shape {tuple(got.shape)} != {tuple(expected.shape)}"
+    if expected.size == 0:
+        return 0.0, 0.0, True, ""
+    d_atol, d_rtol = _TOL.get(dtype, (0.0, 0.0))
+    atol = d_atol if atol is None else atol
+    rtol = d_rtol if rtol is None else rtol
+    if expected.dtype == np.bool_ or np.issubdtype(expected.dtype, np.integer):
+        diff = np.abs(expected.astype(np.float64) - got.astype(np.float64))
+        m = float(diff.max())
+        return m, m, m == 0, ""
+    e = expected.astype(np.float64)
+    g = got.astype(np.float64)
+    nan_e, nan_g = np.isnan(e), np.isnan(g)
+    if (nan_e != nan_g).any():
+        return float("nan"), float("nan"), False, "NaN mismatch"
+    both_inf = np.isinf(e) & (e == g)
+    mask = ~(nan_e | both_inf)
+    if not mask.any():
+        return 0.0, 0.0, True, ""
+    diff = np.abs(e[mask] - g[mask])
+    max_abs = float(diff.max())
+    rel = diff / np.maximum(np.abs(e[mask]), 1e-12)
+    max_rel = float(rel.max())
+    ok = bool(np.all(diff <= atol + rtol * np.abs(e[mask])))
+    return max_abs, max_rel, ok, ""
+
+
+def validate(result, inputs: Any = None, sizes: Any = None, *, atol: float | None = None,
+             rtol: float | None = None, include_example: bool = True) -> "ValidationReport":
+    """Compare onnxruntime with eager PyTorch.
+
+    Args:
+        result: an ``ExportResult`` (needs its module or program and example inputs).
+        inputs: extra input sets, each ``(args, kwargs)`` or an args tuple, compared too.
+        sizes: size assignments to try, each a dict ``{dim name: size}``; default: two assignments
+            other than the example's (``default_sizes``).
+        atol, rtol: tolerances overriding the dtype defaults (float32: 1e-4 / 1e-3).
+
+    Returns a ``ValidationReport`` (``.ok``, printable table). Raises ``ValidationError`` when the
+    model cannot be loaded by onnxruntime or the module is missing.
+    """
+    module = result.module if result.module is not None else result.program.module()
+    runner = OrtRunner(result.model_proto)
+    names = [v.name for v in result.model.graph.outputs]
+    examples, _, sym_names = _symbol_examples(result)
+    user_names = {sym: result.dim_names.get(sym, str(sym)) for sym in examples} if hasattr(result, "dim_names") else {}
+    sets: list[tuple[str, str, tuple]] = []
+    if include_example:
+        sets.append(("example", _fmt_sizes(examples, user_names), result.example))
+    if sizes is None:
+        size_sets = default_sizes(result)
+    else:
+        by_name = {v: k for k, v in user_names.items()}
+        size_sets = []
+        for s in sizes:
+            size_sets.append({by_name.get(k, k): int(v) for k, v in s.items()})
+    for i, s in enumerate(size_sets):
+        sets.append((f"sizes {i + 1}", _fmt_sizes(s, user_names), make_inputs(result, s, seed=i + 1)))
+    for i, extra in enumerate(inputs or []):
+        ex = extra if (isinstance(extra, tuple) and len(extra) == 2 and isinstance(extra[1], dict)) else (tuple(extra), {})
+        sets.append((f"inputs {i + 1}", "", ex))
+    checks: list[Check] = []
+    for label, size_text, (args, kwargs) in sets:
+        with torch.no_grad():
+            expected = _tensor_leaves(module(*args, **kwargs))
+        try:
+            got = runner.run(_tensor_leaves((args, kwargs)))
+        except Exception as e:  # noqa: BLE001 - a runtime failure is a failed check, reported
+            checks.append(Check(label, size_text, "*", (), float("nan"), float("nan"), False,
+                                f"onnxruntime failed: {str(e).splitlines()[0][:200]}"))
+            continue
+        if len(got) != len(expected):
+            checks.append(Check(label, size_text, "*", (), float("nan"), float("nan"), False,
+                                f"{len(got)} ONNX outputs for {len(expected)} eager outputs"))
+            continue
+        for name, e, g in zip(names, expected, got):
+            ma, mr, ok, note = compare(to_numpy(e), g, e.dtype, atol, rtol)
+            checks.append(Check(label, size_text, name, tuple(e.shape), ma, mr, ok, note))
+    return ValidationReport(checks)
+
+
+def _fmt_sizes(sizes: dict, names: dict) -> str:
+    return ", ".join(f"{names.get(k, k)}={v}" for k, v in sizes.items())

@@ -1,0 +1,61 @@
+"""The one export-and-compare helper every test uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+import torch
+
+import onnxport
+
+
+def check_export(
+    model: torch.nn.Module,
+    args: Any,
+    dynamic_shapes: Any = None,
+    *,
+    kwargs: dict | None = None,
+    sizes: list[dict] | None = None,
+    inputs: list | None = None,
+    atol: float | None = None,
+    rtol: float | None = None,
+    expect_inputs: dict[str, list] | None = None,
+    expect_outputs: dict[str, list] | None = None,
+    min_sets: int | None = None,
+    **export_kwargs: Any,
+) -> onnxport.ExportResult:
+    """Export ``model``, check the ONNX model (full check), run onnxruntime against eager PyTorch
+    on the example and on other sizes of every dynamic dimension, and check dim names.
+
+    ``expect_inputs`` / ``expect_outputs`` map ONNX value names to expected dims (ints and
+    dim_param strings). With dynamic dimensions, at least three input sets must have run.
+    """
+    model = model.eval() if isinstance(model, torch.nn.Module) else model
+    if isinstance(args, torch.Tensor):
+        args = (args,)
+    result = onnxport.to_onnx(model, tuple(args), kwargs, dynamic_shapes=dynamic_shapes, **export_kwargs)
+    onnx.checker.check_model(result.model_proto, full_check=True)
+    report = result.validate(sizes=sizes, inputs=inputs, atol=atol, rtol=rtol)
+    assert report.ok, f"\n{report}\n{result}"
+    labels = {c.inputs for c in report.checks}
+    has_dynamic = any(not isinstance(d, int) for v in result.model.graph.inputs for d in (v.shape or []))
+    needed = min_sets if min_sets is not None else (3 if has_dynamic else 1)
+    assert len(labels) >= needed, f"only {sorted(labels)} were compared"
+    for expect, values in ((expect_inputs, result.model.graph.inputs), (expect_outputs, result.model.graph.outputs)):
+        if expect:
+            got = {v.name: [d if isinstance(d, int) else str(d) for d in v.shape] for v in values}
+            for name, dims in expect.items():
+                assert name in got, f"no ONNX value {name!r}; have {sorted(got)}"
+                assert got[name] == list(dims), f"{name}: dims {got[name]} != expected {list(dims)}"
+    return result
+
+
+def count_ops(result: onnxport.ExportResult, op_type: str) -> int:
+    """Nodes of ``op_type`` in the main graph, subgraphs and local functions."""
+    import onnx_ir as ir
+
+    n = sum(1 for node in ir.traversal.RecursiveGraphIterator(result.model.graph) if node.op_type == op_type)
+    for f in result.model.functions.values():
+        n += sum(1 for node in ir.traversal.RecursiveGraphIterator(f) if node.op_type == op_type)
+    return n
