@@ -214,6 +214,14 @@ def _source_matches(sources: list[str], input_name: str, axis: int, top_name: st
 
 def _specialization_error(d: DeclaredDim, value: int | None, where: str | None, top_name: str) -> SpecializationError:
     const = f" became the constant {value}" if value is not None else " became a constant"
+    if value in (0, 1):
+        return SpecializationError(
+            f"axis {d.axis} of input {d.input_name!r}, declared dynamic as {d.name!r}, has size {value} in the "
+            f"example inputs: torch.export specializes sizes 0 and 1, so the dimension cannot stay dynamic",
+            where=where,
+            hint=f"give an example input whose axis {d.axis} has size 2 or more; onnxport validates other sizes "
+                 f"(1 included) afterwards",
+        )
     return SpecializationError(
         f"axis {d.axis} of input {d.input_name!r}, declared dynamic as {d.name!r},{const} during capture: "
         f"the model's code forces it to one size, so the ONNX model would only work for that size",
@@ -288,7 +296,7 @@ def _classify(e: Exception, declared: list[DeclaredDim], records: list, top) -> 
                 where = None
                 for sources, const, frame in records:
                     if _source_matches(sources, d.input_name, d.axis, _top_name(d, top)):
-                        where = frame
+                        where, value = frame, const if value is None else value
                         break
                 if where is None and records:
                     where = records[0][2]

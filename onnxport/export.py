@@ -72,6 +72,8 @@ def to_onnx(
         if verbose:
             print(f"[onnxport] {name}: {timings[name]:.2f}s", flush=True)
 
+    if isinstance(model, torch.export.ExportedProgram) and not args and not kwargs and model.example_inputs:
+        args, kwargs = model.example_inputs
     if isinstance(args, torch.Tensor):
         args = (args,)
     args = tuple(args)

@@ -1,0 +1,149 @@
+"""Capture: dynamic_shapes forms, nested and keyword inputs, output naming, specialization errors."""
+
+import pytest
+import torch
+from torch.export import Dim
+
+import onnxport
+from exportcheck import check_export
+
+
+class Nested(torch.nn.Module):
+    def forward(self, x, pair, d, *, scale):
+        a, b = pair
+        return {"sum": x + a * scale, "prod": b * d["w"]}
+
+
+def _nested_args():
+    x = torch.randn(2, 3)
+    return (x, (torch.randn(2, 3), torch.randn(2, 3)), {"w": torch.randn(2, 3)}), {"scale": torch.tensor(2.0)}
+
+
+@pytest.mark.parametrize("form", ["strings", "dims", "tuple", "auto"])
+def test_dynamic_shapes_forms_on_nested_inputs(form):
+    args, kwargs = _nested_args()
+    B = Dim("batch")
+    spec = {
+        "strings": {"x": {0: "batch"}, "pair": ({0: "batch"}, {0: "batch"}), "d": {"w": {0: "batch"}}, "scale": None},
+        "dims": {"x": {0: B}, "pair": ({0: B}, {0: B}), "d": {"w": {0: B}}, "scale": None},
+        "tuple": ({0: B}, ({0: B}, [B, None]), {"w": {0: B}}, None),
+        "auto": {"x": {0: Dim.AUTO}, "pair": ({0: Dim.AUTO}, {0: Dim.AUTO}), "d": {"w": {0: Dim.AUTO}}, "scale": None},
+    }[form]
+    name = "x_dim0" if form == "auto" else "batch"
+    other = "pair_1_dim0" if form == "auto" else "batch"  # Dim.AUTO: torch keeps unrelated axes apart
+    r = check_export(Nested(), args, spec, kwargs=kwargs,
+                     expect_inputs={"x": [name, 3], "pair_0": [name, 3], "d_w": [other, 3], "scale": []},
+                     expect_outputs={"sum": [name, 3], "prod": [other, 3]})
+    assert [v.name for v in r.model.graph.inputs] == ["x", "pair_0", "pair_1", "d_w", "scale"]
+
+
+def test_exported_program_is_accepted():
+    args, kwargs = _nested_args()
+    B = Dim("batch")
+    ep = torch.export.export(Nested(), args, kwargs,
+                             dynamic_shapes={"x": {0: B}, "pair": ({0: B}, {0: B}), "d": {"w": {0: B}}, "scale": None})
+    r = onnxport.to_onnx(ep)
+    assert r.validate().ok
+    assert [v.name for v in r.model.graph.outputs] == ["sum", "prod"]
+
+
+class Multi(torch.nn.Module):
+    def forward(self, x):
+        return x + 1, [x * 2, x - 1]
+
+
+def test_output_names_flatten_and_override():
+    r = onnxport.to_onnx(Multi(), (torch.randn(2, 3),), dynamic_shapes={"x": {0: "n"}})
+    assert [v.name for v in r.model.graph.outputs] == ["output_0", "output_1_0", "output_1_1"]
+    r = onnxport.to_onnx(Multi(), (torch.randn(2, 3),), dynamic_shapes={"x": {0: "n"}},
+                         input_names=["inp"], output_names=["a", "b", "c"])
+    assert [v.name for v in r.model.graph.inputs] == ["inp"]
+    assert [v.name for v in r.model.graph.outputs] == ["a", "b", "c"]
+    assert [str(d) for d in r.model.graph.inputs[0].shape] == ["n", "3"]
+    assert r.validate().ok
+
+
+def test_output_that_is_an_input_or_repeated_gets_its_own_value():
+    class Alias(torch.nn.Module):
+        def forward(self, x):
+            y = x * 2
+            return x, y, y
+
+    r = check_export(Alias(), (torch.randn(3, 2),), {"x": {0: "n"}})
+    assert len({v.name for v in r.model.graph.outputs}) == 3
+
+
+class Loop(torch.nn.Module):
+    def forward(self, x, y):
+        out = torch.empty(x.shape[0], y.shape[0])
+        for i in range(x.shape[0]):
+            out[i, :] = ((y - x[i:i + 1]) ** 2).sum(1).sqrt()
+        return out
+
+
+@pytest.mark.parametrize("declare", ["name", "dynamic"])
+def test_specialization_error_names_input_axis_dim_and_line(declare):
+    x_dim = "x_rows" if declare == "name" else Dim.DYNAMIC
+    with pytest.raises(onnxport.SpecializationError) as info:
+        onnxport.to_onnx(Loop(), (torch.randn(3, 4), torch.randn(5, 4)),
+                         dynamic_shapes={"x": {0: x_dim}, "y": {0: "y_rows"}})
+    e = info.value
+    text = str(e)
+    assert "'x'" in text and "axis 0" in text and "constant 3" in text
+    assert ("x_rows" in text) == (declare == "name")
+    assert e.where is not None and "test_capture.py" in e.where and "range(x.shape[0])" in e.where
+    assert "scan" in e.hint
+
+
+def test_example_size_one_on_dynamic_axis_is_explained():
+    with pytest.raises(onnxport.SpecializationError, match="size 2 or more"):
+        onnxport.to_onnx(Multi(), (torch.randn(1, 3),), dynamic_shapes={"x": {0: "n"}})
+
+
+@pytest.mark.parametrize("spec, match", [
+    ({"z": {0: "n"}}, "names \\['z'\\]"),
+    ({"x": {5: "n"}}, "axis 5"),
+    ({"x": {0: "2*n"}}, "not a valid identifier"),
+    (({0: "n"}, {0: "n"}), "2 entries"),
+])
+def test_bad_dynamic_shapes(spec, match):
+    with pytest.raises(onnxport.DynamicShapesError, match=match):
+        onnxport.to_onnx(Multi(), (torch.randn(2, 3),), dynamic_shapes=spec)
+
+
+def test_forward_that_raises_is_a_capture_error_with_cause():
+    class Bad(torch.nn.Module):
+        def forward(self, x):
+            return x @ torch.ones(7, 7)
+
+    with pytest.raises(onnxport.CaptureError) as info:
+        onnxport.to_onnx(Bad(), (torch.randn(2, 3),))
+    assert info.value.__cause__ is not None
+    assert "test_capture.py" in (info.value.where or "")
+
+
+def test_unsupported_op_names_overload_line_and_fix():
+    class Odd(torch.nn.Module):
+        def forward(self, x):
+            return torch.special.bessel_j0(x)
+
+    with pytest.raises(onnxport.UnsupportedOpError) as info:
+        onnxport.to_onnx(Odd(), (torch.randn(2, 3),))
+    text = str(info.value)
+    assert "aten.special_bessel_j0" in text and "test_capture.py" in text and "translates" in text
+
+
+def test_user_registered_translation_is_used():
+    from onnxport.translate.registry import override
+
+    class Odd(torch.nn.Module):
+        def forward(self, x):
+            return torch.special.bessel_j0(x)
+
+    def fake(ctx, x):  # a wrong translation, to show the override is taken and validation catches it
+        return ctx.op.Cos(x)
+
+    with override({torch.ops.aten.special_bessel_j0.default: fake}):
+        r = onnxport.to_onnx(Odd(), (torch.randn(2, 3),))
+    assert any(n.op_type == "Cos" for n in r.model.graph)
+    assert not r.validate().ok
