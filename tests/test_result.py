@@ -1,0 +1,101 @@
+"""ExportResult: atomic save, external data, repr, reproducible bytes, validation report."""
+
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+import onnxport
+
+
+class Affine(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3, 128))
+        self.register_buffer("b", torch.randn(128))
+
+    def forward(self, x):
+        return x @ self.w + self.b
+
+
+def _export():
+    return onnxport.to_onnx(Affine(), (torch.randn(4, 3),), dynamic_shapes={"x": {0: "batch"}})
+
+
+def test_repr_says_inputs_outputs_nodes_opset():
+    text = repr(_export())
+    assert "x: float[batch, 3]" in text and "output: float[batch, 128]" in text
+    assert "nodes=" in text and "opset=20" in text
+
+
+def test_initializers_named_by_qualified_names():
+    r = _export()
+    assert set(r.model.graph.initializers) >= {"w", "b"}
+
+
+def test_save_and_reload_runs(tmp_path):
+    r = _export()
+    path = r.save(tmp_path / "m.onnx")
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    x = np.random.randn(7, 3).astype(np.float32)
+    got = sess.run(None, {"x": x})[0]
+    want = Affine.forward(r.module, torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_external_data_above_threshold(tmp_path, monkeypatch):
+    r = _export()
+    monkeypatch.setattr(type(r), "external_data_threshold", 16)
+    path = r.save(tmp_path / "big.onnx")
+    assert os.path.exists(str(path) + ".data")
+    model = onnx.load(path)  # loads the external weights back
+    assert any(i.data_location == onnx.TensorProto.EXTERNAL for i in onnx.load(path, load_external_data=False).graph.initializer)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    assert sess.run(None, {"x": np.ones((2, 3), np.float32)})[0].shape == (2, 128)
+    assert model.graph.input[0].name == "x"
+
+
+def test_save_failure_leaves_nothing(tmp_path):
+    r = _export()
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(onnxport.SaveError):
+        r.save(blocker / "m.onnx")
+    target = tmp_path / "dir.onnx"
+    target.mkdir()  # saving over a directory fails
+    with pytest.raises(onnxport.SaveError):
+        r.save(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir.onnx", "file"]
+    assert list(target.iterdir()) == []
+
+
+def test_same_model_twice_gives_identical_bytes(tmp_path):
+    torch.manual_seed(0)
+    a = _export().save(tmp_path / "a.onnx")
+    torch.manual_seed(0)
+    b = _export().save(tmp_path / "b.onnx")
+    assert open(a, "rb").read() == open(b, "rb").read()
+
+
+def test_validation_report_detects_a_wrong_model():
+    r = _export()
+    assert r.validate().ok
+    # corrupt the exported weights: validation must fail and say where
+    w = r.model.graph.initializers["w"]
+    w.const_value = onnxport.translate.program._to_ir_tensor(torch.zeros(3, 128), "w")
+    r._proto = None
+    report = r.validate()
+    assert not report.ok
+    assert "FAIL" in str(report)
+    assert report.to_dict()["ok"] is False
+
+
+def test_validate_explicit_sizes_and_inputs():
+    r = _export()
+    report = r.validate(sizes=[{"batch": 1}, {"batch": 9}], inputs=[(torch.randn(5, 3),)])
+    assert report.ok
+    assert {c.sizes for c in report.checks} >= {"batch=1", "batch=9"}
+    assert any(c.inputs == "inputs 1" and c.shape == (5, 128) for c in report.checks)
