@@ -196,6 +196,19 @@ def _record_specializations(records: list):
         ss.ShapeEnv._set_replacement = original
 
 
+@contextlib.contextmanager
+def _size_oblivious(enabled: bool):
+    """An example size of 0 or 1 on a dynamic axis: let torch reason about sizes without
+    specializing them (``backed_size_oblivious``), so the axis stays dynamic."""
+    if not enabled:
+        yield
+        return
+    import torch.fx.experimental._config as fx_config
+
+    with fx_config.patch(backed_size_oblivious=True):
+        yield
+
+
 def _user_frame() -> str | None:
     for f in reversed(traceback.extract_stack()):
         p = f.filename
@@ -269,8 +282,11 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         torch_spec = {n: per_input.get(n) for n, _ in top}
     start = time.perf_counter()
     records: list = []
+    leaves = {f: leaf for f, leaf, _ in flat}
+    small = any(isinstance(leaves.get(d.input_name), torch.Tensor) and leaves[d.input_name].shape[d.axis] in (0, 1)
+                for d in declared)
     try:
-        with _record_specializations(records):
+        with _record_specializations(records), _size_oblivious(small):
             program = torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict)
     except Exception as e:  # noqa: BLE001 - classified below, original chained
         raise _classify(e, declared, records, top) from e

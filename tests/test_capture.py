@@ -95,9 +95,9 @@ def test_specialization_error_names_input_axis_dim_and_line(declare):
     assert "scan" in e.hint
 
 
-def test_example_size_one_on_dynamic_axis_is_explained():
-    with pytest.raises(onnxport.SpecializationError, match="size 2 or more"):
-        onnxport.to_onnx(Multi(), (torch.randn(1, 3),), dynamic_shapes={"x": {0: "n"}})
+def test_example_size_one_on_dynamic_axis_stays_dynamic():
+    check_export(Multi(), (torch.randn(1, 3),), {"x": {0: "n"}}, expect_inputs={"x": ["n", 3]},
+                 sizes=[{"n": 2}, {"n": 9}])
 
 
 @pytest.mark.parametrize("spec, match", [
