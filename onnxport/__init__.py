@@ -21,6 +21,13 @@ from onnxport.verify import ValidationReport, validate
 __version__ = "0.1.0"
 
 
+def find_divergence(model, onnx_model, inputs, **kwargs):
+    """First FX node / ONNX node pair whose values differ; see ``onnxport.divergence.find_divergence``."""
+    from onnxport.divergence import find_divergence as impl
+
+    return impl(model, onnx_model, inputs, **kwargs)
+
+
 def pretty_onnx(model, **kwargs):
     """Compact text rendering of an ONNX model; see ``onnxport.show.pretty.pretty_onnx``."""
     from onnxport.show.pretty import pretty_onnx as impl
@@ -38,5 +45,5 @@ def plot_dot(model, **kwargs):
 __all__ = [
     "CaptureError", "ConfigError", "ContractError", "ControlFlowError", "DynamicShapesError", "ExportError",
     "ExportResult", "SaveError", "SpecializationError", "TranslationError", "UnsupportedOpError",
-    "ValidationError", "ValidationReport", "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
+    "ValidationError", "ValidationReport", "find_divergence", "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
 ]

@@ -13,6 +13,9 @@ from onnxport.translate import dtypes, registry, symbolic
 from onnxport.translate.context import TranslationContext
 
 
+FX_NODE_KEY = "fx_node"  # value metadata: the FX node whose result the value holds
+
+
 def set_meta_type(value: ir.Value, val: Any, dim_name) -> None:
     """Give ``value`` the dtype and shape of an FX ``meta["val"]`` (FakeTensor or SymInt).
 
@@ -74,6 +77,7 @@ def translate_nodes(ctx: TranslationContext, graph: torch.fx.Graph, dim_name) ->
         if isinstance(result, ir.Value):
             if val is not None and result.producer() is not None and result.const_value is None:
                 set_meta_type(result, val, dim_name)
+                result.metadata_props.setdefault(FX_NODE_KEY, node.name)
             if expr is not None and not expr.is_number:
                 ctx.sym_values[expr] = result
         elif isinstance(result, (tuple, list)) and isinstance(val, (tuple, list)):
