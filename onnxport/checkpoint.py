@@ -1,0 +1,87 @@
+"""Checkpoints: read a state dict safely and load it into a module, listing any key mismatch."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Any
+
+import torch
+
+from onnxport.errors import ExportError
+
+_STATE_KEYS = ("model", "state_dict", "model_state_dict", "module")
+_SHOWN = 8
+
+
+class CheckpointError(ExportError):
+    """A checkpoint cannot be read, or its keys or shapes do not fit the model."""
+
+
+def _is_state_dict(obj: Any) -> bool:
+    return isinstance(obj, dict) and bool(obj) and all(isinstance(v, torch.Tensor) for v in obj.values())
+
+
+def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """Load ``path`` with ``torch.load(weights_only=True)`` and return its state dict.
+
+    A file holding a dict of several things (``{"model": ..., "optimizer": ..., "epoch": 3}``)
+    gives its ``model`` (or ``state_dict``, ``model_state_dict``, ``module``) entry.
+    Raises ``CheckpointError`` when the file is missing, is not a weights-only torch file, or
+    holds no state dict.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise CheckpointError(f"checkpoint {path} does not exist", hint="check the --checkpoint path")
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"checkpoint {path} cannot be read with torch.load(weights_only=True): {first}",
+                              hint="save it with torch.save(model.state_dict(), path); pickled objects "
+                                   "other than tensors and containers are not loaded") from e
+    if _is_state_dict(obj):
+        return dict(obj)
+    if isinstance(obj, dict):
+        for key in _STATE_KEYS:
+            if _is_state_dict(obj.get(key)):
+                return dict(obj[key])
+        keys = ", ".join(repr(k) for k in list(obj)[:_SHOWN])
+        raise CheckpointError(f"checkpoint {path} holds a dict ({keys}) with no state dict under "
+                              f"{' / '.join(_STATE_KEYS)}", hint="save the model's state_dict() under the key 'model'")
+    raise CheckpointError(f"checkpoint {path} holds a {type(obj).__name__}, not a state dict",
+                          hint="save it with torch.save(model.state_dict(), path)")
+
+
+def _listed(keys: list[str]) -> str:
+    shown = ", ".join(keys[:_SHOWN])
+    return shown + (f", ... ({len(keys)} in all)" if len(keys) > _SHOWN else "")
+
+
+def load_checkpoint(model: torch.nn.Module, path: str | os.PathLike) -> torch.nn.Module:
+    """Load the checkpoint at ``path`` into ``model`` (strictly) and return the model.
+
+    A ``module.`` prefix on every key (saved from ``DataParallel``) is dropped when the model's
+    keys have none. Raises ``CheckpointError`` listing missing keys, unexpected keys and shape
+    mismatches (name, checkpoint shape, model shape).
+    """
+    state = read_state_dict(path)
+    own = model.state_dict()
+    if state and all(k.startswith("module.") for k in state) and not any(k.startswith("module.") for k in own):
+        state = {k[len("module."):]: v for k, v in state.items()}
+    missing = sorted(k for k in own if k not in state)
+    unexpected = sorted(k for k in state if k not in own)
+    shapes = sorted(f"{k} {tuple(state[k].shape)} vs {tuple(own[k].shape)}" for k in own
+                    if k in state and tuple(state[k].shape) != tuple(own[k].shape))
+    if missing or unexpected or shapes:
+        parts = []
+        if missing:
+            parts.append(f"missing keys: {_listed(missing)}")
+        if unexpected:
+            parts.append(f"unexpected keys: {_listed(unexpected)}")
+        if shapes:
+            parts.append(f"shape mismatches (checkpoint vs model): {_listed(shapes)}")
+        raise CheckpointError(f"checkpoint {os.fspath(path)} does not fit the model: " + "; ".join(parts),
+                              hint="build the model with the arguments it was trained with (--model-arg or [model])")
+    model.load_state_dict(state, strict=True)
+    return model

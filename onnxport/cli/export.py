@@ -1,0 +1,214 @@
+"""``onnxport export TARGET``: export a model as a config (or ``--input`` declarations) states it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import threading
+import time
+
+EPILOG = """\
+examples:
+  onnxport export mypkg.models:build_conformer --config export.toml --checkpoint ckpt.pt -o conformer.onnx
+  onnxport export model.py:Net --input "x: float32[batch, 3, 224, 224]" -o net.onnx
+  onnxport export examples/speech_encoder.py:build_encoder --config examples/speech_encoder.toml \\
+      -o enc.onnx --report report.json
+
+exit codes: 0 success; 1 validation mismatch (the ONNX file is written, the table shows where);
+2 user error (target, config, checkpoint, contract, export), nothing written to -o.
+"""
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register the ``export`` subcommand and return its parser."""
+    p = subparsers.add_parser(
+        "export", help="export a model to ONNX from a config or input declarations, check and validate it",
+        description="Build the model TARGET returns, load a checkpoint, export it to ONNX with the inputs, "
+                    "dims and outputs the config declares, check the model honours them, and compare "
+                    "onnxruntime with eager PyTorch on the config's validation sizes.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", metavar="TARGET", nargs="?",
+                   help="module.path:callable or path/to/file.py:callable building a torch.nn.Module "
+                        "(default: the config's target)")
+    p.add_argument("-c", "--config", metavar="TOML", help="export config: [inputs.*], [outputs.*], [dims], [model], "
+                   "[export], [validate] (see examples/speech_encoder.toml)")
+    p.add_argument("-o", "--output", metavar="ONNX", required=True, help="path of the ONNX file to write")
+    p.add_argument("--checkpoint", metavar="PT", help="state dict loaded with torch.load(weights_only=True); its "
+                   "'model' or 'state_dict' entry when it holds several things")
+    p.add_argument("--input", dest="inputs", action="append", default=[], metavar="DECL",
+                   help='declare an input instead of a config, e.g. "x: float32[batch, 3, 224, 224]" (repeatable)')
+    p.add_argument("--declare-output", dest="outputs", action="append", default=[], metavar="DECL",
+                   help='declare an output with --input, e.g. "logits: float32[batch, 1000]" (repeatable)')
+    p.add_argument("--dim", dest="dims", action="append", default=[], metavar="NAME=MIN:MAX",
+                   help="size range of a named dim with --input, e.g. batch=1:64 (repeatable)")
+    p.add_argument("--model-arg", dest="model_args", action="append", default=[], metavar="KEY=VALUE",
+                   help="keyword argument of TARGET, value read as a Python literal (repeatable; over [model])")
+    p.add_argument("--opset", type=int, help="ONNX opset (18 or newer; default: config's, else 20)")
+    p.add_argument("--inline", action="store_true", default=None, help="inline control-flow bodies")
+    p.add_argument("--no-optimize", dest="optimize", action="store_false", default=None,
+                   help="skip the optimization passes")
+    p.add_argument("--strict", action="store_true", default=None, help="capture with torch.export's strict mode")
+    p.add_argument("--atol", type=float, help="absolute tolerance of validation (default: config's, else per dtype)")
+    p.add_argument("--rtol", type=float, help="relative tolerance of validation")
+    p.add_argument("--no-validate", dest="validate", action="store_false",
+                   help="skip the comparison with onnxruntime (the contract is still checked)")
+    p.add_argument("--report", metavar="JSON", help="write the validation table as JSON")
+    p.add_argument("--quiet", action="store_true", help="print neither progress nor the table")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show full tracebacks on errors")
+    return p
+
+
+class Progress:
+    """Step display: a rich live table on a terminal once a run lasts over a second, plain
+    ``onnxport: STEP N.NNs`` lines on stderr otherwise; nothing when ``quiet``."""
+
+    DELAY = 1.0
+
+    def __init__(self, quiet: bool = False):
+        self.quiet = quiet
+        self.tty = sys.stdout.isatty() and sys.stderr.isatty()
+        self.steps: dict[str, float | None] = {}
+        self.live = None
+        self.timer = None
+        self.lock = threading.Lock()
+        self.started = time.perf_counter()
+        if self.tty and not quiet:
+            try:
+                import rich  # noqa: F401
+            except ImportError:
+                self.tty = False
+        if self.tty and not quiet:
+            self.timer = threading.Timer(self.DELAY, self._start_live)
+            self.timer.daemon = True
+            self.timer.start()
+
+    def _render(self):
+        from rich.table import Table
+
+        t = Table.grid(padding=(0, 2))
+        for name, seconds in self.steps.items():
+            t.add_row("[green]done[/]" if seconds is not None else "[yellow]...[/]", name,
+                      f"{seconds:.2f}s" if seconds is not None else "")
+        return t
+
+    def _start_live(self):
+        from rich.console import Console
+        from rich.live import Live
+
+        with self.lock:
+            if self.live is None and self.timer is not None:
+                self.live = Live(self._render(), console=Console(stderr=True), refresh_per_second=8, transient=False)
+                self.live.start()
+
+    def __call__(self, step: str, state: str, seconds: float) -> None:
+        if self.quiet:
+            return
+        with self.lock:
+            self.steps[step] = seconds if state == "done" else None
+            if self.live is not None:
+                self.live.update(self._render())
+            elif not self.tty and state == "done":
+                print(f"onnxport: {step} {seconds:.2f}s", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+            if self.live is not None:
+                self.live.update(self._render())
+                self.live.stop()
+                self.live = None
+
+
+def _config_data(args) -> object:
+    from onnxport.config import config_from_declarations
+    from onnxport.errors import ConfigError
+
+    if args.config and (args.inputs or args.outputs or args.dims):
+        raise ConfigError("--config and --input/--declare-output/--dim were both given",
+                          hint="declare everything in the config, or use only the command-line declarations")
+    if args.config:
+        return args.config
+    if not args.inputs:
+        raise ConfigError("no inputs declared", hint='give --config export.toml or --input "x: float32[batch, 16]"')
+    data = config_from_declarations(args.inputs, args.outputs)
+    for text in args.dims:
+        name, sep, rng = text.partition("=")
+        lo, sep2, hi = rng.partition(":")
+        try:
+            data.setdefault("dims", {})[name.strip()] = {"min": int(lo), "max": int(hi)}
+        except ValueError:
+            raise ConfigError(f"--dim {text!r} is not NAME=MIN:MAX", hint="e.g. --dim batch=1:64") from None
+        if not sep or not sep2:
+            raise ConfigError(f"--dim {text!r} is not NAME=MIN:MAX", hint="e.g. --dim batch=1:64")
+    return data
+
+
+def _one_line(e) -> str:
+    text = (getattr(e, "what", None) or str(e)).strip().replace("\n", " ")
+    hint = getattr(e, "hint", None)
+    return text + (f" (fix: {hint})" if hint else "")
+
+
+def run(args) -> int:
+    """Run the export; returns 0, 1 (validation mismatch, file kept) or 2 (user error, nothing written)."""
+    from onnxport.cli.loader import parse_model_args
+    from onnxport.config_export import export_from_config
+    from onnxport.errors import ConfigError, ExportError
+
+    debug = getattr(args, "debug", False)
+    progress = Progress(quiet=args.quiet)
+    try:
+        data = _config_data(args)
+        target = args.target
+        if target is None and not args.config:
+            raise ConfigError("no TARGET given", hint="e.g. onnxport export model.py:Net --input ...")
+        result = export_from_config(
+            data, model=target, checkpoint=args.checkpoint, model_args=parse_model_args(args.model_args),
+            validate=args.validate, on_step=progress, opset=args.opset, inline=args.inline,
+            optimize=args.optimize, strict=args.strict, atol=args.atol, rtol=args.rtol)
+        progress("save", "start", 0.0)
+        t0 = time.perf_counter()
+        result.save(args.output)
+        progress("save", "done", time.perf_counter() - t0)
+    except ExportError as e:
+        progress.close()
+        if debug:
+            raise
+        print(f"onnxport: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    finally:
+        progress.close()
+    report = result.validation
+    if not args.quiet:
+        print(f"wrote {args.output}: {result!r}")
+        if report is not None:
+            print(report)
+    if args.report:
+        payload = report.to_dict() if report is not None else {"ok": None, "checks": []}
+        payload.update({"model": os.path.abspath(args.output), "timings": dict(result.timings)})
+        with open(args.report, "w") as f:
+            json.dump(_finite(payload), f, indent=2, default=str)
+    if report is not None and not report.ok:
+        bad = [c for c in report.checks if not c.ok]
+        print(f"onnxport: validation mismatch on {len(bad)} of {len(report.checks)} checks "
+              f"(first: {bad[0].output} at {bad[0].sizes or bad[0].inputs}); {args.output} was written",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _finite(x):
+    """NaN and infinities as null, so that the report is strict JSON."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x

@@ -1,0 +1,110 @@
+"""Resolve ``module.path:callable`` and ``path/to/file.py:callable`` targets to a built module."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+from typing import Any, Callable
+
+import torch
+
+from onnxport.errors import ExportError
+
+
+class TargetError(ExportError):
+    """A model target cannot be imported, is not callable, or does not build a ``torch.nn.Module``."""
+
+
+def parse_model_args(pairs: list[str]) -> dict[str, Any]:
+    """``["depth=4", "name=tiny", "sizes=[1, 2]"]`` -> keyword arguments; values are read as Python
+    literals, and kept as strings when they are not one. Raises ``TargetError`` without ``=``."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise TargetError(f"--model-arg {pair!r} is not KEY=VALUE", hint="write e.g. --model-arg depth=4")
+        try:
+            out[key] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            out[key] = text.strip()
+    return out
+
+
+def _import_file(path: str) -> Any:
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise TargetError(f"model file {path} does not exist", hint="TARGET is path/to/file.py:callable")
+    name = "onnxport_target_" + hashlib.sha1(path.encode()).hexdigest()[:10]
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, os.path.dirname(path))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - the user's file failed to import
+        sys.modules.pop(name, None)
+        raise TargetError(f"importing {path} failed: {type(e).__name__}: {e}",
+                          hint="run the file with python to see the full error") from e
+    finally:
+        sys.path.remove(os.path.dirname(path))
+    return module
+
+
+def resolve_target(target: str) -> Callable[..., Any]:
+    """The callable named by ``module.path:callable`` or ``path/to/file.py:callable`` (the
+    callable may be dotted: ``file.py:Models.build``). Raises ``TargetError``."""
+    where, sep, attr = target.rpartition(":")
+    if not sep or not where or not attr:
+        raise TargetError(f"target {target!r} is not MODULE:CALLABLE or FILE.py:CALLABLE",
+                          hint="e.g. mypkg.models:build_conformer or model.py:Net")
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        module = _import_file(where)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as e:
+            raise TargetError(f"cannot import module {where!r}: {e}",
+                              hint="install the package or run from the directory that holds it") from e
+        except Exception as e:  # noqa: BLE001 - the module raised on import
+            raise TargetError(f"importing {where!r} failed: {type(e).__name__}: {e}") from e
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            names = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
+            raise TargetError(f"{where} has no attribute {attr!r}",
+                              hint=f"callables there: {', '.join(names[:12]) or 'none'}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TargetError(f"{target} is a {type(obj).__name__}, not a callable")
+    return obj
+
+
+def build_model(target: str | Callable[..., Any] | torch.nn.Module, kwargs: dict[str, Any] | None = None) -> torch.nn.Module:
+    """Build the model: resolve ``target`` when it is a string, call it with ``kwargs``, and check
+    the result is a ``torch.nn.Module`` (returned in eval mode). Raises ``TargetError``."""
+    kwargs = dict(kwargs or {})
+    if isinstance(target, torch.nn.Module):
+        if kwargs:
+            raise TargetError(f"model arguments {sorted(kwargs)} were given for an already built module",
+                              hint="pass the factory, not the module, to use model arguments")
+        return target.eval()
+    name = target if isinstance(target, str) else getattr(target, "__qualname__", repr(target))
+    factory = resolve_target(target) if isinstance(target, str) else target
+    try:
+        model = factory(**kwargs)
+    except TypeError as e:
+        raise TargetError(f"calling {name} with {kwargs or 'no arguments'} failed: {e}",
+                          hint="pass its arguments with --model-arg KEY=VALUE or the config's [model] table") from e
+    except Exception as e:  # noqa: BLE001 - the user's factory raised
+        raise TargetError(f"calling {name} failed: {type(e).__name__}: {e}") from e
+    if not isinstance(model, torch.nn.Module):
+        raise TargetError(f"{name} returned a {type(model).__name__}, not a torch.nn.Module",
+                          hint="TARGET must be a module class or a function returning a module")
+    return model.eval()

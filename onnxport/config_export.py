@@ -1,0 +1,168 @@
+"""``export_from_config``: build, load, check the contract, export, name dims, validate."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import re
+import sys
+import time
+from typing import Any, Callable
+
+import torch
+
+from onnxport import contract
+from onnxport.config import ExportConfig, load_config, make_inputs
+from onnxport.errors import ConfigError, ContractError
+
+StepCallback = Callable[[str, str, float], None]  # (step, "start" | "done", seconds)
+_STEP_LINE = re.compile(r"^\[onnxport\] (\w+): ([0-9.]+)s$")
+_PIPELINE = ("capture", "decompose", "translate", "optimize", "finalize")
+
+
+class _StepStream(io.TextIOBase):
+    """Reads ``to_onnx(verbose=True)`` step lines and reports them; passes other text through."""
+
+    def __init__(self, on_step: StepCallback, passthrough):
+        self.on_step = on_step
+        self.passthrough = passthrough
+        self.buffer_text = ""
+
+    def write(self, text: str) -> int:
+        self.buffer_text += text
+        while "\n" in self.buffer_text:
+            line, self.buffer_text = self.buffer_text.split("\n", 1)
+            m = _STEP_LINE.match(line.strip())
+            if m:
+                self.on_step(m.group(1), "done", float(m.group(2)))
+                following = _PIPELINE[_PIPELINE.index(m.group(1)) + 1:] if m.group(1) in _PIPELINE else ()
+                if following:
+                    self.on_step(following[0], "start", 0.0)
+            else:
+                self.passthrough.write(line + "\n")
+        return len(text)
+
+
+def _forward_kwargs(module: torch.nn.Module, cfg: ExportConfig, tensors: dict[str, torch.Tensor]) -> dict:
+    """The declared inputs as forward() keyword arguments, in forward()'s parameter order."""
+    try:
+        params = inspect.signature(module.forward).parameters
+    except (TypeError, ValueError):
+        return dict(tensors)
+    var_kw = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    named = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    unknown = [n for n in cfg.inputs if n not in named]
+    if unknown and not var_kw:
+        raise ContractError(f"the config declares input(s) {unknown} but {type(module).__name__}.forward takes "
+                            f"({', '.join(named)})", hint="name [inputs.NAME] after forward()'s parameters")
+    required = [n for n, p in params.items() if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                and n not in cfg.inputs]
+    if required:
+        raise ContractError(f"{type(module).__name__}.forward requires {required}, which the config does not declare "
+                            f"(it declares {list(cfg.inputs)})", hint="declare an [inputs.NAME] table for each")
+    order = [n for n in named if n in tensors] + [n for n in tensors if n not in named]
+    return {n: tensors[n] for n in order}
+
+
+def _eager(module: torch.nn.Module, kwargs: dict, label: str) -> Any:
+    try:
+        with torch.no_grad():
+            return module(**kwargs)
+    except Exception as e:  # noqa: BLE001 - the model's forward failed on declared inputs
+        sizes = ", ".join(f"{k}: {tuple(v.shape)} {str(v.dtype).replace('torch.', '')}" for k, v in kwargs.items())
+        raise ContractError(f"the model's forward raised on {label} ({sizes}): {type(e).__name__}: "
+                            f"{str(e).splitlines()[0] if str(e) else ''}",
+                            hint="check the declared dtypes, dims and the [dims] ranges against the model") from e
+
+
+def export_from_config(config: Any, model: Any = None, checkpoint: Any = None, *,
+                       model_args: dict | None = None, validate: bool = True,
+                       on_step: StepCallback | None = None, **overrides: Any):
+    """Export a model as an export config declares it, and check that it honours the declaration.
+
+    Args:
+        config: path of a TOML config, its dict, or an ``ExportConfig`` (see ``onnxport.config``).
+        model: a ``torch.nn.Module``, a callable building one, or a target string
+            (``pkg.module:build`` / ``file.py:Net``); default: the config's ``target``.
+        checkpoint: path of a state dict loaded into the model (``onnxport.checkpoint``).
+        model_args: keyword arguments of the factory, over the config's ``[model]`` table.
+        validate: compare onnxruntime with eager PyTorch on the config's validation sizes.
+        on_step: called ``(step, "start"|"done", seconds)`` for capture, translate, optimize, validate...
+        overrides: ``opset``, ``inline``, ``optimize``, ``strict``, ``atol``, ``rtol`` over the config.
+
+    Returns the ``ExportResult`` with ONNX inputs/outputs named and dimensioned exactly as
+    declared, plus ``.config`` and ``.validation`` (a ``ValidationReport``, or None).
+
+    Raises ``ConfigError``, ``ContractError``, ``CheckpointError``, ``TargetError`` and the
+    export's own errors (all ``onnxport.ExportError``).
+    """
+    from onnxport.checkpoint import load_checkpoint
+    from onnxport.cli.loader import build_model
+    from onnxport.config import dynamic_shapes
+    from onnxport.export import to_onnx
+
+    cfg = load_config(config)
+    for key, value in overrides.items():
+        if not hasattr(cfg, key) or key not in ("opset", "inline", "optimize", "strict", "atol", "rtol"):
+            raise TypeError(f"export_from_config got an unexpected keyword argument {key!r}")
+        if value is not None:
+            setattr(cfg, key, value)
+    step = on_step or (lambda *a: None)
+    target = model if model is not None else cfg.target
+    if target is None:
+        raise ConfigError(f"config {cfg.source} names no model", hint="pass a model or set target = \"file.py:build\"")
+    step("build", "start", 0.0)
+    t0 = time.perf_counter()
+    kwargs = {} if isinstance(target, torch.nn.Module) else {**cfg.model_args, **(model_args or {})}
+    module = build_model(target, kwargs)
+    if checkpoint is not None:
+        load_checkpoint(module, checkpoint)
+    example_sizes = cfg.example_sizes()
+    example = _forward_kwargs(module, cfg, make_inputs(cfg, example_sizes, seed=0))
+    pairs = contract.match_outputs(cfg, _eager(module, example, "the example"))
+    contract.check_tensors(cfg, pairs, example_sizes)
+    step("build", "done", time.perf_counter() - t0)
+
+    step("capture", "start", 0.0)
+    stream = _StepStream(step, sys.stdout)
+    with contextlib.redirect_stdout(stream) if on_step else contextlib.nullcontext():
+        result = to_onnx(module, (), example, dynamic_shapes=dynamic_shapes(cfg), input_names=list(example),
+                         output_names=[n for n, _ in pairs], opset=cfg.opset, optimize=cfg.optimize,
+                         inline=cfg.inline, strict=cfg.strict, verbose=on_step is not None)
+    renames = contract.check_onnx_dims(cfg, result.model)
+
+    step("validate", "start", 0.0)
+    t0 = time.perf_counter()
+    sets = []
+    runs = []
+    for i, sizes in enumerate(cfg.sizes):
+        label = "sizes " + ", ".join(f"{k}={v}" for k, v in sizes.items())
+        kw = _forward_kwargs(module, cfg, make_inputs(cfg, sizes, seed=i + 1))
+        got = contract.match_outputs(cfg, _eager(module, kw, label))
+        runs.append((label, sizes, contract.check_tensors(cfg, got, sizes, label)))
+        sets.append((sizes, kw))
+    contract.check_derived_dims(cfg, renames, runs)
+    contract.rename_output_dims(result.model, cfg, renames)
+    result._proto = None
+    result.config = cfg
+    result.validation = None
+    if validate:
+        result.validation = _validate(result, cfg, example_sizes, sets)
+    step("validate", "done", time.perf_counter() - t0)
+    return result
+
+
+def _validate(result, cfg: ExportConfig, example_sizes: dict, sets: list):
+    """Run ``onnxport.verify.validate`` on the example and the generated sets, sizes in the table."""
+    from onnxport.verify import validate
+
+    report = validate(result, inputs=[((), kw) for _, kw in sets], sizes=[], atol=cfg.atol, rtol=cfg.rtol)
+    texts = {f"inputs {i + 1}": ", ".join(f"{k}={v}" for k, v in s.items()) for i, (s, _) in enumerate(sets)}
+    for c in report.checks:
+        if c.inputs in texts:
+            c.sizes = texts[c.inputs]
+            c.inputs = c.inputs.replace("inputs", "sizes")
+        elif c.inputs == "example":
+            c.sizes = ", ".join(f"{k}={v}" for k, v in example_sizes.items())
+    return report
