@@ -35,6 +35,13 @@ def pretty_onnx(model, **kwargs):
     return impl(model, **kwargs)
 
 
+def export_from_config(config, model=None, checkpoint=None, **kwargs):
+    """Export as an export config declares; see ``onnxport.config_export.export_from_config``."""
+    from onnxport.config_export import export_from_config as impl
+
+    return impl(config, model=model, checkpoint=checkpoint, **kwargs)
+
+
 def plot_dot(model, **kwargs):
     """Graphviz DOT text of an ONNX model; see ``onnxport.show.dot.plot_dot``."""
     from onnxport.show.dot import plot_dot as impl
@@ -44,6 +51,6 @@ def plot_dot(model, **kwargs):
 
 __all__ = [
     "CaptureError", "ConfigError", "ContractError", "ControlFlowError", "DynamicShapesError", "ExportError",
-    "ExportResult", "SaveError", "SpecializationError", "TranslationError", "UnsupportedOpError",
+    "ExportResult", "SaveError", "export_from_config", "SpecializationError", "TranslationError", "UnsupportedOpError",
     "ValidationError", "ValidationReport", "find_divergence", "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
 ]
