@@ -1,0 +1,164 @@
+"""Higher-order control flow: scan -> Scan, cond -> If, while_loop -> Loop, map -> Scan.
+
+Each body GraphModule becomes one local function (``translate/bodies.py``); the Scan/If/Loop body
+graph calls it, passing the values the body needs from the outer scope (additional inputs, module
+parameters, SymInts) by capture. Semantics: torch's higher-order ops
+(``torch/_higher_order_ops/{scan,cond,while_loop,map}.py``) and the ONNX ``Scan``, ``If`` and
+``Loop`` operator specs (opset 16+ / 11+ / 16+).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+import torch
+
+from onnxport.errors import ControlFlowError
+from onnxport.translate import bodies
+from onnxport.translate.registry import translates
+
+aten = torch.ops.aten
+hop = torch.ops.higher_order
+
+
+def _val(node: Any) -> Any:
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else node
+
+
+def _scan_input_form(ctx, fx_arg: Any, value: ir.Value) -> tuple[ir.Value, int, int]:
+    """(value, axis, direction) of one scanned input, folding the ``flip`` (reverse=True) and
+    ``movedim`` / ``permute`` (dim != 0) that ``torch._higher_order_ops.scan.scan`` puts before the
+    ``scan`` node into ``scan_input_directions`` / ``scan_input_axes``."""
+    node, axis, direction = fx_arg, 0, 0
+    if not isinstance(node, torch.fx.Node):
+        return value, 0, 0
+    if node.target is aten.flip.default and list(node.args[1]) in ([0], (0,)):
+        direction, node = 1, node.args[0]
+    src = node.args[0] if node.op == "call_function" and node.args else None
+    rank = len(_val(node).shape) if isinstance(_val(node), torch.Tensor) else None
+    if node.target is aten.movedim.int and rank and node.args[2] % rank == 0:
+        axis, node = node.args[1] % rank, src
+    elif node.target is aten.permute.default and rank:
+        perm = [p % rank for p in node.args[1]]
+        d = perm[0]
+        if perm == [d] + [i for i in range(rank) if i != d]:
+            axis, node = d, src
+    if node is fx_arg:
+        return value, 0, 0
+    try:
+        return ctx.lookup(node), axis, direction
+    except KeyError:
+        return value, 0, 0
+
+
+@translates(hop.scan)
+def scan(ctx, combine_fn, init, xs, additional_inputs=()):
+    """scan(combine_fn, init: list[Tensor], xs: list[Tensor], additional_inputs) -> carry + ys.
+
+    ``combine_fn(*carry, *x_slices, *additional_inputs) -> (*next_carry, *y_slices)``. Becomes one
+    ONNX ``Scan``: the carries are its state variables, ``xs`` its scan inputs (with
+    ``scan_input_axes`` / ``scan_input_directions`` for ``dim`` / ``reverse``), the ``ys`` its
+    scan outputs; additional inputs are captured by the Scan body from the outer graph.
+
+    Raises:
+        ControlFlowError: combine_fn returns one of its inputs without ``.clone()``.
+    """
+    init, xs, extra = list(init), list(xs), list(additional_inputs)
+    node = ctx.current_node
+    body = bodies.body_function(ctx, combine_fn, "scan_body", node)
+    n, m = len(init), len(xs)
+    k = len(body.output_vals) - n
+    fx_xs = list(node.args[2]) if node is not None else [None] * m
+    forms = [_scan_input_form(ctx, a, v) for a, v in zip(fx_xs, xs)]
+    xs = [f[0] for f in forms]
+    axes, directions = [f[1] for f in forms], [f[2] for f in forms]
+    graph = bodies.subgraph(ctx, "scan_graph", [p.meta.get("val") for p in body.placeholders[:n + m]],
+                            lambda sub, ins: bodies.call_body(sub, body, list(ins) + extra))
+    outs = ctx.op.Scan(*init, *xs, body=graph, num_scan_inputs=m,
+                       scan_input_axes=axes if any(axes) else None,
+                       scan_input_directions=directions if any(directions) else None,
+                       _outputs=n + k)
+    return [outs] if n + k == 1 else list(outs)
+
+
+def _predicate(ctx, pred: Any) -> ir.Value:
+    if isinstance(pred, ir.Value):
+        return pred if pred.dtype == ir.DataType.BOOL else ctx.cast(pred, ir.DataType.BOOL)
+    if isinstance(pred, (bool, int, np.bool_)):
+        return ctx.const(np.array(bool(pred)))
+    raise ControlFlowError(f"cannot use {type(pred).__name__} {pred!r} as a cond predicate",
+                           hint="the predicate must be a bool tensor with one element or a SymBool")
+
+
+@translates(hop.cond)
+def cond(ctx, pred, true_fn, false_fn, operands=()):
+    """cond(pred, true_fn, false_fn, operands) -> outputs of the branch taken.
+
+    ``pred`` is a one-element bool tensor or a SymBool (``x.shape[0] > 4``, a 0-d bool value).
+    Becomes ONNX ``If``: each branch graph has no inputs, captures the operands from the outer
+    scope and calls the branch's function.
+    """
+    operands = list(operands)
+    node = ctx.current_node
+    then_body = bodies.body_function(ctx, true_fn, "cond_then", node)
+    else_body = bodies.body_function(ctx, false_fn, "cond_else", node)
+    k = len(then_body.output_vals)
+    then_graph = bodies.subgraph(ctx, "then_graph", [], lambda sub, ins: bodies.call_body(sub, then_body, operands))
+    else_graph = bodies.subgraph(ctx, "else_graph", [], lambda sub, ins: bodies.call_body(sub, else_body, operands))
+    outs = ctx.op.If(_predicate(ctx, pred), then_branch=then_graph, else_branch=else_graph, _outputs=k)
+    return [outs] if k == 1 else list(outs)
+
+
+def _loop_condition(ctx, value: ir.Value) -> ir.Value:
+    value = value if value.dtype == ir.DataType.BOOL else ctx.cast(value, ir.DataType.BOOL)
+    if value.shape is not None and len(value.shape) == 0:
+        return value
+    out = ctx.op.Reshape(value, ctx.const(np.array([], dtype=np.int64)))
+    out.type, out.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
+    return out
+
+
+@translates(hop.while_loop)
+def while_loop(ctx, cond_fn, body_fn, carried_inputs, additional_inputs=()):
+    """while_loop(cond_fn, body_fn, carried_inputs, additional_inputs) -> final carried values.
+
+    ``cond_fn(*carried, *additional) -> bool`` and ``body_fn(*carried, *additional) -> carried``.
+    Becomes ONNX ``Loop`` with no trip count: its condition is ``cond_fn`` on the initial values,
+    then ``cond_fn`` on the new values at the end of each iteration; zero iterations when the
+    condition is false at first.
+    """
+    extra = list(additional_inputs)
+    node = ctx.current_node
+    cond_body = bodies.body_function(ctx, cond_fn, "loop_cond", node)
+    step_body = bodies.body_function(ctx, body_fn, "loop_body", node)
+    carried = [bodies.as_input(ctx, c, p) for c, p in zip(carried_inputs, step_body.placeholders)]
+    first = _loop_condition(ctx, bodies.call_body(ctx, cond_body, carried + extra)[0])
+
+    def build(sub, ins):
+        new = bodies.call_body(sub, step_body, list(ins[2:]) + extra)
+        again = _loop_condition(sub, bodies.call_body(sub, cond_body, new + extra)[0])
+        return [again] + new
+
+    vals = [(ir.DataType.INT64, []), (ir.DataType.BOOL, [])] + \
+        [p.meta.get("val") for p in step_body.placeholders[:len(carried)]]
+    graph = bodies.subgraph(ctx, "loop_graph", vals, build)
+    outs = ctx.op.Loop(None, first, *carried, body=graph, _outputs=len(carried))
+    return [outs] if len(carried) == 1 else list(outs)
+
+
+@translates(hop.map_impl)
+def map_impl(ctx, f, xs, args=()):
+    """map_impl(f, xs: list[Tensor], args) -> stacked outputs of ``f(*x_slices, *args)``.
+
+    Becomes an ONNX ``Scan`` with no state variables: every ``xs`` is a scan input along axis 0 and
+    every output a scan output; ``args`` are captured from the outer graph.
+    """
+    xs, extra = list(xs), list(args)
+    body = bodies.body_function(ctx, f, "map_body", ctx.current_node)
+    m, k = len(xs), len(body.output_vals)
+    graph = bodies.subgraph(ctx, "map_graph", [p.meta.get("val") for p in body.placeholders[:m]],
+                            lambda sub, ins: bodies.call_body(sub, body, list(ins) + extra))
+    outs = ctx.op.Scan(*xs, body=graph, num_scan_inputs=m, _outputs=k)
+    return [outs] if k == 1 else list(outs)
