@@ -1,0 +1,111 @@
+"""Padding: constant_pad_nd, reflection_pad / replication_pad 1d/2d/3d, circular padding and the
+``aten.pad`` form of torch.nn.functional.pad.
+
+Semantics: torch.nn.functional.pad (``pad`` lists (begin, end) pairs starting from the LAST axis;
+negative amounts crop in constant mode) on ONNX Pad (opset 18 ``axes`` input; modes constant,
+reflect, edge and, from opset 19, wrap). PyTorch's "reflect" excludes the edge value, as ONNX's
+does; "replicate" is ONNX "edge"; "circular" is ONNX "wrap".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import onnx_ir as ir
+import torch
+
+from onnxport.errors import TranslationError
+from onnxport.translate.registry import translates
+
+aten = torch.ops.aten
+
+_ONNX_MODE = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def _per_axis(ctx, x: ir.Value, pad: Sequence[Any]) -> list[tuple[int, Any, Any]]:
+    """(axis, begin, end) for each axis ``pad`` touches, ascending axes."""
+    if len(pad) % 2:
+        raise TranslationError(f"pad has {len(pad)} entries; it needs (begin, end) pairs",
+                               hint="pass an even number of pad amounts, last axis first")
+    rank = ctx.rank(x)
+    n = len(pad) // 2
+    if n > rank:
+        raise TranslationError(f"pad covers {n} axes but the input has rank {rank}")
+    return [(rank - 1 - i, pad[2 * i], pad[2 * i + 1]) for i in reversed(range(n))]
+
+
+def pad_nd(ctx, x: ir.Value, pad: Sequence[Any], mode: str = "constant", value: float | None = None) -> ir.Value:
+    """Pad ``x`` as ``torch.nn.functional.pad(x, pad, mode, value)`` does.
+
+    Args:
+        x: tensor of any dtype (constant mode) or float (other modes).
+        pad: ints or 0-d int64 values (SymInts), (begin, end) pairs from the last axis backward.
+        mode: "constant", "reflect", "replicate" or "circular".
+        value: fill value of constant mode (default 0).
+
+    Raises TranslationError for an unknown mode or negative amounts outside constant mode.
+    """
+    if mode not in _ONNX_MODE:
+        raise TranslationError(f"padding mode {mode!r} is not supported",
+                               hint="use one of 'constant', 'reflect', 'replicate', 'circular'")
+    axes = _per_axis(ctx, x, pad)
+    axes = [(a, b, e) for a, b, e in axes if not (isinstance(b, int) and isinstance(e, int) and b == 0 and e == 0)]
+    if not axes:
+        return ctx.op.Identity(x)
+    if mode != "constant" and any(isinstance(v, int) and v < 0 for _, b, e in axes for v in (b, e)):
+        raise TranslationError(f"negative padding {list(pad)} in {mode!r} mode",
+                               hint="only constant padding crops with negative amounts; slice the tensor instead")
+    if mode == "circular" and ctx.opset < 19:
+        return _circular_by_slices(ctx, x, axes)
+    pads = ctx.shape_list([b for _, b, _ in axes] + [e for _, _, e in axes])
+    axes_value = ctx.const([a for a, _, _ in axes])
+    if mode == "constant":
+        fill = ctx.scalar(0 if value is None else value, x.dtype)
+        return ctx.op.Pad(x, pads, fill, axes_value, mode="constant")
+    return ctx.op.Pad(x, pads, None, axes_value, mode=_ONNX_MODE[mode])
+
+
+def _circular_by_slices(ctx, x: ir.Value, axes) -> ir.Value:
+    """Circular padding as Slice + Concat per axis (ONNX Pad has no "wrap" mode before opset 19)."""
+    big = 1 << 62
+    for axis, begin, end in axes:
+        parts = []
+        axis_v = ctx.const([axis])
+        if not (isinstance(begin, int) and begin == 0):
+            start = ctx.op.Neg(ctx.shape_list([begin]))
+            parts.append(ctx.op.Slice(x, start, ctx.const([big]), axis_v))
+        parts.append(x)
+        if not (isinstance(end, int) and end == 0):
+            parts.append(ctx.op.Slice(x, ctx.const([0]), ctx.shape_list([end]), axis_v))
+        x = ctx.op.Concat(*parts, axis=axis)
+    return x
+
+
+@translates(aten.constant_pad_nd.default)
+def constant_pad_nd(ctx, x, pad, value=0):
+    """aten::constant_pad_nd(input, pad, value=0): negative amounts crop."""
+    return pad_nd(ctx, x, pad, "constant", value)
+
+
+@translates(aten.pad.default)
+def pad_(ctx, x, pad, mode="constant", value=None):
+    """aten::pad(input, pad, mode="constant", value=None), torch.nn.functional.pad."""
+    return pad_nd(ctx, x, pad, mode, value)
+
+
+@translates(aten.reflection_pad1d.default, aten.reflection_pad2d.default, aten.reflection_pad3d.default)
+def reflection_pad(ctx, x, padding):
+    """aten::reflection_pad{1,2,3}d(input, padding): mirror without repeating the edge."""
+    return pad_nd(ctx, x, padding, "reflect")
+
+
+@translates(aten.replication_pad1d.default, aten.replication_pad2d.default, aten.replication_pad3d.default)
+def replication_pad(ctx, x, padding):
+    """aten::replication_pad{1,2,3}d(input, padding): repeat the edge value."""
+    return pad_nd(ctx, x, padding, "replicate")
+
+
+@translates(aten._pad_circular.default)
+def pad_circular(ctx, x, pad):
+    """aten::_pad_circular(input, pad): wrap around (amounts at most the axis size)."""
+    return pad_nd(ctx, x, pad, "circular")

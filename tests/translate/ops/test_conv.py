@@ -1,0 +1,132 @@
+"""Convolutions (onnxport/translate/ops/conv.py) against eager PyTorch at several sizes."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.export import Dim
+
+from exportcheck import check_export, count_ops
+from onnxport.translate.registry import override
+
+aten = torch.ops.aten
+HIGH_LEVEL = [aten.conv1d.default, aten.conv2d.default, aten.conv3d.default, aten.conv1d.padding,
+              aten.conv2d.padding, aten.conv3d.padding, aten.conv_transpose1d.default,
+              aten.conv_transpose2d.input, aten.conv_transpose3d.input]
+
+
+def _core_only():
+    """Drop the high-level translations so the program decomposes to aten.convolution."""
+    return override({op: None for op in HIGH_LEVEL})
+
+
+def _targets(result):
+    return {n.target for n in result.program.graph.nodes if n.op == "call_function"}
+
+
+class Conv(torch.nn.Module):
+    def __init__(self, dims, cin, cout, k, bias=True, **kw):
+        super().__init__()
+        cls = {1: torch.nn.Conv1d, 2: torch.nn.Conv2d, 3: torch.nn.Conv3d}[dims]
+        self.conv = cls(cin, cout, k, bias=bias, **kw)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def _dyn(dims, spatial_min):
+    axes = {0: Dim("batch", min=1, max=64)}
+    for i in range(dims):
+        axes[2 + i] = Dim(f"s{i}", min=spatial_min, max=256)
+    return {"x": axes}
+
+
+CASES = [
+    # dims, cin, cout, kernel, kwargs
+    (1, 3, 4, 3, dict()),
+    (1, 3, 4, 4, dict(padding="same")),
+    (1, 3, 4, 4, dict(padding="same", dilation=3)),
+    (1, 3, 4, 5, dict(padding="same", dilation=2)),
+    (1, 4, 4, 3, dict(padding="valid", stride=2, groups=2)),
+    (1, 4, 8, 3, dict(padding=2, stride=3, dilation=2, groups=4, bias=False)),
+    (2, 3, 4, 3, dict(padding=1)),
+    (2, 3, 4, (2, 4), dict(padding="same", dilation=(3, 2))),
+    (2, 4, 4, 3, dict(padding=(1, 0), stride=(2, 1), groups=4)),  # depthwise
+    (2, 2, 6, 1, dict(bias=False)),
+    (3, 2, 3, 3, dict(padding=1, stride=2)),
+    (3, 2, 4, 2, dict(padding="same", groups=2)),
+]
+
+
+@pytest.mark.parametrize("core", [False, True], ids=["conv_nd", "convolution"])
+@pytest.mark.parametrize("dims,cin,cout,k,kw", CASES, ids=[f"{c[0]}d-k{c[3]}-{c[4]}" for c in CASES])
+def test_conv(dims, cin, cout, k, kw, core):
+    model = Conv(dims, cin, cout, k, **kw)
+    size = {1: 11, 2: 7, 3: 5}[dims]
+    x = torch.randn(2, cin, *([size] * dims))
+    if core:
+        with _core_only():
+            r = check_export(model, (x,), _dyn(dims, 6 if dims < 3 else 4))
+    else:
+        r = check_export(model, (x,), _dyn(dims, 6 if dims < 3 else 4))
+    assert count_ops(r, "Conv") == 1
+    assert _targets(r) & {aten.convolution.default} if core else _targets(r) & set(HIGH_LEVEL)
+    assert all(n.attributes.get("auto_pad") is None or n.attributes["auto_pad"].value == "NOTSET"
+               for n in r.model.graph if n.op_type == "Conv")
+
+
+def test_conv_functional_and_unbatched():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(4, 3, 4))
+            self.w32 = torch.nn.Parameter(torch.randn(4, 3, 4))
+
+        def forward(self, x, y):
+            return F.conv1d(x, self.w, padding="same"), F.conv1d(y, self.w32, stride=2)
+
+    x = torch.randn(2, 3, 9)
+    y = torch.randn(3, 12)  # no batch axis
+    check_export(M(), (x, y), {"x": {0: "batch", 2: "time"}, "y": {1: Dim("len", min=6)}})
+
+
+TCASES = [
+    (1, 4, 3, 3, dict(stride=2, output_padding=1)),
+    (1, 4, 6, 4, dict(stride=2, padding=1, groups=2, bias=False)),
+    (1, 2, 2, 3, dict(stride=3, dilation=2, output_padding=2, padding=2)),
+    (2, 4, 2, 2, dict(stride=2)),
+    (2, 4, 4, 3, dict(stride=(2, 1), padding=(1, 0), output_padding=(1, 0), groups=4, dilation=(1, 2))),
+    (3, 2, 2, 2, dict(stride=2)),
+]
+
+
+@pytest.mark.parametrize("core", [False, True], ids=["conv_transpose_nd", "convolution"])
+@pytest.mark.parametrize("dims,cin,cout,k,kw", TCASES, ids=[f"{c[0]}d-k{c[3]}-{c[4]}" for c in TCASES])
+def test_conv_transpose(dims, cin, cout, k, kw, core):
+    cls = {1: torch.nn.ConvTranspose1d, 2: torch.nn.ConvTranspose2d, 3: torch.nn.ConvTranspose3d}[dims]
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = cls(cin, cout, k, **kw)
+
+        def forward(self, x):
+            return self.conv(x)
+
+    x = torch.randn(2, cin, *([5] * dims))
+    if core:
+        with _core_only():
+            r = check_export(M(), (x,), _dyn(dims, 2))
+    else:
+        r = check_export(M(), (x,), _dyn(dims, 2))
+    assert count_ops(r, "ConvTranspose") == 1
+    assert _targets(r) & {aten.convolution.default} if core else _targets(r) & set(HIGH_LEVEL)
+
+
+def test_conv_parameters_must_be_static():
+    from onnxport.translate.ops.conv import expand_param
+    from onnxport.errors import TranslationError
+
+    assert expand_param(2, 3, "stride") == [2, 2, 2]
+    assert expand_param([1], 2, "padding") == [1, 1]
+    with pytest.raises(TranslationError, match="padding"):
+        expand_param([1, 2, 3], 2, "padding")
