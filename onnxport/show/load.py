@@ -1,0 +1,127 @@
+"""Turn anything a user may want to look at into an ``onnx_ir.Model`` or ``onnx_ir.Function``.
+
+Accepted inputs: ``onnx.ModelProto``, ``onnx_ir.Model``, ``onnxport.ExportResult``,
+``onnx.FunctionProto``, ``onnx_ir.Function``, ``onnx.GraphProto``, ``onnx_ir.Graph``, serialized
+model bytes, or a path (``str`` / ``os.PathLike``) to an ``.onnx`` file.
+
+The result is always a fresh copy: rendering never changes the caller's model. With
+``infer_shapes=True`` the copy carries the dtypes and shapes found by ONNX shape inference
+(``onnx.shape_inference.infer_shapes``) on intermediate values of the graph and its subgraphs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import onnx
+import onnx_ir as ir
+
+from onnxport.errors import ExportError
+
+
+class ShowInputError(ExportError):
+    """The object given to ``pretty_onnx`` / ``plot_dot`` is not a model, graph or function."""
+
+
+@dataclass
+class Loaded:
+    """What a renderer draws.
+
+    Attributes:
+        root: the ``onnx_ir.Model``, or the ``onnx_ir.Function`` when a lone function was given.
+        notes: remarks to show the reader (for example why shape inference was skipped).
+    """
+
+    root: Union[ir.Model, ir.Function]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def model(self) -> ir.Model | None:
+        return self.root if isinstance(self.root, ir.Model) else None
+
+    @property
+    def functions(self) -> list[ir.Function]:
+        """Local functions of the model, or the lone function."""
+        if isinstance(self.root, ir.Function):
+            return [self.root]
+        return list(self.root.functions.values())
+
+
+def load(obj: Any, *, infer_shapes: bool = False) -> Loaded:
+    """Normalize ``obj`` to an ``onnx_ir.Model`` (or ``onnx_ir.Function``), as a copy.
+
+    Args:
+        obj: any input listed in the module docstring.
+        infer_shapes: run ONNX shape inference on the copy. A failure of inference is not an
+            error: the model is shown without inferred shapes and ``Loaded.notes`` says why.
+
+    Raises:
+        ShowInputError: ``obj`` is of no accepted type, or the path does not exist or is not an
+            ONNX file.
+    """
+    notes: list[str] = []
+    if isinstance(obj, (onnx.FunctionProto, ir.Function)):
+        proto = obj if isinstance(obj, onnx.FunctionProto) else ir.serde.serialize_function(obj)
+        return Loaded(ir.serde.deserialize_function(proto), notes)
+    proto = _model_proto(obj)
+    if infer_shapes:
+        proto = _inferred(proto, notes)
+    model = ir.serde.deserialize_model(proto)
+    try:
+        model.graph.sort()
+    except ValueError as e:  # a cycle: show the nodes as stored
+        notes.append(f"the graph is not acyclic ({e}); nodes are shown in stored order")
+    return Loaded(model, notes)
+
+
+def _model_proto(obj: Any) -> onnx.ModelProto:
+    if isinstance(obj, onnx.ModelProto):
+        return obj
+    if isinstance(obj, ir.Model):
+        return ir.serde.serialize_model(obj)
+    if hasattr(obj, "model_proto") and isinstance(getattr(obj, "model", None), ir.Model):  # ExportResult
+        return obj.model_proto
+    if isinstance(obj, onnx.GraphProto):
+        return onnx.helper.make_model(obj, opset_imports=[onnx.helper.make_opsetid("", 20)])
+    if isinstance(obj, ir.Graph):
+        opsets = dict(obj.opset_imports) or {"": 20}
+        return ir.serde.serialize_model(ir.Model(obj, ir_version=10, opset_imports=opsets))
+    if isinstance(obj, (bytes, bytearray)):
+        try:
+            return onnx.load_from_string(bytes(obj))
+        except Exception as e:  # noqa: BLE001 - any decoding failure means "not a model"
+            raise ShowInputError(f"the bytes given are not a serialized ONNX model: {e}",
+                                 hint="pass a path, an onnx.ModelProto or an onnxport.ExportResult") from e
+    if isinstance(obj, (str, os.PathLike)):
+        return _load_path(os.fspath(obj))
+    raise ShowInputError(
+        f"cannot show an object of type {type(obj).__name__}",
+        hint="pass an onnx.ModelProto, onnx_ir.Model, onnxport.ExportResult, onnx.FunctionProto, "
+             "onnx_ir.Function or the path of an .onnx file")
+
+
+def _load_path(path: str) -> onnx.ModelProto:
+    if not os.path.isfile(path):
+        raise ShowInputError(f"no such file: {path}", hint="give the path of an existing .onnx file")
+    try:
+        return onnx.load(path)
+    except Exception as e:  # noqa: BLE001 - protobuf decode errors have many types
+        raise ShowInputError(f"{path} is not a readable ONNX model: {type(e).__name__}: {e}",
+                             hint="check the file is an ONNX model (and its .data file is beside it)") from e
+
+
+def _inferred(proto: onnx.ModelProto, notes: list[str]) -> onnx.ModelProto:
+    """``onnx.shape_inference.infer_shapes`` on a copy; on failure the proto itself and a note."""
+    if proto.ByteSize() >= 2**31 - 1:
+        notes.append("shape inference skipped: the model is larger than 2 GB")
+        return proto
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    try:
+        return onnx.shape_inference.infer_shapes(copy, check_type=False, strict_mode=False, data_prop=True)
+    except Exception as e:  # noqa: BLE001 - inference raises several error types
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        notes.append(f"shape inference failed, shapes are the stored ones: {first}")
+        return proto
