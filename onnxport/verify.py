@@ -7,6 +7,7 @@ each, and compares every output (dtype-aware tolerance, NaN-aware, shapes exact)
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from typing import Any
@@ -201,14 +202,26 @@ class OrtRunner:
         try:
             self.session = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         except Exception as e:  # noqa: BLE001
-            raise ValidationError(f"onnxruntime could not load the model: {e}",
-                                  hint="run onnx.checker.check_model(model, full_check=True) to locate the problem") from e
+            text = str(e)
+            hint = "run onnx.checker.check_model(model, full_check=True) to locate the problem"
+            if "NOT_IMPLEMENTED" in text and _uses_bfloat16(proto):
+                hint = ("the model is valid ONNX but onnxruntime's CPU provider has no bfloat16 kernel for this "
+                        "operator: validate a float32 export (model.float()) or run on a provider with bfloat16 support")
+            raise ValidationError(f"onnxruntime could not load the model: {text.splitlines()[0][:300]}",
+                                  hint=hint) from e
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
 
     def run(self, tensors: list[torch.Tensor]) -> list[np.ndarray]:
         feeds = {n: to_numpy(t) for n, t in zip(self.input_names, tensors)}
         return self.session.run(None, feeds)
+
+
+def _uses_bfloat16(proto) -> bool:
+    bf16 = 16  # onnx.TensorProto.BFLOAT16
+    g = proto.graph
+    return any(v.type.tensor_type.elem_type == bf16 for v in list(g.input) + list(g.output)) or \
+        any(t.data_type == bf16 for t in g.initializer)
 
 
 def compare(expected: np.ndarray, got: np.ndarray, dtype: torch.dtype, atol=None, rtol=None) -> tuple[float, float, bool, str]:
@@ -257,7 +270,7 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, atol: float | Non
     """
     module = result.module if result.module is not None else result.program.module()
     runner = OrtRunner(result.model_proto)
-    names = [v.name for v in result.model.graph.outputs]
+    names = [v.name for v in result.model.graph.outputs if not v.name.endswith(".updated")]
     examples, _, sym_names = _symbol_examples(result)
     user_names = {sym: result.dim_names.get(sym, str(sym)) for sym in examples} if hasattr(result, "dim_names") else {}
     sets: list[tuple[str, str, tuple]] = []
@@ -276,15 +289,21 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, atol: float | Non
         ex = extra if (isinstance(extra, tuple) and len(extra) == 2 and isinstance(extra[1], dict)) else (tuple(extra), {})
         sets.append((f"inputs {i + 1}", "", ex))
     checks: list[Check] = []
+    mutates = any(s.kind.name != "USER_OUTPUT" for s in result.program.graph_signature.output_specs) \
+        if result.program is not None else True
     for label, size_text, (args, kwargs) in sets:
+        # eager may mutate its inputs and buffers: run it on copies so every set starts fresh
+        feed_args, feed_kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), (args, kwargs))
+        run_module = copy.deepcopy(module) if mutates else module
         with torch.no_grad():
-            expected = _tensor_leaves(module(*args, **kwargs))
+            expected = _tensor_leaves(run_module(*feed_args, **feed_kwargs))
         try:
             got = runner.run(_tensor_leaves((args, kwargs)))
         except Exception as e:  # noqa: BLE001 - a runtime failure is a failed check, reported
             checks.append(Check(label, size_text, "*", (), float("nan"), float("nan"), False,
                                 f"onnxruntime failed: {str(e).splitlines()[0][:200]}"))
             continue
+        got = got[:len(names)]
         if len(got) != len(expected):
             checks.append(Check(label, size_text, "*", (), float("nan"), float("nan"), False,
                                 f"{len(got)} ONNX outputs for {len(expected)} eager outputs"))

@@ -138,6 +138,17 @@ def build_model(captured: Captured, *, opset: int, input_names: list[str] | None
             raise ExportError(f"output_names has {len(output_names_)} names but the model returns {len(user_out)} "
                               f"outputs ({', '.join(names_out)})", hint="give one name per output, in order")
         names_out = list(output_names_)
+    # state updates (buffer and input mutations) follow the user outputs as extra outputs
+    input_by_placeholder = {s.arg.name: n for n, s in zip(names, user_specs)}
+    for value, spec, fx_node in zip(outs, out_specs, _output_args(program.graph)):
+        if spec.kind == OutputKind.BUFFER_MUTATION:
+            names_out.append(f"{spec.target}.updated")
+        elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+            names_out.append(f"{input_by_placeholder.get(spec.target, spec.target)}.updated")
+        else:
+            continue
+        user_out.append(value)
+        out_nodes.append(fx_node)
     graph_outputs: list[ir.Value] = []
     seen: set = set()
     input_set = set(inputs) | set(initializers)
