@@ -1,0 +1,296 @@
+"""Reductions: sum, mean, prod, amax/amin, max/min (values and indices), argmax/argmin, var/std,
+any/all, logsumexp, linalg_vector_norm, cumprod.
+
+Semantics: the PyTorch reductions (``dim`` an int, a list, or None / [] for every axis; ``keepdim``;
+sum/prod of bool and integer tensors give int64; var/std with ``correction``, default 1) on the
+ONNX Reduce* operators of opset 18+ (axes as an input), ArgMax/ArgMin.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx_ir as ir
+import torch
+
+from onnxport.translate.ops._common import norm_axis
+from onnxport.translate.registry import translates
+
+aten = torch.ops.aten
+BOOL = ir.DataType.BOOL
+I64 = ir.DataType.INT64
+
+
+def _axes(rank: int, dim) -> list[int] | None:
+    """Normalized axes of ``dim`` (int, list), or None for every axis (None, [] or a 0-d input)."""
+    if dim is None:
+        return None
+    if isinstance(dim, int):
+        dim = [dim]
+    if len(dim) == 0 or rank == 0:
+        return None
+    return sorted({norm_axis(d, rank) for d in dim})
+
+
+def reduce(ctx, op_type: str, x: ir.Value, dim, keepdim: bool, rank: int | None = None) -> ir.Value:
+    """ONNX ``op_type`` (ReduceSum, ReduceMax...) over ``dim`` (None or []: every axis) of ``x``.
+
+    ``rank`` is x's rank when x is an intermediate value without a recorded shape.
+    """
+    rank = ctx.rank(x) if rank is None else rank
+    axes = _axes(rank, dim)
+    if axes is None:
+        if rank == 0:
+            return ctx.op.Identity(x)
+        return getattr(ctx.op, op_type)(x, keepdims=1 if keepdim else 0)
+    return getattr(ctx.op, op_type)(x, ctx.const(np.array(axes, dtype=np.int64)), keepdims=1 if keepdim else 0)
+
+
+def _in_out_dtype(ctx, x):
+    """x cast to the node's result dtype (sum/prod of bool and ints give int64)."""
+    return ctx.cast(x, ctx.out_dtype)
+
+
+@translates(aten.sum.default, aten.sum.dim_IntList)
+def sum_(ctx, x, dim=None, keepdim=False, dtype=None):
+    """sum(Tensor self, *, ScalarType? dtype) and sum.dim_IntList(Tensor self, int[1]? dim,
+    bool keepdim=False, *, ScalarType? dtype): ONNX ReduceSum in the result dtype."""
+    return reduce(ctx, "ReduceSum", _in_out_dtype(ctx, x), dim, keepdim)
+
+
+@translates(aten.mean.default, aten.mean.dim)
+def mean(ctx, x, dim=None, keepdim=False, dtype=None):
+    """mean(Tensor self, *, dtype) and mean.dim(Tensor self, int[1]? dim, bool keepdim, *, dtype):
+    ONNX ReduceMean."""
+    return reduce(ctx, "ReduceMean", _in_out_dtype(ctx, x), dim, keepdim)
+
+
+@translates(aten.prod.default, aten.prod.dim_int)
+def prod(ctx, x, dim=None, keepdim=False, dtype=None):
+    """prod(Tensor self, *, dtype) and prod.dim_int(Tensor self, int dim, bool keepdim, *, dtype):
+    ONNX ReduceProd in the result dtype."""
+    return reduce(ctx, "ReduceProd", _in_out_dtype(ctx, x), dim, keepdim)
+
+
+def _minmax(ctx, op_type: str, x, dim, keepdim):
+    if x.dtype == BOOL:  # reduce bools as int32, back to bool
+        out = reduce(ctx, op_type, ctx.cast(x, ir.DataType.INT32), dim, keepdim, rank=ctx.rank(x))
+        return ctx.cast(out, BOOL)
+    return reduce(ctx, op_type, x, dim, keepdim)
+
+
+@translates(aten.amax.default)
+def amax(ctx, x, dim=(), keepdim=False):
+    """amax(Tensor self, int[1] dim=[], bool keepdim=False): ONNX ReduceMax ([]: every axis)."""
+    return _minmax(ctx, "ReduceMax", x, dim, keepdim)
+
+
+@translates(aten.amin.default)
+def amin(ctx, x, dim=(), keepdim=False):
+    """amin(Tensor self, int[1] dim=[], bool keepdim=False): ONNX ReduceMin ([]: every axis)."""
+    return _minmax(ctx, "ReduceMin", x, dim, keepdim)
+
+
+@translates(aten.max.default)
+def max_all(ctx, x):
+    """max(Tensor self) -> Tensor: the maximum of every element (0-d)."""
+    return _minmax(ctx, "ReduceMax", x, None, False)
+
+
+@translates(aten.min.default)
+def min_all(ctx, x):
+    """min(Tensor self) -> Tensor: the minimum of every element (0-d)."""
+    return _minmax(ctx, "ReduceMin", x, None, False)
+
+
+def _arg(ctx, op_type: str, x, dim, keepdim):
+    """ArgMax/ArgMin (first occurrence, as PyTorch) over ``dim``; None flattens x first."""
+    if x.dtype == BOOL:
+        x = ctx.cast(x, ir.DataType.INT32)
+    rank = ctx.rank(x)
+    if dim is None:
+        flat = ctx.op.Reshape(x, ctx.const([-1]))
+        out = getattr(ctx.op, op_type)(flat, axis=0, keepdims=0, select_last_index=0)
+        if keepdim and rank > 0:
+            out = ctx.op.Reshape(out, ctx.const([1] * rank))
+        return out
+    if rank == 0:
+        return ctx.op.Identity(ctx.const(np.array(0, dtype=np.int64)))
+    return getattr(ctx.op, op_type)(x, axis=norm_axis(dim, rank), keepdims=1 if keepdim else 0, select_last_index=0)
+
+
+@translates(aten.argmax.default)
+def argmax(ctx, x, dim=None, keepdim=False):
+    """argmax(Tensor self, int? dim=None, bool keepdim=False): ONNX ArgMax (int64 indices)."""
+    return _arg(ctx, "ArgMax", x, dim, keepdim)
+
+
+@translates(aten.argmin.default)
+def argmin(ctx, x, dim=None, keepdim=False):
+    """argmin(Tensor self, int? dim=None, bool keepdim=False): ONNX ArgMin (int64 indices)."""
+    return _arg(ctx, "ArgMin", x, dim, keepdim)
+
+
+@translates(aten.max.dim)
+def max_dim(ctx, x, dim, keepdim=False):
+    """max.dim(Tensor self, int dim, bool keepdim=False) -> (values, indices)."""
+    return _minmax(ctx, "ReduceMax", x, [dim], keepdim), _arg(ctx, "ArgMax", x, dim, keepdim)
+
+
+@translates(aten.min.dim)
+def min_dim(ctx, x, dim, keepdim=False):
+    """min.dim(Tensor self, int dim, bool keepdim=False) -> (values, indices)."""
+    return _minmax(ctx, "ReduceMin", x, [dim], keepdim), _arg(ctx, "ArgMin", x, dim, keepdim)
+
+
+def _count(ctx, x, kept_mean, to):
+    """Number of elements reduced into each output element, as a 0-d ``to`` value."""
+    n = ctx.op.Div(ctx.op.Size(x), ctx.op.Size(kept_mean))
+    return ctx.cast(n, to)
+
+
+def _var_mean(ctx, x, dim, correction, keepdim):
+    to = ctx.out_dtype
+    x = ctx.cast(x, to)
+    if correction is None:
+        correction = 1
+    if ctx.rank(x) == 0:
+        dim = None
+    axes = _axes(ctx.rank(x), dim)
+    axes_in = [] if axes is None else [ctx.const(np.array(axes, dtype=np.int64))]
+    mean_k = ctx.op.ReduceMean(x, *axes_in, keepdims=1)
+    d = ctx.op.Sub(x, mean_k)
+    ss = ctx.op.ReduceSum(ctx.op.Mul(d, d), *axes_in, keepdims=1 if keepdim else 0)
+    n = _count(ctx, x, mean_k, to)
+    denom = ctx.op.Max(ctx.op.Sub(n, ctx.scalar(correction, to)), ctx.scalar(0, to))
+    var = ctx.op.Div(ss, denom)
+    mean = mean_k if keepdim else reduce(ctx, "ReduceMean", x, dim, False)
+    return var, mean
+
+
+def _correction(unbiased_or_correction):
+    if isinstance(unbiased_or_correction, bool):
+        return 1 if unbiased_or_correction else 0
+    return unbiased_or_correction
+
+
+@translates(aten.var.correction, aten.var.dim, aten.var.default)
+def var(ctx, x, dim=None, correction=None, keepdim=False, *, unbiased=None):
+    """var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False),
+    var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False), var(Tensor self,
+    bool unbiased=True): sum((x - mean)^2) / max(N - correction, 0); correction defaults to 1."""
+    if isinstance(dim, bool):  # var.default(self, unbiased)
+        dim, correction = None, _correction(dim)
+    return _var_mean(ctx, x, dim, _correction(correction if unbiased is None else unbiased), keepdim)[0]
+
+
+@translates(aten.std.correction, aten.std.dim, aten.std.default)
+def std(ctx, x, dim=None, correction=None, keepdim=False, *, unbiased=None):
+    """std: the square root of ``var`` with the same arguments."""
+    return ctx.op.Sqrt(var(ctx, x, dim, correction, keepdim, unbiased=unbiased))
+
+
+@translates(aten.var_mean.correction, aten.var_mean.dim)
+def var_mean(ctx, x, dim=None, correction=None, keepdim=False, *, unbiased=None):
+    """var_mean.correction(Tensor self, int[1]? dim, *, Scalar? correction, bool keepdim) -> (var, mean)."""
+    return _var_mean(ctx, x, dim, _correction(correction if unbiased is None else unbiased), keepdim)
+
+
+@translates(aten.std_mean.correction, aten.std_mean.dim)
+def std_mean(ctx, x, dim=None, correction=None, keepdim=False, *, unbiased=None):
+    """std_mean.correction(Tensor self, int[1]? dim, *, Scalar? correction, bool keepdim) -> (std, mean)."""
+    v, m = _var_mean(ctx, x, dim, _correction(correction if unbiased is None else unbiased), keepdim)
+    return ctx.op.Sqrt(v), m
+
+
+def _as_bool(ctx, x):
+    if x.dtype == BOOL:
+        return x
+    return ctx.op.Not(ctx.op.Equal(x, ctx.scalar(0, x.dtype)))
+
+
+def _any_all(ctx, op_type, x, dim, keepdim):
+    flags = ctx.op.Cast(_as_bool(ctx, x), to=ir.DataType.INT32)
+    out = reduce(ctx, op_type, flags, dim, keepdim, rank=ctx.rank(x))
+    return ctx.op.Cast(out, to=ctx.out_dtype)
+
+
+@translates(aten.any.default, aten.any.dim, aten.any.dims)
+def any_(ctx, x, dim=None, keepdim=False):
+    """any(Tensor self), any.dim(Tensor self, int dim, bool keepdim), any.dims(Tensor self,
+    int[]? dim, bool keepdim): True where some element is nonzero (ReduceMax of the flags)."""
+    return _any_all(ctx, "ReduceMax", x, dim, keepdim)
+
+
+@translates(aten.all.default, aten.all.dim, aten.all.dims)
+def all_(ctx, x, dim=None, keepdim=False):
+    """all(Tensor self), all.dim(Tensor self, int dim, bool keepdim), all.dims(...): True where
+    every element is nonzero (ReduceMin of the flags)."""
+    return _any_all(ctx, "ReduceMin", x, dim, keepdim)
+
+
+@translates(aten.logsumexp.default)
+def logsumexp(ctx, x, dim, keepdim=False):
+    """logsumexp(Tensor self, int[1] dim, bool keepdim=False) = m + log(sum(exp(x - m))) with m the
+    maximum over ``dim`` (0 where infinite), as PyTorch computes it for stability."""
+    to = ctx.out_dtype
+    r = ctx.rank(x)
+    x = ctx.cast(x, to)
+    m = reduce(ctx, "ReduceMax", x, dim, True, rank=r)
+    m = ctx.op.Where(ctx.op.IsInf(m), ctx.scalar(0, to), m)
+    s = reduce(ctx, "ReduceSum", ctx.op.Exp(ctx.op.Sub(x, m)), dim, keepdim, rank=r)
+    m_out = m if keepdim or ctx.rank(x) == 0 else reduce(ctx, "ReduceMax", m, dim, False, rank=r)
+    return ctx.op.Add(ctx.op.Log(s), m_out)
+
+
+@translates(aten.linalg_vector_norm.default)
+def linalg_vector_norm(ctx, x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, dtype):
+    ReduceL2 (ord 2), ReduceL1 (1), max/min of |x| (+-inf), count of nonzeros (0), else
+    (sum |x|^ord)^(1/ord)."""
+    to = ctx.out_dtype
+    r = ctx.rank(x)
+    x = ctx.cast(x, to)
+    if ord == 2:
+        return reduce(ctx, "ReduceL2", x, dim, keepdim, rank=r)
+    if ord == 1:
+        return reduce(ctx, "ReduceL1", x, dim, keepdim, rank=r)
+    a = ctx.op.Abs(x)
+    if ord == math.inf:
+        return reduce(ctx, "ReduceMax", a, dim, keepdim, rank=r)
+    if ord == -math.inf:
+        return reduce(ctx, "ReduceMin", a, dim, keepdim, rank=r)
+    if ord == 0:
+        nz = ctx.op.Cast(ctx.op.Not(ctx.op.Equal(x, ctx.scalar(0, to))), to=to)
+        return reduce(ctx, "ReduceSum", nz, dim, keepdim, rank=r)
+    s = reduce(ctx, "ReduceSum", ctx.op.Pow(a, ctx.scalar(ord, to)), dim, keepdim, rank=r)
+    return ctx.op.Pow(s, ctx.scalar(1.0 / ord, to))
+
+
+@translates(aten.cumprod.default)
+def cumprod(ctx, x, dim, dtype=None):
+    """cumprod(Tensor self, int dim, *, ScalarType? dtype=None): exact products of prefixes.
+
+    ONNX has no CumProd: x is moved so ``dim`` is last, repeated into an [..., n, n] tensor whose
+    row i keeps x[..., :i+1] (1 elsewhere, a Trilu mask), and reduced with ReduceProd. Memory is
+    O(n^2) in the length n along ``dim``; integers stay exact.
+    """
+    to = ctx.out_dtype
+    x = ctx.cast(x, to)
+    rank = ctx.rank(x)
+    if rank == 0:
+        return ctx.op.Identity(x)
+    axis = norm_axis(dim, rank)
+    perm = list(range(rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    xt = ctx.op.Transpose(x, perm=perm) if axis != rank - 1 else x
+    n = ctx.op.Shape(xt, start=-1)  # [n]
+    square = ctx.op.Concat(n, n, axis=0)
+    ones = ctx.op.ConstantOfShape(square, value=ir.tensor(np.array([1], dtype=np.int64)))
+    mask = ctx.op.Cast(ctx.op.Trilu(ones, upper=0), to=BOOL)  # mask[i, j] = j <= i
+    rows = ctx.op.Unsqueeze(xt, ctx.const([-2]))  # [..., 1, n] broadcast against [n, n]
+    picked = ctx.op.Where(mask, rows, ctx.scalar(1, to))
+    out = ctx.op.ReduceProd(picked, ctx.const([-1]), keepdims=0)
+    return ctx.op.Transpose(out, perm=perm) if axis != rank - 1 else out
+

@@ -1,0 +1,128 @@
+"""Reductions: exported modules against eager PyTorch (tests ops/reduction.py)."""
+
+import math
+
+import pytest
+import torch
+
+from exportcheck import check_export
+
+DYN = {"x": {0: "batch", 1: "n"}}
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+def make(dtype, shape=(3, 4, 5)):
+    if dtype == torch.bool:
+        return torch.rand(shape) > 0.5
+    if dtype == torch.int64:
+        return torch.randint(-3, 4, shape)
+    return torch.randn(shape, dtype=dtype)
+
+
+DTYPES = [torch.float32, torch.int64, torch.bool]
+DIMS = [None, 1, -1, [0, 2], []]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", DIMS)
+def test_sum(dtype, dim):
+    x = make(dtype)
+    if dim is None:
+        fn = lambda t: (t.sum(), torch.sum(t, dtype=torch.float32))  # noqa: E731
+    else:
+        fn = lambda t: (t.sum(dim), t.sum(dim, keepdim=True))  # noqa: E731
+    check_export(Fn(fn), (x,), DYN)
+
+
+@pytest.mark.parametrize("dim", DIMS)
+def test_mean(dim):
+    fn = (lambda t: t.mean()) if dim is None else (lambda t: (t.mean(dim), t.mean(dim, keepdim=True)))
+    check_export(Fn(fn), (make(torch.float32),), DYN)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_prod(dtype):
+    x = make(dtype)
+    check_export(Fn(lambda t: (t.prod(1), t.prod(-1, keepdim=True), t.prod())), (x,), DYN)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_amax_amin_max_min_full(dtype):
+    fn = lambda t: (t.amax(1), t.amin([0, 2], keepdim=True), t.amax(), t.max(), t.min())  # noqa: E731
+    check_export(Fn(fn), (make(dtype),), DYN)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_max_min_dim_values_and_first_index(dtype, dim):
+    x = make(dtype)  # int and bool inputs have ties: PyTorch returns the first index
+    fn = lambda t: (*t.max(dim), *t.min(dim, keepdim=True))  # noqa: E731
+    check_export(Fn(fn), (x,), DYN)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_argmax_argmin(dtype):
+    x = make(dtype)
+    fn = lambda t: (t.argmax(), t.argmin(keepdim=True), t.argmax(1), t.argmin(-1, keepdim=True))  # noqa: E731
+    check_export(Fn(fn), (x,), DYN)
+
+
+@pytest.mark.parametrize("kind", ["var", "std"])
+@pytest.mark.parametrize("args", [
+    dict(), dict(dim=1), dict(dim=[0, 2], keepdim=True), dict(dim=-1, correction=0), dict(dim=1, correction=2),
+    dict(dim=1, unbiased=False), dict(unbiased=False),
+])
+def test_var_std(kind, args):
+    fn = getattr(torch, kind)
+    check_export(Fn(lambda t: fn(t, **args)), (make(torch.float32) * 3 + 1,), DYN)
+
+
+def test_var_mean_std_mean():
+    fn = lambda t: (*torch.var_mean(t, 1), *torch.std_mean(t, [0, 2], correction=0, keepdim=True))  # noqa: E731
+    check_export(Fn(fn), (make(torch.float32),), DYN)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_any_all(dtype):
+    x = make(dtype)
+    fn = lambda t: (t.any(), t.all(), t.any(1), t.all(-1, keepdim=True), torch.any(t, dim=(0, 2)))  # noqa: E731
+    check_export(Fn(fn), (x,), DYN)
+
+
+def test_logsumexp_with_infinities():
+    x = make(torch.float32)
+    x[0, 1] = float("-inf")
+    x[1, 2, 3] = float("inf")
+    fn = lambda t: (torch.logsumexp(t, -1), torch.logsumexp(t, [0, 1], keepdim=True))  # noqa: E731
+    check_export(Fn(fn), (x,), DYN)
+
+
+def test_logsumexp_large_values_int_input():
+    fn = lambda t: (torch.logsumexp(t * 100.0, 1), torch.logsumexp(t.long(), 1))  # noqa: E731
+    check_export(Fn(fn), (make(torch.float32),), DYN)
+
+
+@pytest.mark.parametrize("ord", [2, 1, math.inf, -math.inf, 0, 3])
+def test_vector_norm(ord):
+    fn = lambda t: (torch.linalg.vector_norm(t, ord), torch.linalg.vector_norm(t, ord, dim=1, keepdim=True))  # noqa: E731
+    check_export(Fn(fn), (make(torch.float32),), DYN)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumprod(dtype, dim):
+    x = make(dtype)
+    check_export(Fn(lambda t: torch.cumprod(t, dim)), (x,), DYN)
+
+
+def test_cumprod_zeros_negatives_and_dtype():
+    x = torch.tensor([[1.5, -2.0, 0.0, 3.0], [-1.0, -1.0, 2.0, 0.5]])
+    check_export(Fn(lambda t: (torch.cumprod(t, 1), torch.cumprod(t, 0, dtype=torch.float64))), (x,), DYN)
