@@ -5,20 +5,42 @@ from __future__ import annotations
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
+from onnxport.optimize.constant_folding import ConstantFoldingPass
+from onnxport.optimize.cse import CommonSubexpressionEliminationPass
+from onnxport.optimize.noop_removal import NoOpRemovalPass
+from onnxport.optimize.shape_arithmetic import ShapeArithmeticPass
 
-def passes(opset: int) -> list[ir.passes.PassBase]:
-    """The ordered passes for a model targeting ``opset``."""
+
+def passes(opset: int, *, attention: bool = False) -> list[ir.passes.PassBase]:
+    """The ordered passes for a model targeting ``opset``.
+
+    Fusions are included when ``opset`` has the fused operator; the Attention fusion (opset 23)
+    only when ``attention`` is True.
+    """
+    simplify = [
+        ConstantFoldingPass(opset),
+        NoOpRemovalPass(),
+        ShapeArithmeticPass(),
+        CommonSubexpressionEliminationPass(),
+        common.RemoveUnusedNodesPass(),
+    ]
     return [
-        common.RemoveUnusedNodesPass(),
-        common.CommonSubexpressionEliminationPass(),
-        common.RemoveUnusedNodesPass(),
+        *simplify,
+        *simplify,
         common.RemoveUnusedFunctionsPass(),
+        common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
         common.DeduplicateInitializersPass(),
     ]
 
 
-def optimize(model: ir.Model, opset: int) -> ir.Model:
-    """Optimize ``model`` in place and return it."""
-    for p in passes(opset):
+def optimize(model: ir.Model, opset: int, *, attention: bool = False) -> ir.Model:
+    """Optimize ``model`` in place and return it.
+
+    Args:
+        model: the translated model (main graph, subgraphs and local functions are all optimized).
+        opset: its default-domain opset; decides which fusions apply.
+        attention: fuse scaled-dot-product attention patterns into ``Attention`` (opset >= 23).
+    """
+    for p in passes(opset, attention=attention):
         p(model)
     return model

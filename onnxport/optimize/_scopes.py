@@ -1,0 +1,224 @@
+"""Scopes and value surgery shared by the passes.
+
+A *scope* is one graph-like container of nodes: the main graph, every subgraph held by a node
+attribute (If/Loop/Scan bodies), and every local function (``model.functions``) with its own
+subgraphs. ``ScopedPass`` runs a pass's ``rewrite(scope)`` on each of them.
+
+Values used inside a subgraph but defined outside it count as used: onnx-ir records a subgraph
+node's input as a use of the outer value, so ``Value.uses()`` sees it.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import onnx_ir as ir
+
+Scope = "ir.Graph | ir.Function"
+
+
+def _subgraphs(nodes) -> Iterator[ir.Graph]:
+    for node in nodes:
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                g = attr.as_graph()
+                yield g
+                yield from _subgraphs(g)
+            elif attr.type == ir.AttributeType.GRAPHS:
+                for g in attr.as_graphs():
+                    yield g
+                    yield from _subgraphs(g)
+
+
+def scopes(model: ir.Model) -> list:
+    """Every scope of ``model``: main graph, its subgraphs, each function and its subgraphs."""
+    out: list = [model.graph, *_subgraphs(model.graph)]
+    for fn in model.functions.values():
+        out.append(fn)
+        out.extend(_subgraphs(fn))
+    return out
+
+
+class ScopedPass(ir.passes.InPlacePass):
+    """An in-place pass applying ``rewrite(scope) -> bool`` to every scope of the model."""
+
+    def rewrite(self, scope) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        """Run the pass on every scope; ``modified`` is True when any scope changed."""
+        modified = False
+        for scope in scopes(model):
+            if self.rewrite(scope):
+                modified = True
+        return ir.passes.PassResult(model, modified)
+
+
+# ------------------------------------------------------------------------------- constants
+def const_array(value: ir.Value | None) -> np.ndarray | None:
+    """The numpy value of ``value`` when it is constant (initializer or ``Constant`` output).
+
+    An initializer that is also a graph input can be overridden at run time: not constant.
+    """
+    if value is None or value.is_graph_input():
+        return None
+    tensor = value.const_value
+    if tensor is None:
+        node = value.producer()
+        if node is None or node.op_type != "Constant" or node.domain != "" or len(node.attributes) != 1:
+            return None
+        try:
+            tensor = ir.convenience.get_const_tensor(value)
+        except ValueError:
+            return None
+        if tensor is None:
+            return None
+    try:
+        return tensor.numpy()
+    except Exception:  # noqa: BLE001 - external or exotic tensors are not folded
+        return None
+
+
+def const_ints(value: ir.Value | None) -> list[int] | None:
+    """A constant integer tensor as a flat list of Python ints, else None."""
+    arr = const_array(value)
+    if arr is None or arr.dtype.kind not in "iu":
+        return None
+    return [int(v) for v in arr.reshape(-1)]
+
+
+def is_scalar_const(value: ir.Value | None, target: float, rel: float = 1e-3) -> bool:
+    """``value`` is a constant with a single element close to ``target``."""
+    arr = const_array(value)
+    if arr is None or arr.size != 1 or arr.dtype.kind not in "fiu":
+        return False
+    v = float(arr.reshape(-1)[0])
+    return abs(v - target) <= rel * max(abs(target), 1e-12)
+
+
+def make_constant(scope, before: ir.Node, array: np.ndarray, name: str | None = None) -> ir.Value:
+    """Insert a ``Constant`` node holding ``array`` before ``before``; return its output."""
+    tensor = ir.tensor(np.asarray(array))
+    node = ir.Node("", "Constant", [], [ir.AttrTensor("value", tensor)], num_outputs=1)
+    out = node.outputs[0]
+    out.name = name
+    out.type = ir.TensorType(tensor.dtype)
+    out.shape = ir.Shape(tensor.shape)
+    out.const_value = tensor
+    scope.insert_before(before, node)
+    return out
+
+
+def make_node(scope, before: ir.Node, op_type: str, inputs, attrs: dict | None = None,
+              num_outputs: int = 1, domain: str = "") -> ir.Node:
+    """Insert ``op_type(inputs, **attrs)`` before ``before`` and return the new node."""
+    attributes = ir.convenience.convert_attributes({k: v for k, v in (attrs or {}).items() if v is not None})
+    node = ir.Node(domain, op_type, list(inputs), attributes, num_outputs=num_outputs)
+    scope.insert_before(before, node)
+    return node
+
+
+# ------------------------------------------------------------------------------- shapes
+def dims(value: ir.Value | None) -> list | None:
+    """Dims of ``value`` as ints / dim_param strings, or None when the shape or any dim is unknown."""
+    if value is None or value.shape is None:
+        return None
+    out = []
+    for d in value.shape:
+        if isinstance(d, int):
+            out.append(d)
+        elif isinstance(d, ir.SymbolicDim) and d.value is not None:
+            out.append(d.value)
+        else:
+            return None
+    return out
+
+
+def same_known_shape(a: ir.Value, b: ir.Value) -> bool:
+    """Both shapes fully known (ints or dim_params) and equal dim by dim."""
+    da, db = dims(a), dims(b)
+    return da is not None and da == db
+
+
+# ------------------------------------------------------------------------------- replacement
+def _merge_meta(old: ir.Value, new: ir.Value) -> None:
+    if new.type is None:
+        new.type = old.type
+    if new.shape is None:
+        new.shape = old.shape
+    elif old.shape is not None and len(old.shape) == len(new.shape):
+        merged = []
+        changed = False
+        for o, n in zip(old.shape, new.shape):
+            n_known = isinstance(n, int) or (isinstance(n, ir.SymbolicDim) and n.value is not None)
+            if not n_known and (isinstance(o, int) or (isinstance(o, ir.SymbolicDim) and o.value is not None)):
+                merged.append(o)
+                changed = True
+            else:
+                merged.append(n)
+        if changed:
+            new.shape = ir.Shape(merged)
+
+
+def replace_value(old: ir.Value, new: ir.Value) -> bool:
+    """Make every user of ``old`` (nodes, subgraph nodes, graph outputs) use ``new``.
+
+    A graph output keeps its name and shape: ``new`` takes them when it is an intermediate value
+    of the same scope; when it cannot (``new`` is a graph input, an initializer, another output or
+    comes from an outer scope) nothing changes and False is returned.
+    """
+    if old is new:
+        return False
+    if old.is_graph_output():
+        if new.is_graph_input() or new.is_initializer() or new.is_graph_output():
+            return False
+        producer = new.producer()
+        if producer is None or producer.graph is not old.graph:
+            return False
+        _merge_meta(old, new)
+        new.shape = old.shape if old.shape is not None else new.shape
+        name = old.name
+        old.name = None
+        new.name = name
+        ir.convenience.replace_all_uses_with(old, new, replace_graph_outputs=True)
+        return True
+    _merge_meta(old, new)
+    ir.convenience.replace_all_uses_with(old, new)
+    return True
+
+
+def single_use(value: ir.Value) -> bool:
+    """``value`` feeds exactly one node input and is not a graph output."""
+    return len(value.uses()) == 1 and not value.is_graph_output()
+
+
+def remove_if_unused(node: ir.Node) -> bool:
+    """Remove ``node`` from its scope when none of its outputs is used; True when removed."""
+    if node.graph is None:
+        return False
+    for out in node.outputs:
+        if out.uses() or out.is_graph_output():
+            return False
+    node.graph.remove(node, safe=True)
+    return True
+
+
+def producer_op(value: ir.Value | None, op_type: str) -> ir.Node | None:
+    """The producer of ``value`` when it is an ONNX-domain ``op_type`` node."""
+    if value is None:
+        return None
+    node = value.producer()
+    if node is not None and node.op_type == op_type and node.domain == "":
+        return node
+    return None
+
+
+def attr_int(node: ir.Node, name: str, default: int | None = None) -> int | None:
+    a = node.attributes.get(name)
+    return default if a is None else int(a.value)
+
+
+def attr_ints(node: ir.Node, name: str, default=None):
+    a = node.attributes.get(name)
+    return default if a is None else [int(v) for v in a.value]

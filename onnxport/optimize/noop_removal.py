@@ -1,0 +1,139 @@
+"""Removal of nodes that compute nothing, and of inverse pairs.
+
+Removed (output replaced by the input): ``Identity``; ``Cast`` to the input's type; ``Transpose``
+with the identity permutation, or two Transposes that cancel (two that do not cancel become one);
+``Reshape`` and ``Expand`` whose output shape equals the input's (all dims known: ints or the same
+dim_param); ``Squeeze(Unsqueeze(x, a), a)``, and ``Unsqueeze(Squeeze(x, a), a)`` when the squeezed
+dims of ``x`` are statically 1 (the 1-D size round trip); ``Slice`` with steps 1 keeping the whole
+shape; ``Concat`` of one input. A graph output keeps its name and shape.
+
+Semantics: ONNX operator specs of Identity, Cast, Transpose, Reshape, Expand, Squeeze, Unsqueeze,
+Slice, Concat (https://onnx.ai/onnx/operators/).
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from onnxport.optimize._scopes import (ScopedPass, attr_int, attr_ints, const_ints, dims, producer_op,
+                                       remove_if_unused, replace_value, same_known_shape, single_use)
+
+
+def _axes(node: ir.Node) -> list[int] | None:
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        return const_ints(node.inputs[1])
+    return attr_ints(node, "axes")
+
+
+def _norm(axes: list[int], rank: int) -> list[int]:
+    return sorted(a + rank if a < 0 else a for a in axes)
+
+
+class NoOpRemovalPass(ScopedPass):
+    """Remove no-op and self-cancelling nodes in every scope (see the module docstring)."""
+
+    def rewrite(self, scope) -> bool:
+        modified = False
+        for node in list(scope):
+            if node.graph is None or node.domain != "" or len(node.outputs) != 1:
+                continue
+            rule = getattr(self, f"_{node.op_type.lower()}", None)
+            if rule is None:
+                continue
+            replacement = rule(scope, node)
+            if replacement is not None and replace_value(node.outputs[0], replacement):
+                modified = True
+                self._cleanup(node)
+        return modified
+
+    @staticmethod
+    def _cleanup(node: ir.Node) -> None:
+        inputs = [v.producer() for v in node.inputs if v is not None]
+        if remove_if_unused(node):
+            for p in inputs:
+                if p is not None and p.graph is not None:
+                    remove_if_unused(p)
+
+    # ------------------------------------------------------------------ rules: return the value to use
+    def _identity(self, scope, node):
+        return node.inputs[0]
+
+    def _cast(self, scope, node):
+        x = node.inputs[0]
+        to = attr_int(node, "to")
+        return x if x is not None and x.dtype is not None and to is not None and x.dtype == ir.DataType(to) else None
+
+    def _transpose(self, scope, node):
+        x = node.inputs[0]
+        perm = attr_ints(node, "perm")
+        if perm is None:
+            return None
+        if perm == list(range(len(perm))):
+            return x
+        inner = producer_op(x, "Transpose")
+        inner_perm = attr_ints(inner, "perm") if inner is not None else None
+        if inner_perm is None or len(inner_perm) != len(perm):
+            return None
+        combined = [inner_perm[p] for p in perm]  # out[i] = x[inner_perm[perm[i]]]
+        if combined == list(range(len(perm))):
+            return inner.inputs[0]
+        if single_use(x):
+            node.replace_input_with(0, inner.inputs[0])
+            node.attributes["perm"] = ir.AttrInt64s("perm", combined)
+            remove_if_unused(inner)
+            return None
+        return None
+
+    def _reshape(self, scope, node):
+        x, y = node.inputs[0], node.outputs[0]
+        if same_known_shape(x, y):
+            return x
+        inner = producer_op(x, "Reshape")
+        shape = const_ints(node.inputs[1])
+        if inner is not None and shape is not None and 0 not in shape and single_use(x):
+            node.replace_input_with(0, inner.inputs[0])  # Reshape(Reshape(a, s1), s2) = Reshape(a, s2)
+            remove_if_unused(inner)
+        return None
+
+    def _expand(self, scope, node):
+        x, y = node.inputs[0], node.outputs[0]
+        return x if same_known_shape(x, y) else None
+
+    def _squeeze(self, scope, node):
+        x = node.inputs[0]
+        inner = producer_op(x, "Unsqueeze")
+        if inner is None or node.outputs[0].shape is None:
+            return None
+        a, b = _axes(node), _axes(inner)
+        rank = len(node.outputs[0].shape) + (len(b) if b else 0)
+        if a is None or b is None or _norm(a, rank) != _norm(b, rank):
+            return None
+        return inner.inputs[0]
+
+    def _unsqueeze(self, scope, node):
+        x = node.inputs[0]
+        inner = producer_op(x, "Squeeze")
+        if inner is None:
+            return None
+        src = inner.inputs[0]
+        src_dims = dims(src)
+        a, b = _axes(node), _axes(inner)
+        if src_dims is None or a is None:
+            return None
+        rank = len(src_dims)
+        b = b if b is not None else [i for i, d in enumerate(src_dims) if d == 1]
+        if _norm(a, rank) != _norm(b, rank) or any(src_dims[i] != 1 for i in _norm(b, rank)):
+            return None
+        return src
+
+    def _slice(self, scope, node):
+        x, y = node.inputs[0], node.outputs[0]
+        steps = const_ints(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None else []
+        if steps is None or any(s != 1 for s in steps):
+            return None
+        return x if same_known_shape(x, y) else None
+
+    def _concat(self, scope, node):
+        ins = [v for v in node.inputs if v is not None]
+        return ins[0] if len(ins) == 1 else None
+

@@ -1,0 +1,215 @@
+"""Shape arithmetic: fewer, simpler nodes computing sizes and shape lists.
+
+- One source per dimension: ``Shape(v, i, i+1)`` reading a dimension named ``d`` (dim_param) is
+  rewired to the first input of the scope carrying ``d``, so equal sizes are computed once (the
+  duplicates then merge by CSE).
+- ``Gather(Shape(x, s, e), [k...])`` with consecutive constant indices becomes
+  ``Shape(x, s+k, s+k+n)``; ``Unsqueeze(Gather(Shape(x, s, e), k), [0])`` with a scalar ``k`` becomes
+  ``Shape(x, s+k, s+k+1)``.
+- ``Concat`` of 1-D int64 pieces: adjacent ``Shape`` slices of one value merge into one ``Shape``,
+  adjacent constants into one constant; a single piece left replaces the ``Concat``.
+- ``Reshape(x, computed)`` with ``allowzero=0`` takes a constant shape when the result's dims allow:
+  a dim equal to ``x``'s dim at the same position becomes ``0`` (copy), a static dim its value, and
+  a single remaining unknown ``-1``.
+- ``Expand(x, computed)`` takes a constant shape when every result dim is static or equal to the
+  aligned dim of ``x`` (then ``1``).
+
+Semantics: ONNX Shape (start/end), Gather, Concat, Reshape (allowzero), Expand (bidirectional
+broadcasting) specs (https://onnx.ai/onnx/operators/).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from onnxport.optimize._scopes import (ScopedPass, attr_int, const_ints, dims, make_constant, make_node,
+                                       producer_op, remove_if_unused, replace_value)
+
+_I64 = ir.DataType.INT64
+
+
+def _shape_range(node: ir.Node) -> tuple[ir.Value, int, int] | None:
+    """(x, start, end) of a Shape node with its bounds normalized, when x's rank is known."""
+    x = node.inputs[0]
+    if x is None or x.shape is None:
+        return None
+    rank = len(x.shape)
+    start = attr_int(node, "start", 0)
+    end = attr_int(node, "end", rank)
+    start = max(0, min(rank, start + rank if start < 0 else start))
+    end = max(0, min(rank, end + rank if end < 0 else end))
+    return x, start, end
+
+
+def _new_shape(scope, before: ir.Node, x: ir.Value, start: int, end: int) -> ir.Value:
+    node = make_node(scope, before, "Shape", [x], {"start": start, "end": end})
+    out = node.outputs[0]
+    out.type = ir.TensorType(_I64)
+    out.shape = ir.Shape([end - start])
+    return out
+
+
+class ShapeArithmeticPass(ScopedPass):
+    """Simplify size and shape-list computations in every scope (see the module docstring)."""
+
+    def rewrite(self, scope) -> bool:
+        sources: dict[str, tuple[ir.Value, int]] = {}
+        for v in scope.inputs:
+            for axis, d in enumerate(dims(v) or (v.shape or [])):
+                name = d if isinstance(d, str) else getattr(d, "value", None)
+                if isinstance(name, str) and name not in sources:
+                    sources[name] = (v, axis)
+        modified = False
+        for node in list(scope):
+            if node.graph is None or node.domain != "":
+                continue
+            rule = getattr(self, f"_{node.op_type.lower()}", None)
+            if rule is not None and rule(scope, node, sources):
+                modified = True
+        return modified
+
+    # ------------------------------------------------------------------ rules
+    def _shape(self, scope, node, sources) -> bool:
+        rng = _shape_range(node)
+        if rng is None or rng[2] != rng[1] + 1:
+            return False
+        x, start, _ = rng
+        d = x.shape[start]
+        name = d.value if isinstance(d, ir.SymbolicDim) else None
+        src = sources.get(name) if isinstance(name, str) else None
+        if src is None or src[0] is x:
+            return False
+        node.replace_input_with(0, src[0])
+        node.attributes["start"] = ir.AttrInt64("start", src[1])
+        node.attributes["end"] = ir.AttrInt64("end", src[1] + 1)
+        return True
+
+    def _gather(self, scope, node, sources) -> bool:
+        shape_node = producer_op(node.inputs[0], "Shape")
+        if shape_node is None or attr_int(node, "axis", 0) != 0:
+            return False
+        rng = _shape_range(shape_node)
+        idx_arr = const_ints(node.inputs[1])
+        if rng is None or idx_arr is None or not idx_arr:
+            return False
+        x, start, end = rng
+        n = end - start
+        idx = [i + n if i < 0 else i for i in idx_arr]
+        if any(not 0 <= i < n for i in idx) or idx != list(range(idx[0], idx[0] + len(idx))):
+            return False
+        out = node.outputs[0]
+        scalar = node.inputs[1].shape is not None and len(node.inputs[1].shape) == 0
+        if not scalar:
+            return replace_value(out, _new_shape(scope, node, x, start + idx[0], start + idx[0] + len(idx)))
+        done = False
+        for user in list(out.consumers()):
+            if user.op_type == "Unsqueeze" and user.domain == "" and len(user.inputs) > 1 \
+                    and const_ints(user.inputs[1]) in ([0], [-1]) and user.inputs[0] is out:
+                new = _new_shape(scope, user, x, start + idx[0], start + idx[0] + 1)
+                if replace_value(user.outputs[0], new):
+                    remove_if_unused(user)
+                    done = True
+                else:
+                    remove_if_unused(new.producer())
+        if done:
+            remove_if_unused(node)
+        return done
+
+    def _concat(self, scope, node, sources) -> bool:
+        out = node.outputs[0]
+        if attr_int(node, "axis", 0) not in (0, -1) or out.dtype != _I64 or out.shape is None or len(out.shape) != 1:
+            return False
+        pieces: list = []  # ("shape", x, start, end) | ("const", [ints]) | ("value", v)
+        for v in node.inputs:
+            c = const_ints(v)
+            s = producer_op(v, "Shape")
+            rng = _shape_range(s) if s is not None else None
+            if c is not None and v.shape is not None and len(v.shape) == 1:
+                if pieces and pieces[-1][0] == "const":
+                    pieces[-1] = ("const", pieces[-1][1] + c)
+                else:
+                    pieces.append(("const", c))
+            elif rng is not None:
+                x, start, end = rng
+                last = pieces[-1] if pieces else None
+                if last is not None and last[0] == "shape" and last[1] is x and last[3] == start:
+                    pieces[-1] = ("shape", x, last[2], end)
+                else:
+                    pieces.append(("shape", x, start, end))
+            else:
+                pieces.append(("value", v))
+        if len(pieces) == len([v for v in node.inputs if v is not None]):
+            return False
+        values = []
+        for p in pieces:
+            if p[0] == "const":
+                values.append(make_constant(scope, node, np.array(p[1], dtype=np.int64)))
+            elif p[0] == "shape":
+                values.append(_new_shape(scope, node, p[1], p[2], p[3]))
+            else:
+                values.append(p[1])
+        old_inputs = [v.producer() for v in node.inputs if v is not None]
+        if len(values) == 1:
+            if not replace_value(out, values[0]):
+                return False
+            remove_if_unused(node)
+        else:
+            node.resize_inputs(len(values))
+            for i, v in enumerate(values):
+                node.replace_input_with(i, v)
+        for p in old_inputs:
+            if p is not None and p.graph is not None:
+                remove_if_unused(p)
+        return True
+
+    def _reshape(self, scope, node, sources) -> bool:
+        if attr_int(node, "allowzero", 0) or len(node.inputs) < 2 or const_ints(node.inputs[1]) is not None:
+            return False
+        x, y = node.inputs[0], node.outputs[0]
+        if y.shape is None or x.shape is None:
+            return False
+        xd = list(x.shape)
+        if any(isinstance(d, int) and d == 0 for d in xd):
+            return False
+        shape, unknown = [], 0
+        for i, d in enumerate(y.shape):
+            name = d.value if isinstance(d, ir.SymbolicDim) else None
+            if isinstance(d, int) and d > 0:
+                shape.append(d)
+            elif name is not None and i < len(xd) and getattr(xd[i], "value", None) == name:
+                shape.append(0)
+            else:
+                shape.append(-1)
+                unknown += 1
+        if unknown > 1:
+            return False
+        return self._set_shape_input(scope, node, shape)
+
+    def _expand(self, scope, node, sources) -> bool:
+        if len(node.inputs) < 2 or const_ints(node.inputs[1]) is not None:
+            return False
+        x, y = node.inputs[0], node.outputs[0]
+        if y.shape is None or x.shape is None or len(y.shape) < len(x.shape):
+            return False
+        offset = len(y.shape) - len(x.shape)
+        shape = []
+        for i, d in enumerate(y.shape):
+            xdim = x.shape[i - offset] if i >= offset else None
+            name = d.value if isinstance(d, ir.SymbolicDim) else None
+            if isinstance(d, int):
+                shape.append(d)
+            elif name is not None and xdim is not None and getattr(xdim, "value", None) == name:
+                shape.append(1)
+            else:
+                return False
+        return self._set_shape_input(scope, node, shape)
+
+    @staticmethod
+    def _set_shape_input(scope, node: ir.Node, shape: list[int]) -> bool:
+        old = node.inputs[1]
+        node.replace_input_with(1, make_constant(scope, node, np.array(shape, dtype=np.int64)))
+        p = old.producer()
+        if p is not None:
+            remove_if_unused(p)
+        return True
