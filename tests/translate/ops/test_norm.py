@@ -1,0 +1,149 @@
+"""Normalizations (onnxport/translate/ops/norm.py) against eager PyTorch at several sizes."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.export import Dim
+
+from exportcheck import check_export, count_ops
+from onnxport.translate.registry import override
+
+aten = torch.ops.aten
+
+
+def _randomize(module):
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            p.copy_(torch.randn_like(p) * 0.5 + (1.0 if name.endswith("weight") else 0.0))
+        for name, b in module.named_buffers():
+            if name.endswith("running_mean"):
+                b.copy_(torch.randn_like(b))
+            elif name.endswith("running_var"):
+                b.copy_(torch.rand_like(b) + 0.5)
+    return module
+
+
+class Wrap(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = _randomize(inner)
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+def _targets(r):
+    return {n.target for n in r.program.graph.nodes if n.op == "call_function"}
+
+
+BN_CASES = [
+    (torch.nn.BatchNorm1d(4), (3, 4), {0: "batch"}),
+    (torch.nn.BatchNorm1d(4), (3, 4, 7), {0: "batch", 2: "time"}),
+    (torch.nn.BatchNorm1d(4, affine=False), (3, 4, 7), {0: "batch", 2: "time"}),
+    (torch.nn.BatchNorm2d(3, eps=1e-3), (2, 3, 5, 6), {0: "batch", 2: "h", 3: "w"}),
+    (torch.nn.BatchNorm3d(2), (2, 2, 3, 4, 5), {0: "batch", 4: "w"}),
+    (torch.nn.BatchNorm1d(4, track_running_stats=False), (3, 4, 7), {0: "batch", 2: "time"}),
+]
+
+
+@pytest.mark.parametrize("core", [False, True], ids=["batch_norm", "native"])
+@pytest.mark.parametrize("bn,shape,dyn", BN_CASES, ids=[f"{type(c[0]).__name__}-{c[1]}-{c[0].affine}-"
+                                                       f"{c[0].track_running_stats}" for c in BN_CASES])
+def test_batch_norm(bn, shape, dyn, core):
+    model = Wrap(bn).eval()
+    x = torch.randn(*shape) * 2 + 1
+    with override({aten.batch_norm.default: None} if core else {}):
+        r = check_export(model, (x,), {"x": dyn})
+    if core:
+        assert aten.batch_norm.default not in _targets(r)
+    if bn.track_running_stats:
+        assert count_ops(r, "BatchNormalization") == 1
+
+
+LN_CASES = [
+    ((4,), True, True, (2, 5, 4), {0: "batch", 1: "time"}),
+    ((4,), False, False, (2, 5, 4), {0: "batch", 1: "time"}),
+    ((5, 4), True, False, (2, 5, 4), {0: "batch"}),
+    ((3, 5, 4), True, True, (2, 3, 5, 4), {0: "batch"}),
+]
+
+
+@pytest.mark.parametrize("core", [False, True], ids=["layer_norm", "native"])
+@pytest.mark.parametrize("nshape,affine,bias,shape,dyn", LN_CASES, ids=[str(c[:3]) for c in LN_CASES])
+def test_layer_norm(nshape, affine, bias, shape, dyn, core):
+    model = Wrap(torch.nn.LayerNorm(nshape, elementwise_affine=affine, bias=bias, eps=1e-4))
+    with override({aten.layer_norm.default: None} if core else {}):
+        r = check_export(model, (torch.randn(*shape) * 3 + 2,), {"x": dyn})
+    assert count_ops(r, "LayerNormalization") == 1
+    if core:
+        assert aten.native_layer_norm.default in _targets(r)
+
+
+def test_native_layer_norm_statistics():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(6))
+
+        def forward(self, x):
+            return torch.ops.aten.native_layer_norm.default(x, [6], self.w, None, 1e-5)
+
+    check_export(M(), (torch.randn(2, 3, 6) * 2 + 1,), {"x": {0: "batch", 1: "time"}})
+
+
+GN_CASES = [
+    (2, 4, True, (3, 4, 7), {0: "batch", 2: "time"}),
+    (1, 4, False, (3, 4, 7), {0: "batch", 2: "time"}),
+    (4, 4, True, (2, 4, 3, 5), {0: "batch", 2: "h", 3: "w"}),
+    (3, 6, True, (2, 6, 2, 3, 4), {0: "batch", 4: "w"}),
+]
+
+
+@pytest.mark.parametrize("core", [False, True], ids=["group_norm", "native"])
+@pytest.mark.parametrize("groups,channels,affine,shape,dyn", GN_CASES, ids=[str(c[:3]) for c in GN_CASES])
+def test_group_norm(groups, channels, affine, shape, dyn, core):
+    model = Wrap(torch.nn.GroupNorm(groups, channels, affine=affine))
+    with override({aten.group_norm.default: None} if core else {}):
+        r = check_export(model, (torch.randn(*shape) * 2 - 1,), {"x": dyn})
+    if core:
+        assert aten.native_group_norm.default in _targets(r)
+
+
+def test_native_group_norm_statistics():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            n, c, t = x.shape
+            return torch.ops.aten.native_group_norm.default(x, None, None, n, c, t, 2, 1e-5)
+
+    check_export(M(), (torch.randn(2, 4, 6) * 2 + 1,), {"x": {0: "batch", 2: "time"}})
+
+
+IN_CASES = [
+    (torch.nn.InstanceNorm1d(4), (2, 4, 7), {0: "batch", 2: "time"}),
+    (torch.nn.InstanceNorm1d(4, affine=True), (2, 4, 7), {0: "batch", 2: "time"}),
+    (torch.nn.InstanceNorm2d(3, affine=True), (2, 3, 5, 4), {0: "batch", 2: "h", 3: "w"}),
+    (torch.nn.InstanceNorm1d(4, track_running_stats=True), (2, 4, 7), {0: "batch", 2: "time"}),
+]
+
+
+@pytest.mark.parametrize("inn,shape,dyn", IN_CASES, ids=[f"{type(c[0]).__name__}-{c[0].affine}-"
+                                                        f"{c[0].track_running_stats}" for c in IN_CASES])
+def test_instance_norm(inn, shape, dyn):
+    check_export(Wrap(inn).eval(), (torch.randn(*shape) * 2 + 1,), {"x": dyn})
+
+
+@pytest.mark.parametrize("opset", [20, 23])
+@pytest.mark.parametrize("nshape,affine,eps", [((8,), True, None), ((8,), False, 1e-3), ((3, 8), True, 1e-6)])
+def test_rms_norm(nshape, affine, eps, opset):
+    model = Wrap(torch.nn.RMSNorm(nshape, eps=eps, elementwise_affine=affine))
+    r = check_export(model, (torch.randn(2, 3, 8) * 2,), {"x": {0: "batch"} if len(nshape) > 1 else {0: "batch", 1: "t"}},
+                     opset=opset)
+    assert count_ops(r, "RMSNormalization") == (1 if opset >= 23 else 0)
+
+
+def test_rms_norm_functional_small_values():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return F.rms_norm(x, (x.shape[-1] * 0 + 5,))
+
+    check_export(M(), (torch.randn(3, 5) * 1e-3,), {"x": {0: "batch"}})
