@@ -14,9 +14,11 @@ overload replaces the earlier one.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+from typing import Any, Callable, Iterator
 
 _REGISTRY: dict[Any, Callable] = {}
+_CAPTURE_HOOKS: list[Callable[[], Any]] = []
 _LOADED = False
 
 
@@ -40,6 +42,24 @@ def translates(*targets: Any) -> Callable[[Callable], Callable]:
         return fn
 
     return deco
+
+
+def during_capture(factory: Callable[[], Any]) -> Callable[[], Any]:
+    """Decorator registering ``factory() -> context manager`` entered around torch.export and
+    decomposition (``capture_hooks``). An op family uses it to keep an ATen op whole in the graph
+    when torch's own decomposition of it would not stay symbolic (lstm unrolled over time)."""
+    _CAPTURE_HOOKS.append(factory)
+    return factory
+
+
+@contextlib.contextmanager
+def capture_hooks() -> Iterator[None]:
+    """Enter every ``during_capture`` context manager (the op families loaded first)."""
+    _load()
+    with contextlib.ExitStack() as stack:
+        for factory in _CAPTURE_HOOKS:
+            stack.enter_context(factory())
+        yield
 
 
 def _load() -> None:
