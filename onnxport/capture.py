@@ -18,6 +18,7 @@ from torch.export import Dim
 from torch.utils import _pytree as pytree
 
 from onnxport.errors import CaptureError, DynamicShapesError, SpecializationError, last_user_frame
+from onnxport.translate import registry
 
 _STDLIB = sysconfig.get_paths()["stdlib"]
 _AUTO_HINTS = (Dim.AUTO, Dim.DYNAMIC)
@@ -286,7 +287,7 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
     small = any(isinstance(leaves.get(d.input_name), torch.Tensor) and leaves[d.input_name].shape[d.axis] in (0, 1)
                 for d in declared)
     try:
-        with _record_specializations(records), _size_oblivious(small):
+        with _record_specializations(records), _size_oblivious(small), registry.capture_hooks():
             program = torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict)
     except Exception as e:  # noqa: BLE001 - classified below, original chained
         raise _classify(e, declared, records, top) from e
@@ -386,4 +387,5 @@ def decompose(program: torch.export.ExportedProgram, has_translation) -> torch.e
     for op in list(table.keys()):
         if has_translation(op) is not None:
             table.pop(op)
-    return program.run_decompositions(table)
+    with registry.capture_hooks():  # ops kept whole during capture stay whole here
+        return program.run_decompositions(table)
