@@ -113,15 +113,25 @@ def _load_path(path: str) -> onnx.ModelProto:
 
 
 def _inferred(proto: onnx.ModelProto, notes: list[str]) -> onnx.ModelProto:
-    """``onnx.shape_inference.infer_shapes`` on a copy; on failure the proto itself and a note."""
+    """``onnx.shape_inference.infer_shapes`` on a copy, strict first so that an inconsistency is
+    reported in ``notes``, then lenient so that the other values still get shapes; on failure of
+    both the proto itself."""
     if proto.ByteSize() >= 2**31 - 1:
         notes.append("shape inference skipped: the model is larger than 2 GB")
         return proto
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
     try:
-        return onnx.shape_inference.infer_shapes(copy, check_type=False, strict_mode=False, data_prop=True)
+        return onnx.shape_inference.infer_shapes(copy, check_type=True, strict_mode=True, data_prop=True)
     except Exception as e:  # noqa: BLE001 - inference raises several error types
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        notes.append(f"shape inference failed, shapes are the stored ones: {first}")
+        notes.append(f"shape inference failed: {_first_line(e)}")
+    try:
+        return onnx.shape_inference.infer_shapes(copy, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001
+        notes.append("shapes are the stored ones")
         return proto
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
