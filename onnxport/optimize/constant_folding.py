@@ -16,7 +16,8 @@ import numpy as np
 import onnx_ir as ir
 
 from onnxport.optimize import _evaluators
-from onnxport.optimize._scopes import ScopedPass, attr_int, attr_ints, const_array, make_constant, replace_value
+from onnxport.optimize._scopes import (ScopedPass, attr_int, attr_ints, const_array, make_constant,
+                                       remove_if_unused, replace_value)
 
 # operators whose outputs vary between runs, or that hold graphs: never folded
 _NEVER = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
@@ -92,7 +93,11 @@ class ConstantFoldingPass(ScopedPass):
             else:
                 scope.remove(const.producer(), safe=True)
         if done and not any(o.uses() or o.is_graph_output() for o in node.outputs):
+            producers = [v.producer() for v in node.inputs if v is not None]
             scope.remove(node, safe=True)
+            for p in producers:  # constants feeding only the folded node go too
+                if p is not None and p.graph is not None and p.op_type == "Constant":
+                    remove_if_unused(p)
         return done
 
     # ------------------------------------------------------------------ static shapes
