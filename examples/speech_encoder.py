@@ -35,7 +35,7 @@ class EncoderLayer(nn.Module):
         b, t, d = x.shape
         q, k, v = self.qkv(self.norm1(x)).reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        x = x + self.proj(a.transpose(1, 2).contiguous().reshape(b, t, d))
         return x + self.ff2(F.relu(self.ff1(self.norm2(x))))
 
 

@@ -1,0 +1,185 @@
+"""``onnxport export``: end to end as a subprocess (speech encoder, contract, checkpoint and config
+errors) and in process (``--input`` declarations, exit codes, help)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from onnxport.cli import main
+from onnxport.config import load_config, make_inputs
+from onnxport.verify import OrtRunner
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+TOY = str(HERE / "toy_models.py")
+SPEECH = ROOT / "examples" / "speech_encoder.py"
+SPEECH_TOML = ROOT / "examples" / "speech_encoder.toml"
+
+FRAMER_TOML = """
+[model]
+vocab = 5
+[inputs.features]
+dtype = "float32"
+dims = ["batch", "time", 16]
+[inputs.lengths]
+dtype = "int64"
+dims = ["batch"]
+lengths_of = "features.time"
+[outputs.logits]
+dtype = "float32"
+dims = ["batch", "out_time", {vocab}]
+[outputs.out_lengths]
+dtype = "int64"
+dims = ["batch"]
+[dims]
+time = {{ min = 2, max = 64 }}
+"""
+
+
+def run_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "onnxport", "export", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)
+
+
+def dims_of(value) -> list:
+    return [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
+
+
+def assert_user_error(proc: subprocess.CompletedProcess, out: Path, *fragments: str) -> str:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("onnxport: error: "), proc.stderr
+    for f in fragments:
+        assert f in last, last
+    assert not out.exists()
+    return last
+
+
+# ------------------------------------------------------------------------------------ subprocess
+def test_speech_encoder_end_to_end(tmp_path):
+    out, report = tmp_path / "enc.onnx", tmp_path / "report.json"
+    proc = run_cli(f"{SPEECH}:build_encoder", "--config", str(SPEECH_TOML), "-o", str(out), "--report", str(report))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    proto = onnx.load(out)
+    onnx.checker.check_model(proto, full_check=True)
+    g = proto.graph
+    assert [(v.name, dims_of(v)) for v in g.input] == [("features", ["batch", "time", 80]), ("lengths", ["batch"])]
+    assert [(v.name, dims_of(v)) for v in g.output] == [("logits", ["batch", "out_time", 32]),
+                                                         ("out_lengths", ["batch"])]
+    data = json.loads(report.read_text())
+    assert data["ok"] is True and data["model"] == str(out)
+    sizes = {c["sizes"] for c in data["checks"]}
+    assert {"batch=1, time=5", "batch=3, time=57", "batch=5, time=130", "batch=2, time=23"} <= sizes
+    for line in ("sizes 3  batch=5, time=130  logits", "out_lengths"):
+        assert line in proc.stdout
+    # independently of the command's own validation: a size it did not try, padded sequences
+    sys.path.insert(0, str(SPEECH.parent))
+    try:
+        from speech_encoder import build_encoder
+    finally:
+        sys.path.remove(str(SPEECH.parent))
+    cfg = load_config(SPEECH_TOML)
+    model = build_encoder(**cfg.model_args)
+    x = make_inputs(cfg, {"batch": 4, "time": 41}, seed=11)
+    logits, out_lengths = OrtRunner(proto).run([x["features"], x["lengths"]])
+    with torch.no_grad():
+        expected = model(**x)
+    np.testing.assert_allclose(logits, expected["logits"].numpy(), atol=1e-4, rtol=1e-3)
+    np.testing.assert_array_equal(out_lengths, expected["out_lengths"].numpy())
+    assert logits.shape[1] == ((41 - 1) // 2) // 2 + 1
+
+
+def test_outputs_not_matching_the_config(tmp_path):
+    cfg, out = tmp_path / "framer.toml", tmp_path / "m.onnx"
+    cfg.write_text(FRAMER_TOML.format(vocab=5))
+    proc = run_cli(f"{TOY}:build_renamed", "-c", str(cfg), "-o", str(out))
+    assert_user_error(proc, out, "missing ['logits']", "extra (not declared) ['scores']")
+
+
+def test_checkpoint_with_wrong_keys(tmp_path):
+    cfg, out, ckpt = tmp_path / "framer.toml", tmp_path / "m.onnx", tmp_path / "ckpt.pt"
+    cfg.write_text(FRAMER_TOML.format(vocab=5))
+    torch.save({"model": {"proj.weight": torch.zeros(5, 8), "lin.bias": torch.zeros(5)}, "epoch": 2}, ckpt)
+    proc = run_cli(f"{TOY}:build_framer", "-c", str(cfg), "--checkpoint", str(ckpt), "-o", str(out))
+    assert_user_error(proc, out, "missing keys: lin.weight", "unexpected keys: proj.weight")
+
+
+def test_bad_toml(tmp_path):
+    cfg, out = tmp_path / "bad.toml", tmp_path / "m.onnx"
+    cfg.write_text(FRAMER_TOML.format(vocab=5).replace('dtype = "float32"', "dtype = float32", 1))
+    proc = run_cli(f"{TOY}:build_framer", "-c", str(cfg), "-o", str(out))
+    assert_user_error(proc, out, f"config file {cfg} is not valid TOML")
+
+
+def test_declared_output_dim_wrong(tmp_path):
+    cfg, out = tmp_path / "framer.toml", tmp_path / "m.onnx"
+    cfg.write_text(FRAMER_TOML.format(vocab=7))
+    proc = run_cli(f"{TOY}:build_framer", "-c", str(cfg), "-o", str(out))
+    assert_user_error(proc, out, "output 'logits'", "axis 2 is declared 7", "the model gives 5")
+
+
+# ------------------------------------------------------------------------------------ in process
+def test_input_declarations(tmp_path, capsys):
+    out, report = tmp_path / "net.onnx", tmp_path / "r.json"
+    code = main(["export", f"{TOY}:build_net", "--input", "x: float32[batch, 16]", "--declare-output",
+                 "scores: float32[batch, 4]", "--dim", "batch=1:50", "--model-arg", "hidden=6", "-o", str(out),
+                 "--report", str(report)])
+    assert code == 0, capsys.readouterr()
+    g = onnx.load(out).graph
+    assert [(v.name, dims_of(v)) for v in g.input] == [("x", ["batch", 16])]
+    assert [(v.name, dims_of(v)) for v in g.output] == [("scores", ["batch", 4])]
+    data = json.loads(report.read_text())
+    assert data["ok"] and len({c["inputs"] for c in data["checks"]}) == 4
+    assert "batch=1" in {c["sizes"] for c in data["checks"]}
+
+
+def test_validation_mismatch_exits_1_and_keeps_the_file(tmp_path, capsys):
+    out, report = tmp_path / "d.onnx", tmp_path / "r.json"
+    code = main(["export", f"{TOY}:build_drifting", "--input", "x: float32[batch, 16]", "-o", str(out),
+                 "--report", str(report)])
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    assert out.exists() and "validation mismatch" in captured.err
+    assert "FAIL" in captured.out
+    data = json.loads(report.read_text())
+    assert data["ok"] is False and any(not c["ok"] for c in data["checks"])
+
+
+def test_user_errors_write_nothing(tmp_path, capsys):
+    out = tmp_path / "x.onnx"
+    assert main(["export", f"{TOY}:build_net", "--input", "x: float32[batch, 15]", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "forward raised" in err and "x: (" in err and not out.exists()
+    assert main(["export", f"{TOY}:missing", "--input", "x: float32[batch, 16]", "-o", str(out)]) == 2
+    assert "has no attribute 'missing'" in capsys.readouterr().err
+    assert main(["export", f"{TOY}:build_net", "-o", str(out)]) == 2
+    assert "no inputs declared" in capsys.readouterr().err
+    assert main(["export", f"{TOY}:build_net", "--input", "x: float32[batch, 16]", "--model-arg", "depth=2",
+                 "-o", str(out)]) == 2
+    assert "--model-arg" in capsys.readouterr().err and not out.exists()
+    with pytest.raises(Exception, match="forward raised"):
+        main(["--debug", "export", f"{TOY}:build_net", "--input", "x: float32[batch, 15]", "-o", str(out)])
+
+
+def test_help_is_complete(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["export", "--help"])
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    for option in ("--config", "--checkpoint", "--input", "--declare-output", "--dim", "--model-arg", "--opset",
+                   "--report", "--atol", "--no-validate", "exit codes", "TARGET"):
+        assert option in text, option
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "export" in capsys.readouterr().out
