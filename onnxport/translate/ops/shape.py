@@ -1,46 +1,305 @@
-"""Shape manipulation: view/reshape, permute/transpose, (un)squeeze, expand, flatten.
+"""Shape manipulation: view/reshape, flatten/unflatten, permute/transpose, (un)squeeze, expand, repeat,
+flip, roll, unfold.
 
-Semantics: the PyTorch view/shape ops (torch.Tensor.view, permute, unsqueeze...) on ONNX Reshape
-(``allowzero=0``: a 0 in a shape list only appears from SymInts, never as a copy request),
-Transpose, Unsqueeze, Squeeze, Expand.
+Semantics: the PyTorch view/shape ops (torch.Tensor.view, flatten, unflatten, permute, squeeze,
+expand, repeat, roll, flip, Tensor.unfold) on ONNX Reshape (``allowzero=0``: a 0 in a shape list
+only appears from SymInts, never as a copy request, unless the list holds a literal 0), Transpose,
+Unsqueeze, Squeeze, Expand, Tile, Slice, Gather and Concat.
 """
 
 from __future__ import annotations
 
+import numpy as np
+import onnx_ir as ir
 import torch
 
+from onnxport.errors import TranslationError
 from onnxport.translate.ops._common import axes_const, norm_axis
 from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+_I64 = ir.DataType.INT64
 
 
-@translates(aten.view.default, aten.reshape.default, aten._unsafe_view.default)
+def _typed_1d(v: ir.Value) -> ir.Value:
+    v.type = ir.TensorType(_I64)
+    v.shape = ir.Shape([None]) if v.shape is None else v.shape
+    return v
+
+
+def shape_slice(ctx, x: ir.Value, start: int, end: int | None = None) -> ir.Value:
+    """1-D int64 ``Shape(x)[start:end]`` (static parts as constants)."""
+    rank = ctx.rank(x)
+    end = rank if end is None else end
+    dims = list(x.shape)[start:end]
+    if all(isinstance(d, int) for d in dims):
+        return ctx.const(np.array(dims, dtype=np.int64))
+    return _typed_1d(ctx.op.Shape(x, start=start, end=end))
+
+
+@translates(aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.view_copy.default)
 def reshape(ctx, x, shape):
-    return ctx.op.Reshape(x, ctx.shape_list(shape))
+    """view(Tensor self, SymInt[] size): ONNX Reshape; -1 infers one dimension (torch.Tensor.view)."""
+    literal_zero = any(isinstance(s, int) and s == 0 for s in shape)
+    no_infer = not any(isinstance(s, int) and s == -1 for s in shape)
+    allowzero = 1 if literal_zero and no_infer else None
+    return ctx.op.Reshape(x, ctx.shape_list(list(shape)), allowzero=allowzero)
 
 
-@translates(aten.permute.default)
+@translates(aten.flatten.using_ints)
+def flatten(ctx, x, start_dim=0, end_dim=-1):
+    """flatten.using_ints(Tensor self, int start_dim=0, int end_dim=-1): merges dims start..end."""
+    rank = ctx.rank(x)
+    if rank == 0:
+        return ctx.op.Reshape(x, ctx.const(np.array([1], dtype=np.int64)))
+    start, end = norm_axis(start_dim, rank), norm_axis(end_dim, rank)
+    if start == end:
+        return x
+    if start == 0 and end == rank - 1:
+        return ctx.op.Reshape(x, ctx.const(np.array([-1], dtype=np.int64)))
+    merged = list(x.shape)[start:end + 1]
+    mid = (ctx.const(np.array([int(np.prod(merged))], dtype=np.int64)) if all(isinstance(d, int) for d in merged)
+           else ctx.op.ReduceProd(shape_slice(ctx, x, start, end + 1), keepdims=1))
+    parts = [p for p in (shape_slice(ctx, x, 0, start) if start else None, mid,
+                         shape_slice(ctx, x, end + 1) if end + 1 < rank else None) if p is not None]
+    return ctx.op.Reshape(x, ctx.op.Concat(*parts, axis=0) if len(parts) > 1 else parts[0])
+
+
+@translates(aten.unflatten.int)
+def unflatten(ctx, x, dim, sizes):
+    """unflatten.int(Tensor self, int dim, SymInt[] sizes): splits ``dim`` into ``sizes`` (one may be -1)."""
+    rank = ctx.rank(x)
+    dim = norm_axis(dim, rank)
+    parts = []
+    if dim:
+        parts.append(shape_slice(ctx, x, 0, dim))
+    parts.append(ctx.shape_list(list(sizes)))
+    if dim + 1 < rank:
+        parts.append(shape_slice(ctx, x, dim + 1))
+    return ctx.op.Reshape(x, ctx.op.Concat(*parts, axis=0) if len(parts) > 1 else parts[0])
+
+
+@translates(aten.permute.default, aten.permute_copy.default)
 def permute(ctx, x, dims):
+    """permute(Tensor self, int[] dims): ONNX Transpose."""
     rank = ctx.rank(x)
     return ctx.op.Transpose(x, perm=[norm_axis(d, rank) for d in dims])
 
 
-@translates(aten.transpose.int)
+@translates(aten.transpose.int, aten.transpose_copy.int)
 def transpose(ctx, x, dim0, dim1):
+    """transpose.int(Tensor self, int dim0, int dim1): ONNX Transpose swapping two axes."""
     rank = ctx.rank(x)
+    if rank < 2:
+        return x
     perm = list(range(rank))
     a, b = norm_axis(dim0, rank), norm_axis(dim1, rank)
     perm[a], perm[b] = perm[b], perm[a]
-    return ctx.op.Transpose(x, perm=perm) if a != b else ctx.op.Identity(x)
+    return ctx.op.Transpose(x, perm=perm) if a != b else x
 
 
-@translates(aten.t.default, aten.numpy_T.default)
+@translates(aten.t.default, aten.numpy_T.default, aten.t_copy.default)
 def t(ctx, x):
+    """t(Tensor self): transpose of a matrix (identity on rank < 2)."""
     rank = ctx.rank(x)
-    return ctx.op.Transpose(x, perm=list(reversed(range(rank)))) if rank > 1 else ctx.op.Identity(x)
+    return ctx.op.Transpose(x, perm=list(reversed(range(rank)))) if rank > 1 else x
 
 
-@translates(aten.unsqueeze.default)
+@translates(aten.unsqueeze.default, aten.unsqueeze_copy.default)
 def unsqueeze(ctx, x, dim):
+    """unsqueeze(Tensor self, int dim): ONNX Unsqueeze (negative dim counts from rank + 1)."""
     return ctx.op.Unsqueeze(x, axes_const(ctx, norm_axis(dim, ctx.rank(x) + 1)))
+
+
+def _squeeze_axes(x, dims) -> list[int]:
+    rank = len(x.shape)
+    axes = sorted({norm_axis(d, rank) for d in dims}) if rank else []
+    return [a for a in axes if x.shape[a] == 1]
+
+
+@translates(aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze_copy.default,
+            aten.squeeze_copy.dim, aten.squeeze_copy.dims)
+def squeeze(ctx, x, dim=None):
+    """squeeze(self) / squeeze.dim(self, int dim) / squeeze.dims(self, int[] dim).
+
+    Removes the listed axes (all axes when none is given) whose size is 1; torch.export has proved
+    every symbolic size different from 1, so the axes removed are those of static size 1.
+    """
+    rank = ctx.rank(x)
+    if dim is None:
+        dims = list(range(rank))
+    else:
+        dims = [dim] if isinstance(dim, int) else list(dim)
+    axes = _squeeze_axes(x, dims)
+    if not axes:
+        return x
+    return ctx.op.Squeeze(x, axes_const(ctx, axes))
+
+
+@translates(aten.expand.default, aten.expand_copy.default)
+def expand(ctx, x, size, implicit=False):
+    """expand(Tensor self, SymInt[] size): ONNX Expand; -1 keeps the input's size (becomes 1, which
+    broadcasts to it). New leading dims may not be -1 (PyTorch raises)."""
+    rank = ctx.rank(x)
+    lead = len(size) - rank
+    sizes = []
+    for i, s in enumerate(size):
+        if isinstance(s, int) and s == -1:
+            if i < lead:
+                raise TranslationError(f"expand: size -1 is not allowed for new leading dimension {i}",
+                                       hint="give the new leading dimensions explicit sizes")
+            sizes.append(1)
+        else:
+            sizes.append(s)
+    return ctx.op.Expand(x, ctx.shape_list(sizes))
+
+
+@translates(aten.expand_as.default)
+def expand_as(ctx, x, other):
+    """expand_as(Tensor self, Tensor other): ONNX Expand to ``Shape(other)``."""
+    return ctx.op.Expand(x, ctx.shape(other))
+
+
+@translates(aten.repeat.default)
+def repeat(ctx, x, repeats):
+    """repeat(Tensor self, SymInt[] repeats): ONNX Tile; extra leading repeats add leading dims."""
+    rank = ctx.rank(x)
+    extra = len(repeats) - rank
+    if extra > 0:
+        x = ctx.op.Reshape(x, ctx.op.Concat(ctx.const(np.ones(extra, dtype=np.int64)), ctx.shape(x), axis=0))
+    return ctx.op.Tile(x, ctx.shape_list(list(repeats)))
+
+
+@translates(aten.flip.default)
+def flip(ctx, x, dims):
+    """flip(Tensor self, int[] dims): ONNX Slice with step -1 on each axis in ``dims``."""
+    rank = ctx.rank(x)
+    axes = sorted({norm_axis(d, rank) for d in dims})
+    if not axes:
+        return x
+    n = len(axes)
+    return ctx.op.Slice(x, [-1] * n, [INT64_MIN] * n, axes, [-1] * n)
+
+
+def _roll_one(ctx, x, shift, axis):
+    d = x.shape[axis]
+    if isinstance(d, int) and isinstance(shift, int):
+        if d == 0:
+            return x
+        k = d - shift % d
+        if k == d:
+            return x
+        k = ctx.const(np.array([k], dtype=np.int64))
+    else:
+        n = ctx.dim(x, axis)
+        s = ctx.shape_list([shift])
+        n1 = ctx.shape_list([n])
+        k = ctx.op.Sub(n1, ctx.op.Mod(s, ctx.op.Max(n1, ctx.const(np.array([1], dtype=np.int64))), fmod=0))
+    ax = [axis]
+    tail = ctx.op.Slice(x, k, [INT64_MAX], ax)
+    head = ctx.op.Slice(x, [0], k, ax)
+    return ctx.op.Concat(tail, head, axis=axis)
+
+
+@translates(aten.roll.default)
+def roll(ctx, x, shifts, dims=()):
+    """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]): two Slices and a Concat per axis;
+    without dims the flattened tensor is rolled and the shape restored (torch.roll)."""
+    shifts = [shifts] if not isinstance(shifts, (list, tuple)) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if not dims:
+        flat = ctx.op.Reshape(x, ctx.const(np.array([-1], dtype=np.int64)))
+        flat.type, flat.shape = x.type, ir.Shape([None])
+        return ctx.op.Reshape(_roll_one(ctx, flat, shifts[0], 0), ctx.shape(x))
+    rank = ctx.rank(x)
+    out = x
+    for s, d in zip(shifts, dims):
+        axis = norm_axis(d, rank)
+        nxt = _roll_one(ctx, out, s, axis)
+        if nxt is not out:
+            nxt.type, nxt.shape = x.type, x.shape
+        out = nxt
+    return out
+
+
+@translates(aten.unfold.default)
+def unfold(ctx, x, dimension, size, step):
+    """unfold(Tensor(a) self, int dimension, int size, int step) (torch.Tensor.unfold): windows of
+    ``size`` every ``step`` along ``dimension``, the window as a new last axis. One Gather with a
+    [n, size] index (n = (D - size) // step + 1), then a Transpose."""
+    rank = ctx.rank(x)
+    if rank == 0:
+        return ctx.op.Unsqueeze(x, ctx.const(np.array([0], dtype=np.int64)))
+    axis = norm_axis(dimension, rank)
+    d = x.shape[axis]
+    if isinstance(d, int):
+        n = (d - size) // step + 1
+        idx = ctx.const((np.arange(n, dtype=np.int64)[:, None] * step + np.arange(size, dtype=np.int64)[None, :]))
+    else:
+        dv = ctx.dim(x, axis)
+        n = ctx.op.Add(ctx.op.Div(ctx.op.Sub(dv, ctx.scalar(size, _I64)), ctx.scalar(step, _I64)), ctx.scalar(1, _I64))
+        starts = ctx.op.Mul(ctx.op.Range(ctx.scalar(0, _I64), n, ctx.scalar(1, _I64)), ctx.scalar(step, _I64))
+        idx = ctx.op.Add(ctx.op.Unsqueeze(starts, ctx.const(np.array([1], dtype=np.int64))),
+                         ctx.const(np.arange(size, dtype=np.int64)[None, :]))
+    g = ctx.op.Gather(x, idx, axis=axis)
+    perm = list(range(axis + 1)) + list(range(axis + 2, rank + 1)) + [axis + 1]
+    return ctx.op.Transpose(g, perm=perm) if perm != list(range(rank + 1)) else g
+
+
+def _interleave_int(ctx, x, repeats, axis):
+    rank = ctx.rank(x)
+    xu = ctx.op.Unsqueeze(x, ctx.const(np.array([axis + 1], dtype=np.int64)))
+    ones = [1] * (rank + 1)
+    ones[axis + 1] = repeats
+    big = ctx.op.Expand(xu, ctx.shape_list(ones))
+    parts = []
+    if axis:
+        parts.append(shape_slice(ctx, x, 0, axis))
+    parts.append(ctx.const(np.array([-1], dtype=np.int64)))
+    if axis + 1 < rank:
+        parts.append(shape_slice(ctx, x, axis + 1))
+    return ctx.op.Reshape(big, ctx.op.Concat(*parts, axis=0) if len(parts) > 1 else parts[0])
+
+
+def repeat_index(ctx, repeats: ir.Value) -> ir.Value:
+    """``repeat_interleave(repeats)`` for a 1-D int64 ``repeats``: [0]*r0 + [1]*r1 + ...
+
+    Position p goes to the number of cumulative sums <= p (a [total, n] comparison).
+    """
+    repeats = ctx.cast(repeats, _I64)
+    if ctx.rank(repeats) == 0:
+        repeats = ctx.op.Unsqueeze(repeats, ctx.const(np.array([0], dtype=np.int64)))
+    cs = ctx.op.CumSum(repeats, ctx.const(np.array(0, dtype=np.int64)))
+    total = ctx.op.ReduceSum(repeats, keepdims=0)
+    pos = ctx.op.Range(ctx.scalar(0, _I64), total, ctx.scalar(1, _I64))
+    ge = ctx.op.GreaterOrEqual(ctx.op.Unsqueeze(pos, ctx.const(np.array([1], dtype=np.int64))),
+                               ctx.op.Unsqueeze(cs, ctx.const(np.array([0], dtype=np.int64))))
+    return ctx.op.ReduceSum(ctx.op.Cast(ge, to=_I64), ctx.const(np.array([1], dtype=np.int64)), keepdims=0)
+
+
+@translates(aten.repeat_interleave.self_int, aten.repeat_interleave.self_Tensor)
+def repeat_interleave(ctx, x, repeats, dim=None, output_size=None):
+    """repeat_interleave.self_int / self_Tensor(Tensor self, repeats, int? dim, SymInt? output_size).
+
+    Int repeats: Unsqueeze + Expand + Reshape. Tensor repeats (one per element along ``dim``, or a
+    single one): Gather with the ``repeat_interleave(repeats)`` index. Without ``dim`` the input is
+    flattened first (torch.repeat_interleave).
+    """
+    if dim is None:
+        x = ctx.op.Reshape(x, ctx.const(np.array([-1], dtype=np.int64)))
+        x.type, x.shape = ir.TensorType(ctx.out_dtype), ir.Shape([None])
+        dim = 0
+    axis = norm_axis(dim, ctx.rank(x))
+    if not isinstance(repeats, ir.Value):
+        return _interleave_int(ctx, x, repeats, axis)
+    if repeats.shape is not None and (len(repeats.shape) == 0 or list(repeats.shape) == [1]):
+        return _interleave_int(ctx, x, ctx.cast(repeats, _I64), axis)
+    return ctx.op.Gather(x, repeat_index(ctx, repeats), axis=axis)
+
+
+@translates(aten.repeat_interleave.Tensor)
+def repeat_interleave_tensor(ctx, repeats, output_size=None):
+    """repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size): index i repeated repeats[i] times."""
+    return repeat_index(ctx, repeats)

@@ -1,0 +1,107 @@
+"""View and layout ops: view/reshape/flatten/unflatten, permute/transpose/t, (un)squeeze, expand,
+repeat, repeat_interleave, flip, roll, unfold."""
+
+import pytest
+import torch
+
+from torch.export import Dim
+
+from exportcheck import check_export
+
+DTYPES = [torch.float32, torch.int64, torch.bool]
+
+
+def _make(shape, dtype):
+    if dtype == torch.bool:
+        return torch.rand(shape) > 0.5
+    if dtype == torch.int64:
+        return torch.randint(-50, 50, shape)
+    return torch.randn(shape)
+
+
+class Views(torch.nn.Module):
+    def forward(self, x):
+        b, t = x.shape[0], x.shape[1]
+        return (
+            x.view(b, -1),                        # view with SymInt and -1
+            x.reshape(-1, 4),
+            x.reshape(b * t, 4),
+            x.view(b, t, 2, 2),
+            x.flatten(1),                          # flatten.using_ints
+            x.flatten(),
+            x.flatten(0, 1),
+            x.unflatten(2, (2, -1)),               # unflatten.int with -1
+            x.permute(2, 0, 1),
+            x.transpose(0, -1),
+            x[0].t(),
+            x.unsqueeze(-1).unsqueeze(0),
+        )
+
+
+class Squeezes(torch.nn.Module):
+    def forward(self, x):  # x: [b, 1, t, 1]
+        return x.squeeze(), x.squeeze(1), x.squeeze(0), x.squeeze((1, 3)), x.squeeze(-1)
+
+
+class Expands(torch.nn.Module):
+    def forward(self, x, y):  # x: [b, 1, 4], y: [b, t, 4]
+        b, t = y.shape[0], y.shape[1]
+        return x.expand(-1, t, -1), x.expand(2, b, t, 4), x.expand_as(y), x[:, :, :1].expand(b, t, 3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_views(dtype):
+    check_export(Views(), (_make((3, 5, 4), dtype),), {"x": {0: "b", 1: "t"}})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_squeeze_all_overloads(dtype):
+    check_export(Squeezes(), (_make((3, 1, 5, 1), dtype),), {"x": {0: "b", 2: "t"}},
+                 expect_outputs={"output_0": ["b", "t"], "output_1": ["b", "t", 1], "output_2": ["b", 1, "t", 1]})
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_expand(dtype):
+    check_export(Expands(), (_make((3, 1, 4), dtype), _make((3, 5, 4), dtype)), {"x": {0: "b"}, "y": {0: "b", 1: "t"}})
+
+
+class Repeats(torch.nn.Module):
+    def forward(self, x, r):
+        return (
+            x.repeat(2, 1, 3),
+            x.repeat(2, 1, 1, 1),                        # extra leading repeat
+            x.repeat(1, x.shape[0], 1),                  # SymInt repeat
+            x.repeat_interleave(3, dim=1),
+            x.repeat_interleave(2),                      # flattened
+            torch.repeat_interleave(x, r, dim=2),        # tensor repeats
+        )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_repeat_and_repeat_interleave(dtype):
+    check_export(Repeats(), (_make((3, 5, 4), dtype), torch.tensor([1, 0, 3, 2])), {"x": {0: "b", 1: "t"}, "r": None})
+
+
+class RepeatIndex(torch.nn.Module):
+    def forward(self, r):
+        return torch.repeat_interleave(r)
+
+
+def test_repeat_interleave_tensor_dynamic_length():
+    check_export(RepeatIndex(), (torch.tensor([2, 0, 3, 1, 1]),), {"r": {0: "n"}})
+
+
+class FlipRollUnfold(torch.nn.Module):
+    def forward(self, x):
+        return (
+            x.flip(0), x.flip(-1, 1),
+            torch.roll(x, 2, 1), torch.roll(x, (-1, 3), (0, 2)), torch.roll(x, 7),
+            torch.roll(x, x.shape[0], 1),
+            x.unfold(1, 2, 1), x.unfold(2, 2, 2), x.unfold(1, 3, 2),
+        )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flip_roll_unfold(dtype):
+    # unfold needs size >= window: torch.export guards t >= 3
+    check_export(FlipRollUnfold(), (_make((3, 6, 4), dtype),), {"x": {0: Dim("b"), 1: Dim("t", min=3)}})
