@@ -1,0 +1,248 @@
+"""Recurrent layers: lstm, gru, rnn_tanh, rnn_relu (``.input`` overloads) on ONNX LSTM, GRU and RNN.
+
+Semantics: ``torch.nn.LSTM`` / ``GRU`` / ``RNN`` (PyTorch docs) on the ONNX LSTM, GRU and RNN
+operators (opset 14+ spec): one ONNX node per layer, ``direction="bidirectional"`` for
+bidirectional layers, time-major ``layout=0`` (a batch_first input is transposed).
+
+Weights come from the flat ``params`` list, per layer and direction ``w_ih, w_hh[, b_ih, b_hh]``:
+
+- LSTM gates are ``i, f, g, o`` in PyTorch and ``i, o, f, c`` in ONNX;
+- GRU gates are ``r, z, n`` in PyTorch and ``z, r, h`` in ONNX, with ``linear_before_reset=1``
+  (PyTorch applies the hidden bias before multiplying by ``r``);
+- ONNX ``B`` is ``[Wb, Rb]`` concatenated, and W/R/B stack the directions on a first axis.
+
+Capture: torch decomposes ``aten.lstm.input`` (and gru, rnn) into a Python loop over time while
+tracing, which pins the time dimension to the example's size. ``keep_recurrent_ops`` (entered around
+torch.export by onnxport's capture) keeps these ops whole in the graph with a shape-only kernel, so
+batch and time stay symbolic.
+
+Packed sequences (``pack_padded_sequence``): torch.export cannot capture them (a PackedSequence's
+``batch_sizes`` are data computed from the lengths; nn.LSTM then sizes its zero state from
+``batch_sizes[0]``). ``keep_recurrent_ops`` makes ``pack_padded_sequence`` raise an
+``UnsupportedOpError`` that says so, and the ``.data`` overloads raise one too if met.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import onnx_ir as ir
+import torch
+from torch._C import DispatchKey
+
+from onnxport.errors import TranslationError, UnsupportedOpError
+from onnxport.translate.registry import during_capture, translates
+
+aten = torch.ops.aten
+
+# PyTorch gate chunk order -> ONNX gate chunk order
+_LSTM_ORDER = (0, 3, 1, 2)  # i f g o -> i o f c
+_GRU_ORDER = (1, 0, 2)  # r z n -> z r h
+_RNN_ORDER = (0,)
+
+
+# --------------------------------------------------------------------------- capture
+def _lstm_shapes(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
+    h, c = hx
+    dirs = 2 if bidirectional else 1
+    return input.new_empty((*input.shape[:2], dirs * h.shape[-1])), h.new_empty(h.shape), c.new_empty(c.shape)
+
+
+def _gru_shapes(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
+    dirs = 2 if bidirectional else 1
+    return input.new_empty((*input.shape[:2], dirs * hx.shape[-1])), hx.new_empty(hx.shape)
+
+
+_SHAPE_KERNELS = {
+    aten.lstm.input: _lstm_shapes,
+    aten.gru.input: _gru_shapes,
+    aten.rnn_tanh.input: _gru_shapes,
+    aten.rnn_relu.input: _gru_shapes,
+}
+
+_PACKED_HINT = ("run the recurrent layer on the padded batch instead; for a unidirectional layer the "
+                "outputs at valid positions are the same, mask the padded ones with "
+                "(torch.arange(T) < lengths[:, None]); a bidirectional layer then reads padding first in "
+                "its reverse direction, so keep padding short or export each direction separately")
+
+
+def _packed_unsupported(*args, **kwargs):
+    raise UnsupportedOpError(
+        "pack_padded_sequence cannot be captured by torch.export: a PackedSequence's batch_sizes are data "
+        "computed from the lengths, so the recurrent layer's sizes become data-dependent",
+        hint=_PACKED_HINT)
+
+
+@during_capture
+@contextlib.contextmanager
+def keep_recurrent_ops():
+    """Context manager: keep ``aten.lstm/gru/rnn_*.input`` whole while torch.export traces.
+
+    Replaces their Python decompositions (CompositeImplicitAutograd and Autograd kernels, which loop
+    over time) by kernels computing only the output shapes, and makes ``pack_padded_sequence`` raise
+    ``UnsupportedOpError``; restores everything on exit. Eager execution does not use these
+    kernels (they are consulted only by torch's Python dispatcher during tracing).
+    """
+    saved = {}
+    for op, fn in _SHAPE_KERNELS.items():
+        saved[op] = dict(op.py_kernels)
+        op.py_kernels[DispatchKey.CompositeImplicitAutograd] = fn
+        op.py_kernels[DispatchKey.Autograd] = fn
+        op._dispatch_cache.clear()
+    vf = torch._VF
+    had_pack = "_pack_padded_sequence" in vf.__dict__
+    old_pack = vf.__dict__.get("_pack_padded_sequence")
+    vf._pack_padded_sequence = _packed_unsupported
+    try:
+        yield
+    finally:
+        for op, kernels in saved.items():
+            op.py_kernels.clear()
+            op.py_kernels.update(kernels)
+            op._dispatch_cache.clear()
+        if had_pack:
+            vf._pack_padded_sequence = old_pack
+        else:
+            del vf._pack_padded_sequence
+
+
+# --------------------------------------------------------------------------- weights
+def _reorder(ctx, w: ir.Value, order: tuple[int, ...]) -> ir.Value:
+    """Reorder the gate chunks of ``w`` (first axis) and add a leading direction axis."""
+    n = len(order)
+    if w.const_value is not None:
+        arr = w.const_value.numpy()
+        chunks = np.split(arr, n, axis=0)
+        return ctx.const(np.concatenate([chunks[i] for i in order], axis=0)[None])
+    parts = ctx.op.Split(w, axis=0, num_outputs=n, _outputs=n) if n > 1 else (w,)
+    cat = ctx.op.Concat(*[parts[i] for i in order], axis=0) if n > 1 else w
+    return ctx.op.Unsqueeze(cat, ctx.const(np.array([0], dtype=np.int64)))
+
+
+def _stack_dirs(ctx, values: list[ir.Value]) -> ir.Value:
+    if len(values) == 1:
+        return values[0]
+    if all(v.const_value is not None for v in values):
+        return ctx.const(np.concatenate([v.const_value.numpy() for v in values], axis=0))
+    return ctx.op.Concat(*values, axis=0)
+
+
+def _layer_weights(ctx, params, layer: int, dirs: int, has_biases: bool, order):
+    """ONNX (W, R, B) of one layer from the flat PyTorch params."""
+    per = 4 if has_biases else 2
+    ws, rs, bs = [], [], []
+    for d in range(dirs):
+        base = (layer * dirs + d) * per
+        w_ih, w_hh = params[base], params[base + 1]
+        ws.append(_reorder(ctx, w_ih, order))
+        rs.append(_reorder(ctx, w_hh, order))
+        if has_biases:
+            b_ih, b_hh = _reorder(ctx, params[base + 2], order), _reorder(ctx, params[base + 3], order)
+            if b_ih.const_value is not None and b_hh.const_value is not None:
+                bs.append(ctx.const(np.concatenate([b_ih.const_value.numpy(), b_hh.const_value.numpy()], axis=1)))
+            else:
+                bs.append(ctx.op.Concat(b_ih, b_hh, axis=1))
+    return _stack_dirs(ctx, ws), _stack_dirs(ctx, rs), (_stack_dirs(ctx, bs) if has_biases else None)
+
+
+def _slice0(ctx, x: ir.Value, start: int, stop: int) -> ir.Value:
+    return ctx.op.Slice(x, ctx.const(np.array([start], dtype=np.int64)), ctx.const(np.array([stop], dtype=np.int64)),
+                        ctx.const(np.array([0], dtype=np.int64)))
+
+
+def _check(kind: str, params, has_biases, num_layers, dropout, train, bidirectional, gates: int):
+    per = 4 if has_biases else 2
+    dirs = 2 if bidirectional else 1
+    if train and dropout:
+        raise TranslationError(f"{kind} with dropout={dropout} in training mode is random",
+                               hint="export the model in eval mode (model.eval())")
+    if len(params) != num_layers * dirs * per:
+        raise TranslationError(
+            f"{kind} with {len(params)} weight tensors for {num_layers} layer(s) x {dirs} direction(s): "
+            "projections (LSTM proj_size) have no ONNX equivalent",
+            hint="use proj_size=0, or apply the projection as a separate nn.Linear after each layer")
+    hidden = params[1].shape[-1]
+    if params[1].shape[0] != gates * hidden:
+        raise TranslationError(f"{kind}: hidden weight of shape {list(params[1].shape)} is not [{gates}*H, H]",
+                               hint="projections (proj_size) are not supported")
+    return dirs, hidden
+
+
+def _recurrent(ctx, onnx_op: str, x, states, params, has_biases, num_layers, bidirectional, batch_first,
+               order, extra_attrs):
+    """Run ``num_layers`` ONNX recurrent nodes; returns (output, [final state per state input])."""
+    dirs = 2 if bidirectional else 1
+    hidden = params[1].shape[-1]
+    if batch_first:
+        x = ctx.op.Transpose(x, perm=[1, 0, 2])
+    finals: list[list[ir.Value]] = [[] for _ in states]
+    direction = "bidirectional" if bidirectional else "forward"
+    n_out = 1 + len(states)
+    for layer in range(num_layers):
+        w, r, b = _layer_weights(ctx, params, layer, dirs, has_biases, order)
+        init = [_slice0(ctx, s, layer * dirs, (layer + 1) * dirs) for s in states]
+        outs = getattr(ctx.op, onnx_op)(x, w, r, b, None, *init, hidden_size=int(hidden), direction=direction,
+                                        _outputs=n_out, **extra_attrs)
+        y = outs[0]  # [T, dirs, B, H]
+        for i in range(len(states)):
+            finals[i].append(outs[1 + i])
+        x = ctx.op.Reshape(ctx.op.Transpose(y, perm=[0, 2, 1, 3]),
+                           ctx.const(np.array([0, 0, dirs * hidden], dtype=np.int64)))
+    if batch_first:
+        x = ctx.op.Transpose(x, perm=[1, 0, 2])
+    last = [f[0] if len(f) == 1 else ctx.op.Concat(*f, axis=0) for f in finals]
+    return x, last
+
+
+@translates(aten.lstm.input)
+def lstm(ctx, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
+    """aten::lstm.input(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers,
+    float dropout, bool train, bool bidirectional, bool batch_first) -> (output, h_n, c_n).
+
+    input: float[T, B, I] (or [B, T, I] when batch_first); hx: (h0, c0) each
+    float[layers*dirs, B, H]. Raises TranslationError for projections (proj_size > 0) and for
+    dropout in training mode.
+    """
+    _check("lstm", params, has_biases, num_layers, dropout, train, bidirectional, 4)
+    out, (h, c) = _recurrent(ctx, "LSTM", input, list(hx), params, has_biases, num_layers, bidirectional,
+                             batch_first, _LSTM_ORDER, {})
+    return out, h, c
+
+
+@translates(aten.gru.input)
+def gru(ctx, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
+    """aten::gru.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers,
+    float dropout, bool train, bool bidirectional, bool batch_first) -> (output, h_n).
+
+    ONNX GRU with ``linear_before_reset=1`` (PyTorch's n = tanh(W_in x + b_in + r * (W_hn h + b_hn))).
+    """
+    _check("gru", params, has_biases, num_layers, dropout, train, bidirectional, 3)
+    out, (h,) = _recurrent(ctx, "GRU", input, [hx], params, has_biases, num_layers, bidirectional, batch_first,
+                           _GRU_ORDER, {"linear_before_reset": 1})
+    return out, h
+
+
+def _rnn(activation: str):
+    def fn(ctx, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
+        _check(f"rnn_{activation.lower()}", params, has_biases, num_layers, dropout, train, bidirectional, 1)
+        acts = [activation] * (2 if bidirectional else 1)
+        out, (h,) = _recurrent(ctx, "RNN", input, [hx], params, has_biases, num_layers, bidirectional,
+                               batch_first, _RNN_ORDER, {"activations": acts})
+        return out, h
+
+    fn.__name__ = f"rnn_{activation.lower()}"
+    fn.__doc__ = (f"aten::rnn_{activation.lower()}.input(...) -> (output, h_n): Elman RNN with {activation} "
+                  "on ONNX RNN.")
+    return fn
+
+
+translates(aten.rnn_tanh.input)(_rnn("Tanh"))
+translates(aten.rnn_relu.input)(_rnn("Relu"))
+
+
+@translates(aten.lstm.data, aten.gru.data, aten.rnn_tanh.data, aten.rnn_relu.data)
+def packed_sequence(ctx, *args, **kwargs):
+    """The PackedSequence overloads: not exportable (see the module docstring)."""
+    raise UnsupportedOpError("recurrent layer on a PackedSequence (pack_padded_sequence) cannot be exported: "
+                             "its sizes depend on the lengths' values", hint=_PACKED_HINT)

@@ -1,0 +1,80 @@
+"""lstm / gru / rnn_tanh / rnn_relu on ONNX LSTM, GRU, RNN: gate order, weights, layers, directions,
+batch_first, initial states; packed sequences and projections raise clear errors."""
+
+import pytest
+import torch
+
+import onnxport
+from exportcheck import check_export, count_ops
+
+_KINDS = {
+    "lstm": (lambda **kw: torch.nn.LSTM(8, 16, **kw), "LSTM"),
+    "gru": (lambda **kw: torch.nn.GRU(8, 16, **kw), "GRU"),
+    "rnn_tanh": (lambda **kw: torch.nn.RNN(8, 16, **kw), "RNN"),
+    "rnn_relu": (lambda **kw: torch.nn.RNN(8, 16, nonlinearity="relu", **kw), "RNN"),
+}
+_CONFIGS = {
+    "1layer_time_major": dict(),
+    "2layer_bidir_batch_first": dict(num_layers=2, bidirectional=True, batch_first=True),
+    "3layer_bidir_no_bias": dict(num_layers=3, bidirectional=True, bias=False),
+}
+
+
+class _Rnn(torch.nn.Module):
+    def __init__(self, rnn):
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x, h0=None, c0=None):
+        state = None if h0 is None else ((h0, c0) if c0 is not None else h0)
+        out, last = self.rnn(x, state)
+        return (out, *last) if isinstance(last, tuple) else (out, last)
+
+
+@pytest.mark.parametrize("with_state", [False, True], ids=["zero_state", "initial_state"])
+@pytest.mark.parametrize("config", list(_CONFIGS))
+@pytest.mark.parametrize("kind", list(_KINDS))
+def test_recurrent_layer(kind, config, with_state):
+    make, onnx_op = _KINDS[kind]
+    kw = _CONFIGS[config]
+    model = _Rnn(make(**kw))
+    batch, time = 3, 5
+    bf = kw.get("batch_first", False)
+    x = torch.randn(batch, time, 8) if bf else torch.randn(time, batch, 8)
+    dims = {"x": {0: "batch", 1: "time"} if bf else {0: "time", 1: "batch"}}
+    args = [x]
+    if with_state:
+        n = kw.get("num_layers", 1) * (2 if kw.get("bidirectional") else 1)
+        args.append(torch.randn(n, batch, 16))
+        dims["h0"] = {1: "batch"}
+        if kind == "lstm":
+            args.append(torch.randn(n, batch, 16))
+            dims["c0"] = {1: "batch"}
+    r = check_export(model, tuple(args), dims)
+    assert count_ops(r, onnx_op) == kw.get("num_layers", 1)
+    assert count_ops(r, "Loop") == count_ops(r, "Scan") == 0
+
+
+def test_packed_sequence_raises_clear_error():
+    class Packed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = torch.nn.LSTM(8, 16, batch_first=True)
+
+        def forward(self, x, lengths):
+            p = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+            out, _ = self.rnn(p)
+            return torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
+
+    x, lengths = torch.randn(3, 5, 8), torch.tensor([5, 2, 3])
+    with pytest.raises(onnxport.errors.ExportError, match="pack_padded_sequence cannot be captured"):
+        onnxport.to_onnx(Packed().eval(), (x, lengths), dynamic_shapes={"x": {0: "batch", 1: "time"},
+                                                                        "lengths": {0: "batch"}})
+    # capture left torch as it was: eager packing still works
+    assert Packed().eval()(x, lengths).shape == (3, 5, 16)
+
+
+def test_lstm_projection_raises_clear_error():
+    model = _Rnn(torch.nn.LSTM(8, 16, proj_size=4))
+    with pytest.raises(onnxport.errors.ExportError, match="proj_size"):
+        onnxport.to_onnx(model.eval(), (torch.randn(5, 3, 8),), dynamic_shapes={"x": {0: "time", 1: "batch"}})
