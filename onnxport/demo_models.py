@@ -4,6 +4,9 @@ CNN: ``resnet_same_cnn()`` and ``cnn_example()``, a 1-D ResNet-style network ove
 ``[batch, channels, time]`` made of ``padding="same"`` convolutions (odd and even kernels, one
 dilated), batch norm with non-trivial running statistics, ReLU, max pooling, adaptive average
 pooling and a linear head.
+
+Transformer: ``transformer_encoder()`` and ``transformer_example()``, a 2-layer
+``nn.TransformerEncoder`` (d_model 64) over ``[batch, time, 64]``.
 """
 
 from __future__ import annotations
@@ -93,3 +96,30 @@ def cnn_example(batch: int = 2, time: int = 24, seed: int = 0) -> tuple[tuple, d
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(batch, CNN_IN_CHANNELS, time, generator=gen)
     return (x,), {"x": {0: "batch", 2: "time"}}
+
+
+# ------------------------------------------------------------------------------------ Transformer
+
+TRANSFORMER_D_MODEL = 64
+
+
+def transformer_encoder(seed: int = 0, enable_nested_tensor: bool = False) -> nn.TransformerEncoder:
+    """The seeded, eval-mode 2-layer ``nn.TransformerEncoder`` (d_model 64, 4 heads, feed-forward
+    128, batch first). Input ``src: [batch, time, 64]``, optional
+    ``src_key_padding_mask: bool[batch, time]`` (True = padding); output ``[batch, time, 64]``.
+
+    ``enable_nested_tensor=False`` by default: with nested tensors, eager PyTorch zeroes the outputs
+    at padded positions while torch.export captures the dense computation.
+    """
+    torch.manual_seed(seed)
+    layer = nn.TransformerEncoderLayer(TRANSFORMER_D_MODEL, nhead=4, dim_feedforward=128, dropout=0.1,
+                                       batch_first=True)
+    return nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=enable_nested_tensor).eval()
+
+
+def transformer_example(batch: int = 2, time: int = 12, seed: int = 0) -> tuple[tuple, dict]:
+    """``(args, dynamic_shapes)`` for ``transformer_encoder()``: ``src`` of ``[batch, time, 64]``
+    with ``batch`` and ``time`` dynamic."""
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randn(batch, time, TRANSFORMER_D_MODEL, generator=gen)
+    return (src,), {"src": {0: "batch", 1: "time"}}
