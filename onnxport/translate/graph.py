@@ -72,7 +72,9 @@ def translate_nodes(ctx: TranslationContext, graph: torch.fx.Graph, dim_name) ->
             # a SymInt expression that torch proved constant
             ctx.values[node] = ctx.const(val)
             continue
+        first_new = len(ctx.nodes)
         result = _translate_one(ctx, node)
+        type_new_outputs(ctx.nodes[first_new:], ctx.opset)
         ctx.values[node] = result
         if isinstance(result, ir.Value):
             if val is not None and result.producer() is not None and result.const_value is None:
@@ -85,6 +87,33 @@ def translate_nodes(ctx: TranslationContext, graph: torch.fx.Graph, dim_name) ->
                 if isinstance(r, ir.Value) and v is not None and r.const_value is None and r.producer() is not None:
                     set_meta_type(r, v, dim_name)
     return outputs
+
+
+def type_new_outputs(nodes: list[ir.Node], opset: int) -> None:
+    """Give the untyped outputs of ``nodes`` their element type by ONNX type inference, node by node.
+
+    Intermediate values of a translation then carry a dtype, so an optimization that merges two
+    equal values (CSE) keeps a typed one even when it becomes a graph output. Shapes are left as
+    they are; a node whose inference fails keeps untyped outputs.
+    """
+    import onnx
+
+    for n in nodes:
+        if n.domain not in ("", "ai.onnx") or all(o.type is not None for o in n.outputs):
+            continue
+        if any(i is not None and i.type is None for i in n.inputs):
+            continue
+        try:
+            schema = onnx.defs.get_schema(n.op_type, opset, "")
+            proto = ir.serde.serialize_node(n)
+            types = {i.name: ir.serde.serialize_value(i).type for i in n.inputs if i is not None}
+            inferred = onnx.shape_inference.infer_node_outputs(schema, proto, types)
+        except Exception:  # noqa: BLE001 - typing is best effort; the value stays untyped
+            continue
+        for o in n.outputs:
+            tp = inferred.get(o.name)
+            if o.type is None and tp is not None and tp.HasField("tensor_type") and tp.tensor_type.elem_type:
+                o.type = ir.TensorType(ir.DataType(tp.tensor_type.elem_type))
 
 
 def _translate_one(ctx: TranslationContext, node: torch.fx.Node) -> Any:
