@@ -102,13 +102,21 @@ class NoOpRemovalPass(ScopedPass):
     def _squeeze(self, scope, node):
         x = node.inputs[0]
         inner = producer_op(x, "Unsqueeze")
-        if inner is None or node.outputs[0].shape is None:
+        if inner is None:
             return None
         a, b = _axes(node), _axes(inner)
-        rank = len(node.outputs[0].shape) + (len(b) if b else 0)
-        if a is None or b is None or _norm(a, rank) != _norm(b, rank):
+        if a is None or b is None:
             return None
-        return inner.inputs[0]
+        src = inner.inputs[0]
+        if x.shape is not None:
+            rank = len(x.shape)
+        elif src.shape is not None:
+            rank = len(src.shape) + len(b)
+        elif min(a + b) >= 0:
+            rank = 0
+        else:
+            return None
+        return src if _norm(a, rank) == _norm(b, rank) else None
 
     def _unsqueeze(self, scope, node):
         x = node.inputs[0]
