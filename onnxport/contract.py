@@ -151,11 +151,15 @@ def check_onnx_dims(cfg: ExportConfig, model: ir.Model) -> dict[tuple[str, int],
         decl = cfg.outputs.get(v.name)
         if decl is None:
             continue
-        for axis, (d, got) in enumerate(zip(decl.dims, v.shape)):
+        shape = list(v.shape) if v.shape is not None and len(v.shape) == len(decl.dims) else [None] * len(decl.dims)
+        for axis, (d, got) in enumerate(zip(decl.dims, shape)):
             side = f"output {v.name!r} axis {axis}"
-            if isinstance(d, int):
+            if got is None or (isinstance(got, ir.SymbolicDim) and got.value is None):
+                renames[(v.name, axis)] = ""  # unknown to shape inference: the eager checks hold
+            elif isinstance(d, int):
                 if got != d:
-                    raise ContractError(f"{side}: the config declares {d}, the exported model gives {got!r}",
+                    shown = got if isinstance(got, int) else repr(str(got))
+                    raise ContractError(f"{side}: the config declares {d}, the exported model gives {shown}",
                                         hint="a dim that varies with the inputs must be declared by name")
             elif isinstance(got, int):
                 raise ContractError(f"{side}: the config declares the dynamic dim {d!r}, the exported model gives "
@@ -196,6 +200,8 @@ def check_derived_dims(cfg: ExportConfig, renames: dict[tuple[str, int], str],
     by_name: dict[str, str] = {}
     for (output, axis), expr in renames.items():
         name = cfg.outputs[output].dims[axis]
+        if not expr or not isinstance(name, str):
+            continue
         other = by_name.get(name)
         if other is not None and other != expr:
             checks = [(label, evaluate_dim(other, s), evaluate_dim(expr, s)) for label, s, _ in runs]
@@ -218,9 +224,10 @@ def check_derived_dims(cfg: ExportConfig, renames: dict[tuple[str, int], str],
 def rename_output_dims(model: ir.Model, cfg: ExportConfig, renames: dict[tuple[str, int], str]) -> None:
     """Give the derived output dims their declared names (in place)."""
     for v in model.graph.outputs:
-        if v.name not in cfg.outputs or v.shape is None:
+        if v.name not in cfg.outputs:
             continue
-        dims = list(v.shape)
+        declared = cfg.outputs[v.name].dims
+        dims = list(v.shape) if v.shape is not None and len(v.shape) == len(declared) else list(declared)
         changed = False
         for axis in range(len(dims)):
             if (v.name, axis) in renames:

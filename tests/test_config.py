@@ -7,6 +7,7 @@ import copy
 from pathlib import Path
 
 import onnx
+import onnx_ir as ir
 import pytest
 import torch
 
@@ -274,3 +275,47 @@ def test_export_from_config_inputs_must_match_forward():
                                            inputs__lengths__lengths_of="feats.time"))
     with pytest.raises(ConfigError, match="names no model"):
         onnxport.export_from_config(framer(target=None))
+
+
+def _graph(out_shapes: dict) -> ir.Model:
+    f = ir.Value(name="features", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape(["batch", "time", 16]))
+    n = ir.Value(name="lengths", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape(["batch"]))
+    outs = []
+    for (name, shape), src in zip(out_shapes.items(), (f, n)):
+        node = ir.Node("", "Identity", [src])
+        v = node.outputs[0]
+        v.name, v.type = name, src.type
+        v.shape = ir.Shape(shape) if shape is not None else None
+        outs.append((node, v))
+    graph = ir.Graph([f, n], [v for _, v in outs], nodes=[node for node, _ in outs], opset_imports={"": 20})
+    return ir.Model(graph, ir_version=10)
+
+
+@pytest.mark.parametrize("logits, message", [
+    (["batch", "2*time", "vocab"], "axis 2: the config declares 5, the exported model gives 'vocab'"),
+    (["batch", 7, 5], "declares the dynamic dim 'out_time', the exported model gives the constant 7"),
+    (["time", "2*time", 5], "declares the input dim 'batch', the exported model gives 'time'"),
+])
+def test_onnx_dims_against_the_declaration(logits, message):
+    cfg = parse_config(framer())
+    with pytest.raises(ContractError, match="output 'logits'") as info:
+        contract.check_onnx_dims(cfg, _graph({"logits": logits, "out_lengths": ["batch"]}))
+    assert message in str(info.value)
+
+
+def test_onnx_dims_renamed_and_unknown_ones_declared():
+    cfg = parse_config(framer())
+    model = _graph({"logits": ["batch", "2*time", 5], "out_lengths": None})
+    renames = contract.check_onnx_dims(cfg, model)
+    assert renames == {("logits", 1): "2*time", ("out_lengths", 0): ""}
+    runs = [("a", {"batch": 2, "time": 3}, {"out_time": 6}), ("b", {"batch": 1, "time": 9}, {"out_time": 18})]
+    assert contract.check_derived_dims(cfg, renames, runs) == {"2*time": "out_time"}
+    with pytest.raises(ContractError, match=r"exported size 2\*time is 18 on b, the model gives 17"):
+        contract.check_derived_dims(cfg, renames, runs[:1] + [("b", {"batch": 1, "time": 9}, {"out_time": 17})])
+    contract.rename_output_dims(model, cfg, renames)
+    got = [[d if isinstance(d, int) else str(d) for d in v.shape] for v in model.graph.outputs]
+    assert got == [["batch", "out_time", 5], ["batch"]]
+    inputs_changed = _graph({"logits": ["batch", "2*time", 5], "out_lengths": ["batch"]})
+    inputs_changed.graph.inputs[0].shape = ir.Shape(["batch", 12, 16])
+    with pytest.raises(ContractError, match=r"ONNX input 'features' has dims \['batch', 12, 16\], the config declares"):
+        contract.check_onnx_dims(cfg, inputs_changed)
