@@ -1,0 +1,66 @@
+"""arange (all overloads, float steps, SymInt bounds), full/zeros/ones/empty and their new_* and
+*_like forms, scalar_tensor, fill, zero."""
+
+import pytest
+import torch
+
+from exportcheck import check_export
+
+DTYPES = [torch.float32, torch.int64, torch.bool]
+
+
+def _make(shape, dtype):
+    if dtype == torch.bool:
+        return torch.rand(shape) > 0.5
+    if dtype == torch.int64:
+        return torch.randint(-50, 50, shape)
+    return torch.randn(shape)
+
+
+class Aranges(torch.nn.Module):
+    def forward(self, x):
+        n = x.shape[0]
+        return (
+            torch.arange(n),                                   # arange.default, SymInt end
+            torch.arange(2, n + 3),                            # arange.start
+            torch.arange(1, 2 * n, 3),                         # arange.start_step
+            torch.arange(n, 0, -1),                            # negative step
+            torch.arange(0, n, 0.5),                           # float step, SymInt end
+            torch.arange(1.5, 4.2, 0.3),                       # float constants
+            torch.arange(-1.0, 1.0, 0.1, dtype=torch.float64),
+            torch.arange(n, dtype=torch.float32) * x[:, 0],
+            torch.arange(5),
+        )
+
+
+def test_arange():
+    check_export(Aranges(), (torch.randn(6, 3),), {"x": {0: "n"}})
+
+
+class Fills(torch.nn.Module):
+    def __init__(self, dtype):
+        super().__init__()
+        self.dtype = dtype
+
+    def forward(self, x):
+        b, t = x.shape[0], x.shape[1]
+        fill = True if self.dtype == torch.bool else 3
+        return (
+            torch.full((b, 2), fill, dtype=self.dtype),
+            torch.full((b, t), t, dtype=self.dtype),           # SymInt fill value
+            torch.zeros(b, t, dtype=self.dtype),
+            torch.ones(t, 2, dtype=self.dtype),
+            torch.zeros(()),
+            torch.empty(b, 3, dtype=self.dtype).fill_(fill),   # empty + fill.Scalar
+            x.new_zeros(b, 2), x.new_ones((3, t)), x.new_full((t,), fill), x.new_empty(b).zero_(),
+            x.new_zeros(2, dtype=torch.float64),
+            torch.zeros_like(x), torch.ones_like(x), torch.full_like(x, fill), torch.empty_like(x).fill_(fill),
+            torch.ones_like(x, dtype=torch.float32),
+            x.clone().fill_(x[0, 0]),                          # fill.Tensor
+            torch.scalar_tensor(2.5) + torch.scalar_tensor(t),
+        )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_full_zeros_ones_empty_like(dtype):
+    check_export(Fills(dtype), (_make((3, 4), dtype),), {"x": {0: "b", 1: "t"}})
