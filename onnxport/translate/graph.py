@@ -93,8 +93,8 @@ def type_new_outputs(nodes: list[ir.Node], opset: int) -> None:
     """Give the untyped outputs of ``nodes`` their element type by ONNX type inference, node by node.
 
     Intermediate values of a translation then carry a dtype, so an optimization that merges two
-    equal values (CSE) keeps a typed one even when it becomes a graph output. Shapes are left as
-    they are; a node whose inference fails keeps untyped outputs.
+    equal values (CSE) keeps a typed one even when it becomes a graph output. The inferred shape
+    (possibly with unknown dims) is kept too; a node whose inference fails keeps untyped outputs.
     """
     import onnx
 
@@ -114,6 +114,8 @@ def type_new_outputs(nodes: list[ir.Node], opset: int) -> None:
             tp = inferred.get(o.name)
             if o.type is None and tp is not None and tp.HasField("tensor_type") and tp.tensor_type.elem_type:
                 o.type = ir.TensorType(ir.DataType(tp.tensor_type.elem_type))
+                if o.shape is None and tp.tensor_type.HasField("shape"):
+                    o.shape = ir.serde.deserialize_type_proto_for_shape(tp)
 
 
 def _translate_one(ctx: TranslationContext, node: torch.fx.Node) -> Any:
