@@ -101,7 +101,8 @@ class Progress:
 
         with self.lock:
             if self.live is None and self.timer is not None:
-                self.live = Live(self._render(), console=Console(stderr=True), refresh_per_second=8, transient=False)
+                self.live = Live(self._render(), console=Console(stderr=True), refresh_per_second=8, transient=False,
+                                 redirect_stdout=False, redirect_stderr=False)
                 self.live.start()
 
     def __call__(self, step: str, state: str, seconds: float) -> None:

@@ -183,3 +183,26 @@ def test_help_is_complete(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "export" in capsys.readouterr().out
+
+
+def test_progress_steps_from_export_lines(capsys):
+    import io
+
+    from onnxport.cli.export import Progress
+    from onnxport.config_export import _StepStream
+
+    calls, other = [], io.StringIO()
+    stream = _StepStream(lambda *a: calls.append(a), other)
+    stream.write("[onnxport] capture: 1.50s\n[onnxport] trans")
+    stream.write("late: 0.25s\nuser print\n")
+    assert calls == [("capture", "done", 1.5), ("decompose", "start", 0.0), ("translate", "done", 0.25),
+                     ("optimize", "start", 0.0)]
+    assert other.getvalue() == "user print\n"
+    progress = Progress()  # stdout is captured, not a terminal: plain lines on stderr
+    progress("capture", "start", 0.0)
+    progress("capture", "done", 1.5)
+    progress.close()
+    assert capsys.readouterr().err == "onnxport: capture 1.50s\n"
+    quiet = Progress(quiet=True)
+    quiet("capture", "done", 1.5)
+    assert capsys.readouterr().err == ""
