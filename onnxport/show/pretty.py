@@ -29,7 +29,7 @@ from onnxport.show import summary as S
 from onnxport.show.load import Loaded, load
 
 #: nodes deeper than this are drawn at this indentation (their depth number stays exact)
-MAX_INDENT = 24
+MAX_INDENT = 12
 _SOURCE_KEY = "source"
 
 
@@ -113,7 +113,7 @@ class _Renderer:
             src = node.metadata_props.get(_SOURCE_KEY)
             if src and src != source:
                 out.append(pad + f"# {src}")
-            source = src or source
+            source = src
             labels = {}
             for attr in node.attributes.values():
                 graphs = [attr.value] if attr.type == ir.AttributeType.GRAPH else (

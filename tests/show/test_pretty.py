@@ -201,3 +201,25 @@ def test_failed_inference_is_a_note():
     assert "# note: shape inference failed: [ShapeInferenceError]" in text
     assert len(_node_lines(text)) == 2
     assert "Neg(x) -> z: float32[2, 3]" in text  # lenient inference still shapes the rest
+
+
+SCREEN_ROWS, SCREEN_COLS = 60, 180
+
+
+def test_transformer_encoder_fits_one_screen_per_layer():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, batch_first=True, dropout=0.0)
+    model = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
+    result = onnxport.to_onnx(model, (torch.randn(2, 5, 32),), dynamic_shapes=({0: "batch", 1: "seq"},))
+    text = result.pretty()
+    lines = text.splitlines()
+    assert len(lines) <= 2 * SCREEN_ROWS, text
+    assert max(len(line) for line in lines) <= SCREEN_COLS, max(lines, key=len)
+    assert len(_node_lines(text)) == result.count_nodes()
+    assert "input   src: float32[batch, seq, 32]" in text
+    assert re.search(r"init    layers\.0\.self_attn\.in_proj_weight: float32\[(32, 96|96, 32)\] \[(\S+, ){5}\.\.\.\]", text)
+    for line in lines:  # every list of values is cut after max_values items
+        for values in re.findall(r"\[([^\]]*)\]", line):
+            assert values.count(",") <= 5, line
+    shaped = [m for m in _node_lines(text) if m.group(5) and ": float32[" in m.group(5)]
+    assert len(shaped) >= result.count_nodes() // 2  # intermediate shapes are shown
