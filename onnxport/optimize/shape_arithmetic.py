@@ -23,17 +23,21 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from onnxport.optimize._scopes import (ScopedPass, attr_int, const_ints, dims, make_constant, make_node,
+from onnxport.optimize._scopes import (ScopedPass, attr_int, const_array, const_ints, dims, make_constant, make_node,
                                        producer_op, remove_if_unused, replace_value)
 
 _I64 = ir.DataType.INT64
 
 
-def _shape_range(node: ir.Node) -> tuple[ir.Value, int, int] | None:
-    """(x, start, end) of a Shape node with its bounds normalized, when x's rank is known."""
+def _shape_range(node: ir.Node) -> tuple[ir.Value, int, int | None] | None:
+    """(x, start, end) of a Shape node with its bounds normalized; end None: to the end of an
+    input of unknown rank."""
     x = node.inputs[0]
-    if x is None or x.shape is None:
+    if x is None:
         return None
+    if x.shape is None:  # unknown rank: only a non-negative start with no end is understood
+        start = attr_int(node, "start", 0)
+        return (x, start, None) if start >= 0 and attr_int(node, "end") is None else None
     rank = len(x.shape)
     start = attr_int(node, "start", 0)
     end = attr_int(node, "end", rank)
@@ -72,7 +76,7 @@ class ShapeArithmeticPass(ScopedPass):
     # ------------------------------------------------------------------ rules
     def _shape(self, scope, node, sources) -> bool:
         rng = _shape_range(node)
-        if rng is None or rng[2] != rng[1] + 1:
+        if rng is None or rng[2] is None or rng[2] != rng[1] + 1:
             return False
         x, start, _ = rng
         d = x.shape[start]
@@ -94,14 +98,25 @@ class ShapeArithmeticPass(ScopedPass):
         if rng is None or idx_arr is None or not idx_arr:
             return False
         x, start, end = rng
-        n = end - start
+        if end is None:
+            if min(idx_arr) < 0:
+                return False
+            n = max(idx_arr) + 1  # the run-time rank is at least this (else Gather fails anyway)
+        else:
+            n = end - start
         idx = [i + n if i < 0 else i for i in idx_arr]
         if any(not 0 <= i < n for i in idx) or idx != list(range(idx[0], idx[0] + len(idx))):
             return False
         out = node.outputs[0]
-        scalar = node.inputs[1].shape is not None and len(node.inputs[1].shape) == 0
+        scalar = const_array(node.inputs[1]).ndim == 0
         if not scalar:
-            return replace_value(out, _new_shape(scope, node, x, start + idx[0], start + idx[0] + len(idx)))
+            new = _new_shape(scope, node, x, start + idx[0], start + idx[0] + len(idx))
+            if not replace_value(out, new):
+                remove_if_unused(new.producer())
+                return False
+            remove_if_unused(node)
+            remove_if_unused(shape_node)
+            return True
         done = False
         for user in list(out.consumers()):
             if user.op_type == "Unsqueeze" and user.domain == "" and len(user.inputs) > 1 \
@@ -112,8 +127,8 @@ class ShapeArithmeticPass(ScopedPass):
                     done = True
                 else:
                     remove_if_unused(new.producer())
-        if done:
-            remove_if_unused(node)
+        if done and remove_if_unused(node):
+            remove_if_unused(shape_node)
         return done
 
     def _concat(self, scope, node, sources) -> bool:
@@ -130,7 +145,7 @@ class ShapeArithmeticPass(ScopedPass):
                     pieces[-1] = ("const", pieces[-1][1] + c)
                 else:
                     pieces.append(("const", c))
-            elif rng is not None:
+            elif rng is not None and rng[2] is not None:
                 x, start, end = rng
                 last = pieces[-1] if pieces else None
                 if last is not None and last[0] == "shape" and last[1] is x and last[3] == start:
