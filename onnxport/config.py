@@ -391,8 +391,8 @@ def make_inputs(cfg: ExportConfig, sizes: dict[str, int], seed: int = 0) -> dict
 
     Floats are standard normal, integers uniform in ``low..high-1``, bools fair coins. A lengths
     input tied to ``TENSOR.DIM`` holds values between 1 and that dim's size, the longest equal to
-    it; the padded frames of that tensor (past each length) are zeroed, as a batch of padded
-    sequences would be.
+    it; the padded steps (past each length) of every input along that dim are zero (or False), as
+    in a batch of padded sequences.
     """
     gen = torch.Generator().manual_seed(seed)
     out: dict[str, torch.Tensor] = {}
@@ -411,14 +411,15 @@ def make_inputs(cfg: ExportConfig, sizes: dict[str, int], seed: int = 0) -> dict
         else:
             out[name] = torch.randint(decl.low, decl.high, shape, generator=gen).to(decl.dtype)
     for name, decl in cfg.inputs.items():
-        if decl.lengths_of is not None:
-            _zero_padding(out[decl.lengths_of[0]], cfg.inputs[decl.lengths_of[0]], decl, out[name])
+        if decl.lengths_of is None:
+            continue
+        for other, odecl in cfg.inputs.items():  # every input along that dim and the lengths' dim
+            if other != name and decl.lengths_of[1] in odecl.dims and decl.dims[0] in odecl.dims:
+                _zero_padding(out[other], odecl, decl, out[name])
     return out
 
 
 def _zero_padding(x: torch.Tensor, xdecl: TensorDecl, ldecl: TensorDecl, lengths: torch.Tensor) -> None:
-    if not x.dtype.is_floating_point:
-        return
     t_axis = xdecl.dims.index(ldecl.lengths_of[1])
     b_axis = xdecl.dims.index(ldecl.dims[0])
     steps = torch.arange(x.shape[t_axis])
@@ -428,7 +429,7 @@ def _zero_padding(x: torch.Tensor, xdecl: TensorDecl, ldecl: TensorDecl, lengths
     if b_axis > t_axis:
         valid = valid.t()
         shape[t_axis], shape[b_axis] = valid.shape
-    x.mul_(valid.reshape(shape).to(x.dtype))
+    x.masked_fill_(~valid.reshape(shape), 0)
 
 
 def dynamic_shapes(cfg: ExportConfig) -> dict[str, dict[int, Any]]:

@@ -319,3 +319,16 @@ def test_onnx_dims_renamed_and_unknown_ones_declared():
     inputs_changed.graph.inputs[0].shape = ir.Shape(["batch", 12, 16])
     with pytest.raises(ContractError, match=r"ONNX input 'features' has dims \['batch', 12, 16\], the config declares"):
         contract.check_onnx_dims(cfg, inputs_changed)
+
+
+def test_integer_sequences_padded_past_their_lengths():
+    cfg = parse_config({"inputs": {
+        "ids": {"dtype": "int64", "dims": ["batch", "seq"], "low": 1, "high": 50},
+        "mask_len": {"dtype": "int32", "dims": ["batch"], "lengths_of": "ids.seq"},
+        "flags": {"dtype": "bool", "dims": ["seq", "batch"]}}})
+    x = make_inputs(cfg, {"batch": 6, "seq": 9}, seed=2)
+    assert x["mask_len"].dtype == torch.int32 and int(x["mask_len"].max()) == 9
+    for b in range(6):
+        n = int(x["mask_len"][b])
+        assert torch.all(x["ids"][b, n:] == 0) and torch.all((x["ids"][b, :n] >= 1) & (x["ids"][b, :n] < 50))
+        assert not torch.any(x["flags"][n:, b])
