@@ -18,15 +18,24 @@ aten = torch.ops.aten
 BOOL = ir.DataType.BOOL
 
 
+_BOOL_FORM = {"Add": "Or", "Mul": "And"}  # PyTorch's add/mul of bools are logical or/and
+
+
 def _binary(onnx_op: str):
-    def fn(ctx, a, b, alpha=1, **_):
+    def fn(ctx, a, b, alpha=1):
         to = ctx.out_dtype
         a, b = promote(ctx, a, b, to=to)
+        if to == BOOL:
+            if alpha != 1 and not alpha:
+                return a
+            return getattr(ctx.op, _BOOL_FORM[onnx_op])(a, b)
         if alpha != 1:
-            b = getattr(ctx.op, "Mul")(b, ctx.scalar(alpha, to))
+            b = ctx.op.Mul(b, ctx.scalar(alpha, to))
         return getattr(ctx.op, onnx_op)(a, b)
 
     fn.__name__ = onnx_op.lower()
+    fn.__doc__ = (f"{onnx_op.lower()}.Tensor/.Scalar(Tensor self, Tensor|Scalar other, *, Scalar alpha=1): "
+                  f"ONNX {onnx_op} of the operands cast to the PyTorch result dtype (``other * alpha``).")
     return fn
 
 
@@ -47,7 +56,8 @@ def rsub(ctx, a, b, alpha=1):
 
 @translates(aten.div.Tensor, aten.div.Scalar)
 def div(ctx, a, b):
-    """True division: integer operands are promoted to the default float dtype first."""
+    """div.Tensor/.Scalar(Tensor self, Tensor|Scalar other): true division (ONNX Div); integer
+    operands are promoted to the default float dtype first, as in PyTorch."""
     a, b = promote(ctx, a, b, to=ctx.out_dtype)
     return ctx.op.Div(a, b)
 
@@ -81,6 +91,7 @@ def _trunc(ctx, x):
 
 @translates(aten.floor_divide.default, aten.floor_divide.Scalar)
 def floor_divide(ctx, a, b):
+    """floor_divide(Tensor self, Tensor|Scalar other) = div(a, b, rounding_mode="floor")."""
     return div_mode(ctx, a, b, rounding_mode="floor")
 
 
@@ -96,6 +107,8 @@ def remainder(ctx, a, b):
 
 @translates(aten.fmod.Tensor, aten.fmod.Scalar)
 def fmod(ctx, a, b):
+    """fmod.Tensor/.Scalar(Tensor self, Tensor|Scalar other): C-style remainder, the sign of the
+    dividend (ONNX Mod with fmod=1)."""
     to = ctx.out_dtype
     a, b = promote(ctx, a, b, to=to)
     return ctx.op.Mod(a, b, fmod=1)
@@ -103,6 +116,8 @@ def fmod(ctx, a, b):
 
 @translates(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
 def pow_(ctx, a, b):
+    """pow.Tensor_Tensor/.Tensor_Scalar/.Scalar: ONNX Pow in the result dtype; ``x ** 2`` is x * x,
+    ``x ** 0.5`` Sqrt; integer results are computed in double and rounded."""
     to = ctx.out_dtype
     if not isinstance(b, ir.Value) and b == 2 and isinstance(a, ir.Value):
         a = ctx.cast(a, to)
@@ -119,10 +134,14 @@ def pow_(ctx, a, b):
 def _compare(onnx_op: str, negate: bool = False):
     def fn(ctx, a, b):
         a, b = promote(ctx, a, b)
+        if onnx_op != "Equal" and a.dtype == BOOL:  # ONNX orders numbers only: False < True as 0 < 1
+            a, b = ctx.cast(a, ir.DataType.INT32), ctx.cast(b, ir.DataType.INT32)
         out = getattr(ctx.op, onnx_op)(a, b)
         return ctx.op.Not(out) if negate else out
 
     fn.__name__ = onnx_op.lower()
+    fn.__doc__ = (f"comparison (Tensor self, Tensor|Scalar other) -> bool: ONNX {onnx_op}"
+                  f"{' negated' if negate else ''} after PyTorch type promotion.")
     return fn
 
 
@@ -134,22 +153,59 @@ translates(aten.gt.Tensor, aten.gt.Scalar)(_compare("Greater"))
 translates(aten.ge.Tensor, aten.ge.Scalar)(_compare("GreaterOrEqual"))
 
 
-@translates(aten.maximum.default, aten.fmax.default)
+def _extremum(ctx, onnx_op: str, a, b):
+    to = ctx.out_dtype
+    if to == BOOL:  # onnxruntime's Max/Min take numbers: go through uint8
+        a, b = promote(ctx, a, b, to=ir.DataType.UINT8)
+        return ctx.cast(getattr(ctx.op, onnx_op)(a, b), BOOL)
+    a, b = promote(ctx, a, b, to=to)
+    return getattr(ctx.op, onnx_op)(a, b)
+
+
+@translates(aten.maximum.default, aten.max.other)
 def maximum(ctx, a, b):
-    a, b = promote(ctx, a, b, to=ctx.out_dtype)
-    return ctx.op.Max(a, b)
+    """maximum(Tensor self, Tensor other) / max.other: ONNX Max (NaN propagates, as in PyTorch)."""
+    return _extremum(ctx, "Max", a, b)
 
 
-@translates(aten.minimum.default, aten.fmin.default)
+@translates(aten.minimum.default, aten.min.other)
 def minimum(ctx, a, b):
+    """minimum(Tensor self, Tensor other) / min.other: ONNX Min (NaN propagates, as in PyTorch)."""
+    return _extremum(ctx, "Min", a, b)
+
+
+def _fextremum(ctx, onnx_op: str, a, b):
+    """fmax/fmin: like maximum/minimum, but a NaN operand yields the other one."""
+    out = _extremum(ctx, onnx_op, a, b)
+    if not dtypes.is_float(ctx.out_dtype):
+        return out
     a, b = promote(ctx, a, b, to=ctx.out_dtype)
-    return ctx.op.Min(a, b)
+    return ctx.op.Where(ctx.op.IsNaN(a), b, ctx.op.Where(ctx.op.IsNaN(b), a, out))
+
+
+@translates(aten.fmax.default)
+def fmax(ctx, a, b):
+    """fmax(Tensor self, Tensor other): maximum ignoring NaN (NaN only where both are NaN)."""
+    return _fextremum(ctx, "Max", a, b)
+
+
+@translates(aten.fmin.default)
+def fmin(ctx, a, b):
+    """fmin(Tensor self, Tensor other): minimum ignoring NaN (NaN only where both are NaN)."""
+    return _fextremum(ctx, "Min", a, b)
 
 
 @translates(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
 def where(ctx, cond, a, b):
-    a, b = promote(ctx, a, b, to=ctx.out_dtype)
-    return ctx.op.Where(ctx.cast(cond, BOOL), a, b)
+    """where(Tensor condition, Tensor|Scalar self, Tensor|Scalar other): ONNX Where with both
+    branches in the result dtype (bool branches go through uint8, which onnxruntime's Where takes)."""
+    to = ctx.out_dtype
+    cond = ctx.cast(cond, BOOL)
+    if to == BOOL:
+        a, b = promote(ctx, a, b, to=ir.DataType.UINT8)
+        return ctx.cast(ctx.op.Where(cond, a, b), BOOL)
+    a, b = promote(ctx, a, b, to=to)
+    return ctx.op.Where(cond, a, b)
 
 
 @translates(aten.clamp.default, aten.clamp.Tensor, aten.clip.default)
@@ -166,11 +222,13 @@ def clamp(ctx, x, min=None, max=None):
 
 @translates(aten.clamp_min.default, aten.clamp_min.Tensor)
 def clamp_min(ctx, x, min):
+    """clamp_min(Tensor self, Scalar|Tensor min) = clamp(x, min=min)."""
     return clamp(ctx, x, min=min)
 
 
 @translates(aten.clamp_max.default, aten.clamp_max.Tensor)
 def clamp_max(ctx, x, max):
+    """clamp_max(Tensor self, Scalar|Tensor max) = clamp(x, max=max)."""
     return clamp(ctx, x, max=max)
 
 
@@ -180,6 +238,7 @@ def _unary(onnx_op: str, float_only: bool = True):
         return getattr(ctx.op, onnx_op)(ctx.cast(x, to) if float_only else x)
 
     fn.__name__ = onnx_op.lower()
+    fn.__doc__ = f"(Tensor self): ONNX {onnx_op}" + (" in the result dtype (float for integer inputs)." if float_only else ".")
     return fn
 
 
@@ -198,42 +257,86 @@ for _aten, _onnx in ((aten.abs.default, "Abs"), (aten.neg.default, "Neg"), (aten
     translates(_aten)(_unary(_onnx, float_only=False))
 
 
+@translates(aten.exp2.default)
+def exp2(ctx, x):
+    """exp2(Tensor self) = 2 ** x in the result dtype (float for integer inputs)."""
+    return ctx.op.Pow(ctx.scalar(2.0, ctx.out_dtype), ctx.cast(x, ctx.out_dtype))
+
+
+@translates(aten.frac.default)
+def frac(ctx, x):
+    """frac(Tensor self) = x - trunc(x)."""
+    return ctx.op.Sub(x, _trunc(ctx, x))
+
+
+@translates(aten.round.decimals)
+def round_decimals(ctx, x, decimals=0):
+    """round.decimals(Tensor self, *, int decimals): round half to even of x * 10^decimals, scaled back."""
+    if decimals == 0:
+        return ctx.op.Round(x)
+    scale = ctx.scalar(10.0 ** decimals, x.dtype)
+    return ctx.op.Div(ctx.op.Round(ctx.op.Mul(x, scale)), scale)
+
+
+@translates(aten.nan_to_num.default)
+def nan_to_num(ctx, x, nan=0.0, posinf=None, neginf=None):
+    """nan_to_num(Tensor self, float? nan=0., float? posinf=None, float? neginf=None): NaN, +inf and
+    -inf replaced (infinities by the dtype's largest / lowest finite value by default); integer
+    and bool tensors are returned unchanged."""
+    if not dtypes.is_float(x.dtype):
+        return ctx.op.Identity(x)
+    to = x.dtype
+    info = np.finfo(to.numpy()) if to != ir.DataType.BFLOAT16 else torch.finfo(torch.bfloat16)
+    posinf = float(info.max) if posinf is None else posinf
+    neginf = float(info.min) if neginf is None else neginf
+    out = ctx.op.Where(ctx.op.IsNaN(x), ctx.scalar(nan if nan is not None else 0.0, to), x)
+    out = ctx.op.Where(ctx.op.IsInf(x, detect_negative=0), ctx.scalar(posinf, to), out)
+    return ctx.op.Where(ctx.op.IsInf(x, detect_positive=0), ctx.scalar(neginf, to), out)
+
+
 @translates(aten.rsqrt.default)
 def rsqrt(ctx, x):
+    """rsqrt(Tensor self) = 1 / sqrt(x), in the result dtype (float for integer inputs)."""
     return ctx.op.Reciprocal(ctx.op.Sqrt(ctx.cast(x, ctx.out_dtype)))
 
 
 @translates(aten.log1p.default)
 def log1p(ctx, x):
+    """log1p(Tensor self) = log(1 + x)."""
     x = ctx.cast(x, ctx.out_dtype)
     return ctx.op.Log(ctx.op.Add(x, ctx.scalar(1, ctx.out_dtype)))
 
 
 @translates(aten.expm1.default)
 def expm1(ctx, x):
+    """expm1(Tensor self) = exp(x) - 1."""
     x = ctx.cast(x, ctx.out_dtype)
     return ctx.op.Sub(ctx.op.Exp(x), ctx.scalar(1, ctx.out_dtype))
 
 
 @translates(aten.log2.default)
 def log2(ctx, x):
+    """log2(Tensor self) = log(x) / log(2)."""
     x = ctx.cast(x, ctx.out_dtype)
     return ctx.op.Div(ctx.op.Log(x), ctx.scalar(np.log(2.0), ctx.out_dtype))
 
 
 @translates(aten.log10.default)
 def log10(ctx, x):
+    """log10(Tensor self) = log(x) / log(10)."""
     x = ctx.cast(x, ctx.out_dtype)
     return ctx.op.Div(ctx.op.Log(x), ctx.scalar(np.log(10.0), ctx.out_dtype))
 
 
 @translates(aten.trunc.default)
 def trunc(ctx, x):
+    """trunc(Tensor self): rounding toward zero, sign(x) * floor(|x|); integers unchanged."""
     return _trunc(ctx, x) if dtypes.is_float(x.dtype) else x
 
 
 @translates(aten.square.default)
 def square(ctx, x):
+    """square(Tensor self) = x * x in the result dtype."""
     x = ctx.cast(x, ctx.out_dtype)
     return ctx.op.Mul(x, x)
 
@@ -255,6 +358,7 @@ def atan2(ctx, y, x):
 
 @translates(aten.lerp.Scalar, aten.lerp.Tensor)
 def lerp(ctx, a, b, w):
+    """lerp.Scalar/.Tensor(Tensor self, Tensor end, Scalar|Tensor weight) = a + w * (b - a)."""
     to = ctx.out_dtype
     a, b, w = promote(ctx, a, b, w, to=to)
     return ctx.op.Add(a, ctx.op.Mul(w, ctx.op.Sub(b, a)))
@@ -262,6 +366,7 @@ def lerp(ctx, a, b, w):
 
 @translates(aten.addcmul.default)
 def addcmul(ctx, x, t1, t2, value=1):
+    """addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) = x + value * t1 * t2."""
     to = ctx.out_dtype
     x, t1, t2 = promote(ctx, x, t1, t2, to=to)
     prod = ctx.op.Mul(t1, t2)
@@ -272,6 +377,7 @@ def addcmul(ctx, x, t1, t2, value=1):
 
 @translates(aten.addcdiv.default)
 def addcdiv(ctx, x, t1, t2, value=1):
+    """addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) = x + value * t1 / t2."""
     to = ctx.out_dtype
     x, t1, t2 = promote(ctx, x, t1, t2, to=to)
     q = ctx.op.Div(t1, t2)
