@@ -113,7 +113,7 @@ class _Renderer:
             src = node.metadata_props.get(_SOURCE_KEY)
             if src and src != source:
                 out.append(pad + f"# {src}")
-            source = src
+            source = src or source
             labels = {}
             for attr in node.attributes.values():
                 graphs = [attr.value] if attr.type == ir.AttributeType.GRAPH else (
