@@ -282,11 +282,13 @@ def _parse_export(cfg: ExportConfig, table: Any, where: str) -> None:
 
 
 def _check_lengths(cfg: ExportConfig, where: str) -> None:
-    input_dims = set(cfg.input_dims)
     for name, decl in cfg.inputs.items():
-        if not decl.dims and not decl.dtype.is_floating_point and name in input_dims:
-            raise ConfigError(f"{where}: input {name!r} is the size of dim {name!r}, which the inputs already carry",
-                              hint=f"drop [inputs.{name}]: the model reads the size from the tensors' shapes")
+        if decl.dims or decl.dtype.is_floating_point:
+            continue
+        for dim in cfg.input_dims:
+            if name in (dim, f"{dim}_size", f"num_{dim}", f"n_{dim}"):
+                raise ConfigError(f"{where}: input {name!r} is the size of dim {dim!r}, which the inputs already carry",
+                                  hint=f"drop [inputs.{name}]: the model reads the size from the tensors' shapes")
     owners: dict[str, str] = {}
     for section, table in (("inputs", cfg.inputs), ("outputs", cfg.outputs)):
         for name, decl in table.items():

@@ -84,6 +84,7 @@ def test_default_sizes_avoid_the_example_in_every_dim():
     ({"inputs__lengths2": {"dtype": "int64", "dims": ["batch"], "lengths_of": "features.time"}},
      "already has the length input 'lengths'"),
     ({"inputs__batch": {"dtype": "int64", "dims": []}}, "the size of dim 'batch'"),
+    ({"inputs__batch_size": {"dtype": "int32", "dims": []}}, "'batch_size' is the size of dim 'batch'"),
     ({"dims__time": {"min": 9, "max": 3}}, "do not form a range"),
     ({"dims__time": {"min": 2, "max": 9, "example": 12}}, "outside 2..9"),
     ({"dims__frames": {"min": 1, "max": 3}}, "which no input declares"),
