@@ -1,0 +1,135 @@
+"""Pooling (onnxport/translate/ops/pool.py) against eager PyTorch at several sizes."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.export import Dim
+
+from exportcheck import check_export, count_ops
+from onnxport.translate.registry import override
+
+aten = torch.ops.aten
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+def _dyn(dims, lo=None, batch=True):
+    """Dynamic batch and spatial axes. Spatial axes are Dim.AUTO: with ceil_mode, torch.export
+    emits guards such as ``2 * (s // 2) < s + 1`` that hold for every size but that it cannot
+    prove over a named Dim's range, so named Dims are refused while AUTO ones stay symbolic."""
+    axes = {0: Dim("batch", min=1, max=64)} if batch else {}
+    first = 2 if batch else 1
+    for i in range(dims):
+        axes[first + i] = Dim.AUTO
+    return {"x": axes}
+
+
+def _assert_dynamic(result, axes):
+    dims = result.model.graph.inputs[0].shape
+    assert all(not isinstance(dims[a], int) for a in axes), f"input dims {dims} are not symbolic at {axes}"
+
+
+def _input(dims, size, dtype=torch.float32):
+    x = torch.randn(2, 3, *([size] * dims))
+    return x if dtype == torch.float32 else (x * 10).to(dtype)
+
+
+MAX_CASES = [
+    (1, dict(kernel_size=2)),
+    (1, dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    (1, dict(kernel_size=3, stride=2, dilation=2)),
+    (2, dict(kernel_size=2)),
+    (2, dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 0), ceil_mode=True)),
+    (2, dict(kernel_size=3, stride=3, padding=1, dilation=2, ceil_mode=True)),
+    (3, dict(kernel_size=2, stride=2, ceil_mode=True)),
+]
+FN = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+
+
+@pytest.mark.parametrize("indices", [False, True], ids=["values", "indices"])
+@pytest.mark.parametrize("dims,kw", MAX_CASES, ids=[f"{c[0]}d-{c[1]}" for c in MAX_CASES])
+def test_max_pool(dims, kw, indices):
+    if indices:
+        model = Fn(lambda x: FN[dims](x, return_indices=True, **kw))
+    else:
+        model = Fn(lambda x: FN[dims](x, **kw))
+    r = check_export(model, (_input(dims, 9),), _dyn(dims))
+    assert count_ops(r, "MaxPool") == 1
+    # torch.export (2.13) specializes the length of max_pool1d without indices: only the batch stays dynamic
+    _assert_dynamic(r, [0] if (dims == 1 and not indices) else [0] + list(range(2, 2 + dims)))
+
+
+def test_max_pool_unbatched_and_core_form():
+    model = Fn(lambda x: F.max_pool2d(x, 2, return_indices=True))
+    check_export(model, (torch.randn(3, 8, 6),), _dyn(2, batch=False))
+    with override({aten.max_pool2d.default: None}):
+        r = check_export(Fn(lambda x: F.max_pool2d(x, 3, 2, 1)), (_input(2, 8),), _dyn(2))
+    assert aten.max_pool2d_with_indices.default in {n.target for n in r.program.graph.nodes}
+
+
+AVG_CASES = [
+    (1, dict(kernel_size=2)),
+    (1, dict(kernel_size=3, stride=2, padding=1, count_include_pad=False)),
+    (1, dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    (1, dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)),
+    (2, dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 0))),
+    (2, dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=True)),
+    (2, dict(kernel_size=3, stride=2, padding=1, divisor_override=5)),
+    (2, dict(kernel_size=2, divisor_override=3, count_include_pad=False)),
+    (3, dict(kernel_size=2, stride=1, padding=1, count_include_pad=False)),
+]
+AVG = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
+
+
+@pytest.mark.parametrize("dims,kw", AVG_CASES, ids=[f"{c[0]}d-{c[1]}" for c in AVG_CASES])
+def test_avg_pool(dims, kw):
+    r = check_export(Fn(lambda x: AVG[dims](x, **kw)), (_input(dims, 9),), _dyn(dims))
+    assert count_ops(r, "AveragePool") == 1
+    _assert_dynamic(r, [0] + list(range(2, 2 + dims)))
+
+
+def test_avg_pool_divisor_override_with_ceil_mode_is_an_error():
+    from onnxport.errors import TranslationError
+
+    with pytest.raises(TranslationError, match="divisor_override"):
+        check_export(Fn(lambda x: F.avg_pool2d(x, 3, 2, ceil_mode=True, divisor_override=2)), (_input(2, 8),))
+
+
+ADAPTIVE_CASES = [
+    (1, 1, True, "GlobalAveragePool"),
+    (1, 3, True, "Slice"),  # dynamic length: PyTorch's window formula
+    (1, 4, False, "AveragePool"),  # static 12 divisible by 4
+    (1, 5, False, "Slice"),  # static 12 not divisible by 5
+    (2, (1, 1), True, "GlobalAveragePool"),
+    (2, (2, 3), True, "Slice"),
+    (2, (3, None), True, "Slice"),
+    (2, (4, 6), False, "AveragePool"),
+    (3, 1, True, "GlobalAveragePool"),
+]
+ADAPTIVE = {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d, 3: F.adaptive_avg_pool3d}
+
+
+@pytest.mark.parametrize("dims,out,dynamic,onnx_op", ADAPTIVE_CASES, ids=[str(c) for c in ADAPTIVE_CASES])
+def test_adaptive_avg_pool(dims, out, dynamic, onnx_op):
+    x = torch.randn(2, 3, *([12] * dims))
+    dyn = _dyn(dims) if dynamic else {"x": {0: "batch"}}
+    r = check_export(Fn(lambda x: ADAPTIVE[dims](x, out)), (x,), dyn)
+    assert count_ops(r, onnx_op) >= 1
+
+
+def test_adaptive_avg_pool_unbatched():
+    check_export(Fn(lambda x: F.adaptive_avg_pool2d(x, (2, 3))), (torch.randn(3, 9, 7),), _dyn(2, batch=False))
+
+
+def test_adaptive_avg_pool_core_form():
+    x = torch.randn(2, 3, 10, 7)
+    with override({aten.adaptive_avg_pool2d.default: None}):
+        r = check_export(Fn(lambda x: F.adaptive_avg_pool2d(x, (3, 2))), (x,), _dyn(2))
+    assert aten._adaptive_avg_pool2d.default in {n.target for n in r.program.graph.nodes}
