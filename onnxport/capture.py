@@ -290,7 +290,17 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         with _record_specializations(records), _size_oblivious(small), registry.capture_hooks():
             program = torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict)
     except Exception as e:  # noqa: BLE001 - classified below, original chained
-        raise _classify(e, declared, records, top) from e
+        error = _classify(e, declared, records, top)
+        if small or not (_is_size_guard(error) or isinstance(error, SpecializationError)):
+            raise error from e
+        # guards such as "(T - 1) != 1" or an intermediate size of 1 pinning T often only come from
+        # torch's 0/1 specialization: capture again reasoning size-obliviously (a real Python loop
+        # over the size still fails); validation at other sizes then checks the result
+        try:
+            with _size_oblivious(True):
+                program = torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict)
+        except Exception:  # noqa: BLE001 - the first error is the one to report
+            raise error from e
     seconds = time.perf_counter() - start
     _check_specialization(program, names, declared, records, top)
     return Captured(program, names, declared, seconds)
@@ -306,10 +316,10 @@ def _top_name(d: DeclaredDim, top: list[tuple[str, Any]]) -> str:
 def _classify(e: Exception, declared: list[DeclaredDim], records: list, top) -> Exception:
     text = str(e)
     if "Constraints violated" in text or "specialized it to be a constant" in text:
-        m = re.search(r"You marked (\w+) as dynamic but your code specialized it to be a constant \((-?\d+)\)", text)
+        m = re.search(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((-?\d+)\)", text)
         name, value = (m.group(1), int(m.group(2))) if m else (None, None)
         for d in declared:
-            if name is None or d.name == name:
+            if name is not None and (d.name == name or _source_matches([name], d.input_name, d.axis, _top_name(d, top))):
                 where = None
                 for sources, const, frame in records:
                     if _source_matches(sources, d.input_name, d.axis, _top_name(d, top)):
@@ -318,8 +328,14 @@ def _classify(e: Exception, declared: list[DeclaredDim], records: list, top) -> 
                 if where is None and records:
                     where = records[0][2]
                 return _specialization_error(d, value, where, _top_name(d, top))
-        if "must be specialized" in text or "specialized" in text:
-            return SpecializationError(text.split("\n\nThe error above")[0], hint="see the suggested fixes above")
+        guard = re.search(r"Not all values of (\w+) = (\S+) in the specified range(?: [^\n]*?)? satisfy the generated guard (.+?)\.?\n", text)
+        if guard:
+            return DynamicShapesError(
+                _pretty_sources(f"dimension {guard.group(1)} ({guard.group(2)}) cannot take every size: the model's "
+                                f"code requires {guard.group(3).strip()}"),
+                hint=_suggested_fixes(text) or "narrow the dimension's range with Dim(name, min=..., max=...)",
+            )
+        return SpecializationError(text.split("\n\nThe error above")[0], hint=_suggested_fixes(text) or None)
     if "dynamic_shapes" in text or "Dim" in type(e).__name__ or "Expected dynamic_shapes" in text:
         return DynamicShapesError(f"torch.export rejected dynamic_shapes: {text.splitlines()[0] if text else e!r}",
                                   hint="check the spec against torch.export's dynamic_shapes documentation")
@@ -331,6 +347,27 @@ def _classify(e: Exception, declared: list[DeclaredDim], records: list, top) -> 
     return CaptureError(f"torch.export could not capture the model: {type(e).__name__}: {first}", where=where,
                         hint="make the model's forward run on the example inputs; try strict=False/True, "
                              "or check data-dependent Python control flow (torch.cond, scan)")
+
+
+def _is_size_guard(error: Exception) -> bool:
+    """A guard error about a size being 0 or 1 (``!= 1``, ``!= 0``, ``>= 2``)."""
+    text = getattr(error, "what", "")
+    return isinstance(error, DynamicShapesError) and "cannot take every size" in text and \
+        any(k in text for k in ("!= 1", "!= 0", ">= 2", "> 1"))
+
+
+def _pretty_sources(text: str) -> str:
+    """``L['x'].size()[1]`` -> ``x.shape[1]`` in torch's messages."""
+    return re.sub(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]", r"\1.shape[\2]", text)
+
+
+def _suggested_fixes(text: str) -> str:
+    """torch.export's "Suggested fixes:" lines, joined."""
+    if "Suggested fixes:" not in text:
+        return ""
+    tail = text.split("Suggested fixes:", 1)[1].split("\n\n")[0]
+    fixes = [line.strip() for line in tail.splitlines() if line.strip()]
+    return "torch.export suggests: " + "; ".join(fixes) if fixes else ""
 
 
 def _check_specialization(program, names, declared, records, top) -> None:
