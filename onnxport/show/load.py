@@ -64,16 +64,24 @@ def load(obj: Any, *, infer_shapes: bool = False) -> Loaded:
     notes: list[str] = []
     if isinstance(obj, (onnx.FunctionProto, ir.Function)):
         proto = obj if isinstance(obj, onnx.FunctionProto) else ir.serde.serialize_function(obj)
-        return Loaded(ir.serde.deserialize_function(proto), notes)
+        function = ir.serde.deserialize_function(proto)
+        _sort(function, notes)
+        return Loaded(function, notes)
     proto = _model_proto(obj)
     if infer_shapes:
         proto = _inferred(proto, notes)
     model = ir.serde.deserialize_model(proto)
-    try:
-        model.graph.sort()
-    except ValueError as e:  # a cycle: show the nodes as stored
-        notes.append(f"the graph is not acyclic ({e}); nodes are shown in stored order")
+    for graph in [model.graph, *model.functions.values()]:
+        _sort(graph, notes)
     return Loaded(model, notes)
+
+
+def _sort(graph: ir.Graph | ir.Function, notes: list[str]) -> None:
+    """Topological order (stable: a sorted graph keeps its order), subgraphs included."""
+    try:
+        graph.sort()
+    except ValueError as e:  # a cycle: show the nodes as stored
+        notes.append(f"{graph.name or 'the graph'} is not acyclic ({e}); its nodes are shown in stored order")
 
 
 def _model_proto(obj: Any) -> onnx.ModelProto:
