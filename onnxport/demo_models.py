@@ -65,7 +65,9 @@ class ResNetSameCNN(nn.Module):
         super().__init__()
         conv = nn.Conv1d if dims == 1 else nn.Conv2d
         norm = nn.BatchNorm1d if dims == 1 else nn.BatchNorm2d
-        pool = nn.MaxPool1d if dims == 1 else nn.MaxPool2d
+        # torch.export (2.13) specializes the length of max_pool1d called without indices;
+        # the form with indices keeps it symbolic, so the pool asks for them and drops them
+        pool = (lambda k: nn.MaxPool1d(k, return_indices=True)) if dims == 1 else nn.MaxPool2d
         adaptive = nn.AdaptiveAvgPool1d if dims == 1 else nn.AdaptiveAvgPool2d
         self.stem = conv(in_channels, width, 3, padding="same")
         self.stem_bn = norm(width)
@@ -78,6 +80,8 @@ class ResNetSameCNN(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.relu(self.stem_bn(self.stem(x)))
         x = self.pool(self.block1(x))
+        if isinstance(x, tuple):
+            x = x[0]
         x = self.block2(x)
         return self.head(torch.flatten(self.gap(x), 1))
 
