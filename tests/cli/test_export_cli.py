@@ -206,3 +206,17 @@ def test_progress_steps_from_export_lines(capsys):
     quiet = Progress(quiet=True)
     quiet("capture", "done", 1.5)
     assert capsys.readouterr().err == ""
+
+
+def test_options_over_the_config(tmp_path, capsys):
+    cfg, out, report = tmp_path / "framer.toml", tmp_path / "f.onnx", tmp_path / "r.json"
+    cfg.write_text(FRAMER_TOML.format(vocab=3) + '\n[export]\nopset = 19\n')
+    code = main(["export", f"{TOY}:build_framer", "-c", str(cfg), "--model-arg", "vocab=3", "--opset", "18",
+                 "--no-validate", "--quiet", "-o", str(out), "--report", str(report)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.out == "" and captured.err == ""
+    proto = onnx.load(out)
+    assert {o.domain: o.version for o in proto.opset_import}[""] == 18
+    assert [dims_of(v) for v in proto.graph.output] == [["batch", "out_time", 3], ["batch"]]
+    assert json.loads(report.read_text())["ok"] is None
