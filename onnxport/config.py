@@ -144,7 +144,11 @@ def load_config(config: str | os.PathLike | dict) -> ExportConfig:
     try:
         import tomllib
     except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ModuleNotFoundError as e:
+            raise ConfigError("reading a TOML config needs Python 3.11 or the tomli package",
+                              hint="pip install tomli, or pass the config as a dict") from e
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
