@@ -1,0 +1,67 @@
+"""``onnxport validate MODEL.onnx TARGET``: compare an ONNX file with the PyTorch model it came from."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from onnxport.cli.target import add_target_arguments
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "validate",
+        help="compare an ONNX file with its PyTorch model at several sizes; locate the first divergence",
+        description="Run the ONNX file in onnxruntime and the PyTorch target in eager mode on the target's example "
+                    "inputs and on other sizes of every dynamic dimension, and print the comparison. With "
+                    "--find-divergence, a mismatch is traced to the first FX node / ONNX node pair that differs. "
+                    "Exit codes: 0 all match, 1 mismatch, 2 user error.",
+    )
+    p.add_argument("onnx_file", metavar="MODEL.onnx", help="the ONNX file to check")
+    add_target_arguments(p)
+    for action in p._actions:  # the shared MODEL positional is the PyTorch target here
+        if action.dest == "model":
+            action.metavar = "TARGET"
+            action.help = "path/to/file.py:factory or module.path:factory building the PyTorch model"
+    p.add_argument("--find-divergence", action="store_true",
+                   help="on a mismatch, report the first node whose values differ, with the model's source line")
+    p.add_argument("--atol", type=float, help="absolute tolerance (default by dtype: 1e-4 for float32)")
+    p.add_argument("--rtol", type=float, help="relative tolerance (default by dtype: 1e-3 for float32)")
+    p.add_argument("--report", metavar="JSON", help="write the comparison as JSON")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    import onnx_ir as ir
+
+    from onnxport.cli.target import export_target
+    from onnxport.cli.loader import parse_model_args
+    from onnxport.errors import ValidationError
+    from onnxport.result import ExportResult
+
+    # the positional after MODEL.onnx is the target (add_target_arguments names it "model")
+    reference = export_target(args.model, config=args.config, inputs=args.inputs,
+                              model_args=parse_model_args(args.model_args), opset=args.opset)
+    try:
+        loaded = ir.load(args.onnx_file)
+    except Exception as e:  # noqa: BLE001
+        raise ValidationError(f"cannot read {args.onnx_file}: {type(e).__name__}: {e}",
+                              hint="give the path of an .onnx file") from e
+    candidate = ExportResult(loaded, program=reference.program, module=reference.module,
+                             example=reference.example, captured=reference.captured)
+    candidate.dim_names = getattr(reference, "dim_names", {})
+    report = candidate.validate(atol=args.atol, rtol=args.rtol)
+    print(report)
+    payload = report.to_dict()
+    if not report.ok and args.find_divergence:
+        from onnxport.divergence import find_divergence
+
+        found = find_divergence(reference.module, candidate, reference.example, atol=args.atol, rtol=args.rtol)
+        print()
+        print(found if found is not None else "no intermediate value differs: the outputs differ only at the end")
+        payload["divergence"] = None if found is None else {k: v for k, v in found.__dict__.items()}
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump(payload, f, indent=2, default=str)
+    print("\nall outputs match" if report.ok else "\nMISMATCH")
+    return 0 if report.ok else 1

@@ -1,0 +1,79 @@
+"""``onnxport validate MODEL.onnx TARGET [--find-divergence]`` as a user runs it."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+import onnxport
+from onnxport.translate.registry import override
+
+TARGET = textwrap.dedent('''
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.exp(torch.sigmoid(self.lin(x) * 2))
+
+    def build():
+        torch.manual_seed(0)
+        return Net().eval()
+
+    def example_inputs():
+        return (torch.randn(3, 4),), {"x": {0: "batch"}}
+''')
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "onnxport", *args], capture_output=True, text=True, timeout=300)
+
+
+def _write(tmp_path, broken: bool):
+    path = tmp_path / "net.py"
+    path.write_text(TARGET)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import importlib
+
+        net = importlib.import_module("net")
+        importlib.reload(net)
+        args, ds = net.example_inputs()
+        if broken:
+            with override({torch.ops.aten.sigmoid.default: lambda ctx, x: ctx.op.Tanh(x)}):
+                r = onnxport.to_onnx(net.build(), args, dynamic_shapes=ds)
+        else:
+            r = onnxport.to_onnx(net.build(), args, dynamic_shapes=ds)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("net", None)
+    return str(path), r.save(tmp_path / "net.onnx")
+
+
+def test_validate_matching_file(tmp_path):
+    target, onnx_path = _write(tmp_path, broken=False)
+    out = _cli("validate", onnx_path, f"{target}:build", "--report", str(tmp_path / "r.json"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "all outputs match" in out.stdout and "batch=" in out.stdout
+    assert json.loads((tmp_path / "r.json").read_text())["ok"] is True
+
+
+def test_validate_broken_file_finds_divergence(tmp_path):
+    target, onnx_path = _write(tmp_path, broken=True)
+    out = _cli("validate", onnx_path, f"{target}:build", "--find-divergence")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "MISMATCH" in out.stdout
+    assert "first divergence at FX node" in out.stdout and "aten.sigmoid.default" in out.stdout
+    assert "torch.sigmoid" in out.stdout  # the user's source line
+
+
+def test_validate_bad_target_is_a_user_error(tmp_path):
+    target, onnx_path = _write(tmp_path, broken=False)
+    out = _cli("validate", onnx_path, f"{target}:nope")
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr and "nope" in out.stderr
