@@ -26,8 +26,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``export`` subcommand and return its parser."""
     p = subparsers.add_parser(
         "export", help="export a model to ONNX from a config or input declarations, check and validate it",
-        description="Build the model TARGET returns, load a checkpoint, export it to ONNX with the inputs, "
-                    "dims and outputs the config declares, check the model honours them, and compare "
+        description="Build the model TARGET returns, load a checkpoint, export it to ONNX with the inputs,\n"
+                    "dims and outputs the config declares, check the model honours them, and compare\n"
                     "onnxruntime with eager PyTorch on the config's validation sizes.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", metavar="TARGET", nargs="?",
