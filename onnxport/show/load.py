@@ -91,11 +91,11 @@ def _model_proto(obj: Any) -> onnx.ModelProto:
         return ir.serde.serialize_model(obj)
     if hasattr(obj, "model_proto") and isinstance(getattr(obj, "model", None), ir.Model):  # ExportResult
         return obj.model_proto
-    if isinstance(obj, onnx.GraphProto):
-        return onnx.helper.make_model(obj, opset_imports=[onnx.helper.make_opsetid("", 20)])
-    if isinstance(obj, ir.Graph):
-        opsets = dict(obj.opset_imports) or {"": 20}
-        return ir.serde.serialize_model(ir.Model(obj, ir_version=10, opset_imports=opsets))
+    if isinstance(obj, (onnx.GraphProto, ir.Graph)):  # a lone graph: opsets of the graph, else opset 20
+        opsets = dict(obj.opset_imports) if isinstance(obj, ir.Graph) else {}
+        graph = obj if isinstance(obj, onnx.GraphProto) else ir.serde.serialize_graph(obj)
+        return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid(d, v)
+                                                            for d, v in (opsets or {"": 20}).items()])
     if isinstance(obj, (bytes, bytearray)):
         try:
             return onnx.load_from_string(bytes(obj))

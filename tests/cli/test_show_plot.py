@@ -97,6 +97,16 @@ def test_model_arg_and_module_target(tmp_path, monkeypatch, capsys):
     assert "input   x: float32[batch, 6]" in out and "lin.weight: float32[3, 6]" in out
 
 
+def test_target_with_config(tmp_path, capsys):
+    target = _target(tmp_path, with_example=False)
+    config = tmp_path / "net.toml"
+    config.write_text('[inputs.x]\ndtype = "float32"\ndims = ["rows", 5]\n\n'
+                      '[dims]\nrows = { min = 1, max = 8, example = 2 }\n')
+    assert main(["show", f"{target}:build", "--config", str(config), "--model-arg", "width=5"]) == 0
+    out = capsys.readouterr().out
+    assert "input   x: float32[rows, 5]" in out and "output  output: float32[rows, 3]" in out
+
+
 def test_plot_target(tmp_path, capsys):
     target = _target(tmp_path, with_example=True)
     svg = tmp_path / "net.svg"

@@ -162,6 +162,23 @@ def test_accepted_inputs_render_alike(tmp_path):
     assert onnxport.pretty_onnx(before) == reference
 
 
+def test_unsorted_nodes_shown_in_topological_order():
+    graph = h.make_graph(
+        [h.make_node("Relu", ["a"], ["y"]), h.make_node("Neg", ["x"], ["a"])], "g",
+        [h.make_tensor_value_info("x", TP.FLOAT, ["n"])], [h.make_tensor_value_info("y", TP.FLOAT, ["n"])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 20)])
+    lines = [m.group(0).strip() for m in _node_lines(onnxport.pretty_onnx(model))]
+    assert lines == ["0 | Neg(x) -> a: float32[n]", "1 |  Relu(a) -> y: float32[n]"]
+    assert [n.op_type for n in model.graph.node] == ["Relu", "Neg"]  # the caller's model is untouched
+
+
+def test_graph_inputs():
+    graph = ALL["if"]().graph
+    text = onnxport.pretty_onnx(graph)
+    assert "== graph 'if_main' ==" in text and len(_node_lines(text)) == 6
+    assert onnxport.pretty_onnx(ir.serde.deserialize_graph(graph)).split("== graph")[1] == text.split("== graph")[1]
+
+
 def test_function_alone():
     scaled = ALL["function"]().functions[1]
     text = onnxport.pretty_onnx(scaled)
