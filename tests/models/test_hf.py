@@ -1,0 +1,71 @@
+"""Hugging Face transformers from tiny configs built in code (2 layers, width 64, vocab 1000, seeded,
+no downloads): BertModel, GPT2LMHeadModel, LlamaForCausalLM (use_cache=False, grouped-query
+heads), ViTModel. Text models take input_ids / attention_mask with dynamic batch and sequence."""
+
+import pytest
+import torch
+
+from exportcheck import check_export
+
+transformers = pytest.importorskip("transformers")
+
+VOCAB, WIDTH, LAYERS, HEADS, FF = 1000, 64, 2, 4, 128
+
+
+class _TextModel(torch.nn.Module):
+    def __init__(self, model, output: str):
+        super().__init__()
+        self.model, self.output = model, output
+
+    def forward(self, input_ids, attention_mask):
+        return getattr(self.model(input_ids=input_ids, attention_mask=attention_mask), self.output)
+
+
+def _bert():
+    cfg = transformers.BertConfig(vocab_size=VOCAB, hidden_size=WIDTH, num_hidden_layers=LAYERS,
+                                  num_attention_heads=HEADS, intermediate_size=FF, max_position_embeddings=128)
+    return _TextModel(transformers.BertModel(cfg, add_pooling_layer=False), "last_hidden_state"), WIDTH
+
+
+def _gpt2():
+    cfg = transformers.GPT2Config(vocab_size=VOCAB, n_embd=WIDTH, n_layer=LAYERS, n_head=HEADS, n_positions=128,
+                                  use_cache=False, bos_token_id=0, eos_token_id=0)
+    return _TextModel(transformers.GPT2LMHeadModel(cfg), "logits"), VOCAB
+
+
+def _llama():
+    cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=WIDTH, num_hidden_layers=LAYERS,
+                                   num_attention_heads=HEADS, num_key_value_heads=2, intermediate_size=FF,
+                                   max_position_embeddings=128, use_cache=False)
+    return _TextModel(transformers.LlamaForCausalLM(cfg), "logits"), VOCAB
+
+
+@pytest.mark.parametrize("build", [_bert, _gpt2, _llama], ids=["bert", "gpt2", "llama"])
+def test_text_model(build):
+    torch.manual_seed(0)
+    model, width = build()
+    ids = torch.randint(0, VOCAB, (2, 9))
+    mask = torch.ones(2, 9, dtype=torch.int64)
+    mask[1, 6:] = 0  # right padding on the second sequence
+    seq = torch.export.Dim("seq", max=128)  # position embeddings cover 128 positions
+    dims = {"input_ids": {0: "batch", 1: seq}, "attention_mask": {0: "batch", 1: seq}}
+    check_export(model.eval(), (ids, mask), dims, atol=1e-4, rtol=0.0,
+                 sizes=[{"batch": 3, "seq": 5}, {"batch": 1, "seq": 17}],
+                 expect_outputs={"output": ["batch", "seq", width]})
+
+
+def test_vit_dynamic_batch():
+    torch.manual_seed(0)
+    cfg = transformers.ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=WIDTH,
+                                 num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=FF)
+
+    class Vit(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = transformers.ViTModel(cfg, add_pooling_layer=False)
+
+        def forward(self, pixel_values):
+            return self.model(pixel_values=pixel_values).last_hidden_state
+
+    check_export(Vit().eval(), (torch.randn(2, 3, 32, 32),), {"pixel_values": {0: "batch"}}, atol=1e-4, rtol=0.0,
+                 expect_outputs={"output": ["batch", 17, WIDTH]})
