@@ -1,0 +1,160 @@
+"""slice/select/narrow, advanced indexing (index.Tensor), index_put, gather/scatter family,
+index_select, masked_fill, masked_scatter, nonzero, slice_scatter/select_scatter."""
+
+import pytest
+import torch
+from torch.export import Dim
+
+from exportcheck import check_export
+
+DTYPES = [torch.float32, torch.int64, torch.bool]
+
+
+def _make(shape, dtype):
+    if dtype == torch.bool:
+        return torch.rand(shape) > 0.5
+    if dtype == torch.int64:
+        return torch.randint(-50, 50, shape)
+    return torch.randn(shape)
+
+
+class Slices(torch.nn.Module):
+    def forward(self, x):  # x: [b, t, 6]
+        b, t = x.shape[0], x.shape[1]
+        return (
+            x[:, 1:-1:2], x[..., -3:], x[1:], x[:, : t - 1], x[:, 2:t], x[:, :, ::4], x[:, -100:100],
+            x[-1], x[:, 0], x[:, -2, 1:], x[b - 1], x[:, t - 2],
+            x.narrow(1, 1, 2), x.narrow(2, -3, 2), x.narrow(1, 0, t - 1),
+        )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_slice_select_narrow(dtype):
+    # the slices' sizes make torch.export guard on small sizes: b >= 3, 5 <= t <= 99
+    check_export(Slices(), (_make((3, 5, 6), dtype),), {"x": {0: Dim("b", min=3), 1: Dim("t", min=5, max=99)}})
+
+
+class AdvancedIndex(torch.nn.Module):
+    def forward(self, x, i, j, m):  # x: [b, 4, 5], i: [k] in [-2, 1], j: [k], m: [4, 5] bool
+        return (
+            x[i],                    # one index tensor: Gather
+            x[:, i],
+            x[i, j],                 # leading, broadcast together
+            x[:, i, j],              # adjacent, not leading: result dims stay in place
+            x[i, :, j],              # not adjacent: result dims first
+            x[i[:, None], 1:3, j[None, :]] if False else x[i[:, None], :, j[None, :]],
+            x[:, m],                 # bool mask over trailing axes
+            x[x > 0.5] if x.dtype != torch.bool else x[x],
+            x[:, m[:, 0]],           # 1-D mask
+        )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_index_tensor(dtype):
+    i = torch.tensor([0, -1, 1, -2, 0])
+    j = torch.tensor([3, -4, 0, 2, 1])
+    m = torch.rand(4, 5) > 0.4
+    check_export(AdvancedIndex(), (_make((3, 4, 5), dtype), i, j, m),
+                 {"x": {0: "b"}, "i": {0: "k"}, "j": {0: "k"}, "m": None})
+
+
+class IndexPut(torch.nn.Module):
+    def forward(self, x, v, i, m):  # x: [b, 4, 5], v: [5], i: [k] in [-2, 1] (duplicates), m: [b, 4] bool
+        n = x.shape[1]
+        perm = torch.arange(n).flip(0)                       # distinct indices
+        perm_b = torch.arange(x.shape[0]).flip(0)
+        a = x.clone()
+        a[perm_b[:2]] = v                                    # index_put, broadcast values
+        b = x.clone()
+        b[:, perm[1:3], 1] = v[0]                            # adjacent, not leading
+        c = torch.index_put(x, (i,), v, accumulate=True)     # duplicates accumulate
+        d = torch.ops.aten.index_put(x, [None, perm, perm], v[:4], True)
+        e = x.clone()
+        e[m] = v[1]                                          # bool mask with a scalar value: Where
+        f = x.clone()
+        f[m] = x[m].flip(0)                                  # bool mask with a value per selected row
+        g = torch.ops.aten.index_put(x, [perm_b[:2], None, perm[:2]], v[:4], True)  # not adjacent
+        return a, b, c, d, e, f, g
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_index_put(dtype):
+    check_export(IndexPut(), (_make((3, 4, 5), dtype), _make((5,), dtype), torch.tensor([0, 1, -1, 1, -2, 0]),
+                              torch.rand(3, 4) > 0.5),
+                 {"x": {0: "b"}, "v": None, "i": {0: "k"}, "m": {0: "b"}})
+
+
+class GatherScatter(torch.nn.Module):
+    def forward(self, x, src, idx):  # x: [b, 6], src: [b, 6], idx: [b, 3] in [0, 5]
+        perm = torch.argsort(x.float(), dim=1)[:, :4] if x.dtype != torch.bool else torch.arange(4).expand(x.shape[0], 4)
+        return (
+            torch.gather(x, 1, idx),
+            torch.gather(x, 0, idx[:1] % x.shape[0]),
+            torch.scatter(x, 1, perm, src),                       # src larger than index: src[:index.shape]
+            torch.scatter(x, 1, perm, src[:, :4]),
+            torch.scatter(x, 1, perm, 1),                         # scatter.value
+            torch.index_select(x, 1, idx[0]),
+            torch.index_select(x, 0, idx[0] % x.shape[0]),
+        )
+
+
+class ScatterReduce(torch.nn.Module):
+    def forward(self, x, src, idx):  # duplicates in idx
+        out = [torch.scatter_add(x, 1, idx, src)]
+        for reduce in ("sum", "prod", "amax", "amin", "mean"):
+            for include_self in (True, False):
+                out.append(torch.scatter_reduce(x, 1, idx, src, reduce, include_self=include_self))
+        out.append(torch.scatter(x, 1, idx, src, reduce="add"))
+        out.append(torch.scatter(x, 1, idx, src, reduce="multiply"))
+        return tuple(out)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gather_scatter_index_select(dtype):
+    idx = torch.tensor([[0, 5, 2], [1, 1, 4], [5, 0, 3]])
+    check_export(GatherScatter(), (_make((3, 6), dtype), _make((3, 6), dtype), idx),
+                 {"x": {0: "b"}, "src": {0: "b"}, "idx": {0: "b"}})
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_scatter_reduce(dtype):
+    idx = torch.tensor([[0, 5, 5, 0], [1, 1, 1, 4], [5, 0, 3, 3]])
+    x = _make((3, 6), dtype)
+    src = _make((3, 4), dtype) if dtype != torch.int64 else torch.randint(-3, 4, (3, 4))
+    check_export(ScatterReduce(), (x, src, idx), {"x": {0: "b"}, "src": {0: "b"}, "idx": {0: "b"}})
+
+
+class Masks(torch.nn.Module):
+    def forward(self, x, m, src):  # x: [b, t], m: [b, t] bool, src: [200]
+        return (
+            x.masked_fill(m, 2),
+            x.masked_fill(m[:, :1], x[0, 0]),                  # masked_fill.Tensor, broadcast mask
+            x.masked_scatter(m, src),
+            x.masked_scatter(m[:1], src),                      # broadcast mask
+            torch.nonzero(m),
+            torch.nonzero(x),
+        )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_masks_nonzero(dtype):
+    b, t = 3, 4
+    check_export(Masks(), (_make((b, t), dtype), torch.rand(b, t) > 0.5, _make((200,), dtype)),
+                 {"x": {0: "b", 1: "t"}, "m": {0: "b", 1: "t"}, "src": None})
+
+
+class ScatterSlices(torch.nn.Module):
+    def forward(self, x, v):  # x: [b, t], v: [b]
+        a = x.clone()
+        a[:, 1:-1:2] = 0                                       # slice_scatter / copy
+        b = x.clone()
+        b[:, -1] = v                                           # select_scatter
+        c = torch.slice_scatter(x, x[:, ::2] * 2, 1, 0, None, 2)
+        d = torch.select_scatter(x, v, 1, 0)
+        return a, b, c, d
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_slice_select_scatter(dtype):
+    check_export(ScatterSlices(), (_make((3, 6), dtype), _make((3,), dtype)),
+                 {"x": {0: Dim("b"), 1: Dim("t", min=5)}, "v": {0: Dim("b")}})
