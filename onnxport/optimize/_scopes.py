@@ -222,3 +222,15 @@ def attr_int(node: ir.Node, name: str, default: int | None = None) -> int | None
 def attr_ints(node: ir.Node, name: str, default=None):
     a = node.attributes.get(name)
     return default if a is None else [int(v) for v in a.value]
+
+
+def prune(node: ir.Node | None) -> None:
+    """Remove ``node`` when unused, then its producers that became unused (within its scope)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n is None or n.graph is None:
+            continue
+        producers = [v.producer() for v in n.inputs if v is not None]
+        if remove_if_unused(n):
+            stack.extend(p for p in producers if p is not None)

@@ -7,6 +7,11 @@ import onnx_ir.passes.common as common
 
 from onnxport.optimize.constant_folding import ConstantFoldingPass
 from onnxport.optimize.cse import CommonSubexpressionEliminationPass
+from onnxport.optimize.fuse_attention import AttentionFusionPass
+from onnxport.optimize.fuse_gelu import GeluFusionPass
+from onnxport.optimize.fuse_gemm import GemmFusionPass
+from onnxport.optimize.fuse_layer_norm import LayerNormFusionPass
+from onnxport.optimize.fuse_rms_norm import RMSNormFusionPass
 from onnxport.optimize.noop_removal import NoOpRemovalPass
 from onnxport.optimize.shape_arithmetic import ShapeArithmeticPass
 
@@ -24,8 +29,16 @@ def passes(opset: int, *, attention: bool = False) -> list[ir.passes.PassBase]:
         CommonSubexpressionEliminationPass(),
         common.RemoveUnusedNodesPass(),
     ]
+    fusions: list[ir.passes.PassBase] = [LayerNormFusionPass(), GemmFusionPass()]
+    if opset >= 20:
+        fusions.append(GeluFusionPass())
+    if opset >= 23:
+        fusions.append(RMSNormFusionPass())
+        if attention:
+            fusions.append(AttentionFusionPass())
     return [
         *simplify,
+        *fusions,
         *simplify,
         common.RemoveUnusedFunctionsPass(),
         common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),

@@ -1,0 +1,43 @@
+import pytest
+
+from onnxport.optimize.fuse_gemm import GemmFusionPass
+from optcheck import check_pass, ops, parse
+
+SIZES = [{"N": 2}, {"N": 7}]
+W = "float[4, 3] w = {1,2,3,4,5,6,7,8,9,10,11,12}"
+
+
+@pytest.mark.parametrize("bias", ["float[3] c = {1, 2, 3}", "float[1, 3] c = {1, 2, 3}", "float c = {5}"])
+def test_matmul_add_becomes_gemm(bias):
+    m = parse(f"""
+g (float[N, 4] x) => (float[N, 3] y) <{W}, {bias}> {{
+  mm = MatMul(x, w)
+  y = Add(c, mm)
+}}""")
+    model = check_pass(GemmFusionPass(), m, SIZES)
+    assert ops(model)["Gemm"] == 1 and ops(model)["MatMul"] == 0
+
+
+def test_transposed_weight_becomes_trans_b():
+    m = parse("""
+g (float[N, 4] x, float[3, 4] w) => (float[N, 3] y) <float[3] c = {1, 2, 3}, float[4, 3] wt> {
+  wt = Transpose<perm = [1, 0]>(w)
+  mm = MatMul(x, wt)
+  y = Add(mm, c)
+}""")
+    model = check_pass(GemmFusionPass(), m, SIZES)
+    gemm = next(n for n in model.graph if n.op_type == "Gemm")
+    assert gemm.attributes["transB"].value == 1 and ops(model)["Transpose"] == 0
+
+
+def test_3d_or_shared_matmul_left_alone():
+    m = parse(f"""
+g (float[N, 2, 4] x, float[N, 4] x2) => (float[N, 2, 3] y, float[N, 3] z, float[N, 3] z2) <{W}, float[3] c = {{1, 2, 3}}> {{
+  mm = MatMul(x, w)
+  y = Add(mm, c)
+  mm2 = MatMul(x2, w)
+  z = Add(mm2, c)
+  z2 = Relu(mm2)
+}}""")
+    model = check_pass(GemmFusionPass(), m, SIZES)
+    assert ops(model)["Gemm"] == 0
