@@ -219,7 +219,8 @@ class _DotWriter:
 
     def _edge(self, v: ir.Value, dst: str, chain: list[dict], indent: str) -> None:
         """An edge from the node making ``v`` (looked up innermost scope first) to ``dst``; dotted
-        when ``v`` comes from an enclosing scope; a dashed placeholder when it comes from nowhere."""
+        when ``v`` comes from an enclosing scope; from a dashed ellipse named after ``v`` when no
+        scope makes it (a malformed model)."""
         label = S.type_text(v)
         attrs = [f"label={quote(label)}"] if label else []
         src = chain[-1].get(v)

@@ -73,10 +73,10 @@ def type_text(value: ir.Value) -> str:
 
 
 def value_name(value: ir.Value | None) -> str:
-    """The value's name; ``_`` for an omitted optional input."""
-    if value is None:
+    """The value's name; ``_`` for an omitted optional input or output (empty name)."""
+    if value is None or not value.name:
         return "_"
-    return value.name if value.name else "?"
+    return value.name
 
 
 def number_text(x: Any) -> str:

@@ -172,6 +172,14 @@ def test_unsorted_nodes_shown_in_topological_order():
     assert [n.op_type for n in model.graph.node] == ["Relu", "Neg"]  # the caller's model is untouched
 
 
+def test_omitted_optional_output():
+    graph = h.make_graph([h.make_node("TopK", ["x", "k"], ["", "i"])], "g",
+                         [h.make_tensor_value_info("x", TP.FLOAT, [5]), h.make_tensor_value_info("k", TP.INT64, [1])],
+                         [h.make_tensor_value_info("i", TP.INT64, [None])])
+    text = onnxport.pretty_onnx(h.make_model(graph, opset_imports=[h.make_opsetid("", 20)]), shapes=False)
+    assert "TopK(x, k) -> _, i\n" in text
+
+
 def test_graph_inputs():
     graph = ALL["if"]().graph
     text = onnxport.pretty_onnx(graph)
