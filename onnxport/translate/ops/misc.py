@@ -1,0 +1,191 @@
+"""Conversions and pass-through ops (to, _to_copy, type_as, clone, contiguous, alias, detach,
+lift_fresh_copy, dropout), embedding, cumsum, ordering (topk, sort, argsort), tril/triu, one_hot.
+
+Semantics: torch.Tensor.to / clone / contiguous (a copy or a dtype Cast), torch.nn.functional
+.dropout (identity in eval mode; ONNX Dropout when training), torch.nn.functional.embedding
+(padding_idx only affects gradients), torch.cumsum, torch.topk / sort / argsort (ONNX TopK, which
+orders equal values by index, as a stable sort does), torch.tril / triu (ONNX Trilu) and
+torch.nn.functional.one_hot (ONNX OneHot).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import torch
+
+from onnxport.translate import dtypes
+from onnxport.translate.ops._common import norm_axis
+from onnxport.translate.registry import translates
+
+aten = torch.ops.aten
+_I64 = ir.DataType.INT64
+BOOL = ir.DataType.BOOL
+
+
+# ------------------------------------------------------------------------------ conversions
+@translates(aten.to.dtype, aten.to.dtype_layout, aten.to.device, aten.to.other, aten._to_copy.default,
+            aten.to.prim_dtype, aten.to.prim_Device)
+def to(ctx, x, *args, **kwargs):
+    """to.* / _to_copy(Tensor self, ...): a Cast to the result's dtype; device, layout and memory
+    format do not exist in ONNX."""
+    return ctx.cast(x, ctx.out_dtype)
+
+
+@translates(aten.type_as.default)
+def type_as(ctx, x, other):
+    """type_as(Tensor self, Tensor other): self cast to other's dtype."""
+    return ctx.cast(x, other.dtype)
+
+
+@translates(aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,
+            aten.lift_fresh_copy.default, aten.lift_fresh.default, aten.alias_copy.default, aten.detach_copy.default)
+def identity(ctx, x, *args, **kwargs):
+    """clone / contiguous / alias / detach / lift_fresh_copy(Tensor self, ...): the value itself
+    (ONNX values are immutable, so a copy is the same value)."""
+    return x
+
+
+@translates(aten.copy.default)
+def copy(ctx, x, src, non_blocking=False):
+    """copy(Tensor self, Tensor src, bool non_blocking=False): ``src`` cast to self's dtype and
+    broadcast to self's shape (the functional form of ``self.copy_(src)``)."""
+    src = ctx.cast(src, x.dtype)
+    if src.shape is not None and x.shape is not None and list(src.shape) == list(x.shape):
+        return src
+    return ctx.op.Expand(src, ctx.shape(x))
+
+
+@translates(aten.dropout.default, aten.feature_dropout.default, aten.alpha_dropout.default,
+            aten.feature_alpha_dropout.default)
+def dropout(ctx, x, p, train):
+    """dropout(Tensor input, float p, bool train): identity in eval mode (or p == 0); ONNX Dropout
+    (training_mode=True) when training."""
+    if not train or p == 0:
+        return x
+    out, _ = ctx.op.Dropout(x, ctx.scalar(float(p), ir.DataType.FLOAT), ctx.scalar(True, BOOL), _outputs=2)
+    return out
+
+
+@translates(aten.native_dropout.default)
+def native_dropout(ctx, x, p, train):
+    """native_dropout(Tensor input, float p, bool? train) -> (output, mask): (x, all-True) in eval."""
+    if not train or p == 0:
+        return x, ctx.op.ConstantOfShape(ctx.shape(x), value=ir.tensor(np.array([True])))
+    out, mask = ctx.op.Dropout(x, ctx.scalar(float(p), ir.DataType.FLOAT), ctx.scalar(True, BOOL), _outputs=2)
+    return out, mask
+
+
+# ------------------------------------------------------------------------------ embedding, cumsum
+@translates(aten.embedding.default)
+def embedding(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """embedding(Tensor weight[V, D], Tensor indices[...], int padding_idx=-1, ...) -> [..., D]:
+    ONNX Gather on axis 0 (padding_idx changes only the gradient)."""
+    return ctx.op.Gather(weight, ctx.cast(indices, _I64), axis=0)
+
+
+_CUMSUM_TYPES = {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.INT32, ir.DataType.INT64}
+
+
+@translates(aten.cumsum.default)
+def cumsum(ctx, x, dim, dtype=None):
+    """cumsum(Tensor self, int dim, *, ScalarType? dtype=None): ONNX CumSum after casting to the
+    result dtype (integers and bool accumulate in int64, as torch does); other float types
+    accumulate in float32."""
+    to = ctx.out_dtype
+    rank = ctx.rank(x)
+    if rank == 0:
+        return ctx.cast(x, to)
+    work = to if to in _CUMSUM_TYPES else (ir.DataType.FLOAT if dtypes.is_float(to) else _I64)
+    out = ctx.op.CumSum(ctx.cast(x, work), ctx.scalar(norm_axis(dim, rank), _I64))
+    out.type = ir.TensorType(work)
+    return ctx.cast(out, to)
+
+
+# ------------------------------------------------------------------------------ ordering
+def _k_1d(ctx, k) -> ir.Value:
+    return ctx.shape_list([k])
+
+
+@translates(aten.topk.default)
+def topk(ctx, x, k, dim=-1, largest=True, sorted=True):
+    """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (values,
+    indices): ONNX TopK."""
+    rank = ctx.rank(x)
+    if rank == 0:
+        return x, ctx.const(np.array(0, dtype=np.int64))
+    values, idx = ctx.op.TopK(x, _k_1d(ctx, k), axis=norm_axis(dim, rank), largest=int(largest), sorted=1,
+                              _outputs=2)
+    return values, idx
+
+
+def _sort(ctx, x, dim, descending):
+    rank = ctx.rank(x)
+    if rank == 0:
+        return x, ctx.const(np.array(0, dtype=np.int64))
+    axis = norm_axis(dim, rank)
+    work = x
+    if x.dtype == BOOL:
+        work = ctx.op.Cast(x, to=ir.DataType.INT32)
+    values, idx = ctx.op.TopK(work, ctx.shape_list([ctx.dim(x, axis)]), axis=axis, largest=int(bool(descending)),
+                              sorted=1, _outputs=2)
+    if x.dtype == BOOL:
+        values = ctx.op.Cast(values, to=BOOL)
+    return values, idx
+
+
+@translates(aten.sort.default)
+def sort(ctx, x, dim=-1, descending=False):
+    """sort(Tensor self, int dim=-1, bool descending=False) -> (values, indices): ONNX TopK with
+    k = size of ``dim`` (ties keep their order)."""
+    return _sort(ctx, x, dim, descending)
+
+
+@translates(aten.sort.stable)
+def sort_stable(ctx, x, *, stable=None, dim=-1, descending=False):
+    """sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False): as sort."""
+    return _sort(ctx, x, dim, descending)
+
+
+@translates(aten.argsort.default)
+def argsort(ctx, x, dim=-1, descending=False):
+    """argsort(Tensor self, int dim=-1, bool descending=False): the indices of sort."""
+    return _sort(ctx, x, dim, descending)[1]
+
+
+@translates(aten.argsort.stable)
+def argsort_stable(ctx, x, *, stable, dim=-1, descending=False):
+    """argsort.stable(Tensor self, *, bool stable, int dim=-1, bool descending=False)."""
+    return _sort(ctx, x, dim, descending)[1]
+
+
+# ------------------------------------------------------------------------------ triangles, one_hot
+def _trilu(ctx, x, diagonal, upper: int):
+    k = ctx.shape_list([diagonal]) if not isinstance(diagonal, int) else ctx.const(np.array(diagonal, dtype=np.int64))
+    if not isinstance(diagonal, int):
+        k = ctx.op.Reshape(k, ctx.const(np.array([], dtype=np.int64)))
+    return ctx.op.Trilu(x, k, upper=upper)
+
+
+@translates(aten.tril.default)
+def tril(ctx, x, diagonal=0):
+    """tril(Tensor self, int diagonal=0): ONNX Trilu(upper=0) on the last two axes."""
+    return _trilu(ctx, x, diagonal, 0)
+
+
+@translates(aten.triu.default)
+def triu(ctx, x, diagonal=0):
+    """triu(Tensor self, int diagonal=0): ONNX Trilu(upper=1) on the last two axes."""
+    return _trilu(ctx, x, diagonal, 1)
+
+
+@translates(aten.one_hot.default)
+def one_hot(ctx, x, num_classes=-1):
+    """one_hot(Tensor self, int num_classes=-1) -> int64 [..., num_classes]: ONNX OneHot;
+    num_classes=-1 takes max(self) + 1."""
+    x = ctx.cast(x, _I64)
+    if isinstance(num_classes, int) and num_classes < 0:
+        depth = ctx.op.Add(ctx.op.ReduceMax(x, keepdims=0), ctx.scalar(1, _I64))
+    else:
+        depth = ctx.scalar(num_classes, _I64) if isinstance(num_classes, int) else num_classes
+    return ctx.op.OneHot(x, depth, ctx.const(np.array([0, 1], dtype=np.int64)), axis=-1)

@@ -1,0 +1,106 @@
+"""to/_to_copy/type_as, clone/contiguous/alias/detach/lift_fresh_copy/copy, dropout in eval,
+embedding (padding_idx), cumsum (dtype), topk/sort/argsort, tril/triu, one_hot."""
+
+import pytest
+import torch
+from torch.export import Dim
+
+from exportcheck import check_export
+
+DTYPES = [torch.float32, torch.int64, torch.bool]
+
+
+def _make(shape, dtype):
+    if dtype == torch.bool:
+        return torch.rand(shape) > 0.5
+    if dtype == torch.int64:
+        return torch.randint(-50, 50, shape)
+    return torch.randn(shape)
+
+
+class Conversions(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = torch.nn.Dropout(0.3)
+
+    def forward(self, x, y):
+        c = torch.tensor([1.0, 2.0, 3.0])                      # lift_fresh_copy
+        z = torch.zeros_like(y)
+        z.copy_(x[:, :1])                                     # copy with broadcast and cast
+        return (
+            x.to(torch.float32), x.to(torch.int64), x.to(torch.bool), x.double(), x.to(y),
+            x.type_as(y), x.clone(), x.t().contiguous(), x.detach(), torch.ops.aten.alias(x),
+            self.drop(x.float()), torch.nn.functional.dropout(x.float(), 0.5, training=False),
+            c.to(y.dtype) * 2, z,
+        )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_conversions_and_copies(dtype):
+    check_export(Conversions(), (_make((3, 4), dtype), torch.randn(3, 4)), {"x": {0: "b"}, "y": {0: "b"}})
+
+
+class Embed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4, padding_idx=0)
+        self.emb2 = torch.nn.Embedding(10, 3)
+
+    def forward(self, ids):
+        return self.emb(ids), self.emb2(ids[:, :2]), torch.nn.functional.embedding(ids, self.emb.weight, padding_idx=3)
+
+
+def test_embedding_padding_idx():
+    check_export(Embed(), (torch.tensor([[0, 3, 9, 1], [2, 0, 0, 5]]),), {"ids": {0: "b", 1: Dim("t", min=3)}})
+
+
+class Cumsum(torch.nn.Module):
+    def forward(self, x):
+        return x.cumsum(1), x.cumsum(-1, dtype=torch.float64), torch.cumsum(x, 0, dtype=torch.float32), x[0, 0].cumsum(0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cumsum(dtype):
+    check_export(Cumsum(), (_make((3, 5), dtype),), {"x": {0: "b", 1: "t"}})
+
+
+class Ordering(torch.nn.Module):
+    def forward(self, x):  # x: [b, t]
+        return (
+            *torch.topk(x, 3), *torch.topk(x, 2, dim=0, largest=False), *torch.topk(x, x.shape[1] - 1),
+            *torch.sort(x, stable=True), *torch.sort(x, dim=0, descending=True, stable=True),
+            torch.argsort(x, dim=1, stable=True), torch.argsort(x, dim=0, descending=True, stable=True),
+        )
+
+
+def test_topk_sort_argsort_float():
+    check_export(Ordering(), (torch.randn(4, 6),), {"x": {0: Dim("b", min=3), 1: Dim("t", min=4)}})
+
+
+def test_sort_stable_with_ties():
+    class StableSort(torch.nn.Module):
+        def forward(self, x):
+            # equal values: topk's indices have no single right answer, its values do
+            return (*torch.sort(x, stable=True), *torch.sort(x, dim=0, descending=True, stable=True),
+                    torch.argsort(x, stable=True, descending=True), torch.topk(x, 3)[0])
+
+    check_export(StableSort(), (torch.randint(0, 4, (5, 8)),), {"x": {0: "b", 1: Dim("t", min=3)}})
+
+
+class Triangles(torch.nn.Module):
+    def forward(self, x):
+        return x.tril(), x.tril(-1), x.triu(), x.triu(2), torch.tril(x[0], 1), torch.triu(x, -2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tril_triu(dtype):
+    check_export(Triangles(), (_make((2, 4, 5), dtype),), {"x": {0: "b", 1: "r", 2: "c"}})
+
+
+class OneHot(torch.nn.Module):
+    def forward(self, i):
+        return torch.nn.functional.one_hot(i, 7), torch.nn.functional.one_hot(i % 3, 3).sum(1)
+
+
+def test_one_hot():
+    check_export(OneHot(), (torch.tensor([[0, 6, 2], [3, 3, 1]]),), {"i": {0: "b", 1: "t"}})
