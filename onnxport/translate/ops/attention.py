@@ -5,7 +5,9 @@ Semantics: ``torch.nn.functional.scaled_dot_product_attention`` (PyTorch docs)::
     scores = q @ k^T * scale (+ float mask, or -inf where a bool mask is False or above the causal
              diagonal);  out = softmax(scores, -1) @ v
 
-built from ONNX MatMul, Softmax and Where (opset 18+). Details matched to PyTorch 2.13 eager:
+built from ONNX MatMul, Softmax and Where (opset 18+), or one ONNX ``Attention`` node from opset 23
+for 4-D inputs (same semantics: boolean masks keep True, float masks add, top-left causal without
+a KV cache, grouped heads, fully masked rows give 0). Details matched to PyTorch 2.13 eager:
 
 - ``is_causal=True`` is the top-left aligned lower-triangular mask (query i sees keys j <= i).
 - A bool mask keeps the positions where it is True; a float mask is added to the scores.
@@ -137,7 +139,20 @@ def scaled_dot_product_attention(ctx, query, key, value, attn_mask=None, dropout
                                  scale=None, enable_gqa=False):
     """aten::scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None,
     float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor."""
+    if ctx.opset >= 23 and not dropout_p and _fits_onnx_attention(ctx, query, key, attn_mask, is_causal):
+        return ctx.op.Attention(query, key, value, attn_mask, is_causal=int(bool(is_causal)),
+                                scale=None if scale is None else float(scale))
     return attention(ctx, query, key, value, attn_mask, is_causal, scale, enable_gqa, dropout_p)[0]
+
+
+def _fits_onnx_attention(ctx, q, k, attn_mask, is_causal) -> bool:
+    """ONNX Attention (opset 23) covers 4-D inputs; its causal mask is top-left aligned only
+    without a KV cache, and a float mask must have the query dtype."""
+    if ctx.rank(q) != 4 or ctx.rank(k) != 4:
+        return False
+    if attn_mask is not None and attn_mask.dtype not in (BOOL, q.dtype):
+        return False
+    return True
 
 
 @translates(aten._scaled_dot_product_flash_attention_for_cpu.default)

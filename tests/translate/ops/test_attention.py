@@ -140,3 +140,21 @@ def test_native_multi_head_attention(mask_kind, average):
 
     x, lengths = torch.randn(3, 7, 16), torch.tensor([7, 2, 5])
     check_export(M(), (x, lengths), {"x": {0: "batch", 1: "time"}, "lengths": {0: "batch"}})
+
+
+@pytest.mark.parametrize("case", ["no_mask", "bool_mask", "float_mask", "causal", "causal_wide", "gqa_scale"])
+def test_sdpa_opset23_attention_op(case):
+    """From opset 23 scaled_dot_product_attention is one ONNX Attention node, same results."""
+    q, k, v = _qkv(hq=8, hkv=2) if case == "gqa_scale" else _qkv(s=L) if case == "causal" else _qkv()
+    args, dims = (q, k, v), dict(_QKV_DIMS)
+    kw = {"is_causal": True} if case.startswith("causal") else {"enable_gqa": True, "scale": 0.2} if case == "gqa_scale" else {}
+    if case == "causal":
+        dims = {"q": {0: "batch", 2: "t"}, "k": {0: "batch", 2: "t"}, "v": {0: "batch", 2: "t"}}
+    if case == "bool_mask":
+        args, dims = args + (_fully_masked_bool(),), dims | {"mask": {0: "tgt", 1: "src"}}
+    if case == "float_mask":
+        m = torch.randn(B, 1, L, S)
+        m[:, :, 2] = float("-inf")
+        args, dims = args + (m,), dims | {"mask": {0: "batch", 2: "tgt", 3: "src"}}
+    r = check_export(_Sdpa(**kw), args, dims, opset=23)
+    assert count_ops(r, "Attention") == 1 and count_ops(r, "Softmax") == 0
