@@ -123,7 +123,7 @@ class _DotWriter:
     def __init__(self):
         self.lines: list[str] = []
         self._ids = 0
-        self._function_anchor: dict[tuple[str, str], str] = {}
+        self._function_anchor: dict[tuple[str, str, str], str] = {}  # (domain, name, overload) -> id
         # edges between clusters are written at the top level: graphviz puts a node in every
         # subgraph that mentions it, so an edge written inside a cluster would pull its ends in
         self.cross: list[str] = []
@@ -140,14 +140,14 @@ class _DotWriter:
         out.append('  edge [fontname="Helvetica", fontsize=8, color="#555555"];')
         root = loaded.root
         for f in loaded.functions:
-            self._function_anchor[(f.domain, f.name)] = self._new("fn")
+            self._function_anchor[f.identifier()] = self._new("fn")
         if isinstance(root, ir.Model):
             self._graph(root.graph, scopes=[], indent="  ")
         for f in loaded.functions:
             cid = self._new("cluster_f")
             out.append(f"  subgraph {cid} {{")
             out.append(f'    label={quote(f"function {f.domain}.{f.name}")}; style="rounded,dashed"; color="#aa5500";')
-            anchor = self._function_anchor[(f.domain, f.name)]
+            anchor = self._function_anchor[f.identifier()]
             params = ", ".join(f.attributes) if f.attributes else ""
             out.append(f'    {anchor} [label={quote(f.name + (f"({params})" if params else ""))}, {_STYLE["anchor"]}];')
             self._graph(f, scopes=[], indent="    ")
@@ -178,8 +178,8 @@ class _DotWriter:
                 out.append(f"{indent}{nid} [label={quote(_init_label(v))}, {_STYLE['init']}];")
         for node in graph:
             nid = self._new("n")
-            call = (node.domain, node.op_type) in self._function_anchor
-            out.append(f"{indent}{nid} [label={quote(_node_label(node))}, {_STYLE['call' if call else 'op']}];")
+            callee = self._function_anchor.get((node.domain, node.op_type, node.overload or ""))
+            out.append(f"{indent}{nid} [label={quote(_node_label(node))}, {_STYLE['call' if callee else 'op']}];")
             if not any(v is not None and v in here for v in node.inputs):
                 sources.append(nid)
             for v in node.inputs:
@@ -187,8 +187,8 @@ class _DotWriter:
                     self._edge(v, nid, chain, indent)
             for v in node.outputs:
                 here[v] = nid
-            if call:
-                self.cross.append(f'{nid} -> {self._function_anchor[(node.domain, node.op_type)]} '
+            if callee:
+                self.cross.append(f'{nid} -> {callee} '
                                   f'[style=dashed, color="#aa5500", constraint=false, arrowhead=empty];')
             self._subgraphs(node, nid, chain, indent)
         for v in graph.outputs:

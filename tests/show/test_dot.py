@@ -164,3 +164,15 @@ def test_quote_escapes():
     assert quote('a"b\\c\nd') == '"a\\"b\\\\c\\nd"'
     layout = _layout("digraph g { x [label=" + quote('say "hi"\\ there') + "]; }")
     assert layout["objects"][0]["label"] == 'say "hi"\\\\ there'  # graphviz keeps the escaped backslash
+
+
+def test_function_alone(tmp_path):
+    square, scaled = ALL["function"]().functions
+    layout = _layout(onnxport.plot_dot(scaled))
+    clusters = [o for o in layout["objects"] if o["name"].startswith("cluster_f")]
+    assert [c["label"] for c in clusters] == ["function custom.ScaledTanh"]
+    ops = sorted(o["label"].split("\\n")[0] for o in layout["objects"] if o["name"].startswith("n") and "nodes" not in o)
+    assert ops == sorted(n.op_type if not n.domain else f"{n.domain}.{n.op_type}" for n in scaled.node)
+    out = tmp_path / "f.svg"
+    onnxport.plot_dot(square, path=out)
+    assert ET.parse(out).getroot().tag.endswith("svg")
