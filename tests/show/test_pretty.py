@@ -160,6 +160,12 @@ def test_accepted_inputs_render_alike(tmp_path):
     assert onnxport.pretty_onnx(path) == reference
     assert onnxport.pretty_onnx(ir.serde.deserialize_model(proto)) == reference
     assert onnxport.pretty_onnx(before) == reference
+    external = tmp_path / "ext" / "if.onnx"
+    external.parent.mkdir()
+    onnx.save(ALL["if"](), external, save_as_external_data=True, all_tensors_to_one_file=True,
+              location="if.onnx.data", size_threshold=0)
+    assert (tmp_path / "ext" / "if.onnx.data").exists()
+    assert onnxport.pretty_onnx(external) == onnxport.pretty_onnx(ALL["if"]())  # weights read from .data
 
 
 def test_unsorted_nodes_shown_in_topological_order():
