@@ -197,6 +197,36 @@ def _record_specializations(records: list):
         ss.ShapeEnv._set_replacement = original
 
 
+_MATH_ON_SIZES = ("sqrt", "cos", "sin", "tan", "cosh", "sinh", "tanh", "acos", "asin", "atan", "log2")
+
+
+@contextlib.contextmanager
+def _symbolic_math():
+    """``math.sqrt(x.size(1))`` and friends on symbolic sizes stay symbolic during capture
+    (``torch._sym_sqrt``...) instead of pinning the size to its example value."""
+    import math
+
+    saved = {}
+    for name in _MATH_ON_SIZES:
+        sym = getattr(torch, f"_sym_{name}", None)
+        if sym is None:
+            continue
+        original = getattr(math, name)
+        saved[name] = original
+
+        def wrapped(x, _sym=sym, _orig=original):
+            if isinstance(x, (torch.SymInt, torch.SymFloat)):
+                return _sym(x)
+            return _orig(x)
+
+        setattr(math, name, wrapped)
+    try:
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(math, name, original)
+
+
 @contextlib.contextmanager
 def _size_oblivious(enabled: bool):
     """An example size of 0 or 1 on a dynamic axis: let torch reason about sizes without
@@ -286,9 +316,13 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
     leaves = {f: leaf for f, leaf, _ in flat}
     small = any(isinstance(leaves.get(d.input_name), torch.Tensor) and leaves[d.input_name].shape[d.axis] in (0, 1)
                 for d in declared)
+    def export(oblivious: bool) -> torch.export.ExportedProgram:
+        with _record_specializations(records), _symbolic_math(), _size_oblivious(oblivious), \
+                registry.capture_hooks():
+            return torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict)
+
     try:
-        with _record_specializations(records), _size_oblivious(small), registry.capture_hooks():
-            program = torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict)
+        program = export(small)
     except Exception as e:  # noqa: BLE001 - classified below, original chained
         error = _classify(e, declared, records, top)
         if small or not (_is_size_guard(error) or isinstance(error, SpecializationError)):
@@ -297,8 +331,7 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         # torch's 0/1 specialization: capture again reasoning size-obliviously (a real Python loop
         # over the size still fails); validation at other sizes then checks the result
         try:
-            with _size_oblivious(True):
-                program = torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict)
+            program = export(True)
         except Exception:  # noqa: BLE001 - the first error is the one to report
             raise error from e
     seconds = time.perf_counter() - start

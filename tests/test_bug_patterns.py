@@ -8,6 +8,7 @@ any other case must export and match everywhere.
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 import pytest
 import torch
@@ -25,6 +26,7 @@ def _load_cases():
     path = shared_cases_dir() / "bug_patterns.py"
     spec = importlib.util.spec_from_file_location("bug_patterns", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules["bug_patterns"] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import operator
 
+import numpy as np
 import onnx_ir as ir
 import sympy
 import torch
@@ -158,3 +159,17 @@ def ceil(ctx, a):
 def assert_noop(ctx, *args, **kwargs):
     """Runtime assertions of torch.export carry no computation."""
     return None
+
+
+@translates(aten._local_scalar_dense.default, aten.item.default)
+def local_scalar_dense(ctx, x):
+    """``tensor.item()``: the single element as a 0-d value (int64, double or bool), kept in the graph
+    so that sizes computed from data (``x[:, :lengths.max()]``) stay dynamic."""
+    to = ctx.out_dtype
+    flat = ctx.op.Reshape(x, ctx.const(np.array([], dtype=np.int64)))
+    return ctx.cast(flat, to)
+
+
+@translates(torch._sym_sqrt)
+def sym_sqrt(ctx, a):
+    return ctx.op.Sqrt(ctx.cast(_v(ctx, a), ir.DataType.DOUBLE))

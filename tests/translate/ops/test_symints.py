@@ -1,0 +1,45 @@
+"""SymInt arithmetic, math on sizes and sizes read from data (item())."""
+
+import math
+
+import torch
+
+from exportcheck import check_export
+
+
+class SizeArith(torch.nn.Module):
+    def forward(self, x):
+        n, t = x.shape[0], x.shape[1]
+        y = x.reshape(n * t)  # product of symbols
+        z = y[: (n * t) // 2 + t % 3]  # floordiv and mod of symbols
+        return z * 2, torch.full((max(n, t) - 1,), 1.0)
+
+
+def test_symint_arithmetic():
+    check_export(SizeArith(), (torch.randn(4, 5),), {"x": {0: "n", 1: "t"}},
+                 expect_inputs={"x": ["n", "t"]})
+
+
+class MathOnSize(torch.nn.Module):
+    def forward(self, x):
+        return x.sum(1) / math.sqrt(x.size(1))
+
+
+def test_math_sqrt_of_a_size_stays_dynamic():
+    r = check_export(MathOnSize(), (torch.randn(2, 9, 4),), {"x": {0: "batch", 1: "time"}},
+                     expect_inputs={"x": ["batch", "time", 4]})
+    assert any(n.op_type == "Sqrt" for n in r.model.graph)
+
+
+class SliceByData(torch.nn.Module):
+    def forward(self, x, lengths):
+        return x[:, : lengths.max()], torch.full((x.shape[0], lengths.max()), True)
+
+
+def test_sizes_from_data_stay_dynamic():
+    x = torch.randn(3, 10, 2)
+    lengths = torch.tensor([4, 7, 2])
+    r = check_export(SliceByData(), (x, lengths), {"x": {0: "batch", 1: "time"}, "lengths": {0: "batch"}},
+                     inputs=[(torch.randn(2, 6, 2), torch.tensor([6, 1])), (torch.randn(4, 5, 2), torch.tensor([1, 1, 2, 1]))])
+    out = r.model.graph.outputs[0]
+    assert str(out.shape[0]) == "batch" and not isinstance(out.shape[1], int)
