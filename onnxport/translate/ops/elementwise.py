@@ -294,6 +294,32 @@ def nan_to_num(ctx, x, nan=0.0, posinf=None, neginf=None):
     return ctx.op.Where(ctx.op.IsInf(x, detect_positive=0), ctx.scalar(neginf, to), out)
 
 
+@translates(aten.erfc.default)
+def erfc(ctx, x):
+    """erfc(Tensor self) = 1 - erf(x)."""
+    to = ctx.out_dtype
+    return ctx.op.Sub(ctx.scalar(1, to), ctx.op.Erf(ctx.cast(x, to)))
+
+
+@translates(aten.hypot.default)
+def hypot(ctx, a, b):
+    """hypot(Tensor self, Tensor other) = sqrt(a^2 + b^2)."""
+    a, b = promote(ctx, a, b, to=ctx.out_dtype)
+    return ctx.op.Sqrt(ctx.op.Add(ctx.op.Mul(a, a), ctx.op.Mul(b, b)))
+
+
+@translates(aten.copysign.Tensor, aten.copysign.Scalar)
+def copysign(ctx, a, b):
+    """copysign(Tensor self, Tensor|Scalar other): |a| with the sign bit of b (-0.0 counts as negative)."""
+    to = ctx.out_dtype
+    a, b = promote(ctx, a, b, to=to)
+    zero = ctx.scalar(0, to)
+    negative = ctx.op.Or(ctx.op.Less(b, zero),
+                         ctx.op.And(ctx.op.Equal(b, zero), ctx.op.Less(ctx.op.Reciprocal(b), zero)))
+    mag = ctx.op.Abs(a)
+    return ctx.op.Where(negative, ctx.op.Neg(mag), mag)
+
+
 @translates(aten.rsqrt.default)
 def rsqrt(ctx, x):
     """rsqrt(Tensor self) = 1 / sqrt(x), in the result dtype (float for integer inputs)."""

@@ -56,6 +56,36 @@ def bitwise_not(ctx, x):
     return ctx.op.BitwiseNot(x)
 
 
+def _shift_factor(ctx, s, to):
+    """2**s as ``to`` (s a shift amount, value or Python int), computed exactly with BitShift on uint64."""
+    one = ctx.scalar(1, ir.DataType.UINT64)
+    amount = ctx.scalar(s, ir.DataType.UINT64)
+    return ctx.op.Cast(ctx.op.BitShift(one, amount, direction="LEFT"), to=to)
+
+
+@translates(aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
+            aten.bitwise_left_shift.Scalar_Tensor, aten.__lshift__.Tensor, aten.__lshift__.Scalar)
+def bitwise_left_shift(ctx, a, s):
+    """bitwise_left_shift(Tensor self, Tensor|Scalar other) on integers: a * 2**s (two's complement
+    wrap-around as in PyTorch)."""
+    to = ctx.out_dtype
+    a = promote(ctx, a, to=to)[0]
+    return ctx.op.Mul(a, _shift_factor(ctx, s, to))
+
+
+@translates(aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar,
+            aten.bitwise_right_shift.Scalar_Tensor, aten.__rshift__.Tensor, aten.__rshift__.Scalar)
+def bitwise_right_shift(ctx, a, s):
+    """bitwise_right_shift(Tensor self, Tensor|Scalar other) on integers: arithmetic shift, i.e.
+    floor(a / 2**s) (negative values stay negative, as in PyTorch)."""
+    to = ctx.out_dtype
+    a = promote(ctx, a, to=to)[0]
+    d = _shift_factor(ctx, s, to)
+    q = ctx.op.Div(a, d)  # truncates toward zero
+    fix = ctx.op.And(ctx.op.Less(a, ctx.scalar(0, to)), ctx.op.Not(ctx.op.Equal(ctx.op.Mul(q, d), a)))
+    return ctx.op.Sub(q, ctx.op.Cast(fix, to=to))
+
+
 def as_bool(ctx, x) -> ir.Value:
     """``x != 0`` as a bool value (x itself when already bool; Python scalars become constants)."""
     if not isinstance(x, ir.Value):

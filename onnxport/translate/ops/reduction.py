@@ -14,6 +14,7 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
+from onnxport.translate import dtypes
 from onnxport.translate.ops._common import norm_axis
 from onnxport.translate.registry import translates
 
@@ -268,6 +269,26 @@ def linalg_vector_norm(ctx, x, ord=2, dim=None, keepdim=False, *, dtype=None):
     return ctx.op.Pow(s, ctx.scalar(1.0 / ord, to))
 
 
+def _prefix_square(ctx, x, dim):
+    """x moved so ``dim`` is last, as rows[..., 1, n], with mask[i, j] = j <= i (bool [n, n]) and the
+    permutation to move results back (None when ``dim`` already is last)."""
+    rank = ctx.rank(x)
+    axis = norm_axis(dim, rank)
+    perm = None
+    if axis != rank - 1:
+        perm = list(range(rank))
+        perm[axis], perm[-1] = perm[-1], perm[axis]
+        x = ctx.op.Transpose(x, perm=perm)
+    n = ctx.op.Shape(x, start=-1)  # [n]
+    ones = ctx.op.ConstantOfShape(ctx.op.Concat(n, n, axis=0), value=ir.tensor(np.array([1], dtype=np.int64)))
+    mask = ctx.op.Cast(ctx.op.Trilu(ones, upper=0), to=BOOL)
+    return ctx.op.Unsqueeze(x, ctx.const([-2])), mask, perm
+
+
+def _back(ctx, value, perm):
+    return ctx.op.Transpose(value, perm=perm) if perm is not None else value
+
+
 @translates(aten.cumprod.default)
 def cumprod(ctx, x, dim, dtype=None):
     """cumprod(Tensor self, int dim, *, ScalarType? dtype=None): exact products of prefixes.
@@ -278,19 +299,84 @@ def cumprod(ctx, x, dim, dtype=None):
     """
     to = ctx.out_dtype
     x = ctx.cast(x, to)
-    rank = ctx.rank(x)
-    if rank == 0:
+    if ctx.rank(x) == 0:
         return ctx.op.Identity(x)
-    axis = norm_axis(dim, rank)
-    perm = list(range(rank))
-    perm[axis], perm[-1] = perm[-1], perm[axis]
-    xt = ctx.op.Transpose(x, perm=perm) if axis != rank - 1 else x
-    n = ctx.op.Shape(xt, start=-1)  # [n]
-    square = ctx.op.Concat(n, n, axis=0)
-    ones = ctx.op.ConstantOfShape(square, value=ir.tensor(np.array([1], dtype=np.int64)))
-    mask = ctx.op.Cast(ctx.op.Trilu(ones, upper=0), to=BOOL)  # mask[i, j] = j <= i
-    rows = ctx.op.Unsqueeze(xt, ctx.const([-2]))  # [..., 1, n] broadcast against [n, n]
+    rows, mask, perm = _prefix_square(ctx, x, dim)
     picked = ctx.op.Where(mask, rows, ctx.scalar(1, to))
-    out = ctx.op.ReduceProd(picked, ctx.const([-1]), keepdims=0)
-    return ctx.op.Transpose(out, perm=perm) if axis != rank - 1 else out
+    return _back(ctx, ctx.op.ReduceProd(picked, ctx.const([-1]), keepdims=0), perm)
 
+
+def _cum_extremum(ctx, x, dim, largest: bool):
+    to = x.dtype
+    if ctx.rank(x) == 0:
+        return ctx.op.Identity(x), ctx.op.Identity(ctx.const(np.array(0, dtype=np.int64)))
+    work = ctx.cast(x, ir.DataType.INT32) if to == BOOL else x
+    wt = ir.DataType.INT32 if to == BOOL else to
+    rows, mask, perm = _prefix_square(ctx, work, dim)
+    info = np.finfo(wt.numpy()) if dtypes.is_float(wt) else np.iinfo(wt.numpy())
+    fill = ctx.scalar(-np.inf if dtypes.is_float(wt) and largest else np.inf if dtypes.is_float(wt) else
+                      (info.min if largest else info.max), wt)
+    picked = ctx.op.Where(mask, rows, fill)  # [..., n(i), n(j)]
+    values = ctx.op.ReduceMax(picked, ctx.const([-1]), keepdims=1) if largest else \
+        ctx.op.ReduceMin(picked, ctx.const([-1]), keepdims=1)
+    # index: the last j <= i where x[j] equals the running extremum (PyTorch's choice on ties)
+    n = ctx.op.Shape(rows, start=-1)
+    j = ctx.op.Range(ctx.scalar(0, I64), ctx.op.Squeeze(n, ctx.const([0])), ctx.scalar(1, I64))
+    hit = ctx.op.And(mask, ctx.op.Equal(rows, values))
+    idx = ctx.op.ReduceMax(ctx.op.Where(hit, j, ctx.scalar(-1, I64)), ctx.const([-1]), keepdims=0)
+    values = ctx.op.Squeeze(values, ctx.const([-1]))
+    values = ctx.cast(values, BOOL) if to == BOOL else values
+    return _back(ctx, values, perm), _back(ctx, idx, perm)
+
+
+@translates(aten.cummax.default)
+def cummax(ctx, x, dim):
+    """cummax(Tensor self, int dim) -> (values, indices): running maximum along ``dim`` and the
+    last index holding it (O(n^2) memory along ``dim``, as cumprod)."""
+    return _cum_extremum(ctx, x, dim, True)
+
+
+@translates(aten.cummin.default)
+def cummin(ctx, x, dim):
+    """cummin(Tensor self, int dim) -> (values, indices): running minimum along ``dim`` and the
+    last index holding it."""
+    return _cum_extremum(ctx, x, dim, False)
+
+
+@translates(aten.logcumsumexp.default)
+def logcumsumexp(ctx, x, dim):
+    """logcumsumexp(Tensor self, int dim): out[i] = logsumexp(x[:i+1]) along ``dim``, each prefix
+    shifted by its own maximum (0 where infinite) so small values do not underflow; O(n^2) memory
+    along ``dim`` as cumprod."""
+    to = ctx.out_dtype
+    x = ctx.cast(x, to)
+    if ctx.rank(x) == 0:
+        return ctx.op.Identity(x)
+    rows, mask, perm = _prefix_square(ctx, x, dim)
+    picked = ctx.op.Where(mask, rows, ctx.scalar(-np.inf, to))  # [..., n(i), n(j)]
+    m = ctx.op.ReduceMax(picked, ctx.const([-1]), keepdims=1)
+    m = ctx.op.Where(ctx.op.IsInf(m), ctx.scalar(0, to), m)
+    s = ctx.op.ReduceSum(ctx.op.Exp(ctx.op.Sub(picked, m)), ctx.const([-1]), keepdims=1)
+    out = ctx.op.Squeeze(ctx.op.Add(ctx.op.Log(s), m), ctx.const([-1]))
+    return _back(ctx, out, perm)
+
+
+@translates(aten.median.default)
+def median(ctx, x):
+    """median(Tensor self) -> 0-d: the lower median of every element (the ((n-1)//2)-th smallest)."""
+    flat = ctx.op.Reshape(x, ctx.const([-1]))
+    n = ctx.op.Size(x)
+    k = ctx.op.Add(ctx.op.Div(ctx.op.Sub(n, ctx.scalar(1, I64)), ctx.scalar(2, I64)), ctx.scalar(1, I64))
+    vals, _ = ctx.op.TopK(flat, ctx.op.Unsqueeze(k, ctx.const([0])), axis=0, largest=0, sorted=1, _outputs=2)
+    return ctx.op.Squeeze(ctx.op.Slice(vals, ctx.const([-1]), ctx.const([2**62]), ctx.const([0])), ctx.const([0]))
+
+
+@translates(aten.dist.default)
+def dist(ctx, a, b, p=2):
+    """dist(Tensor self, Tensor other, Scalar p=2): the p-norm of a - b over every element."""
+    to = ctx.out_dtype
+    a, b = ctx.cast(a, to), ctx.cast(b, to)
+    diff = ctx.op.Sub(a, b)
+    diff.type = ir.TensorType(to)
+    diff.shape = ir.Shape([None] * max(ctx.rank(a), ctx.rank(b)))
+    return linalg_vector_norm(ctx, diff, p, None, False)

@@ -203,3 +203,13 @@ def test_fmax_fmin_ignore_nan_and_bool_maximum():
     a, b = make(torch.float32), make(torch.float32)
     a[0, 0], b[0, 1], a[1, 2], b[1, 2] = (float("nan"),) * 4
     check_export(M(), (a, b), DYN2)
+
+
+def test_erfc_hypot_copysign():
+    class M(torch.nn.Module):
+        def forward(self, a, b):
+            return torch.erfc(a), torch.hypot(a, b), torch.copysign(a, b), torch.copysign(a, -0.0), torch.copysign(a, 2)
+
+    b = make(torch.float32)
+    b[0, 0], b[1, 1] = 0.0, -0.0
+    check_export(M(), (make(torch.float32), b), DYN2)

@@ -89,3 +89,13 @@ def test_float_predicates_with_nan_and_inf():
 @pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
 def test_predicates_on_int_and_bool(dtype):
     check_export(Fn(PREDICATES), (make(dtype),), {"x": {0: "batch", 1: "n"}})
+
+
+def test_shifts_on_negative_ints():
+    class M(torch.nn.Module):
+        def forward(self, a, s):
+            s = s.abs() % 5
+            return a << 2, a >> 1, a << s, a >> s, torch.bitwise_right_shift(a, 3), torch.bitwise_left_shift(a, s)
+
+    a, s = torch.randint(-100, 100, (3, 4)), torch.randint(-4, 5, (3, 4))
+    check_export(M(), (a, s), {"a": {0: "batch", 1: "n"}, "s": {0: "batch", 1: "n"}})

@@ -126,3 +126,19 @@ def test_cumprod(dtype, dim):
 def test_cumprod_zeros_negatives_and_dtype():
     x = torch.tensor([[1.5, -2.0, 0.0, 3.0], [-1.0, -1.0, 2.0, 0.5]])
     check_export(Fn(lambda t: (torch.cumprod(t, 1), torch.cumprod(t, 0, dtype=torch.float64))), (x,), DYN)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [0, -1])
+def test_cummax_cummin_last_index_on_ties(dtype, dim):
+    fn = lambda t: (*torch.cummax(t, dim), *torch.cummin(t, dim))  # noqa: E731
+    check_export(Fn(fn), (make(dtype),), DYN)
+
+
+def test_logcumsumexp_median_dist():
+    class M(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.logcumsumexp(x * 30, 1), torch.median(x), torch.dist(x, y), torch.dist(x, y, 1)
+
+    x, y = make(torch.float32), make(torch.float32)
+    check_export(M(), (x, y), {"x": {0: "batch", 1: "n"}, "y": {0: "batch", 1: "n"}})
