@@ -19,7 +19,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
     p = subparsers.add_parser(
         "plot", help="draw an ONNX model or a Python target as a graphviz picture (PNG, SVG, PDF)",
-        description="Write the graphviz picture of the model to -o (format from its suffix or --format); "
+        description="Write the graphviz picture of the model to -o (format from its suffix or --format);\n"
                     "without -o, print the DOT text. Rendering needs graphviz's `dot` program.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_target_arguments(p)

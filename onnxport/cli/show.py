@@ -19,7 +19,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
     p = subparsers.add_parser(
         "show", help="print a compact text rendering of an ONNX model or of a Python target",
-        description="Print the opsets, inputs, outputs, initializers and one line per node of the model, "
+        description="Print the opsets, inputs, outputs, initializers and one line per node of the model,\n"
                     "then each subgraph and local function.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_target_arguments(p)
