@@ -1,0 +1,120 @@
+"""Interpolation: upsample_nearest / nearest-exact / linear / bilinear / trilinear / bicubic, the
+``.vec`` overloads (``output_size`` or ``scale_factors``) and the ``.default`` ones (size plus
+optional per-axis scales), i.e. torch.nn.functional.interpolate.
+
+Semantics (PyTorch's source-index rules, ``aten/src/ATen/native/UpSample.h``) on ONNX Resize:
+
+* nearest: ``src = floor(dst * s)`` with ``s = 1 / scale_factor`` when a scale is given, else
+  ``in / out``: Resize ``coordinate_transformation_mode="asymmetric"``, ``nearest_mode="floor"``.
+* nearest-exact: ``src = floor((dst + 0.5) * s)``: ``"half_pixel"`` + ``"round_prefer_ceil"``.
+* linear / bilinear / trilinear / bicubic, ``align_corners=False``:
+  ``src = (dst + 0.5) * s - 0.5`` (negative clamped to 0 for linear): ``"half_pixel"``;
+  ``align_corners=True``: ``src = dst * (in - 1) / (out - 1)``: ``"align_corners"``.
+  Bicubic uses PyTorch's ``A = -0.75`` (``cubic_coeff_a``).
+
+Scales, when PyTorch has them, go to Resize as ``scales`` (the output size is then
+``floor(in * scale)`` in both); otherwise the output size goes as ``sizes``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import torch
+
+from onnxport.errors import TranslationError
+from onnxport.translate.registry import translates
+
+aten = torch.ops.aten
+
+_MODES = {
+    # PyTorch mode -> (ONNX mode, extra attributes for align_corners False, for True)
+    "nearest": ("nearest", dict(coordinate_transformation_mode="asymmetric", nearest_mode="floor"), None),
+    "nearest-exact": ("nearest", dict(coordinate_transformation_mode="half_pixel",
+                                      nearest_mode="round_prefer_ceil"), None),
+    "linear": ("linear", dict(coordinate_transformation_mode="half_pixel"),
+               dict(coordinate_transformation_mode="align_corners")),
+    "cubic": ("cubic", dict(coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75),
+              dict(coordinate_transformation_mode="align_corners", cubic_coeff_a=-0.75)),
+}
+
+
+def resize(ctx, x: ir.Value, mode: str, spatial: int, output_size=None, scales=None,
+           align_corners: bool | None = None) -> ir.Value:
+    """ONNX Resize of the last ``spatial`` axes of ``x[N, C, *S]``.
+
+    Args:
+        mode: "nearest", "nearest-exact", "linear" (also bilinear/trilinear) or "cubic".
+        output_size: ints or SymInt values per spatial axis, or None.
+        scales: floats per spatial axis (PyTorch's scale factors), or None / Nones.
+        align_corners: for linear and cubic modes.
+
+    Raises TranslationError when neither sizes nor complete scales are known.
+    """
+    onnx_mode, plain, aligned = _MODES[mode]
+    attrs = dict(aligned if align_corners and aligned is not None else plain)
+    rank = ctx.rank(x)
+    if scales is not None and not isinstance(scales, (list, tuple)):
+        scales = [scales] * spatial
+    if scales is not None and all(s is not None for s in scales) and len(scales) == spatial:
+        if not all(isinstance(s, (int, float)) for s in scales):
+            raise TranslationError(f"interpolation scale factors {list(scales)} are not constants",
+                                   hint="pass constant scale factors, or an output size")
+        scales_v = ctx.const(np.array([1.0] * (rank - spatial) + [float(s) for s in scales], dtype=np.float32))
+        return ctx.op.Resize(x, None, scales_v, mode=onnx_mode, **attrs)
+    if output_size is None:
+        raise TranslationError("interpolation without an output size or scale factors",
+                               hint="pass size= or scale_factor= to torch.nn.functional.interpolate")
+    if isinstance(output_size, int):
+        output_size = [output_size] * spatial
+    if len(output_size) != spatial:
+        raise TranslationError(f"interpolation output size {list(output_size)} for {spatial} spatial axes")
+    lead = ctx.op.Shape(x, start=0, end=rank - spatial)
+    sizes = ctx.op.Concat(lead, ctx.shape_list(list(output_size)), axis=0)
+    return ctx.op.Resize(x, None, None, sizes, mode=onnx_mode, **attrs)
+
+
+def _vec(mode: str, spatial: int, with_align: bool):
+    if with_align:
+        def fn(ctx, x, output_size, align_corners, scale_factors):
+            return resize(ctx, x, mode, spatial, output_size, scale_factors, align_corners)
+    else:
+        def fn(ctx, x, output_size, scale_factors):
+            return resize(ctx, x, mode, spatial, output_size, scale_factors)
+    fn.__doc__ = f"aten::upsample_* .vec({'input, output_size?, align_corners, scale_factors?' if with_align else 'input, output_size?, scale_factors?'}) in {mode} mode."
+    fn.__name__ = f"upsample_{mode.replace('-', '_')}{spatial}d_vec"
+    return fn
+
+
+def _default(mode: str, spatial: int, with_align: bool):
+    if with_align:
+        def fn(ctx, x, output_size, align_corners, *scales):
+            return resize(ctx, x, mode, spatial, output_size, _scales(scales, spatial), align_corners)
+    else:
+        def fn(ctx, x, output_size, *scales):
+            return resize(ctx, x, mode, spatial, output_size, _scales(scales, spatial))
+    fn.__doc__ = f"aten::upsample_* .default(input, output_size, {'align_corners, ' if with_align else ''}scales?...) in {mode} mode."
+    fn.__name__ = f"upsample_{mode.replace('-', '_')}{spatial}d"
+    return fn
+
+
+def _scales(scales, spatial: int):
+    """Per-axis scales from ``.default`` overloads (``scales_h=None, scales_w=None``); None unless all set.
+
+    The ATen scales are PyTorch's scale factors (output / input)."""
+    scales = list(scales)[:spatial]
+    return scales if len(scales) == spatial and all(s is not None for s in scales) else None
+
+
+for _spatial, _name in ((1, "upsample_nearest1d"), (2, "upsample_nearest2d"), (3, "upsample_nearest3d")):
+    translates(getattr(aten, _name).vec)(_vec("nearest", _spatial, False))
+    translates(getattr(aten, _name).default)(_default("nearest", _spatial, False))
+for _spatial, _name in ((1, "_upsample_nearest_exact1d"), (2, "_upsample_nearest_exact2d"),
+                        (3, "_upsample_nearest_exact3d")):
+    translates(getattr(aten, _name).vec)(_vec("nearest-exact", _spatial, False))
+    translates(getattr(aten, _name).default)(_default("nearest-exact", _spatial, False))
+for _spatial, _name in ((1, "upsample_linear1d"), (2, "upsample_bilinear2d"), (3, "upsample_trilinear3d")):
+    translates(getattr(aten, _name).vec)(_vec("linear", _spatial, True))
+    translates(getattr(aten, _name).default)(_default("linear", _spatial, True))
+translates(aten.upsample_bicubic2d.vec)(_vec("cubic", 2, True))
+translates(aten.upsample_bicubic2d.default)(_default("cubic", 2, True))

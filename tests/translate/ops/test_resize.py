@@ -1,0 +1,123 @@
+"""Interpolation (onnxport/translate/ops/resize.py) against eager PyTorch at several sizes."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.export import Dim
+
+from exportcheck import check_export, count_ops
+
+aten = torch.ops.aten
+
+
+class Interp(torch.nn.Module):
+    def __init__(self, **kw):
+        super().__init__()
+        self.kw = kw
+
+    def forward(self, x):
+        return F.interpolate(x, **self.kw)
+
+
+def _dyn(dims):
+    axes = {0: "batch"}
+    for i in range(dims):
+        axes[2 + i] = Dim(f"s{i}", min=2, max=128)
+    return {"x": axes}
+
+
+def _coords(result):
+    return [n.attributes["coordinate_transformation_mode"].value for n in result.model.graph if n.op_type == "Resize"]
+
+
+CASES = [
+    (1, dict(scale_factor=2, mode="nearest"), "asymmetric"),
+    (1, dict(scale_factor=3, mode="nearest-exact"), "half_pixel"),
+    (1, dict(scale_factor=2, mode="linear", align_corners=False), "half_pixel"),
+    (1, dict(scale_factor=2, mode="linear", align_corners=True), "align_corners"),
+    (2, dict(scale_factor=2, mode="nearest"), "asymmetric"),
+    (2, dict(scale_factor=(2, 3), mode="nearest"), "asymmetric"),
+    (2, dict(scale_factor=2, mode="bilinear", align_corners=False), "half_pixel"),
+    (2, dict(scale_factor=2, mode="bilinear", align_corners=True), "align_corners"),
+    (2, dict(scale_factor=(3, 2), mode="bicubic", align_corners=False), "half_pixel"),
+    (2, dict(scale_factor=2, mode="bicubic", align_corners=True), "align_corners"),
+    (2, dict(scale_factor=2, mode="nearest-exact"), "half_pixel"),
+    (3, dict(scale_factor=2, mode="nearest"), "asymmetric"),
+    (3, dict(scale_factor=2, mode="trilinear", align_corners=False), "half_pixel"),
+]
+
+
+@pytest.mark.parametrize("dims,kw,coord", CASES, ids=[f"{c[0]}d-{c[1]}" for c in CASES])
+def test_interpolate_scale_factor(dims, kw, coord):
+    x = torch.randn(2, 3, *([5] * dims))
+    r = check_export(Interp(**kw), (x,), _dyn(dims))
+    assert _coords(r) == [coord]
+
+
+DEFAULT_CASES = [
+    ("upsample_nearest1d", False, (2.0,)),
+    ("upsample_nearest2d", False, (2.0, 3.0)),
+    ("upsample_nearest2d", False, (None, None)),
+    ("_upsample_nearest_exact2d", False, (2.0, 2.0)),
+    ("upsample_linear1d", True, (None,)),
+    ("upsample_bilinear2d", False, (2.0, 3.0)),
+    ("upsample_bilinear2d", True, (None, None)),
+    ("upsample_bicubic2d", False, (2.0, 2.0)),
+    ("upsample_trilinear3d", False, (2.0, 2.0, 2.0)),
+]
+
+
+@pytest.mark.parametrize("name,align,scales", DEFAULT_CASES, ids=[str(c) for c in DEFAULT_CASES])
+def test_upsample_default_overloads(name, align, scales):
+    """The ``.default`` overloads: output size (SymInts here) plus optional per-axis scales."""
+    op = getattr(aten, name).default
+    dims = len(scales)
+    factors = [int(s) if s else 2 for s in scales]
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            size = [x.shape[2 + i] * factors[i] for i in range(dims)]
+            if "nearest" in name:
+                return op(x, size, *scales)
+            return op(x, size, align, *scales)
+
+    r = check_export(M(), (torch.randn(2, 3, *([4] * dims)),), _dyn(dims))
+    assert count_ops(r, "Resize") == 1
+
+
+SIZE_CASES = [
+    (1, dict(size=11, mode="nearest")),
+    (1, dict(size=4, mode="linear")),
+    (2, dict(size=(7, 3), mode="nearest")),
+    (2, dict(size=(9, 12), mode="bilinear", align_corners=False)),
+    (2, dict(size=(9, 4), mode="bilinear", align_corners=True)),
+    (2, dict(scale_factor=0.5, mode="bilinear")),
+    (2, dict(scale_factor=1.5, mode="nearest", recompute_scale_factor=True)),
+]
+
+
+@pytest.mark.parametrize("dims,kw", SIZE_CASES, ids=[f"{c[0]}d-{c[1]}" for c in SIZE_CASES])
+def test_interpolate_size_and_downsampling(dims, kw):
+    x = torch.randn(2, 3, *([6] * dims))
+    dyn = {"x": {0: "batch"}} if "size" in kw or kw.get("recompute_scale_factor") else _dyn(dims)
+    r = check_export(Interp(**kw), (x,), dyn)
+    assert count_ops(r, "Resize") == 1
+
+
+def test_interpolate_to_the_size_of_another_tensor():
+    """The output size is a SymInt (the skip connection's size in a U-Net)."""
+
+    class M(torch.nn.Module):
+        def forward(self, x, skip):
+            return F.interpolate(x, size=skip.shape[-2:], mode="bilinear", align_corners=False) + skip
+
+    h, w = Dim("h", min=2, max=64), Dim("w", min=2, max=64)
+    check_export(M(), (torch.randn(2, 3, 4, 5), torch.randn(2, 3, 9, 7)),
+                 {"x": {0: "batch", 2: h, 3: w}, "skip": {0: "batch", 2: Dim("H", min=2, max=64), 3: Dim("W", min=2, max=64)}})
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8])
+def test_nearest_other_dtypes(dtype):
+    """Nearest copies values: uint8 images stay exact (PyTorch has no int64 nearest kernel)."""
+    x = torch.randint(0, 200, (2, 3, 4, 5)).to(dtype)
+    check_export(Interp(scale_factor=2, mode="nearest"), (x,), _dyn(2))
