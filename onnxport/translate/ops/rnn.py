@@ -16,10 +16,12 @@ tracing, which pins the time dimension to the example's size. ``keep_recurrent_o
 torch.export by onnxport's capture) keeps these ops whole in the graph with a shape-only kernel, so
 batch and time stay symbolic.
 
-Packed sequences (``pack_padded_sequence``): torch.export cannot capture them (a PackedSequence's
-``batch_sizes`` are data computed from the lengths; nn.LSTM then sizes its zero state from
-``batch_sizes[0]``). ``keep_recurrent_ops`` makes ``pack_padded_sequence`` raise an
-``UnsupportedOpError`` that says so, and the ``.data`` overloads raise one too if met.
+Packed sequences: torch.export cannot capture a PackedSequence (its ``batch_sizes`` are data
+computed from the lengths; nn.LSTM then sizes its zero state from ``batch_sizes[0]``).
+``rnn_packed.py`` captures the common pattern ``pack_padded_sequence -> nn.LSTM/GRU/RNN ->
+pad_packed_sequence`` as one op with ONNX ``sequence_lens``; any other packing reaches
+``torch._VF._pack_padded_sequence``, which ``keep_recurrent_ops`` makes raise an
+``UnsupportedOpError``; the ``.data`` overloads raise one too if met.
 """
 
 from __future__ import annotations
@@ -61,10 +63,10 @@ _SHAPE_KERNELS = {
     aten.rnn_relu.input: _gru_shapes,
 }
 
-_PACKED_HINT = ("run the recurrent layer on the padded batch instead; for a unidirectional layer the "
-                "outputs at valid positions are the same, mask the padded ones with "
-                "(torch.arange(T) < lengths[:, None]); a bidirectional layer then reads padding first in "
-                "its reverse direction, so keep padding short or export each direction separately")
+_PACKED_HINT = ("call it as torch.nn.utils.rnn.pack_padded_sequence(...) followed by "
+                "torch.nn.utils.rnn.pad_packed_sequence(..., total_length=T) around an nn.LSTM/GRU/RNN "
+                "(exported with ONNX sequence_lens), rather than a name imported from torch.nn.utils.rnn "
+                "or a PackedSequence used otherwise")
 
 
 def _packed_unsupported(*args, **kwargs):
@@ -170,8 +172,10 @@ def _check(kind: str, params, has_biases, num_layers, dropout, train, bidirectio
 
 
 def _recurrent(ctx, onnx_op: str, x, states, params, has_biases, num_layers, bidirectional, batch_first,
-               order, extra_attrs):
-    """Run ``num_layers`` ONNX recurrent nodes; returns (output, [final state per state input])."""
+               order, extra_attrs, sequence_lens=None):
+    """Run ``num_layers`` ONNX recurrent nodes; returns (output, [final state per state input]).
+
+    ``sequence_lens``: optional int32[B] valid lengths (ONNX ``sequence_lens``)."""
     dirs = 2 if bidirectional else 1
     hidden = params[1].shape[-1]
     if batch_first:
@@ -182,7 +186,7 @@ def _recurrent(ctx, onnx_op: str, x, states, params, has_biases, num_layers, bid
     for layer in range(num_layers):
         w, r, b = _layer_weights(ctx, params, layer, dirs, has_biases, order)
         init = [_slice0(ctx, s, layer * dirs, (layer + 1) * dirs) for s in states]
-        outs = getattr(ctx.op, onnx_op)(x, w, r, b, None, *init, hidden_size=int(hidden), direction=direction,
+        outs = getattr(ctx.op, onnx_op)(x, w, r, b, sequence_lens, *init, hidden_size=int(hidden), direction=direction,
                                         _outputs=n_out, **extra_attrs)
         y = outs[0]  # [T, dirs, B, H]
         for i in range(len(states)):

@@ -1,5 +1,6 @@
 """lstm / gru / rnn_tanh / rnn_relu on ONNX LSTM, GRU, RNN: gate order, weights, layers, directions,
-batch_first, initial states; packed sequences and projections raise clear errors."""
+batch_first, initial states; packed sequences with ONNX sequence_lens; projections and packing forms
+that cannot be captured raise clear errors."""
 
 import pytest
 import torch
@@ -55,23 +56,65 @@ def test_recurrent_layer(kind, config, with_state):
     assert count_ops(r, "Loop") == count_ops(r, "Scan") == 0
 
 
-def test_packed_sequence_raises_clear_error():
-    class Packed(torch.nn.Module):
+class _Packed(torch.nn.Module):
+    """pack_padded_sequence -> recurrent layer -> pad_packed_sequence, outputs and final states."""
+
+    def __init__(self, rnn, padding_value=0.0, total_length=True):
+        super().__init__()
+        self.rnn, self.padding_value, self.total_length = rnn, padding_value, total_length
+
+    def forward(self, x, lengths, h0=None, c0=None):
+        state = None if h0 is None else ((h0, c0) if c0 is not None else h0)
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, last = self.rnn(packed, state)
+        out, out_lengths = torch.nn.utils.rnn.pad_packed_sequence(
+            out, batch_first=True, padding_value=self.padding_value,
+            total_length=x.shape[1] if self.total_length else None)
+        return (out, out_lengths, *last) if isinstance(last, tuple) else (out, out_lengths, last)
+
+
+@pytest.mark.parametrize("with_state", [False, True], ids=["zero_state", "initial_state"])
+@pytest.mark.parametrize("kind", list(_KINDS))
+def test_packed_sequence_uses_sequence_lens(kind, with_state):
+    make, onnx_op = _KINDS[kind]
+    model = _Packed(make(num_layers=2, bidirectional=True, batch_first=True), padding_value=-1.0 if kind == "gru" else 0.0)
+    x, lengths = torch.randn(3, 6, 8), torch.tensor([4, 6, 1])  # unsorted, one full, one of length 1
+    args, dims = [x, lengths], {"x": {0: "batch", 1: "time"}, "lengths": {0: "batch"}}
+    if with_state:
+        for name in ("h0", "c0") if kind == "lstm" else ("h0",):
+            args.append(torch.randn(4, 3, 16))
+            dims[name] = {1: "batch"}
+    r = check_export(model, tuple(args), dims, inputs=[(torch.randn(2, 9, 8), torch.tensor([3, 9]), *args[2:])]
+                     if not with_state else None)
+    assert count_ops(r, onnx_op) == 2
+
+
+def test_packed_sequence_needs_total_length():
+    model = _Packed(torch.nn.GRU(8, 16, batch_first=True), total_length=False)
+    x, lengths = torch.randn(3, 5, 8), torch.tensor([5, 2, 3])
+    with pytest.raises(onnxport.errors.ExportError, match="total_length"):
+        onnxport.to_onnx(model.eval(), (x, lengths), dynamic_shapes={"x": {0: "batch", 1: "time"},
+                                                                     "lengths": {0: "batch"}})
+    assert model.eval()(x, lengths)[0].shape == (3, 5, 16)  # eager packing is left as it was
+
+
+def test_packed_sequence_by_imported_name_raises_clear_error():
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    class Imported(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.rnn = torch.nn.LSTM(8, 16, batch_first=True)
 
         def forward(self, x, lengths):
-            p = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-            out, _ = self.rnn(p)
+            out, _ = self.rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
             return torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
 
     x, lengths = torch.randn(3, 5, 8), torch.tensor([5, 2, 3])
     with pytest.raises(onnxport.errors.ExportError, match="pack_padded_sequence cannot be captured"):
-        onnxport.to_onnx(Packed().eval(), (x, lengths), dynamic_shapes={"x": {0: "batch", 1: "time"},
-                                                                        "lengths": {0: "batch"}})
-    # capture left torch as it was: eager packing still works
-    assert Packed().eval()(x, lengths).shape == (3, 5, 16)
+        onnxport.to_onnx(Imported().eval(), (x, lengths), dynamic_shapes={"x": {0: "batch", 1: "time"},
+                                                                          "lengths": {0: "batch"}})
+    assert Imported().eval()(x, lengths).shape == (3, 5, 16)
 
 
 def test_lstm_projection_raises_clear_error():

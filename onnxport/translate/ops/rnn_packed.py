@@ -1,0 +1,154 @@
+"""Packed sequences: ``pack_padded_sequence -> nn.LSTM/GRU/RNN -> pad_packed_sequence`` as ONNX
+LSTM/GRU/RNN with ``sequence_lens``.
+
+Semantics: ``torch.nn.utils.rnn.pack_padded_sequence`` / ``pad_packed_sequence`` (PyTorch docs):
+each sequence runs over its first ``lengths[b]`` steps only (both directions), the final states are
+taken at each sequence's last valid step, and the padded outputs hold ``padding_value``. The ONNX
+recurrent operators give the same with ``sequence_lens`` (outputs past a sequence's length are 0).
+
+torch.export cannot trace a PackedSequence (its sizes are data). While onnxport captures,
+``padded_sequences`` replaces ``torch.nn.utils.rnn.pack_padded_sequence`` by a function returning a
+``PaddedSequence`` (the padded time-major batch and its lengths), the ``forward`` of nn.LSTM, GRU
+and RNN run such an input as the op ``onnxport::padded_rnn``, and ``pad_packed_sequence`` turns it
+back into a padded tensor. Outside capture nothing changes; ``onnxport::padded_rnn`` itself runs
+PyTorch's packed implementation, so an ExportedProgram keeps eager semantics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+import onnx_ir as ir
+import torch
+from torch import Tensor
+from torch.nn.utils import rnn as rnn_utils
+
+from onnxport.errors import UnsupportedOpError
+from onnxport.translate.ops.rnn import _GRU_ORDER, _LSTM_ORDER, _RNN_ORDER, _recurrent
+from onnxport.translate.registry import during_capture, translates
+
+_PACK = rnn_utils.pack_padded_sequence
+_PAD = rnn_utils.pad_packed_sequence
+_MODES = {"LSTM": "lstm", "GRU": "gru", "RNN_TANH": "rnn_tanh", "RNN_RELU": "rnn_relu"}
+
+
+@torch.library.custom_op("onnxport::padded_rnn", mutates_args=())
+def padded_rnn(mode: str, x: Tensor, lengths: Tensor, hx: list[Tensor], params: list[Tensor], has_biases: bool,
+               num_layers: int, bidirectional: bool) -> list[Tensor]:
+    """A recurrent layer over padded sequences of given lengths (eval mode, no dropout).
+
+    Args:
+        mode: "LSTM", "GRU", "RNN_TANH" or "RNN_RELU".
+        x: float[T, B, I] time-major padded batch; lengths: int64[B], any order, each in 1..T.
+        hx: initial states float[layers*dirs, B, H] (h0, plus c0 for LSTM), in the batch's order.
+        params: nn.LSTM/GRU/RNN ``_flat_weights``.
+
+    Returns [output float[T, B, dirs*H] (0 past each length), h_n (, c_n)], batch in input order.
+    """
+    packed = _PACK(x, lengths.cpu(), enforce_sorted=False)
+    sorted_hx = [h.index_select(1, packed.sorted_indices) for h in hx]
+    fn = getattr(torch._VF, _MODES[mode])
+    state = sorted_hx if mode == "LSTM" else sorted_hx[0]
+    out, *states = fn(packed.data, packed.batch_sizes, state, params, has_biases, num_layers, 0.0, False,
+                      bidirectional)
+    result = rnn_utils.PackedSequence(out, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+    padded, _ = _PAD(result, total_length=x.shape[0])
+    return [padded] + [s.index_select(1, packed.unsorted_indices) for s in states]
+
+
+@padded_rnn.register_fake
+def _padded_rnn_fake(mode, x, lengths, hx, params, has_biases, num_layers, bidirectional):
+    dirs = 2 if bidirectional else 1
+    out = x.new_empty((x.shape[0], x.shape[1], dirs * hx[0].shape[-1]))
+    return [out] + [h.new_empty(h.shape) for h in hx]
+
+
+@dataclasses.dataclass
+class PaddedSequence:
+    """What ``pack_padded_sequence`` returns during capture: time-major padded data and lengths."""
+
+    data: Tensor  # [T, B, ...]
+    lengths: Tensor  # int64[B]
+
+
+def _pack(input, lengths, batch_first=False, enforce_sorted=True):
+    lengths = torch.as_tensor(lengths, dtype=torch.int64)
+    return PaddedSequence(input.transpose(0, 1) if batch_first else input, lengths)
+
+
+def _pad(sequence, batch_first=False, padding_value=0.0, total_length=None):
+    if not isinstance(sequence, PaddedSequence):
+        return _PAD(sequence, batch_first, padding_value, total_length)
+    if total_length is None:
+        raise UnsupportedOpError(
+            "pad_packed_sequence without total_length returns max(lengths) steps, a size that depends on "
+            "the lengths' values", hint="pass total_length=<the padded input's time size> (x.shape[1] for "
+                                        "batch-first input)")
+    out = sequence.data
+    if padding_value != 0:
+        steps = torch.arange(out.shape[0], device=out.device).unsqueeze(1)
+        valid = (steps < sequence.lengths.unsqueeze(0)).unsqueeze(-1)
+        out = out.masked_fill(~valid, padding_value)
+    return (out.transpose(0, 1) if batch_first else out), sequence.lengths
+
+
+def _forward_padded(module, orig_forward):
+    def forward(input, hx=None):
+        if not isinstance(input, PaddedSequence):
+            return orig_forward(input, hx)
+        if getattr(module, "proj_size", 0):
+            raise UnsupportedOpError("LSTM with proj_size > 0 has no ONNX equivalent",
+                                     hint="use proj_size=0, or a separate nn.Linear after each layer")
+        dirs = 2 if module.bidirectional else 1
+        x = input.data
+        if hx is None:
+            zeros = x.new_zeros((module.num_layers * dirs, x.shape[1], module.hidden_size))
+            hx = (zeros, zeros) if module.mode == "LSTM" else zeros
+        states = list(hx) if module.mode == "LSTM" else [hx]
+        out, *final = torch.ops.onnxport.padded_rnn(module.mode, x, input.lengths, states, module._flat_weights,
+                                                    module.bias, module.num_layers, module.bidirectional)
+        return PaddedSequence(out, input.lengths), (tuple(final) if module.mode == "LSTM" else final[0])
+
+    return forward
+
+
+@during_capture
+@contextlib.contextmanager
+def padded_sequences():
+    """Context manager: capture pack/pad_packed_sequence around nn.LSTM/GRU/RNN (see module doc)."""
+    saved_forwards = {cls: cls.forward for cls in (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN)}
+
+    def patched(cls):
+        orig = saved_forwards[cls]
+
+        def forward(self, input, hx=None):
+            return _forward_padded(self, lambda i, h: orig(self, i, h))(input, hx)
+
+        return forward
+
+    rnn_utils.pack_padded_sequence, rnn_utils.pad_packed_sequence = _pack, _pad
+    for cls in saved_forwards:
+        cls.forward = patched(cls)
+    try:
+        yield
+    finally:
+        rnn_utils.pack_padded_sequence, rnn_utils.pad_packed_sequence = _PACK, _PAD
+        for cls, fwd in saved_forwards.items():
+            cls.forward = fwd
+
+
+@translates(torch.ops.onnxport.padded_rnn.default)
+def padded_rnn_onnx(ctx, mode, x, lengths, hx, params, has_biases, num_layers, bidirectional):
+    """onnxport::padded_rnn on ONNX LSTM/GRU/RNN with ``sequence_lens = int32(lengths)``."""
+    seq_lens = ctx.cast(lengths, ir.DataType.INT32)
+    if mode == "LSTM":
+        op, order, attrs = "LSTM", _LSTM_ORDER, {}
+    elif mode == "GRU":
+        op, order, attrs = "GRU", _GRU_ORDER, {"linear_before_reset": 1}
+    else:
+        act = "Tanh" if mode == "RNN_TANH" else "Relu"
+        op, order, attrs = "RNN", _RNN_ORDER, {"activations": [act] * (2 if bidirectional else 1)}
+    out, finals = _recurrent(ctx, op, x, list(hx), params, has_biases, num_layers, bidirectional, False, order,
+                             attrs, sequence_lens=seq_lens)
+    return [out, *finals]
