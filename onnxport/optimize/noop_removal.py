@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from onnxport.optimize._scopes import (ScopedPass, attr_int, attr_ints, const_ints, dims, producer_op,
-                                       remove_if_unused, replace_value, same_known_shape, single_use)
+from onnxport.optimize._scopes import (ScopedPass, attr_int, attr_ints, const_ints, dims, make_node, producer_op,
+                                       prune, remove_if_unused, replace_value, same_known_shape, single_use)
 
 
 def _axes(node: ir.Node) -> list[int] | None:
@@ -48,11 +48,7 @@ class NoOpRemovalPass(ScopedPass):
 
     @staticmethod
     def _cleanup(node: ir.Node) -> None:
-        inputs = [v.producer() for v in node.inputs if v is not None]
-        if remove_if_unused(node):
-            for p in inputs:
-                if p is not None and p.graph is not None:
-                    remove_if_unused(p)
+        prune(node)
 
     # ------------------------------------------------------------------ rules: return the value to use
     def _identity(self, scope, node):
@@ -103,7 +99,7 @@ class NoOpRemovalPass(ScopedPass):
         x = node.inputs[0]
         inner = producer_op(x, "Unsqueeze")
         if inner is None:
-            return None
+            return self._squeeze_transposed_unsqueeze(scope, node)
         a, b = _axes(node), _axes(inner)
         if a is None or b is None:
             return None
@@ -117,6 +113,31 @@ class NoOpRemovalPass(ScopedPass):
         else:
             return None
         return src if _norm(a, rank) == _norm(b, rank) else None
+
+    @staticmethod
+    def _squeeze_transposed_unsqueeze(scope, node):
+        """``Squeeze(Transpose(Unsqueeze(x, U), perm), S)`` that drops exactly the inserted axes:
+        one ``Transpose`` of ``x`` (or ``x`` itself)."""
+        t = producer_op(node.inputs[0], "Transpose")
+        u = producer_op(t.inputs[0], "Unsqueeze") if t is not None else None
+        perm = attr_ints(t, "perm") if t is not None else None
+        if u is None or perm is None or not single_use(node.inputs[0]) or not single_use(t.inputs[0]):
+            return None
+        rank = len(perm)
+        inserted, dropped = _axes(u), _axes(node)
+        if inserted is None or dropped is None:
+            return None
+        inserted, dropped = _norm(inserted, rank), _norm(dropped, rank)
+        if sorted(perm[i] for i in dropped) != inserted:
+            return None
+        source = {}
+        for i in range(rank):
+            if i not in inserted:
+                source[i] = len(source)
+        new_perm = [source[perm[i]] for i in range(rank) if i not in dropped]
+        if new_perm == list(range(len(new_perm))):
+            return u.inputs[0]
+        return make_node(scope, node, "Transpose", [u.inputs[0]], {"perm": new_perm}).outputs[0]
 
     def _unsqueeze(self, scope, node):
         x = node.inputs[0]

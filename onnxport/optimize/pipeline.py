@@ -8,6 +8,7 @@ import onnx_ir.passes.common as common
 from onnxport.optimize.constant_folding import ConstantFoldingPass
 from onnxport.optimize.cse import CommonSubexpressionEliminationPass
 from onnxport.optimize.fuse_attention import AttentionFusionPass
+from onnxport.optimize.fuse_conv_bn import ConvBatchNormFusionPass
 from onnxport.optimize.fuse_gelu import GeluFusionPass
 from onnxport.optimize.fuse_gemm import GemmFusionPass
 from onnxport.optimize.fuse_layer_norm import LayerNormFusionPass
@@ -29,7 +30,7 @@ def passes(opset: int, *, attention: bool = False) -> list[ir.passes.PassBase]:
         CommonSubexpressionEliminationPass(),
         common.RemoveUnusedNodesPass(),
     ]
-    fusions: list[ir.passes.PassBase] = [LayerNormFusionPass(), GemmFusionPass()]
+    fusions: list[ir.passes.PassBase] = [ConvBatchNormFusionPass(), LayerNormFusionPass(), GemmFusionPass()]
     if opset >= 20:
         fusions.append(GeluFusionPass())
     if opset >= 23:

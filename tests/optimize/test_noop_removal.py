@@ -115,3 +115,18 @@ g (float[N] x, bool c) => (float[N] y, float[N] z) {
     model = check_pass(NoOpRemovalPass(), m, SIZES)
     # the else branch output is the outer x itself: that Concat must stay (branch outputs are fresh values)
     assert ops(model)["Concat"] == 2 and ops(model)["Identity"] == 0
+
+
+def test_unsqueeze_transpose_squeeze_becomes_one_transpose():
+    m = parse("""
+g (float[N, 5, 3, 4] x) => (float[3, N, 5, 4] y) {
+  zero = Constant<value = int64[1] {0}>()
+  u = Unsqueeze(x, zero)
+  t = Transpose<perm = [3, 1, 2, 0, 4]>(u)
+  three = Constant<value = int64[1] {3}>()
+  s = Squeeze(t, three)
+  y = Relu(s)
+}""")
+    model = check_pass(NoOpRemovalPass(), m, SIZES)
+    counts = ops(model)
+    assert counts["Transpose"] == 1 and counts["Squeeze"] == 0 and counts["Unsqueeze"] == 0
