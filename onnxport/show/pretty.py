@@ -96,7 +96,7 @@ class _Renderer:
             out.append(pad + header)
         for v in graph.inputs:
             out.append(pad + "input   " + self._sig(v, always=True))
-        for v in getattr(graph, "initializers", {}).values() if isinstance(graph, ir.Graph) else []:
+        for v in (graph.initializers.values() if isinstance(graph, ir.Graph) else ()):
             if v in graph.inputs:
                 continue
             out.append(pad + "init    " + self._init(v))
