@@ -84,14 +84,12 @@ def test_softmax_of_int_with_dtype():
 
 
 def test_softmax_decomposed_forms():
-    from onnxport.translate.ops import activation
-
     class M(torch.nn.Module):
         def forward(self, x):
             return torch.ops.aten._softmax(x, 1, False), torch.ops.aten._log_softmax(x, 0, False)
 
-    check_export(M(), (torch.randn(3, 4),), DYN)
-    assert activation.softmax.__doc__
+    r = check_export(M(), (torch.randn(3, 4),), DYN)
+    assert count_ops(r, "Softmax") == 1 and count_ops(r, "LogSoftmax") == 1
 
 
 def test_safe_softmax_fully_masked_rows():
@@ -103,5 +101,5 @@ def test_safe_softmax_fully_masked_rows():
     m = torch.zeros(3, 4, dtype=torch.bool)
     m[1] = True
     m[0, 2] = True
-    r = check_export(M(), (x, m), {"x": {0: "batch"}, "m": {0: "batch"}})
-    assert r is not None
+    # the example has a fully masked row; the generated inputs hold random masks
+    check_export(M(), (x, m), {"x": {0: "batch"}, "m": {0: "batch"}})
