@@ -132,6 +132,33 @@ def test_scan_dim_and_reverse(dim, reverse):
     assert list(axes) == [dim] and list(directions) == [int(reverse)], (axes, directions)
 
 
+class BoolCarry(torch.nn.Module):
+    """A bool carry (seen-so-far) and a bool output (first time seen)."""
+
+    def forward(self, x, seen0):
+        def f(seen, xi):
+            now = seen | xi
+            return now, now & ~seen
+
+        return scan(f, seen0, x)
+
+
+@pytest.mark.parametrize("inline", [False, True])
+def test_scan_bool_carry(inline):
+    T, B = Dim("T"), Dim("B")
+    result = check_export(BoolCarry(), (torch.rand(5, 3) > 0.7, torch.zeros(3, dtype=torch.bool)),
+                          {"x": {0: T, 1: B}, "seen0": {0: B}}, inline=inline, sizes=[{"T": 1, "B": 2}, {"T": 9, "B": 4}])
+    assert [v.dtype for v in result.model.graph.outputs] == [ir.DataType.BOOL, ir.DataType.BOOL]
+
+
+@pytest.mark.parametrize("opset", [18, 21])
+def test_scan_other_opsets(opset):
+    result = check_export(PairwiseDistance(), (torch.randn(3, 4), torch.randn(5, 4)),
+                          {"x": {0: "x_rows", 1: "dim"}, "y": {0: "y_rows", 1: "dim"}}, opset=opset)
+    (fn,) = result.model.functions.values()
+    assert fn.opset_imports[""] == opset and result.model.opset_imports[""] == opset
+
+
 # ------------------------------------------------------------------------------ additional inputs
 class WithState(torch.nn.Module):
     """The body uses a parameter, a buffer, an extra tensor and a SymInt of an outer input."""

@@ -108,3 +108,40 @@ def test_while_loop_condition_on_the_carried_tensor(inline):
     x = torch.randn(3, 4) * 10
     check_export(Halve(), (x,), {"x": {0: Dim("B")}}, inline=inline,
                  inputs=[(torch.full((2, 4), 0.5),), (torch.full((1, 4), 3.0),), (torch.randn(6, 4) * 1000,)])
+
+
+class IntCounter(torch.nn.Module):
+    """A Python int carry (an unbacked SymInt in the graph) bounded by a dynamic size."""
+
+    def forward(self, x):
+        return while_loop(lambda i, x: i < x.shape[0], lambda i, x: (i + 1, x * 2 - i), (0, x))[1]
+
+
+@pytest.mark.parametrize("inline", [False, True])
+def test_while_loop_int_carry_and_size_bound(inline):
+    result = check_export(IntCounter(), (torch.randn(3, 2),), {"x": {0: Dim("B")}}, inline=inline,
+                          sizes=[{"B": 1}, {"B": 6}])
+    body = _loop(result).attributes["body"].as_graph()
+    assert body.inputs[2].dtype == ir.DataType.INT64 and len(body.inputs[2].shape) == 0
+
+
+class WhileInScan(torch.nn.Module):
+    """Per time step, halve the state until it is small (at most 20 times): a Loop in a Scan body."""
+
+    def forward(self, x, h):
+        from torch._higher_order_ops.scan import scan
+
+        def step(h, xt):
+            k, h2 = while_loop(lambda k, h: (h.abs().sum() > 1) & (k < 20), lambda k, h: (k + 1, h / 2),
+                               (torch.zeros((), dtype=torch.int64), h + xt))
+            return h2, k.reshape(1).clone()
+
+        return scan(step, h, x)
+
+
+@pytest.mark.parametrize("inline", [False, True])
+def test_while_loop_inside_scan(inline):
+    T, B = Dim("T"), Dim("B")
+    result = check_export(WhileInScan(), (torch.randn(5, 3) * 5, torch.randn(3)), {"x": {0: T, 1: B}, "h": {0: B}},
+                          inline=inline, sizes=[{"T": 1, "B": 1}, {"T": 8, "B": 4}])
+    assert count_ops(result, "Scan") == 1 and count_ops(result, "Loop") == 1
