@@ -15,8 +15,10 @@ Layout::
     == function local.body_0 ==
 
 Nodes are in topological order, indented by their depth from the graph's inputs (the number
-before ``|``); subgraphs (``If`` branches, ``Loop``/``Scan`` bodies) follow the graph holding them,
-indented by nesting level; local functions come last.
+before ``|``; indentation stops growing at ``MAX_INDENT``); a ``# file.py:LINE in func: code`` line
+precedes the nodes whose recorded user source line (``metadata_props["source"]``) changes.
+Subgraphs (``If`` branches, ``Loop``/``Scan`` bodies) follow the graph holding them, indented by
+nesting level; local functions come last.
 """
 
 from __future__ import annotations
