@@ -1,5 +1,6 @@
 """LSTM and GRU sequence taggers: embedding, 2-layer bidirectional batch-first recurrent layer,
-linear tag head; dynamic batch and time, with and without initial states."""
+linear tag head; dynamic batch and time, with and without initial states, and over packed
+sequences from lengths."""
 
 import pytest
 import torch
@@ -39,4 +40,26 @@ def test_tagger(cell, with_state):
     r = check_export(Tagger(cell), tuple(args), dims, atol=1e-4, rtol=0.0,
                      sizes=[{"batch": 1, "time": 4}, {"batch": 5, "time": 17}],
                      expect_outputs={"output": ["batch", "time", TAGS]})
+    assert count_ops(r, cell.upper()) == LAYERS
+
+
+class PackedTagger(Tagger):
+    """The tagger over padded batches with lengths: pack_padded_sequence / pad_packed_sequence
+    (ONNX sequence_lens); tags past each length are those of zero features."""
+
+    def forward(self, tokens, lengths):
+        packed = torch.nn.utils.rnn.pack_padded_sequence(self.embed(tokens), lengths, batch_first=True,
+                                                         enforce_sorted=False)
+        out, _ = self.rnn(packed)
+        out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=tokens.shape[1])
+        return torch.log_softmax(self.head(out), dim=-1)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_packed_tagger(cell):
+    torch.manual_seed(0)
+    tokens, lengths = torch.randint(0, VOCAB, (4, 11)), torch.tensor([7, 11, 2, 9])
+    r = check_export(PackedTagger(cell), (tokens, lengths), {"tokens": {0: "batch", 1: "time"}, "lengths": {0: "batch"}},
+                     atol=1e-4, rtol=0.0, sizes=[{"batch": 2, "time": 5}, {"batch": 6, "time": 23}],
+                     inputs=[(torch.randint(0, VOCAB, (3, 8)), torch.tensor([1, 8, 4]))])
     assert count_ops(r, cell.upper()) == LAYERS
