@@ -17,6 +17,7 @@ import torch
 from torch.export import Dim
 from torch.utils import _pytree as pytree
 
+from onnxport.eager_paths import transformer_encoder_as_eager
 from onnxport.errors import CaptureError, DynamicShapesError, SpecializationError, last_user_frame
 from onnxport.translate import registry
 
@@ -318,7 +319,7 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
                 for d in declared)
     def export(oblivious: bool) -> torch.export.ExportedProgram:
         with _record_specializations(records), _symbolic_math(), _size_oblivious(oblivious), \
-                registry.capture_hooks():
+                registry.capture_hooks(), transformer_encoder_as_eager():
             return torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict)
 
     try:

@@ -6,7 +6,11 @@ in the FX node's ``stack_trace``), and what to do about it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+
+_INTERNAL = re.compile(r"(^|[/\\])(torch|onnxport)[/\\]")
 
 
 def user_source_line(node: Any) -> str | None:
@@ -32,7 +36,7 @@ def last_user_frame(trace: str) -> str | None:
         if line.startswith('File "'):
             path = line.split('"')[1]
             code = lines[i + 1].strip() if i + 1 < len(lines) and not lines[i + 1].strip().startswith('File "') else ""
-            if "/torch/" not in path and "/onnxport/" not in path:
+            if not _INTERNAL.search(path):
                 rest = line.split('"', 2)[2]  # , line N, in func
                 parts = [p.strip() for p in rest.split(",") if p.strip()]
                 lineno = parts[0].replace("line ", "") if parts else "?"
