@@ -21,7 +21,10 @@ a KV cache, grouped heads, fully masked rows give 0). Details matched to PyTorch
 ``nn.MultiheadAttention`` is captured as its slow path (linear projections and
 ``scaled_dot_product_attention``, or ``baddbmm`` + ``softmax`` when ``need_weights=True``) even in
 eval mode without grad: the fast path ``aten._native_multi_head_attention`` only appears in graphs
-that call it explicitly, and is translated here too.
+that call it explicitly, and is translated here too. One visible consequence: for a sequence whose
+every key is padding, eager PyTorch's fast path (eval, no grad) gives NaN while the captured slow
+path gives 0 with ``need_weights=False`` (SDPA) and NaN with ``need_weights=True`` (softmax); the
+ONNX model follows the captured graph.
 """
 
 from __future__ import annotations

@@ -158,3 +158,23 @@ def test_sdpa_opset23_attention_op(case):
         args, dims = args + (m,), dims | {"mask": {0: "batch", 2: "tgt", 3: "src"}}
     r = check_export(_Sdpa(**kw), args, dims, opset=23)
     assert count_ops(r, "Attention") == 1 and count_ops(r, "Softmax") == 0
+
+
+@pytest.mark.parametrize("need_weights", [False, True], ids=["sdpa_path", "weights_path"])
+def test_multihead_attention_all_keys_masked_follows_captured_path(need_weights):
+    """A sequence whose every key is padding: the captured (slow) path gives 0 through SDPA and NaN
+    through the explicit softmax; eager's native fast path (eval, no grad) gives NaN for both. The
+    ONNX model follows the captured graph."""
+    import numpy as np
+
+    from onnxport.verify import OrtRunner
+
+    model = _Mha(need_weights).eval()
+    x, lengths = torch.randn(2, 5, 16), torch.tensor([5, 0])
+    r = check_export(model, (x, torch.tensor([5, 3])), {"x": {0: "batch", 1: "time"}, "lengths": {0: "batch"}})
+    got = OrtRunner(r.model_proto).run([x, lengths])[0]
+    with torch.enable_grad():
+        expected = model(x, lengths)
+    expected = (expected[0] if need_weights else expected).detach().numpy()
+    np.testing.assert_allclose(got, expected, atol=1e-5, equal_nan=True)
+    assert np.isnan(got[1]).all() == need_weights
