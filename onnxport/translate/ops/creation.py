@@ -103,6 +103,29 @@ def empty_strided(ctx, size, stride, **_):
     return _full(ctx, size, 0)
 
 
+@translates(aten.empty_permuted.default)
+def empty_permuted(ctx, size, physical_layout, **_):
+    """empty_permuted(SymInt[] size, int[] physical_layout, *, dtype...): zero-filled (layout only)."""
+    return _full(ctx, size, 0)
+
+
+def _tri_indices(ctx, coords) -> ir.Value:
+    return ctx.op.Identity(ctx.const(np.stack(coords).astype(ctx.out_dtype.numpy()).reshape(2, -1)))
+
+
+@translates(aten.tril_indices.default)
+def tril_indices(ctx, row, col, offset=0, **_):
+    """tril_indices(int row, int col, int offset=0, *, dtype...) -> [2, n]: coordinates of the lower
+    triangle in row-major order (a constant, as numpy.tril_indices computes it)."""
+    return _tri_indices(ctx, np.tril_indices(row, offset, col))
+
+
+@translates(aten.triu_indices.default)
+def triu_indices(ctx, row, col, offset=0, **_):
+    """triu_indices(int row, int col, int offset=0, *, dtype...) -> [2, n]: the upper triangle's."""
+    return _tri_indices(ctx, np.triu_indices(row, offset, col))
+
+
 @translates(aten.new_full.default)
 def new_full(ctx, x, size, fill_value, **_):
     """new_full(Tensor self, SymInt[] size, Scalar fill_value, *, dtype=self.dtype...)."""

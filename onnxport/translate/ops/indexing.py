@@ -419,6 +419,17 @@ def masked_scatter(ctx, x, mask, source):
     return where(ctx, mask_b, picked, x_b, to)
 
 
+@translates(aten.masked_select.default)
+def masked_select(ctx, x, mask):
+    """masked_select(Tensor self, Tensor mask) -> 1-D: self and mask broadcast together, the
+    elements where mask is True in row-major order (ONNX Compress on the flattened tensors)."""
+    mask = ctx.cast(mask, BOOL)
+    shape = ctx.op.Shape(ctx.op.Expand(x, ctx.shape(mask)))
+    flat = _c(ctx, [-1])
+    return ctx.op.Compress(ctx.op.Reshape(ctx.op.Expand(x, shape), flat),
+                           ctx.op.Reshape(ctx.op.Expand(mask, shape), flat), axis=0)
+
+
 @translates(aten.nonzero.default)
 def nonzero(ctx, x):
     """nonzero(Tensor self) -> [n, rank] int64 coordinates (n is data-dependent): Transpose(NonZero)."""

@@ -159,6 +159,21 @@ def argsort_stable(ctx, x, *, stable, dim=-1, descending=False):
     return _sort(ctx, x, dim, descending)[1]
 
 
+@translates(aten.kthvalue.default)
+def kthvalue(ctx, x, k, dim=-1, keepdim=False):
+    """kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (values, indices): the
+    k-th smallest along ``dim`` (ONNX TopK with largest=0, then the (k-1)-th entry)."""
+    rank = ctx.rank(x)
+    if rank == 0:
+        return x, ctx.const(np.array(0, dtype=np.int64))
+    axis = norm_axis(dim, rank)
+    values, idx = ctx.op.TopK(x, ctx.shape_list([k]), axis=axis, largest=0, sorted=1, _outputs=2)
+    pos = ctx.op.Sub(ctx.shape_list([k]), ctx.const(np.array([1], dtype=np.int64)))
+    if not keepdim:
+        pos = ctx.op.Squeeze(pos, ctx.const(np.array([0], dtype=np.int64)))
+    return ctx.op.Gather(values, pos, axis=axis), ctx.op.Gather(idx, pos, axis=axis)
+
+
 # ------------------------------------------------------------------------------ triangles, one_hot
 def _trilu(ctx, x, diagonal, upper: int):
     k = ctx.shape_list([diagonal]) if not isinstance(diagonal, int) else ctx.const(np.array(diagonal, dtype=np.int64))

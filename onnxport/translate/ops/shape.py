@@ -303,3 +303,24 @@ def repeat_interleave(ctx, x, repeats, dim=None, output_size=None):
 def repeat_interleave_tensor(ctx, repeats, output_size=None):
     """repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size): index i repeated repeats[i] times."""
     return repeat_index(ctx, repeats)
+
+
+@translates(aten.diagonal.default, aten.diagonal_copy.default)
+def diagonal(ctx, x, offset=0, dim1=0, dim2=1):
+    """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1): the other axes in order, then
+    the diagonal (length max(0, min(d1 - max(-offset, 0), d2 - max(offset, 0)))) as the last axis.
+    The two axes are moved last and flattened; one Gather reads positions r * d2 + c."""
+    rank = ctx.rank(x)
+    a, b = norm_axis(dim1, rank), norm_axis(dim2, rank)
+    rest = [i for i in range(rank) if i not in (a, b)]
+    xt = ctx.op.Transpose(x, perm=rest + [a, b]) if rest + [a, b] != list(range(rank)) else x
+    d1, d2 = ctx.dim(x, a), ctx.dim(x, b)
+    r0, c0 = max(-offset, 0), max(offset, 0)
+    n = ctx.op.Max(ctx.op.Min(ctx.op.Sub(d1, ctx.scalar(r0, _I64)), ctx.op.Sub(d2, ctx.scalar(c0, _I64))),
+                   ctx.scalar(0, _I64))
+    i = ctx.op.Range(ctx.scalar(0, _I64), n, ctx.scalar(1, _I64))
+    flat_idx = ctx.op.Add(ctx.op.Mul(ctx.op.Add(i, ctx.scalar(r0, _I64)), d2), ctx.op.Add(i, ctx.scalar(c0, _I64)))
+    parts = [ctx.op.Shape(xt, start=0, end=rank - 2)] if rest else []
+    flat = ctx.op.Reshape(xt, ctx.op.Concat(*parts, ctx.const(np.array([-1], dtype=np.int64)), axis=0)
+                          if parts else ctx.const(np.array([-1], dtype=np.int64)))
+    return ctx.op.Gather(flat, flat_idx, axis=len(rest))

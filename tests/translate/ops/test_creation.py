@@ -64,3 +64,13 @@ class Fills(torch.nn.Module):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_full_zeros_ones_empty_like(dtype):
     check_export(Fills(dtype), (_make((3, 4), dtype),), {"x": {0: "b", 1: "t"}})
+
+
+class Triangular(torch.nn.Module):
+    def forward(self, x):
+        return (torch.tril_indices(4, 5, 1) + x.shape[0], torch.triu_indices(5, 3, -1),
+                torch.empty_permuted((x.shape[0], 3), (1, 0)).fill_(2.0))
+
+
+def test_tri_indices_empty_permuted():
+    check_export(Triangular(), (torch.randn(3, 2),), {"x": {0: "b"}})

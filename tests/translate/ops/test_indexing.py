@@ -133,6 +133,7 @@ class Masks(torch.nn.Module):
             x.masked_scatter(m[:1], src),                      # broadcast mask
             torch.nonzero(m),
             torch.nonzero(x),
+            torch.masked_select(x, m), torch.masked_select(x, m[:, :1]),
         )
 
 

@@ -73,6 +73,15 @@ class Ordering(torch.nn.Module):
         )
 
 
+class Kth(torch.nn.Module):
+    def forward(self, x):
+        return (*torch.kthvalue(x, 2), *torch.kthvalue(x, 3, 0, keepdim=True), *x.kthvalue(x.shape[1] - 1, dim=1))
+
+
+def test_kthvalue():
+    check_export(Kth(), (torch.randn(4, 6),), {"x": {0: Dim("b", min=3), 1: Dim("t", min=3)}})
+
+
 def test_topk_sort_argsort_float():
     check_export(Ordering(), (torch.randn(4, 6),), {"x": {0: Dim("b", min=3), 1: Dim("t", min=4)}})
 

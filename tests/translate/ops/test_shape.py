@@ -105,3 +105,13 @@ class FlipRollUnfold(torch.nn.Module):
 def test_flip_roll_unfold(dtype):
     # unfold needs size >= window: torch.export guards t >= 3
     check_export(FlipRollUnfold(), (_make((3, 6, 4), dtype),), {"x": {0: Dim("b"), 1: Dim("t", min=3)}})
+
+
+class Diagonals(torch.nn.Module):
+    def forward(self, x):  # x: [b, r, c]
+        return x.diagonal(0, 1, 2), x.diagonal(1, -1, -2), x.diagonal(-2, 1, 2), x[0].diagonal(), x.diagonal(0, 0, 2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_diagonal(dtype):
+    check_export(Diagonals(), (_make((3, 4, 6), dtype),), {"x": {0: "b", 1: "r", 2: "c"}})
