@@ -127,3 +127,10 @@ def transformer_example(batch: int = 2, time: int = 12, seed: int = 0) -> tuple[
     gen = torch.Generator().manual_seed(seed)
     src = torch.randn(batch, time, TRANSFORMER_D_MODEL, generator=gen)
     return (src,), {"src": {0: "batch", 1: "time"}}
+
+
+# (name, model factory, example factory) exported by ``onnxport demo``
+DEMOS = [
+    ("resnet_same_cnn", resnet_same_cnn, cnn_example),
+    ("transformer_encoder", transformer_encoder, transformer_example),
+]

@@ -21,8 +21,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    import warnings
+
     from onnxport import demo_models
     from onnxport.export import to_onnx
+
+    warnings.filterwarnings("ignore", category=UserWarning)  # torch's notes on even 'same' kernels
 
     os.makedirs(args.out, exist_ok=True)
     ok = True
