@@ -174,3 +174,15 @@ def test_cond_same_branches_share_functions():
     assert count_ops(result, "If") == 2
     assert len(result.model.functions) == 2
     assert onnxport.translate.program.DOMAIN == "onnxport"
+
+
+class AliasingBranch(torch.nn.Module):
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda x: x, lambda x: x.cos(), (x,))
+
+
+def test_branch_returning_its_operand_asks_for_clone():
+    with pytest.raises(onnxport.errors.ExportError) as info:
+        onnxport.to_onnx(AliasingBranch(), (torch.randn(3, 4),))
+    assert "torch.cond" in str(info.value) and ".clone()" in str(info.value)
+    assert info.value.where is not None and "test_cond.py" in info.value.where and "torch.cond" in info.value.where

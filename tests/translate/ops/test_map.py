@@ -85,3 +85,17 @@ def test_map_with_nested_scan(inline):
     result = check_export(MapOfScan(), (torch.randn(3, 4),), {"x": {0: T, 1: U}}, inline=inline,
                           sizes=[{"T": 1, "U": 1}, {"T": 5, "U": 7}])
     assert count_ops(result, "Scan") == 2
+
+
+class AliasingMap(torch.nn.Module):
+    def forward(self, x):
+        return hmap(lambda row: row, x)
+
+
+def test_map_body_returning_its_input_asks_for_clone():
+    import onnxport
+
+    with pytest.raises(onnxport.errors.ExportError) as info:
+        onnxport.to_onnx(AliasingMap(), (torch.randn(3, 4),))
+    assert "map" in str(info.value) and ".clone()" in str(info.value)
+    assert info.value.where is not None and "test_map.py" in info.value.where

@@ -145,3 +145,17 @@ def test_while_loop_inside_scan(inline):
     result = check_export(WhileInScan(), (torch.randn(5, 3) * 5, torch.randn(3)), {"x": {0: T, 1: B}, "h": {0: B}},
                           inline=inline, sizes=[{"T": 1, "B": 1}, {"T": 8, "B": 4}])
     assert count_ops(result, "Scan") == 1 and count_ops(result, "Loop") == 1
+
+
+class AliasingBody(torch.nn.Module):
+    def forward(self, x):
+        return while_loop(lambda i, x: i < 3, lambda i, x: (i + 1, x), (torch.zeros((), dtype=torch.int64), x))
+
+
+def test_body_returning_its_input_asks_for_clone():
+    import onnxport
+
+    with pytest.raises(onnxport.errors.ExportError) as info:
+        onnxport.to_onnx(AliasingBody(), (torch.randn(3, 4),))
+    assert "while_loop" in str(info.value) and ".clone()" in str(info.value)
+    assert info.value.where is not None and "test_while_loop.py" in info.value.where
