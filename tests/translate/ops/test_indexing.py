@@ -159,3 +159,13 @@ class ScatterSlices(torch.nn.Module):
 def test_slice_select_scatter(dtype):
     check_export(ScatterSlices(), (_make((3, 6), dtype), _make((3,), dtype)),
                  {"x": {0: Dim("b"), 1: Dim("t", min=5)}, "v": {0: Dim("b")}})
+
+
+def test_opset18_scatter_reduce_index_put_index():
+    """ScatterElements min/max reductions and ScatterND add exist from opset 18 on."""
+    idx = torch.tensor([[0, 5, 5, 0], [1, 1, 1, 4], [5, 0, 3, 3]])
+    check_export(ScatterReduce(), (torch.randn(3, 6), torch.randn(3, 4), idx),
+                 {"x": {0: "b"}, "src": {0: "b"}, "idx": {0: "b"}}, opset=18)
+    check_export(IndexPut(), (torch.randn(3, 4, 5), torch.randn(5), torch.tensor([0, 1, -1, 1, -2, 0]),
+                              torch.rand(3, 4) > 0.5),
+                 {"x": {0: "b"}, "v": None, "i": {0: "k"}, "m": {0: "b"}}, opset=18)
