@@ -112,8 +112,8 @@ def transformer_encoder(seed: int = 0, enable_nested_tensor: bool = False) -> nn
     128, batch first). Input ``src: [batch, time, 64]``, optional
     ``src_key_padding_mask: bool[batch, time]`` (True = padding); output ``[batch, time, 64]``.
 
-    ``enable_nested_tensor=False`` by default: with nested tensors, eager PyTorch zeroes the outputs
-    at padded positions while torch.export captures the dense computation.
+    ``enable_nested_tensor=True`` makes eager PyTorch (eval, no grad) return zeros at padded
+    positions when a ``src_key_padding_mask`` is given.
     """
     torch.manual_seed(seed)
     layer = nn.TransformerEncoderLayer(TRANSFORMER_D_MODEL, nhead=4, dim_feedforward=128, dropout=0.1,
