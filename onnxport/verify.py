@@ -80,6 +80,7 @@ def _symbol_examples(result) -> tuple[dict, dict, dict]:
     from torch.export.graph_signature import InputKind
 
     examples: dict = {}
+    derived: list = []
     flat = pytree.tree_leaves(result.example)
     user = [s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
     nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
@@ -90,6 +91,14 @@ def _symbol_examples(result) -> tuple[dict, dict, dict]:
                 expr = symbolic.expr_of(d)
                 if isinstance(expr, sympy.Symbol):
                     examples[expr] = int(real)
+                elif isinstance(expr, sympy.Expr) and len(expr.free_symbols) == 1:
+                    derived.append((expr, int(real)))
+    for expr, real in derived:  # derived dims (4*h, h + 1): solve for the root symbol's example
+        (sym,) = expr.free_symbols
+        if sym not in examples:
+            roots = [r for r in sympy.solve(sympy.Eq(expr, real), sym) if getattr(r, "is_Integer", False)]
+            if roots:
+                examples[sym] = int(roots[0])
     ranges = {}
     for sym, vr in program.range_constraints.items():
         lo = int(vr.lower) if getattr(vr.lower, "is_Integer", False) else 0
