@@ -20,6 +20,21 @@ from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
 
+# element types onnxruntime's CPU kernels of the activation operators take; others (double,
+# bfloat16) use the formulas built from Exp/Log/Where/Max/Min, which they do take.
+_NATIVE = (ir.DataType.FLOAT, ir.DataType.FLOAT16)
+
+
+def _native(x: ir.Value) -> bool:
+    return x.dtype in _NATIVE
+
+
+def erf_value(ctx, x: ir.Value, dtype: ir.DataType) -> ir.Value:
+    """Erf(x) for x of ``dtype``; computed in float32 for the types onnxruntime's Erf lacks."""
+    if dtype in _NATIVE:
+        return ctx.op.Erf(x)
+    return ctx.cast(ctx.op.Erf(ctx.cast(x, ir.DataType.FLOAT)), dtype)
+
 
 @translates(aten.relu.default)
 def relu(ctx, x):
@@ -41,12 +56,12 @@ def gelu(ctx, x, approximate="none"):
 
         raise TranslationError(f"gelu approximate={approximate!r} is not a PyTorch mode",
                                hint='use approximate="none" or "tanh"')
-    if ctx.opset >= 20:
+    if ctx.opset >= 20 and _native(x):
         return ctx.op.Gelu(x, approximate=approximate)
     dt = x.dtype
     half = ctx.op.Mul(x, ctx.scalar(0.5, dt))
     if approximate == "none":
-        inner = ctx.op.Erf(ctx.op.Mul(x, ctx.scalar(1 / math.sqrt(2.0), dt)))
+        inner = erf_value(ctx, ctx.op.Mul(x, ctx.scalar(1 / math.sqrt(2.0), dt)), dt)
     else:
         cube = ctx.op.Mul(ctx.op.Mul(x, x), x)
         poly = ctx.op.Add(x, ctx.op.Mul(cube, ctx.scalar(0.044715, dt)))
@@ -66,23 +81,33 @@ def softplus(ctx, x, beta=1, threshold=20):
     and x itself where ``beta * x > threshold`` (torch.nn.functional.softplus)."""
     dt = x.dtype
     bx = ctx.op.Mul(x, ctx.scalar(beta, dt)) if beta != 1 else x
-    soft = ctx.op.Softplus(bx)
+    soft = _softplus(ctx, bx, dt)
     if beta != 1:
         soft = ctx.op.Div(soft, ctx.scalar(beta, dt))
     return ctx.op.Where(ctx.op.Greater(bx, ctx.scalar(threshold, dt)), x, soft)
 
 
+def _softplus(ctx, x, dt):
+    """log(1 + exp(x)): ONNX Softplus, or its formula for non-native types."""
+    if dt in _NATIVE:
+        return ctx.op.Softplus(x)
+    return ctx.op.Log(ctx.op.Add(ctx.op.Exp(x), ctx.scalar(1, dt)))
+
+
 @translates(aten.leaky_relu.default)
 def leaky_relu(ctx, x, negative_slope=0.01):
-    """leaky_relu(Tensor self, Scalar negative_slope=0.01): ONNX LeakyRelu."""
-    return ctx.op.LeakyRelu(x, alpha=float(negative_slope))
+    """leaky_relu(Tensor self, Scalar negative_slope=0.01): ONNX LeakyRelu (x if x > 0 else slope * x)."""
+    if _native(x):
+        return ctx.op.LeakyRelu(x, alpha=float(negative_slope))
+    dt = x.dtype
+    return ctx.op.Where(ctx.op.Greater(x, ctx.scalar(0, dt)), x, ctx.op.Mul(x, ctx.scalar(negative_slope, dt)))
 
 
 @translates(aten.elu.default)
 def elu(ctx, x, alpha=1, scale=1, input_scale=1):
     """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1):
     ``scale * (x if x > 0 else alpha * (exp(input_scale * x) - 1))``; ONNX Elu when both scales are 1."""
-    if scale == 1 and input_scale == 1:
+    if scale == 1 and input_scale == 1 and _native(x):
         return ctx.op.Elu(x, alpha=float(alpha))
     dt = x.dtype
     neg = ctx.op.Mul(ctx.op.Sub(ctx.op.Exp(ctx.op.Mul(x, ctx.scalar(input_scale, dt))), ctx.scalar(1, dt)),
@@ -94,7 +119,10 @@ def elu(ctx, x, alpha=1, scale=1, input_scale=1):
 @translates(aten.selu.default)
 def selu(ctx, x):
     """selu(Tensor self): ONNX Selu with PyTorch's alpha and scale constants."""
-    return ctx.op.Selu(x, alpha=1.6732632423543772848170429916717, gamma=1.0507009873554804934193349852946)
+    alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+    if _native(x):
+        return ctx.op.Selu(x, alpha=alpha, gamma=scale)
+    return elu(ctx, x, alpha=alpha, scale=scale)
 
 
 @translates(aten.celu.default)
@@ -108,13 +136,19 @@ def celu(ctx, x, alpha=1.0):
 @translates(aten.hardswish.default)
 def hardswish(ctx, x):
     """hardswish(Tensor self) = x * relu6(x + 3) / 6: ONNX HardSwish."""
-    return ctx.op.HardSwish(x)
+    if _native(x):
+        return ctx.op.HardSwish(x)
+    return ctx.op.Mul(x, hardsigmoid(ctx, x))
 
 
 @translates(aten.hardsigmoid.default)
 def hardsigmoid(ctx, x):
     """hardsigmoid(Tensor self) = relu6(x + 3) / 6: ONNX HardSigmoid(alpha=1/6, beta=0.5)."""
-    return ctx.op.HardSigmoid(x, alpha=1.0 / 6.0, beta=0.5)
+    if _native(x):
+        return ctx.op.HardSigmoid(x, alpha=1.0 / 6.0, beta=0.5)
+    dt = x.dtype
+    lin = ctx.op.Div(ctx.op.Add(x, ctx.scalar(3, dt)), ctx.scalar(6, dt))
+    return ctx.op.Min(ctx.op.Max(lin, ctx.scalar(0, dt)), ctx.scalar(1, dt))
 
 
 @translates(aten.hardtanh.default)
@@ -132,7 +166,9 @@ def relu6(ctx, x):
 @translates(aten.mish.default)
 def mish(ctx, x):
     """mish(Tensor self) = x * tanh(softplus(x)): ONNX Mish."""
-    return ctx.op.Mish(x)
+    if _native(x):
+        return ctx.op.Mish(x)
+    return ctx.op.Mul(x, ctx.op.Tanh(_softplus(ctx, x, x.dtype)))
 
 
 @translates(aten.glu.default)
@@ -150,13 +186,19 @@ def prelu(ctx, x, weight):
     rank = ctx.rank(x)
     if rank >= 2 and ctx.rank(weight) == 1:
         weight = ctx.op.Reshape(weight, ctx.const([-1] + [1] * (rank - 2)))
-    return ctx.op.PRelu(x, weight)
+    return _prelu(ctx, x, weight)
+
+
+def _prelu(ctx, x, weight):
+    if _native(x):
+        return ctx.op.PRelu(x, weight)
+    return ctx.op.Where(ctx.op.GreaterOrEqual(x, ctx.scalar(0, x.dtype)), x, ctx.op.Mul(x, weight))
 
 
 @translates(aten._prelu_kernel.default)
 def prelu_kernel(ctx, x, weight):
     """_prelu_kernel(Tensor self, Tensor weight): weight already broadcastable to x."""
-    return ctx.op.PRelu(x, weight)
+    return _prelu(ctx, x, weight)
 
 
 @translates(aten.threshold.default)

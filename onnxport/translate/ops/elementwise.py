@@ -248,7 +248,7 @@ for _aten, _onnx in (
     (aten.asin.default, "Asin"), (aten.acos.default, "Acos"), (aten.atan.default, "Atan"),
     (aten.sinh.default, "Sinh"), (aten.cosh.default, "Cosh"), (aten.tanh.default, "Tanh"),
     (aten.asinh.default, "Asinh"), (aten.acosh.default, "Acosh"), (aten.atanh.default, "Atanh"),
-    (aten.erf.default, "Erf"), (aten.sigmoid.default, "Sigmoid"), (aten.reciprocal.default, "Reciprocal"),
+    (aten.sigmoid.default, "Sigmoid"), (aten.reciprocal.default, "Reciprocal"),
     (aten.floor.default, "Floor"), (aten.ceil.default, "Ceil"), (aten.round.default, "Round"),
 ):
     translates(_aten)(_unary(_onnx))
@@ -294,11 +294,22 @@ def nan_to_num(ctx, x, nan=0.0, posinf=None, neginf=None):
     return ctx.op.Where(ctx.op.IsInf(x, detect_positive=0), ctx.scalar(neginf, to), out)
 
 
+@translates(aten.erf.default)
+def erf(ctx, x):
+    """erf(Tensor self): ONNX Erf in the result dtype (float for integer inputs; double computed in
+    float32, onnxruntime having no double Erf kernel)."""
+    to = ctx.out_dtype
+    x = ctx.cast(x, to)
+    if to in (ir.DataType.FLOAT, ir.DataType.FLOAT16):
+        return ctx.op.Erf(x)
+    return ctx.cast(ctx.op.Erf(ctx.cast(x, ir.DataType.FLOAT)), to)
+
+
 @translates(aten.erfc.default)
 def erfc(ctx, x):
     """erfc(Tensor self) = 1 - erf(x)."""
     to = ctx.out_dtype
-    return ctx.op.Sub(ctx.scalar(1, to), ctx.op.Erf(ctx.cast(x, to)))
+    return ctx.op.Sub(ctx.scalar(1, to), erf(ctx, x))
 
 
 @translates(aten.hypot.default)
