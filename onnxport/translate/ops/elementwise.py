@@ -71,8 +71,9 @@ def div_mode(ctx, a, b, rounding_mode=None):
         return ctx.op.Div(a, b)
     if dtypes.is_float(to):
         a, b = promote(ctx, a, b, to=to)
-        q = ctx.op.Div(a, b)
-        return ctx.op.Floor(q) if rounding_mode == "floor" else _trunc(ctx, q)
+        if rounding_mode == "floor":
+            return _float_floor_divide(ctx, a, b, to)
+        return _trunc(ctx, ctx.op.Div(a, b))
     # integers: compute exactly in int64 (ONNX Div truncates toward zero on ints)
     a, b = promote(ctx, a, b, to=to)
     q = ctx.op.Div(a, b)
@@ -83,6 +84,28 @@ def div_mode(ctx, a, b, rounding_mode=None):
     needs = ctx.op.And(ctx.op.Not(ctx.op.Equal(r, zero)),
                        ctx.op.Xor(ctx.op.Less(a, zero), ctx.op.Less(b, zero)))
     return ctx.op.Sub(q, ctx.op.Cast(needs, to=to))
+
+
+def _sign_fixed_fmod(ctx, a, b, to):
+    """(fmod(a, b), whether it must move by one divisor to take the divisor's sign)."""
+    mod = ctx.op.Mod(a, b, fmod=1)
+    zero = ctx.scalar(0, to)
+    fix = ctx.op.And(ctx.op.Not(ctx.op.Equal(mod, zero)),
+                     ctx.op.Xor(ctx.op.Less(b, zero), ctx.op.Less(mod, zero)))
+    return mod, fix
+
+
+def _float_floor_divide(ctx, a, b, to):
+    """PyTorch's floating floor division (div_floor_floating): (a - fmod(a, b)) / b, minus 1 when
+    the remainder's sign differs from b's, rounded to the nearest integer; a / b where b is 0.
+    Closer to exact than floor(a / b) when a / b rounds up to an integer."""
+    mod, fix = _sign_fixed_fmod(ctx, a, b, to)
+    div = ctx.op.Div(ctx.op.Sub(a, mod), b)
+    div = ctx.op.Sub(div, ctx.op.Cast(fix, to=to))
+    floordiv = ctx.op.Floor(div)
+    up = ctx.op.Greater(ctx.op.Sub(div, floordiv), ctx.scalar(0.5, to))
+    floordiv = ctx.op.Add(floordiv, ctx.op.Cast(up, to=to))
+    return ctx.op.Where(ctx.op.Equal(b, ctx.scalar(0, to)), ctx.op.Div(a, b), floordiv)
 
 
 def _trunc(ctx, x):
@@ -97,11 +120,13 @@ def floor_divide(ctx, a, b):
 
 @translates(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)
 def remainder(ctx, a, b):
-    """Python-style remainder: the result has the sign of the divisor."""
+    """remainder.Tensor/.Scalar/.Scalar_Tensor: Python-style remainder, with the sign of the divisor
+    (floats: fmod(a, b), plus b where the signs differ, as PyTorch computes it)."""
     to = ctx.out_dtype
     a, b = promote(ctx, a, b, to=to)
     if dtypes.is_float(to):
-        return ctx.op.Sub(a, ctx.op.Mul(ctx.op.Floor(ctx.op.Div(a, b)), b))
+        mod, fix = _sign_fixed_fmod(ctx, a, b, to)
+        return ctx.op.Where(fix, ctx.op.Add(mod, b), mod)
     return ctx.op.Mod(a, b, fmod=0)
 
 

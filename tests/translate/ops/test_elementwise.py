@@ -213,3 +213,10 @@ def test_erfc_hypot_copysign():
     b = make(torch.float32)
     b[0, 0], b[1, 1] = 0.0, -0.0
     check_export(M(), (make(torch.float32), b), DYN2)
+
+
+def test_float_floor_divide_where_quotient_rounds_to_integer():
+    # 1 / 0.1 rounds to 10.0 in float32, while PyTorch's floor division gives 9 (fmod(1, 0.1) > 0)
+    a = torch.tensor([[1.0, -1.0, 0.3, 7.0, 2.5], [1.0, 5.0, -0.7, 0.0, 3.0]])
+    b = torch.tensor([[0.1, 0.1, 0.1, -0.7, 0.5], [-0.1, 0.25, 0.35, 2.0, 0.0]])
+    check_export(Fn2(lambda a, b: (a // b, torch.div(a, b, rounding_mode="floor"), a % b)), (a, b), DYN2)
