@@ -121,3 +121,20 @@ def test_lstm_projection_raises_clear_error():
     model = _Rnn(torch.nn.LSTM(8, 16, proj_size=4))
     with pytest.raises(onnxport.errors.ExportError, match="proj_size"):
         onnxport.to_onnx(model.eval(), (torch.randn(5, 3, 8),), dynamic_shapes={"x": {0: "time", 1: "batch"}})
+
+
+def test_recurrent_op_stays_whole_when_the_graph_is_decomposed():
+    """Another op without a translation makes the graph go through decomposition: lstm stays whole."""
+    from onnxport.translate import registry
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = torch.nn.LSTM(8, 16, num_layers=2, bidirectional=True, batch_first=True)
+
+        def forward(self, x):
+            return torch.nn.functional.silu(self.rnn(x)[0])
+
+    with registry.override({torch.ops.aten.silu.default: None}):
+        r = check_export(M(), (torch.randn(2, 5, 8),), {"x": {0: "batch", 1: "time"}})
+    assert count_ops(r, "LSTM") == 2 and count_ops(r, "Sigmoid") >= 1
