@@ -1,0 +1,136 @@
+"""``if <tensor condition>:`` blocks -> ``torch.cond``.
+
+Two forms are rewritten (source form)::
+
+    if x.mean() > 0:                    def _onnxport_then_L():
+        y = f(x)                            y = f(x)
+    else:                         ->        return (y,)
+        y = g(x)                        def _onnxport_else_L():
+                                            y = g(x)
+                                            return (y,)
+                                        (y,) = run_cond(x.mean() > 0, _onnxport_then_L, _onnxport_else_L)
+
+    if x.mean() > 0:                    def _onnxport_then_L():
+        return f(x)               ->        return f(x)
+    <rest ending in return>             def _onnxport_else_L():
+                                            <rest ending in return>
+                                        return run_cond(x.mean() > 0, _onnxport_then_L, _onnxport_else_L)
+
+In the assignment form, the outputs are the names a branch binds that are read after the block; a
+branch that does not bind one passes its earlier value through. Semantics: PyTorch
+``torch.cond(pred, true_fn, false_fn, operands)`` (both branches return the same structure, dtypes
+and ranks). A condition that is not a tensor keeps Python's ``if``.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+
+from onnxport.rewrite import names as N
+from onnxport.rewrite.loops import _tracing, _tup, generated
+
+P = N.GENERATED_PREFIX
+_EXITS = (ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal, ast.Delete)
+
+
+def run_cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any], *, where: str = "") -> Any:
+    """Run a rewritten ``if``: ``torch.cond`` while tracing with a one-element tensor condition,
+    Python's ``if`` otherwise (eager mode, Python bools, SymBools)."""
+    if not (_tracing() and isinstance(pred, torch.Tensor)):
+        return then_fn() if pred else else_fn()
+    p = pred.reshape(())
+    p = p if p.dtype == torch.bool else p != 0
+
+    def clone(fn):
+        return lambda: pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, fn())
+
+    return torch.cond(p, clone(then_fn), clone(else_fn), ())
+
+
+def _looks_static(test: ast.AST) -> bool:
+    """Conditions that are never tensors: ``is None``, ``isinstance``, ``self.training``, constants."""
+    for sub in ast.walk(test):
+        if isinstance(sub, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn))
+                                                for op in sub.ops):
+            return True
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id in (
+                "isinstance", "hasattr", "callable", "getattr"):
+            return True
+        if isinstance(sub, ast.Attribute) and sub.attr in ("training", "is_scripting", "is_tracing"):
+            return True
+    return isinstance(test, ast.Constant)
+
+
+def _ends_in_return(stmts: list[ast.stmt]) -> bool:
+    return bool(stmts) and isinstance(stmts[-1], ast.Return)
+
+
+def _returns(stmts: list[ast.stmt]) -> list[ast.AST]:
+    return N.find_exits(stmts, (ast.Return,))
+
+
+def _branch_fn(name: str, body: list[ast.stmt], rebound: list[str], tail: str | None, node: ast.AST) -> ast.stmt:
+    """``def name(): <v = pre_v for rebound v>; body; [return tail]``."""
+    lines = [f"def {name}():"] + [f"    {v} = {P}pre_{v}" for v in rebound] + ["    pass"]
+    if tail is not None:
+        lines.append(f"    return {tail}")
+    fdef = generated("\n".join(lines), node)[0]
+    k = [j for j, s in enumerate(fdef.body) if isinstance(s, ast.Pass)][0]
+    fdef.body[k:k + 1] = body or [ast.copy_location(ast.Pass(), node)]
+    return fdef
+
+
+def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx) -> tuple[list[ast.stmt] | None, bool]:
+    """Statements replacing an ``if`` with ``torch.cond``, and whether they also replace ``rest`` (the
+    statements after it in the same block); ``(None, False)`` when the form is not handled (with a
+    note in ``ctx`` unless the condition is obviously not a tensor)."""
+    def refuse(reason: str):
+        if not _looks_static(node.test):
+            ctx.note(node, "if", False, reason)
+        return None, False
+
+    if _looks_static(node.test):
+        return None, False
+    branches = [node.body, node.orelse]
+    exits = N.find_exits(node.body + node.orelse, _EXITS)
+    if exits:
+        return refuse(f"'{type(exits[0]).__name__.lower()}' at line {exits[0].lineno} inside the branch")
+    stores = N.subscript_stores(node.body + node.orelse)
+    if stores:
+        return refuse(f"in-place write '{ast.unparse(stores[0])} = ...' at line {stores[0].lineno} in a branch")
+    before, after = ctx.defined_before(node), ctx.used_after(node)
+    returns = _returns(node.body + node.orelse)
+    if returns:
+        if ctx.loops:
+            return refuse("'return' inside a loop")
+        else_body = node.orelse if node.orelse else rest
+        if not (_ends_in_return(node.body) and _ends_in_return(else_body)):
+            return refuse("a branch returns on some paths only")
+        if _returns(else_body[:-1]) or _returns(node.body[:-1]) or N.find_exits(else_body, _EXITS):
+            return refuse("'return' before the end of a branch")
+        branches = [node.body, else_body]
+        outputs, tail = None, None
+    else:
+        stored = [N.stored_names(b) for b in branches]
+        outputs = sorted((stored[0] | stored[1]) & after)
+        if not outputs:
+            return refuse("the branches bind no variable read after the block")
+        missing = [v for v in outputs if v not in before and not (v in stored[0] and v in stored[1])]
+        if missing:
+            return refuse(f"{', '.join(missing)} bound in one branch only and not before the block")
+        tail = _tup(outputs)
+    names = (ctx.fresh("then", node), ctx.fresh("else", node))
+    rebound = sorted((N.stored_names(branches[0]) | N.stored_names(branches[1])) & before)
+    stmts = generated("\n".join(f"{P}pre_{v} = {v}" for v in rebound), node)
+    stmts += [_branch_fn(n, b, sorted(N.stored_names(b) & before), tail, node) for n, b in zip(names, branches)]
+    call = f"{P}branches.run_cond(_test, {names[0]}, {names[1]}, where={ctx.where(node)!r})"
+    last = generated(f"return {call}" if outputs is None else f"{tail} = {call}", node)[0]
+    last.value.args[0] = node.test
+    stmts.append(last)
+    form = "early return" if outputs is None else f"outputs {', '.join(outputs)}"
+    ctx.note(node, "if", True, f"torch.cond ({form})")
+    return stmts, outputs is None

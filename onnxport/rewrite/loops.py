@@ -1,0 +1,454 @@
+"""``for i in range(<dynamic size>)`` loops -> ``torch._higher_order_ops.scan.scan``.
+
+The rewritten loop (source form, ``i`` the loop variable)::
+
+    for i in range(n):                        def _onnxport_for_L(carry, xs):
+        h = cell(x[:, i], h)          ->          (h,) = carry
+        outs.append(h)                            (i_t, x_i) = xs
+        dist[i, :] = f(y, x[i:i+1])               h = cell(x_i, h)
+                                                  y0 = h
+                                                  y1 = row(f(y, x_i2[None]), dist, 0, "index")
+                                                  return (h,), (y0, y1)
+                                              (h,), (ys0, ys1) = run_scan(_onnxport_for_L, (h,), 0, n, ...)
+                                              outs = Rows(outs, ys0); dist = write_rows(dist, ys1, 0, 0)
+
+* names bound in the body, bound before the loop and read in the body or after it: the carry;
+* ``E[..., i, ...]`` / ``E[..., i:i+1, ...]`` with ``E`` unchanged by the loop and only full
+  slices before ``i``: a scanned input ``E.movedim(d, 0)`` (its element replaces the subscript);
+* other reads of ``i``: a 0-d int64 tensor scanned from ``torch.arange(start, stop)``;
+* ``out[i] = v`` / ``out[i, :] = v`` (preallocated ``out``) and ``L.append(v)`` (``L`` then only
+  used by ``torch.stack``/``torch.cat``): stacked scan outputs written back after the loop.
+
+Semantics: PyTorch ``scan`` (combine_fn(carry, x) -> (next_carry, y), outputs stacked on dim 0).
+Outside tracing (eager) the rewritten body runs as a Python loop with a tensor index, which is
+what the automatic equivalence check of ``rewrite_module`` exercises.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Callable
+
+import torch
+
+from onnxport.rewrite import names as N
+
+P = N.GENERATED_PREFIX
+_DYNAMIC_ATTRS = {"shape"}
+_DYNAMIC_CALLS = {"size", "numel", "item", "len"}
+
+
+class _Refuse(Exception):
+    """The loop has a form the rewriter does not handle; the message says which."""
+
+
+# --------------------------------------------------------------------------- runtime
+
+
+def _tracing() -> bool:
+    return torch.compiler.is_compiling() or torch.compiler.is_exporting()
+
+
+def _element(source: Any, d: int, k: Any) -> Any:
+    if isinstance(source, torch.Tensor):
+        return source.select(d, k)
+    return source[(slice(None),) * d + (k,)]
+
+
+def _python_loop(body: Callable, init: tuple, start: Any, stop: Any, sources: list, tensor_index: bool):
+    carry, rows = tuple(init), None
+    for k in range(start, stop):
+        index = torch.tensor(k) if tensor_index else k
+        xs = tuple(index if src is None else _element(src, d, k) for src, d in sources)
+        carry, ys = body(carry, xs)
+        if rows is None:
+            rows = [[] for _ in ys]
+        for acc, y in zip(rows, ys):
+            acc.append(y)
+    if rows is None:
+        return carry, None
+    return carry, tuple(torch.stack([torch.as_tensor(v) for v in acc]) for acc in rows)
+
+
+def run_scan(body: Callable, init: tuple, start: Any, stop: Any, sources: list, *, dynamic: bool,
+             where: str = "") -> tuple[tuple, tuple | None]:
+    """Run a rewritten loop body over ``range(start, stop)``.
+
+    Args:
+        body: ``body(carry: tuple, xs: tuple) -> (next_carry: tuple, ys: tuple)``; ``xs`` holds the
+            loop index then one element per source.
+        init: initial carried values (tensors for the scan form).
+        start, stop: the range bounds (ints or SymInts).
+        sources: ``(tensor, dim)`` pairs scanned along ``dim``; ``(None, 0)`` is the loop index.
+        dynamic: the range bound was written from a tensor size (``x.shape[0]``, ``len(x)``...).
+        where: the loop's source line, for messages.
+
+    Returns ``(final_carry, stacked_ys)``; ``stacked_ys`` is None after zero iterations of the
+    Python form. While tracing (torch.export) with a dynamic bound and tensor operands this is one
+    ``torch.ops.higher_order.scan``; otherwise the body runs as a Python loop.
+    """
+    n = stop - start
+    tensors = all(isinstance(t, torch.Tensor) for t in init) and all(
+        s is None or isinstance(s, torch.Tensor) for s, _ in sources)
+    if not tensors or not (dynamic or isinstance(n, torch.SymInt)):
+        return _python_loop(body, init, start, stop, sources, tensor_index=False)
+    if not _tracing():
+        return _python_loop(body, init, start, stop, sources, tensor_index=True)
+    from torch._higher_order_ops.scan import scan
+
+    xs = [torch.arange(start, stop) if s is None else s.movedim(d, 0).narrow(0, start, n) for s, d in sources]
+    n_carry = len(init)
+    carry0 = list(init) if init else [torch.zeros(())]
+
+    def combine(carry, x):
+        next_carry, ys = body(tuple(carry[:n_carry]), tuple(x))
+        next_carry = [c.clone() for c in next_carry] if n_carry else [carry[0].clone()]
+        return next_carry, [torch.as_tensor(y).clone() for y in ys]
+
+    carry, ys = scan(combine, carry0, xs)
+    return tuple(carry[:n_carry]), tuple(ys)
+
+
+def row(value: Any, out: torch.Tensor, d: int, kind: str) -> torch.Tensor:
+    """The row that ``out[(:,)*d + (i,)] = value`` (kind ``"index"``) or ``out[..., i:i+1] = value``
+    (kind ``"slice"``) writes: ``value`` cast to ``out.dtype`` and broadcast to the row's shape."""
+    shape = list(out.shape)
+    if kind == "slice":
+        shape[d] = 1
+    else:
+        del shape[d]
+    if not isinstance(value, torch.Tensor):
+        value = torch.full(shape, value, dtype=out.dtype)
+    value = value.to(out.dtype).expand(shape)
+    return value.squeeze(d) if kind == "slice" else value
+
+
+def write_rows(out: torch.Tensor, ys: torch.Tensor | None, d: int, start: Any) -> torch.Tensor:
+    """``out`` with the stacked rows ``ys`` written at ``start, start+1, ...`` along ``d``."""
+    if ys is None:
+        return out
+    return out.slice_scatter(ys.movedim(0, d).to(out.dtype), d, start, start + ys.shape[0])
+
+
+class Rows:
+    """A list filled by a rewritten loop: the elements appended before it, then the scan's rows."""
+
+    def __init__(self, prefix: Any, ys: torch.Tensor | None):
+        self.prefix = list(prefix)
+        self.ys = ys
+
+    def stacked(self) -> torch.Tensor | None:
+        if self.ys is None:
+            return None
+        if not self.prefix:
+            return self.ys
+        return torch.cat([torch.stack(self.prefix), self.ys])
+
+
+def stack_rows(rows: Any, dim: int = 0) -> torch.Tensor:
+    """``torch.stack(rows, dim)`` for a ``Rows`` (or any list)."""
+    full = rows.stacked() if isinstance(rows, Rows) else None
+    if full is None:
+        return torch.stack(rows.prefix if isinstance(rows, Rows) else rows, dim)
+    return full.movedim(0, dim)
+
+
+def cat_rows(rows: Any, dim: int = 0) -> torch.Tensor:
+    """``torch.cat(rows, dim)`` for a ``Rows`` (or any list)."""
+    full = rows.stacked() if isinstance(rows, Rows) else None
+    if full is None:
+        return torch.cat(rows.prefix if isinstance(rows, Rows) else rows, dim)
+    rank = full.dim() - 1
+    d = dim + rank if dim < 0 else dim
+    return full.movedim(0, d).flatten(d, d + 1)
+
+
+# --------------------------------------------------------------------------- source analysis
+
+
+def dynamic_names(func: ast.FunctionDef) -> set[str]:
+    """Names assigned (directly or through other such names) from tensor sizes in ``func``."""
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for node in ast.walk(func):
+            if isinstance(node, ast.Assign) and is_dynamic(node.value, found):
+                for target in node.targets:
+                    for sub in ast.walk(target):
+                        if isinstance(sub, ast.Name) and sub.id not in found:
+                            found.add(sub.id)
+                            changed = True
+    return found
+
+
+def is_dynamic(expr: ast.AST, names: set[str]) -> bool:
+    """Whether ``expr`` reads a tensor size (``.shape``, ``.size()``, ``len()``...) or such a name."""
+    for sub in ast.walk(expr):
+        if isinstance(sub, ast.Attribute) and sub.attr in _DYNAMIC_ATTRS:
+            return True
+        if isinstance(sub, ast.Call):
+            f = sub.func
+            if (isinstance(f, ast.Attribute) and f.attr in _DYNAMIC_CALLS) or (
+                    isinstance(f, ast.Name) and f.id in _DYNAMIC_CALLS):
+                return True
+        if isinstance(sub, ast.Name) and sub.id in names:
+            return True
+    return False
+
+
+def _full_slice(e: ast.AST) -> bool:
+    return isinstance(e, ast.Slice) and e.lower is None and e.upper is None and e.step is None
+
+
+def _is_next(e: ast.AST, i: str) -> bool:
+    """``i + 1`` or ``1 + i``."""
+    if not (isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add)):
+        return False
+    sides = (e.left, e.right)
+    return any(isinstance(a, ast.Name) and a.id == i for a in sides) and any(
+        isinstance(b, ast.Constant) and b.value == 1 for b in sides)
+
+
+def split_index(index: ast.AST, i: str):
+    """``(d, kind, before, after)`` when ``index`` is ``[:, ..., :, i, rest...]`` (kind ``"index"``) or
+    ``[:, ..., :, i:i+1, rest...]`` (kind ``"slice"``) with ``i`` nowhere else; None otherwise."""
+    elts = list(index.elts) if isinstance(index, ast.Tuple) else [index]
+    at = [k for k, e in enumerate(elts) if N.uses_name(e, i)]
+    if len(at) != 1:
+        return None
+    d = at[0]
+    if not all(_full_slice(e) for e in elts[:d]):
+        return None
+    e = elts[d]
+    if isinstance(e, ast.Name) and e.id == i:
+        kind = "index"
+    elif (isinstance(e, ast.Slice) and isinstance(e.lower, ast.Name) and e.lower.id == i and e.step is None
+          and _is_next(e.upper, i)):
+        kind = "slice"
+    else:
+        return None
+    return d, kind, elts[:d], elts[d + 1:]
+
+
+def _invariant(expr: ast.AST, changing: set[str]) -> bool:
+    """``name`` or ``name.attr.attr`` with ``name`` not rebound in the loop."""
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return isinstance(expr, ast.Name) and expr.id not in changing
+
+
+class _IndexUses(ast.NodeTransformer):
+    """Replaces reads of the loop variable: scanned slices, or the tensor index."""
+
+    def __init__(self, i: str, changing: set[str], fresh: Callable[[str], str]):
+        self.i, self.changing, self.fresh = i, changing, fresh
+        self.sources: dict[str, tuple[str, ast.AST, int]] = {}  # key -> (name, expr, d)
+        self.index = fresh("i")
+
+    def _source(self, expr: ast.AST, d: int) -> str:
+        key = f"{ast.dump(expr)}@{d}"
+        if key not in self.sources:
+            self.sources[key] = (self.fresh("x"), expr, d)
+        return self.sources[key][0]
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        if not isinstance(node.ctx, ast.Load) or not N.uses_name(node.slice, self.i):
+            return self.generic_visit(node)
+        split = split_index(node.slice, self.i)
+        if split is not None and _invariant(node.value, self.changing | {self.i}):
+            d, kind, before, after = split
+            name = ast.Name(self._source(node.value, d), ast.Load())
+            rest = [self.visit(e) for e in after]
+            elts = list(before) + ([ast.Constant(None)] if kind == "slice" else []) + rest
+            if not elts or all(_full_slice(e) for e in elts):
+                return ast.copy_location(name, node)
+            return ast.copy_location(ast.Subscript(name, ast.Tuple(elts, ast.Load()), ast.Load()), node)
+        node.value = self.visit(node.value)
+        node.slice = self._tensor_index(node.slice)
+        return node
+
+    def _tensor_index(self, index: ast.AST) -> ast.AST:
+        elts = list(index.elts) if isinstance(index, ast.Tuple) else [index]
+        out = []
+        for e in elts:
+            if isinstance(e, ast.Slice) and N.uses_name(e, self.i):
+                if not (isinstance(e.lower, ast.Name) and e.lower.id == self.i and _is_next(e.upper, self.i)
+                        and e.step is None):
+                    raise _Refuse(f"slice '{ast.unparse(e)}' with the loop variable as a bound "
+                                  f"(only '{self.i}' and '{self.i}:{self.i}+1' are scanned)")
+                e = generated(f"{self.index}.reshape(1)", e)[0].value
+            else:
+                e = self.visit(e)
+            out.append(e)
+        return ast.Tuple(out, ast.Load()) if isinstance(index, ast.Tuple) else out[0]
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if isinstance(node.func, ast.Name) and node.func.id in ("range", "int") and any(
+                N.uses_name(a, self.i) for a in node.args):
+            raise _Refuse(f"'{ast.unparse(node)}' needs the loop variable as a Python int")
+        return self.generic_visit(node)
+
+    def visit_Slice(self, node: ast.Slice) -> ast.AST:
+        if N.uses_name(node, self.i):
+            raise _Refuse(f"slice '{ast.unparse(node)}' with the loop variable as a bound")
+        return self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id == self.i and isinstance(node.ctx, ast.Load):
+            return ast.copy_location(ast.Name(self.index, ast.Load()), node)
+        return node
+
+
+def _stack_call_arg(call: ast.AST, name: str) -> bool:
+    return (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+            and call.func.attr in ("stack", "cat", "concat", "concatenate")
+            and isinstance(call.func.value, ast.Name) and call.func.value.id == "torch"
+            and bool(call.args) and isinstance(call.args[0], ast.Name) and call.args[0].id == name)
+
+
+def _only_stacked_after(func: ast.FunctionDef, name: str, line: int) -> bool:
+    allowed = {id(c.args[0]) for c in ast.walk(func) if _stack_call_arg(c, name)}
+    return all(id(n) in allowed for n in N.name_loads([func], name) if n.lineno > line)
+
+
+def generated(source: str, node: ast.AST) -> list[ast.stmt]:
+    """Parse ``source`` and give every node the source location of ``node`` (the user's construct)."""
+    stmts = ast.parse(source).body
+    for s in stmts:
+        for sub in ast.walk(s):
+            if "lineno" in sub._attributes:
+                ast.copy_location(sub, node)
+    return stmts
+
+
+def _tup(names: list[str]) -> str:
+    return "(" + ", ".join(names) + ("," if len(names) == 1 else "") + ")"
+
+
+# --------------------------------------------------------------------------- the rewrite
+
+
+def rewrite_for(node: ast.For, ctx) -> list[ast.stmt] | None:
+    """Statements replacing a ``for i in range(...)`` loop with a scan, or None (with a note in
+    ``ctx`` when the bound is a tensor size) if the loop has a form that is not handled."""
+    it = node.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
+        return None
+    dynamic = any(is_dynamic(a, dynamic_names(ctx.func)) for a in it.args)
+    try:
+        return _rewrite_for(node, ctx, dynamic)
+    except _Refuse as e:
+        if dynamic:
+            ctx.note(node, "for", False, str(e))
+        return None
+
+
+def _rewrite_for(node: ast.For, ctx, dynamic: bool) -> list[ast.stmt]:
+    it = node.iter
+    if not isinstance(node.target, ast.Name):
+        raise _Refuse("the loop target is not a single name")
+    if it.keywords or not 1 <= len(it.args) <= 2:
+        raise _Refuse("range() with a step")
+    if node.orelse:
+        raise _Refuse("for ... else")
+    exits = N.find_exits(node.body, (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom,
+                                     ast.Global, ast.Nonlocal, ast.Delete))
+    if exits:
+        raise _Refuse(f"'{type(exits[0]).__name__.lower()}' at line {exits[0].lineno} inside the loop")
+    i = node.target.id
+    start, stop = (ast.Constant(0), it.args[0]) if len(it.args) == 1 else tuple(it.args)
+    before, after = ctx.defined_before(node), ctx.used_after(node)
+    if i in after:
+        raise _Refuse(f"the loop variable '{i}' is read after the loop")
+    fresh = lambda kind: ctx.fresh(kind, node)  # noqa: E731
+
+    # rows written into preallocated tensors and values appended to lists
+    body: list[ast.stmt] = []
+    kept: list[ast.stmt] = []
+    outputs: list[tuple[str, str, str, Any]] = []  # (y name, "write"/"append", target, extra)
+    special: dict[str, str] = {}
+    values = []
+    for s in node.body:
+        target = s.targets[0] if isinstance(s, ast.Assign) and len(s.targets) == 1 else None
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            split = split_index(target.slice, i)
+            out = target.value.id
+            if split is not None and all(_full_slice(e) or isinstance(e, ast.Constant) and e.value is Ellipsis
+                                         for e in split[3]) and out in before:
+                d, kind = split[0], split[1]
+                if out not in special:
+                    special[out] = fresh("y")
+                    outputs.append((special[out], "write", out, (d, kind)))
+                elif outputs[[o[2] for o in outputs].index(out)][3] != (d, kind):
+                    raise _Refuse(f"'{out}' is written along two different dimensions")
+                values.append(s.value)
+                body.append(generated(f"{special[out]} = {P}loops.row(_v, {out}, {d}, {kind!r})", s)[0])
+                body[-1].value.args[0] = s.value
+                continue
+        call = s.value if isinstance(s, ast.Expr) else None
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "append"
+                and isinstance(call.func.value, ast.Name) and len(call.args) == 1 and not call.keywords
+                and call.func.value.id in before and call.func.value.id not in special):
+            lst = call.func.value.id
+            if not _only_stacked_after(ctx.func, lst, node.end_lineno):
+                raise _Refuse(f"list '{lst}' is used after the loop other than by torch.stack / torch.cat")
+            special[lst] = fresh("y")
+            outputs.append((special[lst], "append", lst, None))
+            values.append(call.args[0])
+            body.append(ast.copy_location(ast.Assign([ast.Name(special[lst], ast.Store())], call.args[0]), s))
+            continue
+        body.append(s)
+        kept.append(s)
+    for name in special:
+        if name in N.loaded_names(kept + values) or name in N.stored_names(node.body):
+            raise _Refuse(f"'{name}' is read or rebound inside the loop besides its row writes / appends")
+    stores = N.subscript_stores(body)
+    if stores:
+        raise _Refuse(f"in-place write '{ast.unparse(stores[0])} = ...' at line {stores[0].lineno} "
+                      f"(only '{ast.unparse(stores[0].value)}[{i}] = ...' rows are scanned)")
+
+    # reads of the loop variable
+    changing = N.stored_names(node.body)
+    uses = _IndexUses(i, changing, fresh)
+    body = [uses.visit(s) for s in body]
+    stored = N.stored_names(body) - {i}
+    loaded = N.loaded_names(body)
+    late = sorted(n for n in stored - before if n in after)
+    if late:
+        raise _Refuse(f"{', '.join(late)} first bound inside the loop and read after it")
+    carried = sorted(n for n in stored if n in before and (n in loaded or n in after))
+    src_names = [name for name, _, _ in uses.sources.values()]
+    specs = ["(None, 0)"] + [f"({ast.unparse(expr)}, {d})" for _, expr, d in uses.sources.values()]
+    ys_in = [o[0] for o in outputs]
+    ys_out = [f"{y}s" for y in ys_in]
+    fname = fresh("for")
+    lines = [f"def {fname}({P}carry, {P}xs):"]
+    if carried:
+        lines.append(f"    {_tup(carried)} = {P}carry")
+    lines += [f"    {_tup([uses.index] + src_names)} = {P}xs", "    pass",
+              f"    return {_tup(carried)}, {_tup(ys_in)}"]
+    call = (f"{P}loops.run_scan({fname}, {_tup(carried)}, {ast.unparse(start)}, {ast.unparse(stop)}, "
+            f"[{', '.join(specs)}], dynamic={dynamic}, where={ctx.where(node)!r})")
+    carried_target = _tup(carried) if carried else "_"
+    lines.append(f"{carried_target}, {P}ys = {call}")
+    if ys_out:
+        lines.append(f"{_tup(ys_out)} = {P}ys if {P}ys is not None else {_tup(['None'] * len(ys_out))}")
+    for (y, kind, target, extra), ys in zip(outputs, ys_out):
+        if kind == "write":
+            lines.append(f"{target} = {P}loops.write_rows({target}, {ys}, {extra[0]}, {ast.unparse(start)})")
+        else:
+            lines.append(f"{target} = {P}loops.Rows({target}, {ys})")
+            ctx.stacked_lists.add(target)
+    stmts = generated("\n".join(lines), node)
+    fdef = stmts[0]
+    k = [j for j, s in enumerate(fdef.body) if isinstance(s, ast.Pass)][0]
+    fdef.body[k:k + 1] = body
+    what = f"scan over {ast.unparse(it)}"
+    parts = [f"carry {', '.join(carried)}" if carried else "no carry"]
+    if uses.sources:
+        parts.append("scanned " + ", ".join(f"{ast.unparse(e)} along {d}" for _, e, d in uses.sources.values()))
+    if outputs:
+        parts.append("rows of " + ", ".join(o[2] for o in outputs))
+    ctx.note(node, "for", True, f"{what}: {'; '.join(parts)}")
+    return stmts

@@ -1,0 +1,307 @@
+"""Source-level rewriting of a module's ``forward`` (and the methods it reaches) before capture.
+
+Each method is read with ``inspect.getsource``, parsed, transformed block by block (innermost
+constructs first: ``for i in range(...)`` -> scan, ``while <tensor>`` -> while_loop,
+``if <tensor>`` -> torch.cond), compiled under the user's file name with the original line
+numbers (so torch.export's stack traces still point at the user's lines), and bound to a shallow
+copy of the module: the user's module is never modified.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import inspect
+import textwrap
+import types
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from onnxport.rewrite import names as N
+
+
+@dataclass
+class RewriteNote:
+    """One control-flow construct seen by the rewriter.
+
+    Attributes:
+        construct: ``"for"``, ``"while"`` or ``"if"``.
+        where: ``file:line in function``.
+        rewritten: True when the construct became scan / while_loop / torch.cond.
+        detail: what it became, or why it was left as Python.
+    """
+
+    construct: str
+    where: str
+    rewritten: bool
+    detail: str
+
+    def __str__(self) -> str:
+        state = "rewritten" if self.rewritten else "left as Python"
+        return f"{self.where}: {self.construct} {state}: {self.detail}"
+
+
+@dataclass
+class FunctionContext:
+    """What the construct rewriters know about the function being transformed."""
+
+    func: ast.FunctionDef
+    filename: str
+    notes: list = field(default_factory=list)
+    loops: list = field(default_factory=list)  # enclosing loop statements of the current block
+    stacked_lists: set = field(default_factory=set)
+    counter: int = 0
+
+    def where(self, node: ast.AST) -> str:
+        return f"{self.filename}:{node.lineno} in {self.func.name}"
+
+    def note(self, node: ast.AST, construct: str, rewritten: bool, detail: str) -> None:
+        self.notes.append(RewriteNote(construct, self.where(node), rewritten, detail))
+
+    def fresh(self, kind: str, node: ast.AST) -> str:
+        self.counter += 1
+        return f"{N.GENERATED_PREFIX}{kind}_{node.lineno}_{self.counter}"
+
+    def defined_before(self, node: ast.AST) -> set[str]:
+        """Parameters and names bound on lines before ``node`` (plus those bound in enclosing loops,
+        which hold values from earlier iterations)."""
+        found = set(N.parameters(self.func))
+        for sub in ast.walk(self.func):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store) and sub.lineno < node.lineno:
+                found.add(sub.id)
+        for loop in self.loops:
+            found |= N.stored_names(loop.body)
+        return found
+
+    def used_after(self, node: ast.AST) -> set[str]:
+        """Names read after ``node`` ends, or anywhere in an enclosing loop (its next iteration)."""
+        found = set()
+        for sub in ast.walk(self.func):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.lineno > node.end_lineno:
+                found.add(sub.id)
+        for loop in self.loops:
+            found |= N.loaded_names([loop])
+        return {n for n in found if not n.startswith(N.GENERATED_PREFIX)}
+
+
+def _located(stmts: list[ast.stmt], node: ast.AST) -> list[ast.stmt]:
+    for s in stmts:
+        for sub in ast.walk(s):
+            if not hasattr(sub, "lineno") or getattr(sub, "lineno", None) is None:
+                ast.copy_location(sub, node)
+        ast.fix_missing_locations(s)
+    return stmts
+
+
+class _BlockRewriter:
+    """Walks the statement blocks of one function, innermost constructs first."""
+
+    def __init__(self, ctx: FunctionContext):
+        self.ctx = ctx
+
+    def block(self, stmts: list[ast.stmt]) -> list[ast.stmt]:
+        from onnxport.rewrite import branches, loops, while_loops
+
+        out: list[ast.stmt] = []
+        for k, s in enumerate(stmts):
+            if isinstance(s, (ast.For, ast.While)):
+                self.ctx.loops.append(s)
+                s.body = self.block(s.body)
+                self.ctx.loops.pop()
+                s.orelse = self.block(s.orelse)
+                rewrite = loops.rewrite_for if isinstance(s, ast.For) else while_loops.rewrite_while
+                replacement = rewrite(s, self.ctx)
+                out.extend(_located(replacement, s) if replacement is not None else [s])
+            elif isinstance(s, ast.If):
+                s.body = self.block(s.body)
+                s.orelse = self.block(s.orelse)
+                rest = self.block(stmts[k + 1:])
+                replacement, consumed = branches.rewrite_if(s, rest, self.ctx)
+                if replacement is None:
+                    return out + [s] + rest
+                out.extend(_located(replacement, s))
+                return out if consumed else out + rest
+            elif isinstance(s, (ast.With, ast.AsyncWith)):
+                s.body = self.block(s.body)
+                out.append(s)
+            elif isinstance(s, ast.Try):
+                s.body = self.block(s.body)
+                s.orelse = self.block(s.orelse)
+                s.finalbody = self.block(s.finalbody)
+                out.append(s)
+            else:
+                out.append(s)
+        return out
+
+
+class _StackCalls(ast.NodeTransformer):
+    """``torch.stack(L, ...)`` / ``torch.cat(L, ...)`` on a list filled by a rewritten loop ->
+    ``loops.stack_rows`` / ``loops.cat_rows`` (which take the scan's stacked outputs)."""
+
+    FUNCS = {"stack": "stack_rows", "cat": "cat_rows", "concat": "cat_rows", "concatenate": "cat_rows"}
+
+    def __init__(self, lists: set[str]):
+        self.lists = lists
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        f = node.func
+        if (isinstance(f, ast.Attribute) and f.attr in self.FUNCS and isinstance(f.value, ast.Name)
+                and f.value.id == "torch" and node.args and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in self.lists):
+            node.func = ast.copy_location(ast.Attribute(
+                ast.Name(f"{N.GENERATED_PREFIX}loops", ast.Load()), self.FUNCS[f.attr], ast.Load()), f)
+        return node
+
+
+class _SuperAndMangling(ast.NodeTransformer):
+    """``super()`` -> ``super(<class>, self)`` and ``self.__x`` -> ``self._Class__x`` (the recompiled
+    function lives outside its class body, where Python would do both implicitly)."""
+
+    def __init__(self, cls_name: str, first_arg: str | None):
+        self.cls_name = cls_name.lstrip("_")
+        self.first_arg = first_arg
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args and self.first_arg:
+            node.args = [ast.Name(f"{N.GENERATED_PREFIX}class", ast.Load()), ast.Name(self.first_arg, ast.Load())]
+            ast.fix_missing_locations(ast.copy_location(node, node))
+            for a in node.args:
+                ast.copy_location(a, node)
+        return node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        if node.attr.startswith("__") and not node.attr.endswith("__") and self.cls_name:
+            node.attr = f"_{self.cls_name}{node.attr}"
+        return node
+
+
+def rewrite_function(fn: Callable, cls: type | None, notes: list) -> Callable | None:
+    """Rewrite the control flow of one function; return the new function, or None when nothing changed.
+
+    ``fn`` is a plain function (a method taken from its class); ``cls`` its class (for ``super()``).
+    Notes about every construct seen are appended to ``notes``.
+    """
+    fn = inspect.unwrap(fn)
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        filename = inspect.getsourcefile(fn) or "<unknown>"
+    except (OSError, TypeError) as e:
+        notes.append(RewriteNote("function", getattr(fn, "__qualname__", str(fn)), False,
+                                 f"source not available ({e})"))
+        return None
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    ast.increment_lineno(tree, first - 1)
+    func = tree.body[0]
+    if not isinstance(func, ast.FunctionDef):
+        return None
+    func.decorator_list = []
+    ctx = FunctionContext(func, filename)
+    func.body = _BlockRewriter(ctx).block(func.body)
+    notes.extend(ctx.notes)
+    if not any(n.rewritten for n in ctx.notes):
+        return None
+    if ctx.stacked_lists:
+        _StackCalls(ctx.stacked_lists).visit(func)
+    first_arg = func.args.args[0].arg if func.args.args else None
+    _SuperAndMangling(cls.__name__ if cls is not None else "", first_arg).visit(func)
+    ast.fix_missing_locations(tree)
+    code = compile(tree, filename, "exec")
+    from onnxport.rewrite import branches, loops, while_loops
+
+    namespace = dict(fn.__globals__)
+    namespace.update(inspect.getclosurevars(fn).nonlocals)
+    namespace.update({f"{N.GENERATED_PREFIX}loops": loops, f"{N.GENERATED_PREFIX}while_loops": while_loops,
+                      f"{N.GENERATED_PREFIX}branches": branches, f"{N.GENERATED_PREFIX}class": cls})
+    exec(code, namespace)
+    new = namespace[func.name]
+    new.__defaults__ = fn.__defaults__
+    new.__kwdefaults__ = fn.__kwdefaults__
+    return new
+
+
+def _called_methods(fn: Callable, cls: type) -> list[str]:
+    """Names of the methods of ``cls`` that ``fn`` calls as ``self.name(...)``."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"):
+            attr = inspect.getattr_static(cls, node.func.attr, None)
+            if isinstance(attr, types.FunctionType) and node.func.attr not in found:
+                found.append(node.func.attr)
+    return found
+
+
+def _rewrite_class_methods(cls: type, notes: list, cache: dict) -> type | None:
+    """A subclass of ``cls`` whose ``forward`` and the methods it calls are rewritten; None if unchanged."""
+    if cls in cache:
+        return cache[cls]
+    cache[cls] = None
+    if cls.__module__.startswith("torch.") or inspect.getattr_static(cls, "forward", None) is None:
+        return None
+    todo, seen, methods = ["forward"], set(), {}
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        fn = inspect.getattr_static(cls, name, None)
+        if not isinstance(fn, types.FunctionType):
+            continue
+        new = rewrite_function(fn, cls, notes)
+        if new is not None:
+            methods[name] = new
+        todo.extend(_called_methods(fn, cls))
+    if methods:
+        cache[cls] = type(cls.__name__, (cls,), {**methods, "__module__": cls.__module__,
+                                                 "__qualname__": cls.__qualname__})
+    return cache[cls]
+
+
+def rewrite_tree(model: torch.nn.Module, notes: list) -> torch.nn.Module:
+    """Shallow copy of ``model`` (and of each ancestor of a rewritten submodule) with rewritten
+    methods; parameters and buffers are shared, the original modules are left untouched."""
+    classes: dict = {}
+    memo: dict = {}
+
+    def visit(m: torch.nn.Module, force: bool) -> torch.nn.Module:
+        if id(m) in memo:
+            return memo[id(m)]
+        children = {name: visit(c, False) if c is not None else None for name, c in m._modules.items()}
+        new_cls = _rewrite_class_methods(type(m), notes, classes)
+        changed = any(children[k] is not m._modules[k] for k in children)
+        if new_cls is None and not changed and not force:
+            memo[id(m)] = m
+            return m
+        clone = copy.copy(m)
+        clone.__dict__["_modules"] = children
+        if new_cls is not None:
+            clone.__class__ = new_cls
+        memo[id(m)] = clone
+        return clone
+
+    return visit(model, True)
+
+
+def warn_notes(notes: list) -> None:
+    """One warning listing the constructs left as Python, if any."""
+    left = [n for n in notes if not n.rewritten]
+    if left:
+        warnings.warn("control flow left as Python by rewrite_control_flow:\n  "
+                      + "\n  ".join(str(n) for n in left), stacklevel=3)
+
+
+def leaves(obj: Any) -> list:
+    """Flat leaves of a nested structure of tensors / scalars / None."""
+    import torch.utils._pytree as pytree
+
+    return pytree.tree_leaves(obj)

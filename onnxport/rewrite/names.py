@@ -1,0 +1,100 @@
+"""Variable analysis on Python ASTs: which names a block of statements stores and loads.
+
+Scoping follows Python's rules closely enough for control-flow rewriting: names bound inside
+nested functions, lambdas and comprehensions are local to them, while names they read from the
+enclosing function count as loads of the enclosing block.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterable
+
+GENERATED_PREFIX = "_onnxport_"
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
+           ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _walk_same_scope(node: ast.AST):
+    """Yield the nodes of ``node`` without entering nested scopes (the scope node itself is yielded)."""
+    yield node
+    if isinstance(node, _SCOPES):
+        return
+    for child in ast.iter_child_nodes(node):
+        yield from _walk_same_scope(child)
+
+
+def stored_names(nodes: Iterable[ast.AST]) -> set[str]:
+    """Names bound by ``nodes`` in their own scope: assignment targets, loop and ``with`` targets,
+    ``del``, imports, nested ``def``/``class`` names, walrus targets."""
+    out: set[str] = set()
+    for top in nodes:
+        for node in _walk_same_scope(top):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                out.add(node.id)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                out.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return {n for n in out if not n.startswith(GENERATED_PREFIX)}
+
+
+def loaded_names(nodes: Iterable[ast.AST]) -> set[str]:
+    """Names read by ``nodes``, including free names read inside nested functions and comprehensions."""
+    out: set[str] = set()
+    for top in nodes:
+        for node in ast.walk(top):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                out.add(node.id)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                out.add(node.target.id)
+    return {n for n in out if not n.startswith(GENERATED_PREFIX)}
+
+
+def name_loads(nodes: Iterable[ast.AST], name: str) -> list[ast.Name]:
+    """Every ``Name`` node loading ``name`` inside ``nodes``."""
+    return [n for top in nodes for n in ast.walk(top)
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+
+
+def uses_name(node: ast.AST, name: str) -> bool:
+    """Whether ``name`` is read anywhere inside ``node``."""
+    return bool(name_loads([node], name))
+
+
+def parameters(func: ast.FunctionDef) -> set[str]:
+    """Names of every parameter of ``func``."""
+    a = func.args
+    names = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
+    names += [p.arg for p in (a.vararg, a.kwarg) if p is not None]
+    return set(names)
+
+
+def find_exits(nodes: Iterable[ast.AST], kinds: tuple) -> list[ast.AST]:
+    """Statements of the given kinds (``ast.Return``, ``ast.Break``...) in ``nodes``, not counting
+    those inside nested functions; ``Break``/``Continue`` inside nested loops are not counted either."""
+    found = []
+
+    def visit(node: ast.AST, in_loop: bool) -> None:
+        if isinstance(node, kinds):
+            if not (in_loop and isinstance(node, (ast.Break, ast.Continue))):
+                found.append(node)
+        if isinstance(node, _SCOPES):
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_loop or isinstance(node, (ast.For, ast.While, ast.AsyncFor)))
+
+    for top in nodes:
+        visit(top, False)
+    return found
+
+
+def subscript_stores(nodes: Iterable[ast.AST]) -> list[ast.AST]:
+    """Assignment targets that write into an object (``a[i] = ...``, ``a.x = ...``, ``a[i] += ...``)."""
+    found = []
+    for top in nodes:
+        for node in _walk_same_scope(top):
+            if isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+                found.append(node)
+    return found
