@@ -112,8 +112,12 @@ def other_size_inputs(args: tuple, dyn: Any, grow: int = 3) -> tuple:
             key = d if isinstance(d, str) else getattr(d, "__name__", str(d))
             shape[axis] = sizes.setdefault(key, shape[axis] + grow)
         gen = torch.Generator().manual_seed(1)
-        out.append(torch.randn(shape, generator=gen).to(a.dtype) if a.dtype.is_floating_point
-                   else torch.randint(0, max(int(a.max()) + 1, 2), shape, generator=gen, dtype=a.dtype))
+        if a.dtype.is_floating_point:
+            out.append(torch.randn(shape, generator=gen).to(a.dtype))
+        elif int(a.min()) >= 0 and int(a.max()) <= 1:  # masks: keep them all ones
+            out.append(torch.ones(shape, dtype=a.dtype))
+        else:
+            out.append(torch.randint(0, int(a.max()) + 1, shape, generator=gen, dtype=a.dtype))
     return tuple(out)
 
 

@@ -56,8 +56,62 @@ def small_cnn() -> tuple[torch.nn.Module, tuple, Any]:
     return SmallCNN().eval(), (torch.randn(2, 3, 32, 32),), {"x": dims}
 
 
+# ------------------------------------------------------------------ model zoo: tiny transformers configs
+VOCAB, WIDTH, LAYERS, HEADS, FF = 1000, 64, 2, 4, 128
+
+
+class TextModel(torch.nn.Module):
+    """A Hugging Face model called with (input_ids, attention_mask), returning one output field."""
+
+    def __init__(self, model: torch.nn.Module, output: str):
+        super().__init__()
+        self.model, self.output = model, output
+
+    def forward(self, input_ids, attention_mask):
+        return getattr(self.model(input_ids=input_ids, attention_mask=attention_mask), self.output)
+
+
+def _text(model: torch.nn.Module, output: str) -> tuple[torch.nn.Module, tuple, Any]:
+    ids = torch.randint(0, VOCAB, (2, 9))
+    mask = torch.ones(2, 9, dtype=torch.int64)
+    seq = torch.export.Dim("seq", max=128)  # position embeddings cover 128 positions
+    dims = {"input_ids": {0: "batch", 1: seq}, "attention_mask": {0: "batch", 1: seq}}
+    return TextModel(model, output).eval(), (ids, mask), dims
+
+
+def bert() -> tuple[torch.nn.Module, tuple, Any]:
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=VOCAB, hidden_size=WIDTH, num_hidden_layers=LAYERS,
+                                  num_attention_heads=HEADS, intermediate_size=FF, max_position_embeddings=128)
+    return _text(transformers.BertModel(cfg, add_pooling_layer=False), "last_hidden_state")
+
+
+def gpt2() -> tuple[torch.nn.Module, tuple, Any]:
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=VOCAB, n_embd=WIDTH, n_layer=LAYERS, n_head=HEADS, n_positions=128,
+                                  use_cache=False, bos_token_id=0, eos_token_id=0)
+    return _text(transformers.GPT2LMHeadModel(cfg), "logits")
+
+
+def llama() -> tuple[torch.nn.Module, tuple, Any]:
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=WIDTH, num_hidden_layers=LAYERS,
+                                   num_attention_heads=HEADS, num_key_value_heads=2, intermediate_size=FF,
+                                   max_position_embeddings=128, use_cache=False)
+    return _text(transformers.LlamaForCausalLM(cfg), "logits")
+
+
 MODELS: dict[str, Callable[[], tuple[torch.nn.Module, tuple, Any]]] = {
     "mlp": mlp,
     "transformer_encoder": transformer_encoder,
     "small_cnn": small_cnn,
+    "bert": bert,
+    "gpt2": gpt2,
+    "llama": llama,
 }

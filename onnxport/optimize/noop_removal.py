@@ -5,7 +5,9 @@ with the identity permutation, or two Transposes that cancel (two that do not ca
 ``Reshape`` and ``Expand`` whose output shape equals the input's (all dims known: ints or the same
 dim_param); ``Squeeze(Unsqueeze(x, a), a)``, and ``Unsqueeze(Squeeze(x, a), a)`` when the squeezed
 dims of ``x`` are statically 1 (the 1-D size round trip); ``Slice`` with steps 1 keeping the whole
-shape; ``Concat`` of one input. A graph output keeps its name and shape.
+shape; ``Concat`` of one input. ``Squeeze(Transpose(Unsqueeze(x)))`` dropping exactly the inserted
+axes becomes one ``Transpose``; ``Unsqueeze(Unsqueeze(x))`` one ``Unsqueeze``. A graph output keeps
+its name and shape.
 
 Semantics: ONNX operator specs of Identity, Cast, Transpose, Reshape, Expand, Squeeze, Unsqueeze,
 Slice, Concat (https://onnx.ai/onnx/operators/).
@@ -13,10 +15,11 @@ Slice, Concat (https://onnx.ai/onnx/operators/).
 
 from __future__ import annotations
 
+import numpy as np
 import onnx_ir as ir
 
-from onnxport.optimize._scopes import (ScopedPass, attr_int, attr_ints, const_ints, dims, make_node, producer_op,
-                                       prune, remove_if_unused, replace_value, same_known_shape, single_use)
+from onnxport.optimize._scopes import (ScopedPass, attr_int, attr_ints, const_ints, dims, make_constant, make_node,
+                                       producer_op, prune, replace_value, same_known_shape, single_use)
 
 
 def _axes(node: ir.Node) -> list[int] | None:
@@ -143,6 +146,7 @@ class NoOpRemovalPass(ScopedPass):
         x = node.inputs[0]
         inner = producer_op(x, "Squeeze")
         if inner is None:
+            self._merge_unsqueezes(scope, node)
             return None
         src = inner.inputs[0]
         src_dims = dims(src)
@@ -154,6 +158,24 @@ class NoOpRemovalPass(ScopedPass):
         if _norm(a, rank) != _norm(b, rank) or any(src_dims[i] != 1 for i in _norm(b, rank)):
             return None
         return src
+
+    @staticmethod
+    def _merge_unsqueezes(scope, node) -> None:
+        """``Unsqueeze(Unsqueeze(x, a1), a2)`` -> ``Unsqueeze(x, a)`` when the inner one has no other use."""
+        inner = producer_op(node.inputs[0], "Unsqueeze")
+        if inner is None or not single_use(node.inputs[0]) or inner.inputs[0].shape is None:
+            return
+        a1, a2 = _axes(inner), _axes(node)
+        if a1 is None or a2 is None or len(inner.inputs) < 2 or len(node.inputs) < 2:
+            return
+        final = len(inner.inputs[0].shape) + len(a1) + len(a2)
+        a2 = _norm(a2, final)
+        kept = [i for i in range(final) if i not in a2]  # final positions of the intermediate axes
+        a1 = _norm(a1, final - len(a2))
+        axes = sorted(a2 + [kept[p] for p in a1])
+        node.replace_input_with(0, inner.inputs[0])
+        node.replace_input_with(1, make_constant(scope, node, np.array(axes, dtype=np.int64)))
+        prune(inner)
 
     def _slice(self, scope, node):
         x, y = node.inputs[0], node.outputs[0]

@@ -130,3 +130,20 @@ g (float[N, 5, 3, 4] x) => (float[3, N, 5, 4] y) {
     model = check_pass(NoOpRemovalPass(), m, SIZES)
     counts = ops(model)
     assert counts["Transpose"] == 1 and counts["Squeeze"] == 0 and counts["Unsqueeze"] == 0
+
+
+@pytest.mark.parametrize("dtype", ["float", "int64"])
+def test_unsqueeze_chain_merged(dtype):
+    m = parse(f"""
+g ({dtype}[N, 5] x) => ({dtype}[1, N, 1, 5, 1] y, {dtype}[N, 1, 5] z) {{
+  zero = Constant<value = int64[1] {{0}}>()
+  two = Constant<value = int64[1] {{2}}>()
+  last = Constant<value = int64[1] {{-1}}>()
+  a = Unsqueeze(x, zero)
+  b = Unsqueeze(a, two)
+  y = Unsqueeze(b, last)
+  one = Constant<value = int64[1] {{1}}>()
+  z = Unsqueeze(x, one)
+}}""")
+    model = check_pass(NoOpRemovalPass(), m, SIZES)
+    assert ops(model)["Unsqueeze"] == 2
