@@ -19,7 +19,8 @@ import numpy as np
 import onnx_ir as ir
 
 from onnxport.optimize._scopes import (ScopedPass, attr_int, attr_ints, const_ints, dims, make_constant, make_node,
-                                       producer_op, prune, replace_value, same_known_shape, single_use)
+                                       producer_op, prune, remove_if_unused, replace_value, same_known_shape,
+                                       single_use)
 
 
 def _axes(node: ir.Node) -> list[int] | None:
