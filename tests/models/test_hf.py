@@ -1,6 +1,6 @@
 """Hugging Face transformers from tiny configs built in code (2 layers, width 64, vocab 1000, seeded,
 no downloads): BertModel, GPT2LMHeadModel, LlamaForCausalLM (use_cache=False, grouped-query
-heads), ViTModel. Text models take input_ids / attention_mask with dynamic batch and sequence."""
+heads), ViTModel, WhisperEncoder. Text models take input_ids / attention_mask with dynamic batch and sequence."""
 
 import pytest
 import torch
@@ -69,3 +69,27 @@ def test_vit_dynamic_batch():
 
     check_export(Vit().eval(), (torch.randn(2, 3, 32, 32),), {"pixel_values": {0: "batch"}}, atol=1e-4, rtol=0.0,
                  expect_outputs={"output": ["batch", 17, WIDTH]})
+
+
+def test_whisper_encoder_dynamic_batch():
+    """WhisperEncoder (conv front end, GELU, attention); Whisper requires exactly
+    2 * max_source_positions input frames, so only the batch is dynamic."""
+    from transformers.models.whisper.modeling_whisper import WhisperEncoder
+
+    torch.manual_seed(0)
+    cfg = transformers.WhisperConfig(vocab_size=VOCAB, num_mel_bins=80, encoder_layers=LAYERS, encoder_attention_heads=HEADS,
+                                     decoder_layers=LAYERS, decoder_attention_heads=HEADS, d_model=WIDTH,
+                                     encoder_ffn_dim=FF, decoder_ffn_dim=FF, max_source_positions=32,
+                                     max_target_positions=64, pad_token_id=0, bos_token_id=0, eos_token_id=0,
+                                     decoder_start_token_id=0)
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = WhisperEncoder(cfg)
+
+        def forward(self, input_features):
+            return self.encoder(input_features=input_features).last_hidden_state
+
+    check_export(Encoder().eval(), (torch.randn(2, 80, 64),), {"input_features": {0: "batch"}}, atol=1e-4, rtol=0.0,
+                 expect_outputs={"output": ["batch", 32, WIDTH]})
