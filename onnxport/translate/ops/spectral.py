@@ -1,0 +1,145 @@
+"""Short-time Fourier transform without complex tensors in the ONNX graph.
+
+Semantics: torch.stft (``aten::stft`` / ``aten::stft.center``) on ONNX STFT (opset 17). ONNX
+has no complex arithmetic, so the complex result is carried as a real tensor with a trailing
+axis of 2 (real, imaginary), PyTorch's ``view_as_real`` layout, wrapped in ``ComplexAsReal`` so
+that no ONNX value is typed complex. Its readers are translated here: ``abs`` (magnitude),
+``view_as_real``, ``real`` and ``imag``; any other reader of the complex result, or returning it
+from the model, is a TranslationError raised at the stft node.
+
+PyTorch's rules kept: a window shorter than ``n_fft`` is zero-padded on both sides (centred);
+no window is a rectangular one; ``normalized`` multiplies by ``n_fft ** -0.5``; ``center`` pads
+``n_fft // 2`` on both sides of the signal with ``pad_mode``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+import torch
+
+from onnxport.errors import TranslationError, UnsupportedOpError
+from onnxport.translate import registry
+from onnxport.translate.ops._common import axes_const
+from onnxport.translate.ops.pad import pad_nd
+from onnxport.translate.registry import translates
+
+aten = torch.ops.aten
+
+
+@dataclasses.dataclass(frozen=True)
+class ComplexAsReal:
+    """A complex tensor ``[*shape]`` carried as the real ONNX value ``[*shape, 2]``."""
+
+    value: ir.Value
+
+
+_COMPLEX_READERS = {aten.abs.default, aten.view_as_real.default, aten.real.default, aten.imag.default}
+
+
+def _check_readers(ctx) -> None:
+    """Every reader of the current (complex) node must be one translated here."""
+    node = ctx.current_node
+    for user in node.users:
+        if user.op == "output":
+            raise TranslationError(
+                "the model returns the complex result of torch.stft; ONNX graphs carry no complex tensors here",
+                hint="return stft(...).abs(), .abs() ** 2 or torch.view_as_real(stft(...)) instead")
+        if user.target not in _COMPLEX_READERS:
+            raise TranslationError(
+                f"the complex result of torch.stft is read by {user.target}, which is not supported on complex values",
+                hint="read the spectrogram with .abs(), .abs() ** 2, .real, .imag or torch.view_as_real(); "
+                     "compute anything else from view_as_real's real tensor")
+
+
+def stft_real(ctx, x: ir.Value, n_fft: int, hop_length, win_length, window, normalized: bool,
+              onesided, rank: int, dtype: ir.DataType) -> ir.Value:
+    """STFT of ``x[B, L]`` (``rank`` 2) or ``[L]`` (1) of element type ``dtype``, without centring:
+    real ``[B, n_fft // 2 + 1 (onesided) or n_fft, frames, 2]``, ``frames = (L - n_fft) // hop + 1``."""
+    hop = int(hop_length) if hop_length is not None else n_fft // 4
+    win = int(win_length) if win_length is not None else n_fft
+    if onesided is None:
+        onesided = True
+    batched = rank == 2
+    if rank not in (1, 2):
+        raise TranslationError(f"torch.stft input of rank {rank}", hint="pass [batch, length] or [length]")
+    signal = ctx.op.Unsqueeze(x, axes_const(ctx, [-1] if batched else [0, 2]))  # [B, L, 1]
+    if window is None:
+        window = ctx.const(np.ones([win], dtype=dtype.numpy()))
+    else:
+        window = ctx.cast(window, dtype)
+    if win < n_fft:
+        left = (n_fft - win) // 2
+        window = ctx.op.Pad(window, ctx.const([left, n_fft - win - left]), ctx.scalar(0, dtype))
+    spec = ctx.op.STFT(signal, ctx.const(np.array(hop, dtype=np.int64)), window,
+                       ctx.const(np.array(n_fft, dtype=np.int64)), onesided=int(bool(onesided)))
+    spec = ctx.op.Transpose(spec, perm=[0, 2, 1, 3])  # [B, bins, frames, 2]
+    if normalized:
+        spec = ctx.op.Mul(spec, ctx.scalar(float(n_fft) ** -0.5, dtype))
+    if not batched:
+        spec = ctx.op.Squeeze(spec, axes_const(ctx, [0]))
+    return spec
+
+
+@translates(aten.stft.default)
+def stft(ctx, x, n_fft, hop_length=None, win_length=None, window=None, normalized=False, onesided=None,
+         return_complex=None):
+    """aten::stft(input, n_fft, hop_length?, win_length?, window?, normalized, onesided?, return_complex?)
+    (torch.stft's centring already applied by a pad before it)."""
+    return _stft(ctx, x, n_fft, hop_length, win_length, window, normalized, onesided, return_complex,
+                 ctx.rank(x), x.dtype)
+
+
+def _stft(ctx, x, n_fft, hop_length, win_length, window, normalized, onesided, return_complex, rank, dtype):
+    spec = stft_real(ctx, x, n_fft, hop_length, win_length, window, normalized, onesided, rank, dtype)
+    if return_complex:
+        _check_readers(ctx)
+        return ComplexAsReal(spec)
+    return spec
+
+
+@translates(aten.stft.center)
+def stft_center(ctx, x, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
+                normalized=False, onesided=None, return_complex=None):
+    """aten::stft.center: torch.stft with ``center`` padding of ``n_fft // 2`` on both sides."""
+    rank, dtype = ctx.rank(x), x.dtype
+    if center:
+        x = pad_nd(ctx, x, [n_fft // 2, n_fft // 2], pad_mode)
+    return _stft(ctx, x, n_fft, hop_length, win_length, window, normalized, onesided, return_complex, rank, dtype)
+
+
+# ------------------------------------------------------------------------------------ readers
+def _magnitude(ctx, z: ir.Value) -> ir.Value:
+    return ctx.op.Sqrt(ctx.op.ReduceSum(ctx.op.Mul(z, z), axes_const(ctx, [-1]), keepdims=0))
+
+
+def _part(index: int):
+    def fn(ctx, z: ir.Value) -> ir.Value:
+        return ctx.op.Gather(z, ctx.const(np.array(index, dtype=np.int64)), axis=-1)
+
+    return fn
+
+
+def _complex_aware(target, on_complex, name: str) -> None:
+    """Register ``target`` so that a ``ComplexAsReal`` input goes to ``on_complex`` and any other
+    input to the translation registered before this module (the real-valued one)."""
+    real_translation = registry.registered().get(target)
+
+    def fn(ctx, x, *args, **kwargs):
+        if isinstance(x, ComplexAsReal):
+            return on_complex(ctx, x.value)
+        if real_translation is None:
+            raise UnsupportedOpError(f"no ONNX translation for {target} on a real tensor")
+        return real_translation(ctx, x, *args, **kwargs)
+
+    fn.__name__ = name
+    fn.__doc__ = f"{target}: on a complex stft result (real [..., 2] form) or on real tensors."
+    translates(target)(fn)
+
+
+_complex_aware(aten.abs.default, _magnitude, "abs_complex_aware")
+_complex_aware(aten.view_as_real.default, lambda ctx, z: ctx.op.Identity(z), "view_as_real")
+_complex_aware(aten.real.default, _part(0), "real")
+_complex_aware(aten.imag.default, _part(1), "imag")
