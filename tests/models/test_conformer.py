@@ -120,7 +120,8 @@ def test_conformer_lengths_and_logits():
     torch.manual_seed(1)
     features = torch.randn(3, 37, FEATS)  # 37 frames: not a multiple of 4
     lengths = torch.tensor([22, 37, 9])  # unsorted, one equal to time
-    extra = [(torch.randn(2, 50, FEATS), torch.tensor([50, 31])), (torch.randn(4, 23, FEATS), torch.tensor([5, 23, 1, 17]))]
+    extra = [(torch.randn(2, 50, FEATS), torch.tensor([50, 31])),
+             (torch.randn(4, 23, FEATS), torch.tensor([5, 23, 1, 17]))]
     time = torch.export.Dim("time", min=5)  # the subsampling needs 5 frames
     r = check_export(_conformer(), (features, lengths), {"features": {0: "batch", 1: time}, "lengths": {0: "batch"}},
                      atol=1e-4, rtol=0.0, sizes=[{"batch": 2, "time": 41}, {"batch": 5, "time": 62}], inputs=extra,

@@ -1,6 +1,7 @@
 """Hugging Face transformers from tiny configs built in code (2 layers, width 64, vocab 1000, seeded,
 no downloads): BertModel, GPT2LMHeadModel, LlamaForCausalLM (use_cache=False, grouped-query
-heads), ViTModel, WhisperEncoder. Text models take input_ids / attention_mask with dynamic batch and sequence."""
+heads), ViTModel, WhisperEncoder. Text models take input_ids / attention_mask with dynamic batch
+and sequence."""
 
 import pytest
 import torch
@@ -77,8 +78,9 @@ def test_whisper_encoder_dynamic_batch():
     from transformers.models.whisper.modeling_whisper import WhisperEncoder
 
     torch.manual_seed(0)
-    cfg = transformers.WhisperConfig(vocab_size=VOCAB, num_mel_bins=80, encoder_layers=LAYERS, encoder_attention_heads=HEADS,
-                                     decoder_layers=LAYERS, decoder_attention_heads=HEADS, d_model=WIDTH,
+    cfg = transformers.WhisperConfig(vocab_size=VOCAB, num_mel_bins=80, encoder_layers=LAYERS,
+                                     encoder_attention_heads=HEADS, decoder_layers=LAYERS,
+                                     decoder_attention_heads=HEADS, d_model=WIDTH,
                                      encoder_ffn_dim=FF, decoder_ffn_dim=FF, max_source_positions=32,
                                      max_target_positions=64, pad_token_id=0, bos_token_id=0, eos_token_id=0,
                                      decoder_start_token_id=0)

@@ -59,7 +59,8 @@ class PackedTagger(Tagger):
 def test_packed_tagger(cell):
     torch.manual_seed(0)
     tokens, lengths = torch.randint(0, VOCAB, (4, 11)), torch.tensor([7, 11, 2, 9])
-    r = check_export(PackedTagger(cell), (tokens, lengths), {"tokens": {0: "batch", 1: "time"}, "lengths": {0: "batch"}},
+    dims = {"tokens": {0: "batch", 1: "time"}, "lengths": {0: "batch"}}
+    r = check_export(PackedTagger(cell), (tokens, lengths), dims,
                      atol=1e-4, rtol=0.0, sizes=[{"batch": 2, "time": 5}, {"batch": 6, "time": 23}],
                      inputs=[(torch.randint(0, VOCAB, (3, 8)), torch.tensor([1, 8, 4]))])
     assert count_ops(r, cell.upper()) == LAYERS

@@ -147,7 +147,11 @@ def test_sdpa_opset23_attention_op(case):
     """From opset 23 scaled_dot_product_attention is one ONNX Attention node, same results."""
     q, k, v = _qkv(hq=8, hkv=2) if case == "gqa_scale" else _qkv(s=L) if case == "causal" else _qkv()
     args, dims = (q, k, v), dict(_QKV_DIMS)
-    kw = {"is_causal": True} if case.startswith("causal") else {"enable_gqa": True, "scale": 0.2} if case == "gqa_scale" else {}
+    kw = {}
+    if case.startswith("causal"):
+        kw = {"is_causal": True}
+    elif case == "gqa_scale":
+        kw = {"enable_gqa": True, "scale": 0.2}
     if case == "causal":
         dims = {"q": {0: "batch", 2: "t"}, "k": {0: "batch", 2: "t"}, "v": {0: "batch", 2: "t"}}
     if case == "bool_mask":

@@ -77,7 +77,8 @@ class _Packed(torch.nn.Module):
 @pytest.mark.parametrize("kind", list(_KINDS))
 def test_packed_sequence_uses_sequence_lens(kind, with_state):
     make, onnx_op = _KINDS[kind]
-    model = _Packed(make(num_layers=2, bidirectional=True, batch_first=True), padding_value=-1.0 if kind == "gru" else 0.0)
+    rnn = make(num_layers=2, bidirectional=True, batch_first=True)
+    model = _Packed(rnn, padding_value=-1.0 if kind == "gru" else 0.0)
     x, lengths = torch.randn(3, 6, 8), torch.tensor([4, 6, 1])  # unsorted, one full, one of length 1
     args, dims = [x, lengths], {"x": {0: "batch", 1: "time"}, "lengths": {0: "batch"}}
     if with_state:
