@@ -80,3 +80,41 @@ def test_opset_23_pipeline_runs():
     r = onnxport.to_onnx(_Block().eval(), (torch.randn(2, 4, 8),), dynamic_shapes={"x": {0: "b", 1: "t"}}, opset=23)
     assert r.validate().ok
     assert np.isfinite(r.validate().max_abs)
+
+
+class _CondScan(torch.nn.Module):
+    """Shape arithmetic inside a cond branch and a scan body (local functions or inlined)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        from torch._higher_order_ops.scan import scan
+
+        def step(carry, row):
+            h = torch.tanh(self.fc(row.reshape(1, -1)).reshape(-1) + carry)
+            return h, h * 2
+
+        def big(x):
+            return x.reshape(x.shape[0], 2, 2).transpose(1, 2).transpose(1, 2).reshape(x.shape[0], -1) + 1
+
+        def small(x):
+            return x - 1
+
+        y = torch.cond(x.sum() > 0, big, small, (x,))
+        _, ys = scan(step, torch.zeros(4), y)
+        return ys
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["functions", "inlined"])
+def test_control_flow_bodies_optimized(inline):
+    x = torch.rand(5, 4) + 0.1
+    dyn = {"x": {0: "rows"}}
+    raw = onnxport.to_onnx(_CondScan().eval(), (x,), dynamic_shapes=dyn, optimize=False, inline=inline)
+    opt = onnxport.to_onnx(_CondScan().eval(), (x,), dynamic_shapes=dyn, optimize=True, inline=inline)
+    for r in (raw, opt):
+        report = r.validate(inputs=[(-x,), (torch.rand(3, 4) - 2,)])
+        assert report.ok, str(report)
+    assert opt.count_nodes() < raw.count_nodes()
+    assert ops(opt.model)["Transpose"] < ops(raw.model)["Transpose"]
