@@ -174,6 +174,32 @@ def kthvalue(ctx, x, k, dim=-1, keepdim=False):
     return ctx.op.Gather(values, pos, axis=axis), ctx.op.Gather(idx, pos, axis=axis)
 
 
+@translates(aten.histc.default)
+def histc(ctx, x, bins=100, min=0, max=0):
+    """histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> [bins] of self's dtype: counts
+    of the elements in ``bins`` equal-width bins over [min, max]; elements outside are ignored, the
+    value max falls in the last bin; min == max takes the data's min and max (widened by 1 when
+    equal). Bin = floor((x - min) * bins / (max - min)), as PyTorch's CPU kernel computes it;
+    the counts come from an [n, bins] comparison summed over n."""
+    to = ctx.out_dtype
+    flat = ctx.op.Reshape(ctx.cast(x, to), ctx.const(np.array([-1], dtype=np.int64)))
+    if min == max:
+        lo, hi = ctx.op.ReduceMin(flat, keepdims=0), ctx.op.ReduceMax(flat, keepdims=0)
+        same = ctx.op.Equal(lo, hi)
+        one = ctx.scalar(1, to)
+        lo = ctx.op.Where(same, ctx.op.Sub(lo, one), lo)
+        hi = ctx.op.Where(same, ctx.op.Add(hi, one), hi)
+    else:
+        lo, hi = ctx.scalar(min, to), ctx.scalar(max, to)
+    inside = ctx.op.And(ctx.op.GreaterOrEqual(flat, lo), ctx.op.LessOrEqual(flat, hi))
+    pos = ctx.op.Div(ctx.op.Mul(ctx.op.Sub(flat, lo), ctx.scalar(bins, to)), ctx.op.Sub(hi, lo))
+    pos = ctx.op.Min(ctx.op.Cast(ctx.op.Floor(pos), to=_I64), ctx.scalar(bins - 1, _I64))
+    hit = ctx.op.And(ctx.op.Equal(ctx.op.Unsqueeze(pos, ctx.const(np.array([1], dtype=np.int64))),
+                                  ctx.const(np.arange(bins, dtype=np.int64)[None, :])),
+                     ctx.op.Unsqueeze(inside, ctx.const(np.array([1], dtype=np.int64))))
+    return ctx.op.ReduceSum(ctx.op.Cast(hit, to=to), ctx.const(np.array([0], dtype=np.int64)), keepdims=0)
+
+
 # ------------------------------------------------------------------------------ triangles, one_hot
 def _trilu(ctx, x, diagonal, upper: int):
     k = ctx.shape_list([diagonal]) if not isinstance(diagonal, int) else ctx.const(np.array(diagonal, dtype=np.int64))

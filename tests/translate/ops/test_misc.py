@@ -113,3 +113,13 @@ class OneHot(torch.nn.Module):
 
 def test_one_hot():
     check_export(OneHot(), (torch.tensor([[0, 6, 2], [3, 3, 1]]),), {"i": {0: "b", 1: "t"}})
+
+
+class Histc(torch.nn.Module):
+    def forward(self, x, e):
+        return (torch.histc(x, bins=5, min=-1.0, max=1.0), torch.histc(x, bins=7),
+                torch.histc(e.float(), bins=4, min=0, max=3), torch.histc(x[:1, :1], bins=3))
+
+
+def test_histc():
+    check_export(Histc(), (torch.randn(4, 6), torch.tensor([0, 3, 3, 1, 2, 0, 5])), {"x": {0: "b"}, "e": {0: "n"}})
