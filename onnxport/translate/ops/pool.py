@@ -49,19 +49,113 @@ def _window(kernel_size, stride, padding, dilation, n: int) -> dict:
     return dict(kernel_shape=kernel, strides=stride, pads=pads + pads, dilations=dil)
 
 
+def _static_sizes(xb: ir.Value, n: int) -> list[int] | None:
+    sizes = list(xb.shape)[2:] if xb.shape is not None else []
+    return sizes if len(sizes) == n and all(isinstance(v, int) for v in sizes) else None
+
+
+def ceil_mode_as_floor(sizes: list[int], attrs: dict, explicit_pads: bool = False) -> tuple[dict, list[int]]:
+    """Pooling attributes with ``ceil_mode=0`` giving PyTorch's ceil-mode windows on static sizes.
+
+    PyTorch's ceil-mode count is ``ceil((L + pads - eff_kernel) / stride) + 1``, minus one when the
+    last window would start in the right padding. The end pads are set so that the floor formula
+    reaches that count (a window's padded part is ignored by MaxPool, and by AveragePool without
+    ``count_include_pad``). ONNX shape inference does not apply the "start in the padding" rule, so
+    a static graph written with ``ceil_mode=1`` would be rejected by the checker.
+
+    ``explicit_pads``: the input was already padded with the original pads (AveragePool counting
+    padding); the implicit pads then only extend the end. Returns (attributes, output count per
+    axis); the floor count can exceed it by one, the caller slices.
+    """
+    n = len(sizes)
+    kernel, strides, pads = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
+    dil = attrs.get("dilations", [1] * n)
+    begins, ends, outs = [], [], []
+    for i, length in enumerate(sizes):
+        pl, pr, st = pads[i], pads[n + i], strides[i]
+        eff = dil[i] * (kernel[i] - 1) + 1
+        out = -(-(length + pl + pr - eff) // st) + 1
+        if (out - 1) * st >= length + pl:
+            out -= 1
+        if explicit_pads:
+            length, pl = length + pl + pr, 0
+        begins.append(pl)
+        ends.append(max(0, (out - 1) * st + eff - length - pl))
+        outs.append(out)
+    return dict(attrs, pads=begins + ends, ceil_mode=0), outs
+
+
+def _slice_to(ctx, y: ir.Value, sizes: list[int], attrs: dict, outs: list[int]) -> ir.Value:
+    """Drop the extra last window the floor formula may add on each axis."""
+    n = len(sizes)
+    kernel, strides, pads = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
+    dil = attrs.get("dilations", [1] * n)
+    axes, ends = [], []
+    for i, length in enumerate(sizes):
+        got = (length + pads[i] + pads[n + i] - (dil[i] * (kernel[i] - 1) + 1)) // strides[i] + 1
+        if got > outs[i]:
+            axes.append(2 + i)
+            ends.append(outs[i])
+    if not axes:
+        return y
+    return ctx.op.Slice(y, ctx.const([0] * len(axes)), ctx.const(ends), ctx.const(axes))
+
+
 # ------------------------------------------------------------------------------------ max pool
 def max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode, with_indices: bool):
     """ONNX MaxPool of ``x[N, C, *S]`` (or unbatched ``[C, *S]``): out, or (out, indices) with
     indices flattened per ``[N, C]`` plane as PyTorch returns them."""
     n = _spatial(kernel_size)
     xb, added = _batched(ctx, x, n)
-    attrs = _window(kernel_size, stride, padding, dilation, n)
+    attrs = dict(_window(kernel_size, stride, padding, dilation, n), ceil_mode=int(bool(ceil_mode)))
+    sizes = _static_sizes(xb, n)
+    outs = None
+    if ceil_mode and sizes is not None:
+        attrs, outs = ceil_mode_as_floor(sizes, attrs)
+        xb, sizes, padded = _pad_beyond_kernel(ctx, xb, sizes, attrs, x.dtype)
+    else:
+        padded = None
     if not with_indices:
-        return _unbatched(ctx, ctx.op.MaxPool(xb, ceil_mode=int(bool(ceil_mode)), **attrs), added)
-    y, idx = ctx.op.MaxPool(xb, ceil_mode=int(bool(ceil_mode)), _outputs=2, **attrs)
-    plane = ctx.op.ReduceProd(ctx.op.Shape(xb, start=2), keepdims=0)
-    idx = ctx.op.Mod(idx, plane)
+        y = ctx.op.MaxPool(xb, **attrs)
+        return _unbatched(ctx, _slice_to(ctx, y, sizes, attrs, outs) if outs else y, added)
+    y, idx = ctx.op.MaxPool(xb, _outputs=2, **attrs)
+    if outs:
+        y, idx = _slice_to(ctx, y, sizes, attrs, outs), _slice_to(ctx, idx, sizes, attrs, outs)
+    if padded is not None:
+        idx = _unpad_indices(ctx, idx, *padded)
+    else:
+        idx = ctx.op.Mod(idx, ctx.op.ReduceProd(ctx.op.Shape(xb, start=2), keepdims=0))
     return _unbatched(ctx, y, added), _unbatched(ctx, idx, added)
+
+
+def _pad_beyond_kernel(ctx, xb, sizes, attrs, dtype):
+    """onnxruntime wants pads below the kernel size; end pads beyond it (dilated windows) become an
+    explicit Pad with the lowest value. Returns (input, sizes, (original sizes, padded sizes) or None)."""
+    n = len(sizes)
+    kernel, pads = attrs["kernel_shape"], attrs["pads"]
+    extra = [max(0, pads[n + i] - (kernel[i] - 1)) for i in range(n)]
+    if not any(extra):
+        return xb, sizes, None
+    np_dtype = dtype.numpy()
+    low = -np.inf if np.issubdtype(np_dtype, np.floating) else np.iinfo(np_dtype).min
+    xb = ctx.op.Pad(xb, ctx.const([0] * (n + 2) + [0, 0] + extra), ctx.const(np.array(low, dtype=np_dtype)))
+    attrs["pads"] = pads[:n] + [pads[n + i] - extra[i] for i in range(n)]
+    new_sizes = [v + e for v, e in zip(sizes, extra)]
+    return xb, new_sizes, (sizes, new_sizes)
+
+
+def _unpad_indices(ctx, idx, sizes, padded_sizes):
+    """Indices flattened over the whole end-padded tensor -> flattened within each unpadded plane."""
+    plane = int(np.prod(padded_sizes))
+    rest = ctx.op.Mod(idx, ctx.const(np.array(plane, dtype=np.int64)))
+    out = None
+    for i in range(len(sizes)):
+        inner = int(np.prod(padded_sizes[i + 1:]))
+        coord = ctx.op.Div(rest, ctx.const(np.array(inner, dtype=np.int64)))
+        rest = ctx.op.Mod(rest, ctx.const(np.array(inner, dtype=np.int64)))
+        term = ctx.op.Mul(coord, ctx.const(np.array(int(np.prod(sizes[i + 1:])), dtype=np.int64)))
+        out = term if out is None else ctx.op.Add(out, term)
+    return out
 
 
 @translates(aten.max_pool1d.default, aten.max_pool2d.default, aten.max_pool3d.default)
@@ -89,6 +183,20 @@ def avg_pool(ctx, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
     attrs = _window(kernel_size, stride, padding, 1, n)
     attrs.pop("dilations")
     ceil = int(bool(ceil_mode))
+    sizes = _static_sizes(xb, n)
+    if divisor_override is None and ceil and sizes is not None:
+        if count_include_pad:
+            # pad explicitly: the zeros count, the extension to the last window does not
+            pads = attrs["pads"]
+            if any(pads):
+                xb = ctx.op.Pad(xb, ctx.const([0, 0] + pads[:n] + [0, 0] + pads[n:]), ctx.scalar(0, x.dtype))
+            sizes_p = [v + pads[i] + pads[n + i] for i, v in enumerate(sizes)]
+            floor_attrs, outs = ceil_mode_as_floor(sizes, attrs, explicit_pads=True)
+            y = ctx.op.AveragePool(xb, count_include_pad=0, **floor_attrs)
+            return _unbatched(ctx, _slice_to(ctx, y, sizes_p, floor_attrs, outs), added)
+        floor_attrs, outs = ceil_mode_as_floor(sizes, attrs)
+        y = ctx.op.AveragePool(xb, count_include_pad=int(bool(count_include_pad)), **floor_attrs)
+        return _unbatched(ctx, _slice_to(ctx, y, sizes, floor_attrs, outs), added)
     if divisor_override is None:
         y = ctx.op.AveragePool(xb, ceil_mode=ceil, count_include_pad=int(bool(count_include_pad)), **attrs)
         return _unbatched(ctx, y, added)

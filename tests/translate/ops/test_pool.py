@@ -133,3 +133,30 @@ def test_adaptive_avg_pool_core_form():
     with override({aten.adaptive_avg_pool2d.default: None}):
         r = check_export(Fn(lambda x: F.adaptive_avg_pool2d(x, (3, 2))), (x,), _dyn(2))
     assert aten._adaptive_avg_pool2d.default in {n.target for n in r.program.graph.nodes}
+
+
+class CeilSweep(torch.nn.Module):
+    """Many ceil-mode poolings of one input: kernel, stride, padding, dilation, count_include_pad."""
+
+    CONFIGS = [(k, s, p, d) for k in (2, 3, 4) for s in (1, 2, 3) for p in range(k // 2 + 1) for d in (1, 2)]
+
+    def forward(self, x):
+        outs = []
+        for k, s, p, d in self.CONFIGS:
+            if d * (k - 1) + 1 > x.shape[-1] + 2 * p:
+                continue
+            outs.append(F.max_pool1d(x, k, s, p, d, ceil_mode=True, return_indices=True)[1])
+            x2 = torch.stack([x, -x], dim=1)  # [N, 2, L]: a 2-D plane, so indices span both axes
+            outs.extend(F.max_pool2d(x2, (2, k), (1, s), (1, p), (1, d), ceil_mode=True, return_indices=True))
+            if d == 1:
+                outs.append(F.avg_pool1d(x, k, s, p, ceil_mode=True, count_include_pad=True))
+                outs.append(F.avg_pool1d(x, k, s, p, ceil_mode=True, count_include_pad=False))
+        return tuple(outs)
+
+
+@pytest.mark.parametrize("length", [4, 5, 7])
+def test_ceil_mode_static_sizes(length):
+    """Static sizes: ceil mode is written with ceil_mode=0 and end pads (ONNX shape inference does
+    not drop a last window starting in the padding, so the checker would reject ceil_mode=1)."""
+    r = check_export(CeilSweep(), (torch.randn(2, length),))
+    assert all(n.attributes["ceil_mode"].value == 0 for n in r.model.graph if n.op_type in ("MaxPool", "AveragePool"))
