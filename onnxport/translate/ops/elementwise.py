@@ -278,8 +278,19 @@ for _aten, _onnx in (
 ):
     translates(_aten)(_unary(_onnx))
 
-for _aten, _onnx in ((aten.abs.default, "Abs"), (aten.neg.default, "Neg"), (aten.sign.default, "Sign")):
+for _aten, _onnx in ((aten.abs.default, "Abs"), (aten.neg.default, "Neg")):
     translates(_aten)(_unary(_onnx, float_only=False))
+
+
+@translates(aten.sign.default, aten.sgn.default)
+def sign(ctx, x):
+    """sign(Tensor self): ONNX Sign; 0 where x is NaN (PyTorch's sign of NaN is 0)."""
+    if x.dtype == BOOL:
+        return ctx.op.Identity(x)
+    out = ctx.op.Sign(x)
+    if dtypes.is_float(x.dtype):
+        out = ctx.op.Where(ctx.op.IsNaN(x), ctx.scalar(0, x.dtype), out)
+    return out
 
 
 @translates(aten.exp2.default)

@@ -74,11 +74,23 @@ def prod(ctx, x, dim=None, keepdim=False, dtype=None):
     return reduce(ctx, "ReduceProd", _in_out_dtype(ctx, x), dim, keepdim)
 
 
+def _nan_flags(ctx, x):
+    """IsNaN(x) as int32 (0/1), to reduce with ReduceMax / ArgMax."""
+    return ctx.op.Cast(ctx.op.IsNaN(x), to=ir.DataType.INT32)
+
+
 def _minmax(ctx, op_type: str, x, dim, keepdim):
+    """ReduceMax/ReduceMin over ``dim``; bools go through int32; a NaN in a float slice makes the
+    result NaN, as in PyTorch (onnxruntime's reductions skip NaN)."""
+    rank = ctx.rank(x)
     if x.dtype == BOOL:  # reduce bools as int32, back to bool
-        out = reduce(ctx, op_type, ctx.cast(x, ir.DataType.INT32), dim, keepdim, rank=ctx.rank(x))
+        out = reduce(ctx, op_type, ctx.cast(x, ir.DataType.INT32), dim, keepdim, rank=rank)
         return ctx.cast(out, BOOL)
-    return reduce(ctx, op_type, x, dim, keepdim)
+    out = reduce(ctx, op_type, x, dim, keepdim)
+    if not dtypes.is_float(x.dtype) or rank == 0:
+        return out
+    has_nan = ctx.op.Cast(reduce(ctx, "ReduceMax", _nan_flags(ctx, x), dim, keepdim, rank=rank), to=BOOL)
+    return ctx.op.Where(has_nan, ctx.scalar(np.nan, x.dtype), out)
 
 
 @translates(aten.amax.default)
@@ -105,6 +117,17 @@ def min_all(ctx, x):
     return _minmax(ctx, "ReduceMin", x, None, False)
 
 
+def _arg_along(ctx, op_type: str, x, axis: int, keepdims: int):
+    """ArgMax/ArgMin along ``axis``, first occurrence; for floats the first NaN wins, as in PyTorch."""
+    out = getattr(ctx.op, op_type)(x, axis=axis, keepdims=keepdims, select_last_index=0)
+    if not dtypes.is_float(x.dtype):
+        return out
+    flags = _nan_flags(ctx, x)
+    nan_at = ctx.op.ArgMax(flags, axis=axis, keepdims=keepdims, select_last_index=0)
+    has_nan = ctx.op.Cast(ctx.op.ReduceMax(flags, ctx.const([axis]), keepdims=keepdims), to=BOOL)
+    return ctx.op.Where(has_nan, nan_at, out)
+
+
 def _arg(ctx, op_type: str, x, dim, keepdim):
     """ArgMax/ArgMin (first occurrence, as PyTorch) over ``dim``; None flattens x first."""
     if x.dtype == BOOL:
@@ -112,13 +135,14 @@ def _arg(ctx, op_type: str, x, dim, keepdim):
     rank = ctx.rank(x)
     if dim is None:
         flat = ctx.op.Reshape(x, ctx.const([-1]))
-        out = getattr(ctx.op, op_type)(flat, axis=0, keepdims=0, select_last_index=0)
+        flat.type, flat.shape = ir.TensorType(x.dtype), ir.Shape([None])
+        out = _arg_along(ctx, op_type, flat, 0, 0)
         if keepdim and rank > 0:
             out = ctx.op.Reshape(out, ctx.const([1] * rank))
         return out
     if rank == 0:
         return ctx.op.Identity(ctx.const(np.array(0, dtype=np.int64)))
-    return getattr(ctx.op, op_type)(x, axis=norm_axis(dim, rank), keepdims=1 if keepdim else 0, select_last_index=0)
+    return _arg_along(ctx, op_type, x, norm_axis(dim, rank), 1 if keepdim else 0)
 
 
 @translates(aten.argmax.default)
@@ -325,6 +349,12 @@ def _cum_extremum(ctx, x, dim, largest: bool):
     hit = ctx.op.And(mask, ctx.op.Equal(rows, values))
     idx = ctx.op.ReduceMax(ctx.op.Where(hit, j, ctx.scalar(-1, I64)), ctx.const([-1]), keepdims=0)
     values = ctx.op.Squeeze(values, ctx.const([-1]))
+    if dtypes.is_float(wt):  # after a NaN: NaN, at the index of the last NaN so far (PyTorch)
+        nan_hit = ctx.op.And(mask, ctx.op.IsNaN(rows))
+        last_nan = ctx.op.ReduceMax(ctx.op.Where(nan_hit, j, ctx.scalar(-1, I64)), ctx.const([-1]), keepdims=0)
+        has_nan = ctx.op.GreaterOrEqual(last_nan, ctx.scalar(0, I64))
+        values = ctx.op.Where(has_nan, ctx.scalar(np.nan, wt), values)
+        idx = ctx.op.Where(has_nan, last_nan, idx)
     values = ctx.cast(values, BOOL) if to == BOOL else values
     return _back(ctx, values, perm), _back(ctx, idx, perm)
 
@@ -332,7 +362,7 @@ def _cum_extremum(ctx, x, dim, largest: bool):
 @translates(aten.cummax.default)
 def cummax(ctx, x, dim):
     """cummax(Tensor self, int dim) -> (values, indices): running maximum along ``dim`` and the
-    last index holding it (O(n^2) memory along ``dim``, as cumprod)."""
+    last index holding it; NaN once a NaN was seen (O(n^2) memory along ``dim``, as cumprod)."""
     return _cum_extremum(ctx, x, dim, True)
 
 
@@ -363,12 +393,17 @@ def logcumsumexp(ctx, x, dim):
 
 @translates(aten.median.default)
 def median(ctx, x):
-    """median(Tensor self) -> 0-d: the lower median of every element (the ((n-1)//2)-th smallest)."""
+    """median(Tensor self) -> 0-d: the lower median of every element (the ((n-1)//2)-th smallest);
+    NaN when any element is NaN."""
     flat = ctx.op.Reshape(x, ctx.const([-1]))
     n = ctx.op.Size(x)
     k = ctx.op.Add(ctx.op.Div(ctx.op.Sub(n, ctx.scalar(1, I64)), ctx.scalar(2, I64)), ctx.scalar(1, I64))
     vals, _ = ctx.op.TopK(flat, ctx.op.Unsqueeze(k, ctx.const([0])), axis=0, largest=0, sorted=1, _outputs=2)
-    return ctx.op.Squeeze(ctx.op.Slice(vals, ctx.const([-1]), ctx.const([2**62]), ctx.const([0])), ctx.const([0]))
+    out = ctx.op.Squeeze(ctx.op.Slice(vals, ctx.const([-1]), ctx.const([2**62]), ctx.const([0])), ctx.const([0]))
+    if not dtypes.is_float(x.dtype):
+        return out
+    has_nan = ctx.op.Cast(ctx.op.ReduceMax(_nan_flags(ctx, flat), keepdims=0), to=BOOL)
+    return ctx.op.Where(has_nan, ctx.scalar(np.nan, x.dtype), out)
 
 
 @translates(aten.dist.default)

@@ -220,3 +220,11 @@ def test_float_floor_divide_where_quotient_rounds_to_integer():
     a = torch.tensor([[1.0, -1.0, 0.3, 7.0, 2.5], [1.0, 5.0, -0.7, 0.0, 3.0]])
     b = torch.tensor([[0.1, 0.1, 0.1, -0.7, 0.5], [-0.1, 0.25, 0.35, 2.0, 0.0]])
     check_export(Fn2(lambda a, b: (a // b, torch.div(a, b, rounding_mode="floor"), a % b)), (a, b), DYN2)
+
+
+def test_sign_of_nan_is_zero():
+    x = make(torch.float32)
+    x[0, 0], x[1, 1] = float("nan"), 0.0
+    special = torch.randn(5, 6)
+    special[::2, 1] = float("nan")
+    check_export(Fn(lambda t: (torch.sign(t), torch.sgn(t))), (x,), {"x": {0: "batch", 1: "n"}}, inputs=[(special,)])

@@ -142,3 +142,24 @@ def test_logcumsumexp_median_dist():
 
     x, y = make(torch.float32), make(torch.float32)
     check_export(M(), (x, y), {"x": {0: "batch", 1: "n"}, "y": {0: "batch", 1: "n"}})
+
+
+def with_nans(shape):
+    x = torch.randn(shape)
+    x[1, 2] = float("nan")
+    x[-1, 0] = float("nan")
+    x[0, -1] = float("inf")
+    return x
+
+
+@pytest.mark.parametrize("name", ["amax", "amin", "max_all", "min_all", "max_dim", "min_dim", "argmax", "argmin",
+                                  "argmax_all", "cummax", "cummin", "median"])
+def test_nan_propagates_as_in_pytorch(name):
+    fn = {
+        "amax": lambda t: t.amax(1), "amin": lambda t: t.amin(0, keepdim=True), "max_all": lambda t: t.max(),
+        "min_all": lambda t: t.min(), "max_dim": lambda t: t.max(1), "min_dim": lambda t: t.min(0),
+        "argmax": lambda t: t.argmax(1), "argmin": lambda t: t.argmin(0), "argmax_all": lambda t: t.argmax(),
+        "cummax": lambda t: t.cummax(1), "cummin": lambda t: t.cummin(0), "median": torch.median,
+    }[name]
+    dyn = {"x": {0: "batch", 1: "n"}}
+    check_export(Fn(fn), (with_nans((4, 5)),), dyn, inputs=[(with_nans((3, 7)),), (with_nans((6, 3)),)])
