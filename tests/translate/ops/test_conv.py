@@ -130,3 +130,20 @@ def test_conv_parameters_must_be_static():
     assert expand_param([1], 2, "padding") == [1, 1]
     with pytest.raises(TranslationError, match="padding"):
         expand_param([1, 2, 3], 2, "padding")
+
+
+def test_private_convolution_overload():
+    """aten._convolution (convolution plus backend flags) translates like aten.convolution."""
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(4, 2, 3))
+            self.b = torch.nn.Parameter(torch.randn(4))
+
+        def forward(self, x):
+            return torch.ops.aten._convolution.default(x, self.w, self.b, [2], [1], [1], False, [0], 1,
+                                                       False, False, True, True)
+
+    r = check_export(M(), (torch.randn(2, 2, 9),), _dyn(1, 3))
+    assert aten._convolution.default in _targets(r)

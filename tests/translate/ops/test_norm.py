@@ -147,3 +147,12 @@ def test_rms_norm_functional_small_values():
             return F.rms_norm(x, (x.shape[-1] * 0 + 5,))
 
     check_export(M(), (torch.randn(3, 5) * 1e-3,), {"x": {0: "batch"}})
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_instance_norm_core_form(affine):
+    """instance_norm decomposed: batch norm with batch statistics over a [1, N*C, ...] view."""
+    model = Wrap(torch.nn.InstanceNorm1d(4, affine=affine))
+    with override({aten.instance_norm.default: None}):
+        r = check_export(model, (torch.randn(2, 4, 7) * 2 + 1,), {"x": {0: "batch", 2: "time"}})
+    assert aten.instance_norm.default not in _targets(r)
