@@ -15,6 +15,7 @@ from onnxport.optimize.fuse_layer_norm import LayerNormFusionPass
 from onnxport.optimize.fuse_rms_norm import RMSNormFusionPass
 from onnxport.optimize.noop_removal import NoOpRemovalPass
 from onnxport.optimize.shape_arithmetic import ShapeArithmeticPass
+from onnxport.optimize.unflatten_gemm import UnflattenGemmPass
 
 
 def passes(opset: int, *, attention: bool = False) -> list[ir.passes.PassBase]:
@@ -30,7 +31,8 @@ def passes(opset: int, *, attention: bool = False) -> list[ir.passes.PassBase]:
         CommonSubexpressionEliminationPass(),
         common.RemoveUnusedNodesPass(),
     ]
-    fusions: list[ir.passes.PassBase] = [ConvBatchNormFusionPass(), LayerNormFusionPass(), GemmFusionPass()]
+    fusions: list[ir.passes.PassBase] = [ConvBatchNormFusionPass(), LayerNormFusionPass(), UnflattenGemmPass(),
+                                         GemmFusionPass()]
     if opset >= 20:
         fusions.append(GeluFusionPass())
     if opset >= 23:
