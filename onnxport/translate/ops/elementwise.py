@@ -6,6 +6,8 @@ Mul, Div, Pow, comparison and unary math operators (numpy-style broadcasting in 
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 import onnx_ir as ir
 import torch
@@ -154,6 +156,17 @@ def pow_(ctx, a, b):
         return ctx.cast(ctx.op.Round(ctx.op.Pow(a, b)), to)
     a, b = promote(ctx, a, b, to=to)
     return ctx.op.Pow(a, b)
+
+
+@translates(operator.pow)
+def sym_pow(ctx, a, b):
+    """``operator.pow`` on SymInt/SymFloat sizes (``head_dim ** -0.5``): a 0-d value of the
+    node's type (int64 for SymInt results, double for SymFloat), computed in double."""
+    to = ctx.out_dtype
+    base, exp = (ctx.cast(v, ir.DataType.DOUBLE) if isinstance(v, ir.Value) else ctx.scalar(v, ir.DataType.DOUBLE)
+                 for v in (a, b))
+    out = ctx.op.Pow(base, exp)
+    return ctx.cast(ctx.op.Round(out), to) if dtypes.is_int(to) else ctx.cast(out, to)
 
 
 def _compare(onnx_op: str, negate: bool = False):

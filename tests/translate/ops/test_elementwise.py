@@ -1,5 +1,7 @@
 """Elementwise arithmetic, comparison and unary math against eager PyTorch (tests ops/elementwise.py)."""
 
+import math
+
 import pytest
 import torch
 
@@ -228,3 +230,13 @@ def test_sign_of_nan_is_zero():
     special = torch.randn(5, 6)
     special[::2, 1] = float("nan")
     check_export(Fn(lambda t: (torch.sign(t), torch.sgn(t))), (x,), {"x": {0: "batch", 1: "n"}}, inputs=[(special,)])
+
+
+def test_arithmetic_with_symbolic_sizes():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            d, n = x.shape[-1], x.shape[0]
+            return (x * (d ** -0.5), x + d ** 2, x * (2 ** n), x / math.sqrt(d), x + n, x.sum(0) / n,
+                    torch.clamp(x, max=n), torch.where(x > 0, x, n), (x * n).long() // n)
+
+    check_export(M(), (torch.randn(3, 4),), {"x": {0: "batch", 1: "d"}})
