@@ -11,6 +11,9 @@ Weights come from the flat ``params`` list, per layer and direction ``w_ih, w_hh
   (PyTorch applies the hidden bias before multiplying by ``r``);
 - ONNX ``B`` is ``[Wb, Rb]`` concatenated, and W/R/B stack the directions on a first axis.
 
+Element types: the ONNX operators allow float16/float/double, but onnxruntime's CPU kernels run
+float only; other types are exported as they are (no silent precision change).
+
 Capture: torch decomposes ``aten.lstm.input`` (and gru, rnn) into a Python loop over time while
 tracing, which pins the time dimension to the example's size. ``keep_recurrent_ops`` (entered around
 torch.export by onnxport's capture) keeps these ops whole in the graph with a shape-only kernel, so

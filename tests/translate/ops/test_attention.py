@@ -142,10 +142,11 @@ def test_native_multi_head_attention(mask_kind, average):
     check_export(M(), (x, lengths), {"x": {0: "batch", 1: "time"}, "lengths": {0: "batch"}})
 
 
-@pytest.mark.parametrize("case", ["no_mask", "bool_mask", "float_mask", "causal", "causal_wide", "gqa_scale"])
+@pytest.mark.parametrize("case", ["no_mask", "bool_mask", "float_mask", "causal", "causal_wide", "causal_tall",
+                                  "gqa_scale"])
 def test_sdpa_opset23_attention_op(case):
     """From opset 23 scaled_dot_product_attention is one ONNX Attention node, same results."""
-    q, k, v = _qkv(hq=8, hkv=2) if case == "gqa_scale" else _qkv(s=L) if case == "causal" else _qkv()
+    q, k, v = {"gqa_scale": _qkv(hq=8, hkv=2), "causal": _qkv(s=L), "causal_tall": _qkv(lq=S, s=L)}.get(case) or _qkv()
     args, dims = (q, k, v), dict(_QKV_DIMS)
     kw = {}
     if case.startswith("causal"):
