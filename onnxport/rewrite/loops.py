@@ -109,6 +109,20 @@ def run_scan(body: Callable, init: tuple, start: Any, stop: Any, sources: list, 
     return tuple(carry[:n_carry]), tuple(ys)
 
 
+def length(obj: Any) -> Any:
+    """``len(obj)``, as the (possibly symbolic) size of axis 0 for a tensor."""
+    return obj.shape[0] if isinstance(obj, torch.Tensor) else len(obj)
+
+
+def take(source: Any, d: int, index: Any, keep: bool) -> Any:
+    """``source[(:,)*d + (index,)]`` (``keep``: ``index:index+1``) for a tensor ``index`` (0-d int64,
+    negative values counted from the end as in Python), as index_select so that tracing keeps it."""
+    if not isinstance(index, torch.Tensor) or not isinstance(source, torch.Tensor):
+        return source[(slice(None),) * d + ((slice(index, index + 1),) if keep else (index,))]
+    picked = source.index_select(d, index.reshape(1) % source.shape[d])
+    return picked if keep else picked.squeeze(d)
+
+
 def row(value: Any, out: torch.Tensor, d: int, kind: str) -> torch.Tensor:
     """The row that ``out[(:,)*d + (i,)] = value`` (kind ``"index"``) or ``out[..., i:i+1] = value``
     (kind ``"slice"``) writes: ``value`` cast to ``out.dtype`` and broadcast to the row's shape."""
@@ -259,29 +273,31 @@ class _IndexUses(ast.NodeTransformer):
         if split is not None and _invariant(node.value, self.changing | {self.i}):
             d, kind, before, after = split
             name = ast.Name(self._source(node.value, d), ast.Load())
-            rest = [self.visit(e) for e in after]
-            elts = list(before) + ([ast.Constant(None)] if kind == "slice" else []) + rest
-            if not elts or all(_full_slice(e) for e in elts):
-                return ast.copy_location(name, node)
-            return ast.copy_location(ast.Subscript(name, ast.Tuple(elts, ast.Load()), ast.Load()), node)
-        node.value = self.visit(node.value)
-        node.slice = self._tensor_index(node.slice)
-        return node
+            return self._apply(name, before, kind == "slice", after, node)
+        elts = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+        at = [k for k, e in enumerate(elts) if N.uses_name(e, self.i)]
+        if len(at) != 1 or not all(_full_slice(e) for e in elts[:at[0]]):
+            raise _Refuse(f"subscript '{ast.unparse(node)}' (the loop variable must index one axis, "
+                          f"after full slices only)")
+        d, e = at[0], elts[at[0]]
+        keep = isinstance(e, ast.Slice)
+        if keep and not (isinstance(e.lower, ast.Name) and e.lower.id == self.i and e.step is None
+                         and _is_next(e.upper, self.i)):
+            raise _Refuse(f"slice '{ast.unparse(e)}' with the loop variable as a bound "
+                          f"(only '{self.i}' and '{self.i}:{self.i}+1' are scanned)")
+        index = ast.Name(self.index, ast.Load()) if keep else self.visit(e)
+        call = generated(f"{P}loops.take(_s, {d}, _i, {keep})", node)[0].value
+        call.args[0], call.args[2] = self.visit(node.value), index
+        kept = [ast.Slice(None, None, None)] if keep else []
+        return self._apply(call, elts[:d] + kept, False, elts[d + 1:], node)
 
-    def _tensor_index(self, index: ast.AST) -> ast.AST:
-        elts = list(index.elts) if isinstance(index, ast.Tuple) else [index]
-        out = []
-        for e in elts:
-            if isinstance(e, ast.Slice) and N.uses_name(e, self.i):
-                if not (isinstance(e.lower, ast.Name) and e.lower.id == self.i and _is_next(e.upper, self.i)
-                        and e.step is None):
-                    raise _Refuse(f"slice '{ast.unparse(e)}' with the loop variable as a bound "
-                                  f"(only '{self.i}' and '{self.i}:{self.i}+1' are scanned)")
-                e = generated(f"{self.index}.reshape(1)", e)[0].value
-            else:
-                e = self.visit(e)
-            out.append(e)
-        return ast.Tuple(out, ast.Load()) if isinstance(index, ast.Tuple) else out[0]
+    def _apply(self, value: ast.AST, before: list, keep: bool, after: list, node: ast.AST) -> ast.AST:
+        """``value[before..., (None if keep), after...]`` (or ``value`` when that selects everything)."""
+        rest = [self.visit(e) for e in after]
+        elts = list(before) + ([ast.Constant(None)] if keep else []) + rest
+        if not elts or all(_full_slice(e) for e in elts):
+            return ast.copy_location(value, node)
+        return ast.copy_location(ast.Subscript(value, ast.Tuple(elts, ast.Load()), ast.Load()), node)
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         if isinstance(node.func, ast.Name) and node.func.id in ("range", "int") and any(
@@ -297,6 +313,18 @@ class _IndexUses(ast.NodeTransformer):
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if node.id == self.i and isinstance(node.ctx, ast.Load):
             return ast.copy_location(ast.Name(self.index, ast.Load()), node)
+        return node
+
+
+class _Len(ast.NodeTransformer):
+    """``len(t)`` -> ``loops.length(t)``: a tensor's length stays symbolic (``len`` would specialize it)."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "len" and len(node.args) == 1:
+            call = generated(f"{P}loops.length(_x)", node)[0].value
+            call.args[0] = node.args[0]
+            return call
         return node
 
 
@@ -357,7 +385,8 @@ def _rewrite_for(node: ast.For, ctx, dynamic: bool) -> list[ast.stmt]:
     if exits:
         raise _Refuse(f"'{type(exits[0]).__name__.lower()}' at line {exits[0].lineno} inside the loop")
     i = node.target.id
-    start, stop = (ast.Constant(0), it.args[0]) if len(it.args) == 1 else tuple(it.args)
+    bounds = [_Len().visit(a) for a in it.args]
+    start, stop = (ast.Constant(0), bounds[0]) if len(bounds) == 1 else tuple(bounds)
     before, after = ctx.defined_before(node), ctx.used_after(node)
     if i in after:
         raise _Refuse(f"the loop variable '{i}' is read after the loop")
@@ -419,14 +448,16 @@ def _rewrite_for(node: ast.For, ctx, dynamic: bool) -> list[ast.stmt]:
         raise _Refuse(f"{', '.join(late)} first bound inside the loop and read after it")
     carried = sorted(n for n in stored if n in before and (n in loaded or n in after))
     src_names = [name for name, _, _ in uses.sources.values()]
-    specs = ["(None, 0)"] + [f"({ast.unparse(expr)}, {d})" for _, expr, d in uses.sources.values()]
+    specs = [f"({ast.unparse(expr)}, {d})" for _, expr, d in uses.sources.values()]
+    if N.name_loads(body, uses.index) or not specs:  # the index is scanned only when read
+        src_names, specs = [uses.index] + src_names, ["(None, 0)"] + specs
     ys_in = [o[0] for o in outputs]
     ys_out = [f"{y}s" for y in ys_in]
     fname = fresh("for")
     lines = [f"def {fname}({P}carry, {P}xs):"]
     if carried:
         lines.append(f"    {_tup(carried)} = {P}carry")
-    lines += [f"    {_tup([uses.index] + src_names)} = {P}xs", "    pass",
+    lines += [f"    {_tup(src_names)} = {P}xs", "    pass",
               f"    return {_tup(carried)}, {_tup(ys_in)}"]
     call = (f"{P}loops.run_scan({fname}, {_tup(carried)}, {ast.unparse(start)}, {ast.unparse(stop)}, "
             f"[{', '.join(specs)}], dynamic={dynamic}, where={ctx.where(node)!r})")

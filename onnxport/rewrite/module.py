@@ -210,16 +210,23 @@ def rewrite_function(fn: Callable, cls: type | None, notes: list) -> Callable | 
         _StackCalls(ctx.stacked_lists).visit(func)
     first_arg = func.args.args[0].arg if func.args.args else None
     _SuperAndMangling(cls.__name__ if cls is not None else "", first_arg).visit(func)
-    ast.fix_missing_locations(tree)
-    code = compile(tree, filename, "exec")
     from onnxport.rewrite import branches, loops, while_loops
 
-    namespace = dict(fn.__globals__)
-    namespace.update(inspect.getclosurevars(fn).nonlocals)
-    namespace.update({f"{N.GENERATED_PREFIX}loops": loops, f"{N.GENERATED_PREFIX}while_loops": while_loops,
-                      f"{N.GENERATED_PREFIX}branches": branches, f"{N.GENERATED_PREFIX}class": cls})
-    exec(code, namespace)
-    new = namespace[func.name]
+    # The helpers and the original closure variables become closure cells of the new function
+    # (not globals): it keeps the original module's globals, which torch.compile guards on.
+    free = {f"{N.GENERATED_PREFIX}loops": loops, f"{N.GENERATED_PREFIX}while_loops": while_loops,
+            f"{N.GENERATED_PREFIX}branches": branches, f"{N.GENERATED_PREFIX}class": cls}
+    free.update(inspect.getclosurevars(fn).nonlocals)
+    factory = ast.FunctionDef(name=f"{N.GENERATED_PREFIX}factory", args=ast.arguments(
+        posonlyargs=[], args=[ast.arg(k) for k in free], kwonlyargs=[], kw_defaults=[], defaults=[]),
+        body=[func, ast.Return(ast.Name(func.name, ast.Load()))], decorator_list=[], returns=None,
+        type_params=[])
+    tree.body = [ast.copy_location(factory, func)]
+    ast.fix_missing_locations(tree)
+    code = compile(tree, filename, "exec")
+    factory_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+    new = types.FunctionType(factory_code, fn.__globals__)(*free.values())
+    new.__qualname__ = fn.__qualname__
     new.__defaults__ = fn.__defaults__
     new.__kwdefaults__ = fn.__kwdefaults__
     return new
