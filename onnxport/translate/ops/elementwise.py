@@ -13,7 +13,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.translate import dtypes
-from onnxport.translate.ops._common import promote, result_type
+from onnxport.translate.ops._common import promote
 from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
@@ -276,7 +276,8 @@ def _unary(onnx_op: str, float_only: bool = True):
         return getattr(ctx.op, onnx_op)(ctx.cast(x, to) if float_only else x)
 
     fn.__name__ = onnx_op.lower()
-    fn.__doc__ = f"(Tensor self): ONNX {onnx_op}" + (" in the result dtype (float for integer inputs)." if float_only else ".")
+    fn.__doc__ = f"(Tensor self): ONNX {onnx_op}" + (
+        " in the result dtype (float for integer inputs)." if float_only else ".")
     return fn
 
 

@@ -45,7 +45,8 @@ def linear(ctx, x, weight, bias=None):
     x @ weight^T + bias: ONNX Gemm for 2-D float input with a bias, MatMul (+ Add) otherwise."""
     to = ctx.out_dtype
     x, weight = promote(ctx, x, weight, to=to)
-    if ctx.rank(x) == 2 and bias is not None and ctx.rank(weight) == 2 and to in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
+    gemm_types = (ir.DataType.FLOAT, ir.DataType.DOUBLE)
+    if ctx.rank(x) == 2 and bias is not None and ctx.rank(weight) == 2 and to in gemm_types:
         return ctx.op.Gemm(x, weight, ctx.cast(bias, to), transB=1)
     if ctx.rank(weight) == 2:
         out = matmul_values(ctx, x, _transposed_weight(ctx, weight), 2) if ctx.rank(x) > 1 else \
