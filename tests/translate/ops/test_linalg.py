@@ -148,3 +148,13 @@ def test_transposed_matrix_times_vector():
 
     dyn = {"m": {0: "rows"}, "v": {0: "rows"}, "w": None}
     check_export(M(), (torch.randn(3, 4), torch.randn(3), torch.randn(4)), dyn)
+
+
+def test_output_dim_names():
+    class M(torch.nn.Module):
+        def forward(self, a, b):
+            return a @ b, torch.einsum("bmk,nk->bnm", a, b.T)
+
+    dyn = {"a": {0: "batch", 1: "m"}, "b": {1: "n"}}
+    check_export(M(), (torch.randn(2, 3, 4), torch.randn(4, 5)), dyn,
+                 expect_outputs={"output_0": ["batch", "m", "n"], "output_1": ["batch", "n", "m"]})

@@ -163,3 +163,10 @@ def test_nan_propagates_as_in_pytorch(name):
     }[name]
     dyn = {"x": {0: "batch", 1: "n"}}
     check_export(Fn(fn), (with_nans((4, 5)),), dyn, inputs=[(with_nans((3, 7)),), (with_nans((6, 3)),)])
+
+
+def test_output_dim_names():
+    fn = lambda t: (t.sum(1), t.amax(-1, keepdim=True), t.var([0, 2]), t.argmax(1))  # noqa: E731
+    check_export(Fn(fn), (make(torch.float32),), DYN,
+                 expect_outputs={"output_0": ["batch", 5], "output_1": ["batch", "n", 1], "output_2": ["n"],
+                                 "output_3": ["batch", 5]})
