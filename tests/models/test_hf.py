@@ -6,7 +6,7 @@ and sequence."""
 import pytest
 import torch
 
-from exportcheck import check_export
+from exportcheck import check_export, count_ops
 
 transformers = pytest.importorskip("transformers")
 
@@ -41,8 +41,9 @@ def _llama():
     return _TextModel(transformers.LlamaForCausalLM(cfg), "logits"), VOCAB
 
 
-@pytest.mark.parametrize("build", [_bert, _gpt2, _llama], ids=["bert", "gpt2", "llama"])
-def test_text_model(build):
+@pytest.mark.parametrize("build,opset", [(_bert, 20), (_gpt2, 20), (_llama, 20), (_llama, 23)],
+                         ids=["bert", "gpt2", "llama", "llama_opset23"])
+def test_text_model(build, opset):
     torch.manual_seed(0)
     model, width = build()
     ids = torch.randint(0, VOCAB, (2, 9))
@@ -50,9 +51,10 @@ def test_text_model(build):
     mask[1, 6:] = 0  # right padding on the second sequence
     seq = torch.export.Dim("seq", max=128)  # position embeddings cover 128 positions
     dims = {"input_ids": {0: "batch", 1: seq}, "attention_mask": {0: "batch", 1: seq}}
-    check_export(model.eval(), (ids, mask), dims, atol=1e-4, rtol=0.0,
-                 sizes=[{"batch": 3, "seq": 5}, {"batch": 1, "seq": 17}],
-                 expect_outputs={"output": ["batch", "seq", width]})
+    r = check_export(model.eval(), (ids, mask), dims, atol=1e-4, rtol=0.0,
+                     sizes=[{"batch": 3, "seq": 5}, {"batch": 1, "seq": 17}],
+                     expect_outputs={"output": ["batch", "seq", width]}, opset=opset)
+    assert count_ops(r, "Attention") == (LAYERS if opset >= 23 else 0)
 
 
 def test_vit_dynamic_batch():
