@@ -104,7 +104,7 @@ def attention(ctx, q, k, v, attn_mask=None, is_causal=False, scale=None, enable_
             "deterministic ONNX equivalent",
             hint="export the model in eval mode (model.eval()) or pass dropout_p=0.0 outside training")
     to = q.dtype
-    k_rank = ctx.rank(k)
+    k_in, k_rank = k, ctx.rank(k)
     if enable_gqa:
         hq, hkv = q.shape[-3], k.shape[-3]
         if isinstance(hq, int) and isinstance(hkv, int):
@@ -124,7 +124,7 @@ def attention(ctx, q, k, v, attn_mask=None, is_causal=False, scale=None, enable_
         else:
             scores = ctx.op.Add(scores, ctx.cast(attn_mask, to))
     if is_causal:
-        causal = _causal_allowed(ctx, q, k)
+        causal = _causal_allowed(ctx, q, k_in)
         allowed = causal if allowed is None else ctx.op.And(allowed, causal)
     neg_inf = ctx.scalar(-np.inf, to)
     if allowed is not None:

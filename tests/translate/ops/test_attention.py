@@ -80,12 +80,12 @@ def test_sdpa_causal(lq, s):
     check_export(_Sdpa(is_causal=True), args, dims)
 
 
-@pytest.mark.parametrize("with_mask", [False, True], ids=["no_mask", "bool_mask"])
+@pytest.mark.parametrize("with_mask", [False, True, "causal"], ids=["no_mask", "bool_mask", "causal"])
 def test_sdpa_grouped_query_heads(with_mask):
     q, k, v = _qkv(hq=8, hkv=2)
-    args = (q, k, v) + ((_fully_masked_bool(),) if with_mask else ())
-    dims = _QKV_DIMS | ({"mask": {0: "tgt", 1: "src"}} if with_mask else {})
-    check_export(_Sdpa(enable_gqa=True), args, dims)
+    args = (q, k, v) + ((_fully_masked_bool(),) if with_mask is True else ())
+    dims = _QKV_DIMS | ({"mask": {0: "tgt", 1: "src"}} if with_mask is True else {})
+    check_export(_Sdpa(enable_gqa=True, is_causal=with_mask == "causal"), args, dims)
 
 
 def test_flash_attention_for_cpu_form():
