@@ -121,21 +121,26 @@ def other_size_inputs(args: tuple, dyn: Any, grow: int = 3) -> tuple:
     return tuple(out)
 
 
-def _latency_ms(session, feeds: dict, runs: int) -> float:
-    for _ in range(3):
-        session.run(None, feeds)
-    times = []
-    deadline = time.perf_counter() + 10.0
+def _latency_ms(sessions: list, runs: int) -> list[float]:
+    """Median milliseconds per run of each ``(session, feeds)``, runs interleaved so that both
+    exporters' models see the same machine load."""
+    for session, feeds in sessions:
+        for _ in range(3):
+            session.run(None, feeds)
+    times: list[list[float]] = [[] for _ in sessions]
+    deadline = time.perf_counter() + 20.0
     for _ in range(runs):
-        t0 = time.perf_counter()
-        session.run(None, feeds)
-        times.append(time.perf_counter() - t0)
+        for i, (session, feeds) in enumerate(sessions):
+            t0 = time.perf_counter()
+            session.run(None, feeds)
+            times[i].append(time.perf_counter() - t0)
         if time.perf_counter() > deadline:
             break
-    return 1000.0 * statistics.median(times)
+    return [1000.0 * statistics.median(t) for t in times]
 
 
-def _evaluate(proto, measure: Measure, other_inputs: list[torch.Tensor], expected: list[np.ndarray], runs: int) -> None:
+def _evaluate(proto, measure: Measure, other_inputs: list[torch.Tensor], expected: list[np.ndarray]) -> tuple:
+    """Run ``proto`` at the other size, record its max abs error; return (session, feeds) for timing."""
     runner = verify.OrtRunner(proto, threads=1)
     if len(runner.input_names) != len(other_inputs):
         raise RuntimeError(f"model takes {len(runner.input_names)} inputs, eager takes {len(other_inputs)}")
@@ -151,7 +156,7 @@ def _evaluate(proto, measure: Measure, other_inputs: list[torch.Tensor], expecte
         worst = max(worst, diff)
         ok = ok and bool(np.allclose(g, e, atol=1e-4, rtol=1e-3, equal_nan=True))
     measure.max_abs, measure.correct = worst, ok
-    measure.latency_ms = _latency_ms(runner.session, feeds, runs)
+    return runner.session, feeds
 
 
 def _quiet(fn, *args, **kwargs):
@@ -164,6 +169,7 @@ def bench_model(name: str, runs: int) -> tuple[Measure, Measure]:
     """Export ``name`` with both exporters and measure both; failures are recorded, not raised."""
     model, args, dyn = MODELS[name]()
     ours, theirs = Measure(), Measure()
+    timed: list = []
     new_args = other_size_inputs(args, dyn)
     other_inputs = [t for t in new_args if isinstance(t, torch.Tensor)]
     with torch.no_grad():
@@ -175,7 +181,7 @@ def bench_model(name: str, runs: int) -> tuple[Measure, Measure]:
         ours.capture = result.timings.get("capture", math.nan)
         ours.own = ours.seconds - ours.capture
         ours.nodes, ours.shape_nodes = count_nodes(result.model)
-        _evaluate(result.model_proto, ours, other_inputs, expected, runs)
+        timed.append((ours, _evaluate(result.model_proto, ours, other_inputs, expected)))
         ours.ok = True
     except Exception as e:  # noqa: BLE001 - reported in the table
         ours.error = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
@@ -185,10 +191,12 @@ def bench_model(name: str, runs: int) -> tuple[Measure, Measure]:
                          verbose=False)
         theirs.seconds = time.perf_counter() - t0
         theirs.nodes, theirs.shape_nodes = count_nodes(program.model)
-        _evaluate(ir.serde.serialize_model(program.model), theirs, other_inputs, expected, runs)
+        timed.append((theirs, _evaluate(ir.serde.serialize_model(program.model), theirs, other_inputs, expected)))
         theirs.ok = True
     except Exception as e:  # noqa: BLE001 - reported in the table
         theirs.error = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+    for (m, _), ms in zip(timed, _latency_ms([t for _, t in timed], runs)):
+        m.latency_ms = ms
     return ours, theirs
 
 
@@ -259,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="", help="comma-separated names from benchmarks/models.py")
     parser.add_argument("--markdown", default=None, help="also write the table as markdown to this path")
-    parser.add_argument("--runs", type=int, default=50, help="onnxruntime runs per model after warm-up")
+    parser.add_argument("--runs", type=int, default=200, help="onnxruntime runs per model after warm-up")
     ns = parser.parse_args(argv)
     names = [n for n in ns.models.split(",") if n] or list(MODELS)
     unknown = [n for n in names if n not in MODELS]
