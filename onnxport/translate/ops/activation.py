@@ -14,6 +14,7 @@ import math
 import onnx_ir as ir
 import torch
 
+from onnxport.errors import TranslationError
 from onnxport.translate import dtypes
 from onnxport.translate.ops._common import norm_axis
 from onnxport.translate.registry import translates
@@ -52,8 +53,6 @@ def gelu(ctx, x, approximate="none"):
     ``x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`` (torch.nn.functional.gelu).
     """
     if approximate not in ("none", "tanh"):
-        from onnxport.errors import TranslationError
-
         raise TranslationError(f"gelu approximate={approximate!r} is not a PyTorch mode",
                                hint='use approximate="none" or "tanh"')
     if ctx.opset >= 20 and _native(x):
@@ -101,6 +100,27 @@ def leaky_relu(ctx, x, negative_slope=0.01):
         return ctx.op.LeakyRelu(x, alpha=float(negative_slope))
     dt = x.dtype
     return ctx.op.Where(ctx.op.Greater(x, ctx.scalar(0, dt)), x, ctx.op.Mul(x, ctx.scalar(negative_slope, dt)))
+
+
+def _rrelu_eval(ctx, x, lower, upper, training):
+    if training:
+        raise TranslationError("rrelu with training=True draws random slopes, which ONNX cannot reproduce",
+                               hint="put the model in eval mode (model.eval()) before exporting")
+    return leaky_relu(ctx, x, (lower + upper) / 2)
+
+
+@translates(aten.rrelu.default)
+def rrelu(ctx, x, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
+    """rrelu(Tensor self, Scalar lower, Scalar upper, bool training=False): in eval, leaky_relu with
+    slope (lower + upper) / 2. Raises TranslationError when training is True."""
+    return _rrelu_eval(ctx, x, lower, upper, training)
+
+
+@translates(aten.rrelu_with_noise_functional.default)
+def rrelu_with_noise_functional(ctx, x, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
+    """rrelu_with_noise_functional(Tensor self, Tensor noise, ...) -> (out, noise_out): the eval form
+    of rrelu; noise is returned unchanged (only training writes it)."""
+    return _rrelu_eval(ctx, x, lower, upper, training), ctx.op.Identity(noise)
 
 
 @translates(aten.elu.default)

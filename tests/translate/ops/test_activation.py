@@ -113,3 +113,14 @@ def test_safe_softmax_fully_masked_rows():
     m[0, 2] = True
     # the example has a fully masked row; the generated inputs hold random masks
     check_export(M(), (x, m), {"x": {0: "batch"}, "m": {0: "batch"}})
+
+
+def test_rrelu_eval_is_leaky_relu_with_mean_slope():
+    check_export(torch.nn.RReLU(0.1, 0.3).eval(), (torch.randn(3, 5),), ({0: "batch", 1: "n"},))
+
+
+def test_rrelu_in_training_mode_is_refused():
+    from onnxport.errors import TranslationError
+
+    with pytest.raises(TranslationError, match="eval mode"):
+        check_export(Fn(lambda t: F.rrelu(t, training=True)), (torch.randn(3, 5),), DYN)
