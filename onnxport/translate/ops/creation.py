@@ -1,4 +1,5 @@
-"""Tensor creation: arange, full/zeros/ones/empty, their new_* and *_like forms, scalar_tensor, fill.
+"""Tensor creation: arange, full/zeros/ones/empty, their new_* and *_like forms, scalar_tensor, fill,
+tril/triu_indices, rand/randn (ONNX's own random generators: same distributions, other samples).
 
 Semantics: torch.arange / full / zeros / ones / empty (``empty`` is filled with zeros, a valid
 choice of its unspecified contents) on ONNX Range, ConstantOfShape and Expand. The result dtype
@@ -180,6 +181,36 @@ def fill(ctx, x, value):
 def zero(ctx, x):
     """zero(Tensor self): zeros in self's shape and dtype."""
     return _fill(ctx, ctx.shape(x), 0, ctx.out_dtype)
+
+
+def _random(ctx, shape: ir.Value, normal: bool) -> ir.Value:
+    to = ctx.out_dtype
+    like = ctx.op.ConstantOfShape(shape, value=ir.tensor(np.array([0], dtype=to.numpy())))
+    return ctx.op.RandomNormalLike(like, dtype=to) if normal else ctx.op.RandomUniformLike(like, dtype=to)
+
+
+@translates(aten.rand.default)
+def rand(ctx, size, **_):
+    """rand(SymInt[] size, *, dtype...): uniform on [0, 1) (ONNX RandomUniformLike; its own generator)."""
+    return _random(ctx, ctx.shape_list(list(size)), False)
+
+
+@translates(aten.randn.default)
+def randn(ctx, size, **_):
+    """randn(SymInt[] size, *, dtype...): standard normal samples (ONNX RandomNormalLike)."""
+    return _random(ctx, ctx.shape_list(list(size)), True)
+
+
+@translates(aten.rand_like.default)
+def rand_like(ctx, x, **_):
+    """rand_like(Tensor self, *, dtype...): uniform on [0, 1) in self's shape."""
+    return _random(ctx, ctx.shape(x), False)
+
+
+@translates(aten.randn_like.default)
+def randn_like(ctx, x, **_):
+    """randn_like(Tensor self, *, dtype...): standard normal samples in self's shape."""
+    return _random(ctx, ctx.shape(x), True)
 
 
 @translates(aten.scalar_tensor.default)

@@ -324,3 +324,32 @@ def diagonal(ctx, x, offset=0, dim1=0, dim2=1):
     flat = ctx.op.Reshape(xt, ctx.op.Concat(*parts, ctx.const(np.array([-1], dtype=np.int64)), axis=0)
                           if parts else ctx.const(np.array([-1], dtype=np.int64)))
     return ctx.op.Gather(flat, flat_idx, axis=len(rest))
+
+
+@translates(aten.as_strided.default, aten.as_strided_copy.default)
+def as_strided(ctx, x, size, stride, storage_offset=None):
+    """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None).
+
+    ONNX has no storage: the view is read from the row-major elements of ``self`` with one Gather
+    at positions ``offset + sum_k i_k * stride_k`` (relative to self's own offset). Raises
+    TranslationError when ``self`` is not contiguous (its storage layout differs from its values).
+    """
+    node = ctx.current_node
+    src = node.args[0].meta.get("val") if node is not None and isinstance(node.args[0], torch.fx.Node) else None
+    if src is not None and not src.is_contiguous():
+        raise TranslationError("as_strided of a non-contiguous tensor cannot be expressed without storage",
+                               hint="call .contiguous() before as_strided, or use view/unfold/expand instead")
+    base = src.storage_offset() if src is not None else 0
+    offset = (storage_offset if storage_offset is not None else base)
+    start = ctx.op.Sub(ctx.scalar(offset, _I64) if isinstance(offset, int) else offset, ctx.scalar(base, _I64)) \
+        if not (isinstance(offset, int) and isinstance(base, int)) else ctx.scalar(offset - base, _I64)
+    n = len(size)
+    idx = start
+    for k, (sz, st) in enumerate(zip(size, stride)):
+        r = ctx.op.Range(ctx.scalar(0, _I64), ctx.scalar(sz, _I64) if isinstance(sz, int) else sz, ctx.scalar(1, _I64))
+        r = ctx.op.Mul(r, ctx.scalar(st, _I64) if isinstance(st, int) else st)
+        shape = [1] * n
+        shape[k] = -1
+        idx = ctx.op.Add(idx, ctx.op.Reshape(r, ctx.const(np.array(shape, dtype=np.int64))))
+    flat = ctx.op.Reshape(x, ctx.const(np.array([-1], dtype=np.int64)))
+    return ctx.op.Gather(flat, idx, axis=0)

@@ -74,3 +74,20 @@ class Triangular(torch.nn.Module):
 
 def test_tri_indices_empty_permuted():
     check_export(Triangular(), (torch.randn(3, 2),), {"x": {0: "b"}})
+
+
+class Random(torch.nn.Module):
+    def forward(self, x):  # x: [b, 1000]
+        u, g = torch.rand(x.shape[0], 1000), torch.randn(x.shape[0], 1000, dtype=torch.float64)
+        ul, gl = torch.rand_like(x), torch.randn_like(x)
+        # shapes and dtypes exact; samples differ from torch's generator, so their statistics are checked
+        return (
+            u * 0, g * 0, ul * 0, gl * 0,
+            ((u >= 0) & (u < 1)).all(), ((ul >= 0) & (ul < 1)).all(),
+            (u.mean() - 0.5).abs() < 0.05, (ul.mean() - 0.5).abs() < 0.05,
+            g.mean().abs() < 0.1, (g.std() - 1).abs() < 0.1, gl.mean().abs() < 0.1, (gl.std() - 1).abs() < 0.1,
+        )
+
+
+def test_rand_randn():
+    check_export(Random(), (torch.randn(3, 1000),), {"x": {0: "b"}})

@@ -2,6 +2,7 @@
 repeat, repeat_interleave, flip, roll, unfold."""
 
 import pytest
+import onnxport
 import torch
 
 from torch.export import Dim
@@ -115,3 +116,29 @@ class Diagonals(torch.nn.Module):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_diagonal(dtype):
     check_export(Diagonals(), (_make((3, 4, 6), dtype),), {"x": {0: "b", 1: "r", 2: "c"}})
+
+
+class Strided(torch.nn.Module):
+    def forward(self, x, y):  # x: [b, 6] contiguous, y: [n]
+        n = y.shape[0]
+        return (
+            x.as_strided((2, 3), (1, 2)),
+            x.as_strided((x.shape[0], 2, 3), (6, 3, 1)),
+            x.as_strided((2, 2), (2, 1), 3),                   # storage_offset
+            y.as_strided((n - 2, 3), (1, 1)),                  # sliding windows, symbolic size
+            x[1:].as_strided((2, 2), (1, 1)),                  # contiguous view with an offset
+        )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_as_strided(dtype):
+    check_export(Strided(), (_make((3, 6), dtype), _make((7,), dtype)), {"x": {0: "b"}, "y": {0: Dim("n", min=3)}})
+
+
+def test_as_strided_non_contiguous_raises():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x.t().as_strided((2, 2), (1, 2))
+
+    with pytest.raises(onnxport.errors.TranslationError, match="non-contiguous"):
+        onnxport.to_onnx(M(), (torch.randn(3, 4),))
