@@ -288,9 +288,21 @@ for _aten, _onnx in (
     (aten.sinh.default, "Sinh"), (aten.cosh.default, "Cosh"), (aten.tanh.default, "Tanh"),
     (aten.asinh.default, "Asinh"), (aten.acosh.default, "Acosh"), (aten.atanh.default, "Atanh"),
     (aten.sigmoid.default, "Sigmoid"), (aten.reciprocal.default, "Reciprocal"),
-    (aten.floor.default, "Floor"), (aten.ceil.default, "Ceil"), (aten.round.default, "Round"),
 ):
     translates(_aten)(_unary(_onnx))
+
+
+def _rounding(onnx_op: str):
+    def fn(ctx, x):
+        return getattr(ctx.op, onnx_op)(x) if dtypes.is_float(x.dtype) else ctx.op.Identity(x)
+
+    fn.__name__ = onnx_op.lower()
+    fn.__doc__ = f"(Tensor self): ONNX {onnx_op} on floats; integer and bool tensors are returned unchanged."
+    return fn
+
+
+for _aten, _onnx in ((aten.floor.default, "Floor"), (aten.ceil.default, "Ceil"), (aten.round.default, "Round")):
+    translates(_aten)(_rounding(_onnx))
 
 for _aten, _onnx in ((aten.abs.default, "Abs"), (aten.neg.default, "Neg")):
     translates(_aten)(_unary(_onnx, float_only=False))
@@ -322,6 +334,8 @@ def frac(ctx, x):
 @translates(aten.round.decimals)
 def round_decimals(ctx, x, decimals=0):
     """round.decimals(Tensor self, *, int decimals): round half to even of x * 10^decimals, scaled back."""
+    if not dtypes.is_float(x.dtype):
+        return ctx.op.Identity(x)
     if decimals == 0:
         return ctx.op.Round(x)
     scale = ctx.scalar(10.0 ** decimals, x.dtype)
@@ -418,7 +432,7 @@ def log10(ctx, x):
 @translates(aten.trunc.default)
 def trunc(ctx, x):
     """trunc(Tensor self): rounding toward zero, sign(x) * floor(|x|); integers unchanged."""
-    return _trunc(ctx, x) if dtypes.is_float(x.dtype) else x
+    return _trunc(ctx, x) if dtypes.is_float(x.dtype) else ctx.op.Identity(x)
 
 
 @translates(aten.square.default)

@@ -155,7 +155,8 @@ def test_unary_float():
 
 def test_unary_int_inputs():
     fn = lambda x: (torch.abs(x), -x, torch.sign(x), torch.exp(x.clamp(-3, 3)), torch.sqrt(x.abs()),  # noqa: E731
-                    torch.rsqrt(x.abs() + 1), torch.erf(x), torch.square(x), torch.sigmoid(x))
+                    torch.rsqrt(x.abs() + 1), torch.erf(x), torch.square(x), torch.sigmoid(x), torch.floor(x),
+                    torch.ceil(x), torch.round(x), torch.trunc(x))
     check_export(Fn(fn), (make(torch.int64),), {"x": {0: "batch", 1: "n"}})
 
 
