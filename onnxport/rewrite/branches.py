@@ -124,9 +124,10 @@ def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx) -> tuple[list[ast.stmt] 
             return refuse(f"{', '.join(missing)} bound in one branch only and not before the block")
         tail = _tup(outputs)
     names = (ctx.fresh("then", node), ctx.fresh("else", node))
-    rebound = sorted((N.stored_names(branches[0]) | N.stored_names(branches[1])) & before)
-    stmts = generated("\n".join(f"{P}pre_{v} = {v}" for v in rebound), node)
-    stmts += [_branch_fn(n, b, sorted(N.stored_names(b) & before), tail, node) for n, b in zip(names, branches)]
+    # names a branch rebinds after reading their earlier value start from a copy of that value
+    rebinds = [sorted(N.stored_names(b) & N.loaded_names(b) & before) for b in branches]
+    stmts = generated("\n".join(f"{P}pre_{v} = {v}" for v in sorted(set(rebinds[0]) | set(rebinds[1]))), node)
+    stmts += [_branch_fn(n, b, r, tail, node) for n, b, r in zip(names, branches, rebinds)]
     call = f"{P}branches.run_cond(_test, {names[0]}, {names[1]}, where={ctx.where(node)!r})"
     last = generated(f"return {call}" if outputs is None else f"{tail} = {call}", node)[0]
     last.value.args[0] = node.test

@@ -440,13 +440,13 @@ def _rewrite_for(node: ast.For, ctx, dynamic: bool) -> list[ast.stmt]:
     # reads of the loop variable
     changing = N.stored_names(node.body)
     uses = _IndexUses(i, changing, fresh)
-    body = [uses.visit(s) for s in body]
+    body = [ast.fix_missing_locations(uses.visit(s)) for s in body]
     stored = N.stored_names(body) - {i}
-    loaded = N.loaded_names(body)
     late = sorted(n for n in stored - before if n in after)
     if late:
         raise _Refuse(f"{', '.join(late)} first bound inside the loop and read after it")
-    carried = sorted(n for n in stored if n in before and (n in loaded or n in after))
+    exposed = N.read_before_write(body)
+    carried = sorted(n for n in stored if n in before and (n in exposed or n in after))
     src_names = [name for name, _, _ in uses.sources.values()]
     specs = [f"({ast.unparse(expr)}, {d})" for _, expr, d in uses.sources.values()]
     if N.name_loads(body, uses.index) or not specs:  # the index is scanned only when read

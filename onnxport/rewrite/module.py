@@ -66,12 +66,19 @@ class FunctionContext:
         return f"{N.GENERATED_PREFIX}{kind}_{node.lineno}_{self.counter}"
 
     def defined_before(self, node: ast.AST) -> set[str]:
-        """Parameters and names bound on lines before ``node`` (plus those bound in enclosing loops,
-        which hold values from earlier iterations)."""
+        """Parameters and names bound by the statements that run before ``node`` on its path from
+        the top of the function (earlier statements of each enclosing block, loop targets), plus
+        those bound in enclosing loops (values from earlier iterations)."""
         found = set(N.parameters(self.func))
-        for sub in ast.walk(self.func):
-            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store) and sub.lineno < node.lineno:
-                found.add(sub.id)
+        path = _path_to(self.func, node)
+        if path is None:  # not reachable through statement blocks: every earlier line counts
+            for sub in ast.walk(self.func):
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store) and sub.lineno < node.lineno:
+                    found.add(sub.id)
+        for parent, block, index in path or []:
+            found |= N.stored_names(block[:index])
+            if isinstance(parent, (ast.For, ast.AsyncFor)):
+                found |= N.stored_names([parent.target])
         for loop in self.loops:
             found |= N.stored_names(loop.body)
         return found
@@ -82,9 +89,36 @@ class FunctionContext:
         for sub in ast.walk(self.func):
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.lineno > node.end_lineno:
                 found.add(sub.id)
-        for loop in self.loops:
-            found |= N.loaded_names([loop])
+        for loop in self.loops:  # read by the enclosing loop's next iteration (outside ``node``)
+            stack = [loop]
+            while stack:
+                sub = stack.pop()
+                if sub is node:
+                    continue
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+                    found.add(sub.id)
+                stack.extend(ast.iter_child_nodes(sub))
         return {n for n in found if not n.startswith(N.GENERATED_PREFIX)}
+
+
+_BLOCKS = ("body", "orelse", "finalbody", "handlers")
+
+
+def _path_to(root: ast.AST, node: ast.AST) -> list | None:
+    """``[(parent, block, index), ...]`` from ``root`` down to the statement ``node``, or None."""
+    for name in _BLOCKS:
+        block = getattr(root, name, None)
+        if not isinstance(block, list) or isinstance(root, (ast.FunctionDef, ast.Lambda)) and root is not node and False:
+            continue
+        for k, s in enumerate(block):
+            if s is node:
+                return [(root, block, k)]
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            sub = _path_to(s, node)
+            if sub is not None:
+                return [(root, block, k)] + sub
+    return None
 
 
 def _located(stmts: list[ast.stmt], node: ast.AST) -> list[ast.stmt]:

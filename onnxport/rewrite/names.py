@@ -98,3 +98,24 @@ def subscript_stores(nodes: Iterable[ast.AST]) -> list[ast.AST]:
             if isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store):
                 found.append(node)
     return found
+
+
+def read_before_write(stmts: list[ast.stmt]) -> set[str]:
+    """Names whose first read in ``stmts`` comes no later than their first binding (by source
+    position; a statement's right-hand side counts as before its targets): the values a loop body
+    takes from the previous iteration."""
+    first_load: dict[str, tuple] = {}
+    first_store: dict[str, tuple] = {}
+    for top in stmts:
+        for node in ast.walk(top):
+            if isinstance(node, ast.Name):
+                key = (node.lineno, node.col_offset)
+                table = first_load if isinstance(node.ctx, ast.Load) else first_store
+                if node.id not in table or key < table[node.id]:
+                    table[node.id] = key
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                key = (node.lineno, -1)
+                if node.target.id not in first_load or key < first_load[node.target.id]:
+                    first_load[node.target.id] = key
+    return {n for n, at in first_load.items()
+            if n not in first_store or at[0] <= first_store[n][0]}

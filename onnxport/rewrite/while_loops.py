@@ -82,7 +82,8 @@ def rewrite_while(node: ast.While, ctx) -> list[ast.stmt] | None:
     late = sorted(n for n in stored - before if n in after or n in N.loaded_names([node.test]))
     if late:
         return refuse(f"{', '.join(late)} first bound inside the loop and read after it")
-    carried = sorted(stored & before)
+    needed = N.read_before_write(node.body) | after | N.loaded_names([node.test])
+    carried = sorted(stored & before & needed)
     if not carried:
         return refuse("the loop binds no variable that exists before it")
     cond_name, body_name = ctx.fresh("cond", node), ctx.fresh("body", node)

@@ -108,6 +108,29 @@ def test_appended_rows_concatenated_on_two_axes():
     assert count_ops(result, "Scan") == 1
 
 
+class Nested(torch.nn.Module):
+    """A loop over the rows of ``b`` (with its own carry and list) inside a loop over the rows of ``a``."""
+
+    def forward(self, a, b):  # [N, D], [M, D]
+        sims = torch.zeros(a.shape[0], b.shape[0])
+        for p in range(a.shape[0]):
+            best = torch.zeros(())
+            row = []
+            for q in range(b.shape[0]):
+                tmp = (a[p] * b[q]).sum()
+                best = torch.maximum(best, tmp)
+                row.append(tmp - best)
+            sims[p] = torch.stack(row)
+        return sims
+
+
+def test_nested_loops():
+    result = check_export(Nested(), (torch.randn(3, 4), torch.randn(5, 4)), ({0: Dim("n")}, {0: Dim("m")}),
+                          rewrite_control_flow=True,
+                          inputs=[(torch.randn(1, 4), torch.randn(6, 4)), (torch.randn(4, 4), torch.randn(1, 4))])
+    assert count_ops(result, "Scan") == 2
+
+
 class Encoder(torch.nn.Module):
     def __init__(self):
         super().__init__()

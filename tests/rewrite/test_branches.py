@@ -1,0 +1,141 @@
+"""rewrite_control_flow: ``if <tensor condition>:`` -> torch.cond -> ONNX If.
+
+Early returns, assignments in both branches (and ``elif``), one-sided assignments passing the old
+value through, branches inside a rewritten loop; inputs of other sizes take both branches."""
+
+import pytest
+import torch
+from torch.export import Dim
+
+from exportcheck import check_export, count_ops
+from onnxport.rewrite import rewrite_module
+
+
+class Gate(torch.nn.Module):
+    """Early exit in a submodule method: cheap path when the input looks easy."""
+
+    def __init__(self):
+        super().__init__()
+        self.cheap = torch.nn.Linear(4, 2)
+        self.full = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2))
+
+    def forward(self, feats):
+        return self.route(feats.relu() - 0.2)
+
+    def route(self, feats):
+        if feats.sum() < 1.0:
+            return self.cheap(feats), feats.mean(0)
+        scores = self.full(feats)
+        return scores * 2, feats.amax(0)
+
+
+class HasGate(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gate = Gate()
+
+    def forward(self, x):
+        out, summary = self.gate(x)
+        return out + 1, summary
+
+
+def test_early_return_in_a_submodule_method():
+    easy, hard = torch.zeros(3, 4), torch.rand(3, 4) + 1
+    result = check_export(HasGate(), (hard,), ({0: Dim("n")},), rewrite_control_flow=True,
+                          inputs=[(easy,), (torch.rand(5, 4) + 1,), (torch.zeros(1, 4),)])
+    assert count_ops(result, "If") == 1
+
+
+class ThreeWay(torch.nn.Module):
+    """``if`` / ``elif`` / ``else`` assigning two values (one of another dtype) read afterwards."""
+
+    def forward(self, a, b):
+        if a.max() > b.max():
+            low, high = b, a
+        elif a.max() < b.max():
+            low, high = a * 2, b
+        else:
+            low = a - b
+            high = a + b
+        return low - high, (high > 0).sum(1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_assignments_in_every_branch(dtype):
+    def mk(n, da, db):
+        return torch.full((n, 3), da).to(dtype), torch.full((n, 3), db).to(dtype)
+
+    result = check_export(ThreeWay(), mk(2, 5, 1), ({0: Dim("n")}, {0: Dim("n")}), rewrite_control_flow=True,
+                          inputs=[mk(3, 1, 5), mk(4, 2, 2), mk(1, 7, 3)])
+    assert count_ops(result, "If") == 2
+
+
+class OneSided(torch.nn.Module):
+    """Only one branch rebinds ``x``; the other passes the previous value through."""
+
+    def forward(self, x, y):
+        if (x * y).mean() > 0:
+            x = x * y + 1
+        return x - y
+
+
+def test_one_sided_assignment_passes_the_old_value_through():
+    result = check_export(OneSided(), (torch.ones(2, 3), torch.ones(2, 3)), ({0: Dim("n")}, {0: Dim("n")}),
+                          rewrite_control_flow=True,
+                          inputs=[(torch.ones(4, 3), -torch.ones(4, 3)), (torch.randn(5, 3), torch.randn(5, 3))])
+    assert count_ops(result, "If") == 1
+
+
+class SignedRows(torch.nn.Module):
+    """A branch on each row inside a loop over the rows: cond inside scan."""
+
+    def forward(self, x):
+        out = torch.empty_like(x)
+        for r in range(x.shape[0]):
+            if x[r].sum() > 0:
+                v = x[r] * 2
+            else:
+                v = -x[r]
+            out[r] = v
+        return out
+
+
+def test_branch_inside_a_rewritten_loop():
+    result = check_export(SignedRows(), (torch.randn(4, 3),), ({0: Dim("n")},), rewrite_control_flow=True,
+                          inputs=[(torch.randn(7, 3),), (torch.randn(1, 3),)])
+    assert count_ops(result, "Scan") == 1 and count_ops(result, "If") == 1
+
+
+class StaticChecks(torch.nn.Module):
+    def forward(self, x, mask=None):
+        if mask is None:
+            mask = torch.ones_like(x)
+        if self.training:
+            x = x * 0.5
+        return x * mask
+
+
+def test_static_conditions_are_not_touched():
+    rewritten = rewrite_module(StaticChecks(), (torch.randn(2, 3),))
+    assert rewritten.onnxport_rewrite_notes == []
+    check_export(StaticChecks(), (torch.randn(2, 3),), ({0: Dim("n")},), rewrite_control_flow=True)
+
+
+class PartialReturn(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            if x.max() > 5:
+                return x
+            x = x + 1
+        return x * 2
+
+
+def test_unhandled_branch_is_left_alone_with_its_line():
+    x = torch.rand(3)
+    with pytest.warns(UserWarning, match="left as Python"):
+        rewritten = rewrite_module(PartialReturn(), (x,))
+    outer = [n for n in rewritten.onnxport_rewrite_notes
+             if n.where.endswith(f":{PartialReturn.forward.__code__.co_firstlineno + 1} in forward")]
+    assert len(outer) == 1 and not outer[0].rewritten and "some paths" in outer[0].detail
+    for v in (x, -x, x + 6):
+        torch.testing.assert_close(rewritten(v), PartialReturn()(v))
