@@ -57,9 +57,13 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("core", [False, True], ids=["conv_nd", "convolution"])
-@pytest.mark.parametrize("dims,cin,cout,k,kw", CASES, ids=[f"{c[0]}d-k{c[3]}-{c[4]}" for c in CASES])
-def test_conv(dims, cin, cout, k, kw, core):
+# the decomposed (aten.convolution) path on a subset: decomposition is slow
+CORE = [(case, False) for case in CASES] + [(CASES[i], True) for i in (2, 5, 8, 11)]
+
+
+@pytest.mark.parametrize("case,core", CORE, ids=[f"{c[0]}d-k{c[3]}-{c[4]}-{'core' if k else 'conv'}" for c, k in CORE])
+def test_conv(case, core):
+    dims, cin, cout, k, kw = case
     model = Conv(dims, cin, cout, k, **kw)
     size = {1: 11, 2: 7, 3: 5}[dims]
     x = torch.randn(2, cin, *([size] * dims))
@@ -99,9 +103,12 @@ TCASES = [
 ]
 
 
-@pytest.mark.parametrize("core", [False, True], ids=["conv_transpose_nd", "convolution"])
-@pytest.mark.parametrize("dims,cin,cout,k,kw", TCASES, ids=[f"{c[0]}d-k{c[3]}-{c[4]}" for c in TCASES])
-def test_conv_transpose(dims, cin, cout, k, kw, core):
+TCORE = [(case, False) for case in TCASES] + [(TCASES[i], True) for i in (2, 4)]
+
+
+@pytest.mark.parametrize("case,core", TCORE, ids=[f"{c[0]}d-k{c[3]}-{c[4]}-{'core' if k else 'conv'}" for c, k in TCORE])
+def test_conv_transpose(case, core):
+    dims, cin, cout, k, kw = case
     cls = {1: torch.nn.ConvTranspose1d, 2: torch.nn.ConvTranspose2d, 3: torch.nn.ConvTranspose3d}[dims]
 
     class M(torch.nn.Module):
