@@ -157,7 +157,11 @@ def _expand_masks(ctx, indices) -> tuple[list, set]:
 
 
 def _plan(ctx, x, indices):
-    """Common part of index / index_put: (transposed x, [B..., k] index, k, perm, positions)."""
+    """Common part of index / index_put.
+
+    Returns (x with the indexed axes moved first, the [B..., k] stacked index for GatherND /
+    ScatterND, the indexed axes, the other axes, whether the indexed axes are adjacent).
+    """
     rank = ctx.rank(x)
     indices, from_masks = _expand_masks(ctx, list(indices))
     indices += [None] * (rank - len(indices))
@@ -195,7 +199,6 @@ def index(ctx, x, indices):
     (moved first); the broadcast dims take the place of the first indexed axis when the indexed
     axes are adjacent, else they come first (NumPy rules).
     """
-    rank = ctx.rank(x)
     present = [(i, v) for i, v in enumerate(indices) if v is not None]
     if len(present) == 1 and present[0][1].dtype not in (BOOL, ir.DataType.UINT8):
         axis, idx = present[0]
@@ -205,7 +208,6 @@ def index(ctx, x, indices):
     nb = ctx.out_rank - len(rest)
     if adjacent and pos[0] > 0:
         out = ctx.op.Transpose(out, perm=_result_perm(nb, pos[0], len(rest)))
-    del rank
     return out
 
 

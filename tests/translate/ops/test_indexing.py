@@ -42,7 +42,7 @@ class AdvancedIndex(torch.nn.Module):
             x[i, j],                 # leading, broadcast together
             x[:, i, j],              # adjacent, not leading: result dims stay in place
             x[i, :, j],              # not adjacent: result dims first
-            x[i[:, None], 1:3, j[None, :]] if False else x[i[:, None], :, j[None, :]],
+            x[i[:, None], :, j[None, :]],   # index tensors broadcast to [k, k], not adjacent
             x[:, m],                 # bool mask over trailing axes
             x[x > 0.5] if x.dtype != torch.bool else x[x],
             x[:, m[:, 0]],           # 1-D mask
