@@ -45,6 +45,7 @@ def _describe(node: torch.fx.Node) -> str:
 
 def translate_nodes(ctx: TranslationContext, graph: torch.fx.Graph, dim_name) -> list[Any]:
     """Translate every ``call_function`` node of ``graph``; placeholders must already be mapped.
+    Nodes already in ``ctx.values`` (bound by an earlier translation) are not translated again.
 
     Returns the translated values of the graph's output arguments (flattened list, None kept).
     Raises ``UnsupportedOpError`` for an overload with no translation and ``TranslationError``
@@ -52,7 +53,9 @@ def translate_nodes(ctx: TranslationContext, graph: torch.fx.Graph, dim_name) ->
     """
     outputs: list[Any] = []
     for node in graph.nodes:
-        if node.op == "placeholder":
+        if node.op == "placeholder" or node in ctx.values:
+            # placeholders are mapped by the caller; a translation may bind later nodes it folded
+            # into its own result (the scan translation binds the flip/movedim of its outputs)
             continue
         if node.op == "output":
             outputs = list(torch.utils._pytree.tree_leaves(ctx.values_of(node.args[0]))) \
