@@ -10,6 +10,7 @@ parameters, SymInts) by capture. Semantics: torch's higher-order ops
 from __future__ import annotations
 
 import contextlib
+import operator
 import re
 import sysconfig
 import traceback
@@ -21,6 +22,7 @@ import torch
 
 from onnxport.errors import ControlFlowError
 from onnxport.translate import bodies
+from onnxport.translate.graph import set_meta_type
 from onnxport.translate.registry import during_capture, translates
 
 aten = torch.ops.aten
@@ -57,14 +59,47 @@ def _scan_input_form(ctx, fx_arg: Any, value: ir.Value) -> tuple[ir.Value, int, 
         return value, 0, 0
 
 
+def _only_user(node: torch.fx.Node) -> torch.fx.Node | None:
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
+
+
+def _scan_output_form(getitem: torch.fx.Node) -> tuple[list[torch.fx.Node], int, int]:
+    """(chain, axis, direction) of one stacked scan output: the ``flip`` (reverse=True) and
+    ``movedim`` / ``permute`` (dim != 0) after it, when they are its only users in turn, folded into
+    ``scan_output_directions`` / ``scan_output_axes``; ``chain`` ends with the node whose value the
+    Scan output then is."""
+    chain, axis, direction = [getitem], 0, 0
+    user = _only_user(getitem)
+    if user is not None and user.target is aten.flip.default and list(user.args[1]) == [0]:
+        chain.append(user)
+        direction = 1
+        user = _only_user(user)
+    val = _val(chain[-1])
+    rank = len(val.shape) if isinstance(val, torch.Tensor) else 0
+    if user is not None and rank > 1:
+        if user.target is aten.movedim.int and user.args[1] % rank == 0 and user.args[2] % rank != 0:
+            axis = user.args[2] % rank
+        elif user.target is aten.permute.default:
+            perm = [p % rank for p in user.args[1]]
+            d = perm.index(0)
+            if d and perm == list(range(1, d + 1)) + [0] + list(range(d + 1, rank)):
+                axis = d
+        if axis:
+            chain.append(user)
+    return chain, axis, direction
+
+
 @translates(hop.scan)
 def scan(ctx, combine_fn, init, xs, additional_inputs=()):
     """scan(combine_fn, init: list[Tensor], xs: list[Tensor], additional_inputs) -> carry + ys.
 
     ``combine_fn(*carry, *x_slices, *additional_inputs) -> (*next_carry, *y_slices)``. Becomes one
-    ONNX ``Scan``: the carries are its state variables, ``xs`` its scan inputs (with
-    ``scan_input_axes`` / ``scan_input_directions`` for ``dim`` / ``reverse``), the ``ys`` its
-    scan outputs; additional inputs are captured by the Scan body from the outer graph.
+    ONNX ``Scan``: the carries are its state variables, ``xs`` its scan inputs and the ``ys`` its
+    scan outputs, with the ``movedim`` and ``flip`` that ``dim`` and ``reverse`` add around the
+    scan node folded into ``scan_input_axes`` / ``scan_input_directions`` and
+    ``scan_output_axes`` / ``scan_output_directions``; additional inputs are captured by the Scan
+    body from the outer graph.
 
     Raises:
         ControlFlowError: combine_fn returns one of its inputs without ``.clone()``.
@@ -78,13 +113,26 @@ def scan(ctx, combine_fn, init, xs, additional_inputs=()):
     forms = [_scan_input_form(ctx, a, v) for a, v in zip(fx_xs, xs)]
     xs = [f[0] for f in forms]
     axes, directions = [f[1] for f in forms], [f[2] for f in forms]
+    getitems = {u.args[1]: u for u in node.users if u.target is operator.getitem} if node is not None else {}
+    out_forms = [_scan_output_form(getitems[n + j]) if n + j in getitems else ([], 0, 0) for j in range(k)]
+    out_axes, out_dirs = [f[1] for f in out_forms], [f[2] for f in out_forms]
     graph = bodies.subgraph(ctx, "scan_graph", [p.meta.get("val") for p in body.placeholders[:n + m]],
                             lambda sub, ins: bodies.call_body(sub, body, list(ins) + extra))
     outs = ctx.op.Scan(*init, *xs, body=graph, num_scan_inputs=m,
                        scan_input_axes=axes if any(axes) else None,
                        scan_input_directions=directions if any(directions) else None,
+                       scan_output_axes=out_axes if any(out_axes) else None,
+                       scan_output_directions=out_dirs if any(out_dirs) else None,
                        _outputs=n + k)
-    return [outs] if n + k == 1 else list(outs)
+    outs = [outs] if n + k == 1 else list(outs)
+    for j, (chain, axis, direction) in enumerate(out_forms):
+        if axis or direction:
+            # the Scan output already is the value of the chain's last node: bind the chain to it
+            for fx in chain:
+                ctx.values[fx] = outs[n + j]
+            set_meta_type(outs[n + j], _val(chain[-1]), ctx.dim_namer)
+            outs[n + j] = None  # only reachable through the bound chain
+    return outs
 
 
 def _predicate(ctx, pred: Any) -> ir.Value:

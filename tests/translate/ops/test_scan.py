@@ -17,6 +17,13 @@ from torch.export import Dim
 import onnxport
 from exportcheck import check_export, count_ops
 
+
+@pytest.fixture(autouse=True)
+def _fresh_tracer():
+    """torch's tracer of nested higher-order ops keeps state from earlier exports in the process
+    that can break a later capture ("lift_tracked_freevar_to_input ... root SubgraphTracer")."""
+    torch._dynamo.reset()
+
 MODES = [pytest.param(inline, opt, id=f"{'inline' if inline else 'functions'}-{'opt' if opt else 'noopt'}")
          for inline, opt in ((False, True), (True, True), (False, False))]
 ALL_MODES = MODES + [pytest.param(True, False, id="inline-noopt")]
@@ -130,6 +137,10 @@ def test_scan_dim_and_reverse(dim, reverse):
     axes = node.attributes.get_ints("scan_input_axes", [0])
     directions = node.attributes.get_ints("scan_input_directions", [0])
     assert list(axes) == [dim] and list(directions) == [int(reverse)], (axes, directions)
+    out_axes = node.attributes.get_ints("scan_output_axes", [0])
+    out_directions = node.attributes.get_ints("scan_output_directions", [0])
+    assert list(out_axes) == [dim] and list(out_directions) == [int(reverse)], (out_axes, out_directions)
+    assert [n.op_type for n in result.model.graph] == ["Scan"]  # movedim and flip folded into Scan
 
 
 class BoolCarry(torch.nn.Module):
