@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import types
 
 import onnx_ir as ir
 import torch
@@ -28,8 +29,13 @@ from onnxport.errors import UnsupportedOpError
 from onnxport.translate.ops.rnn import _GRU_ORDER, _LSTM_ORDER, _RNN_ORDER, _recurrent
 from onnxport.translate.registry import during_capture, translates
 
-_PACK = rnn_utils.pack_padded_sequence
-_PAD = rnn_utils.pad_packed_sequence
+def _copy(fn):
+    """A separate function object with ``fn``'s code, unaffected when ``fn.__code__`` is swapped."""
+    return types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+_PACK = _copy(rnn_utils.pack_padded_sequence)
+_PAD = _copy(rnn_utils.pad_packed_sequence)
 _MODES = {"LSTM": "lstm", "GRU": "gru", "RNN_TANH": "rnn_tanh", "RNN_RELU": "rnn_relu"}
 
 
@@ -127,15 +133,32 @@ def padded_sequences():
 
         return forward
 
-    rnn_utils.pack_padded_sequence, rnn_utils.pad_packed_sequence = _pack, _pad
-    for cls in saved_forwards:
-        cls.forward = patched(cls)
+    # swap the code of the functions themselves, so that names imported with
+    # ``from torch.nn.utils.rnn import pack_padded_sequence`` are redirected too
+    with _redirected(rnn_utils.pack_padded_sequence, _pack), _redirected(rnn_utils.pad_packed_sequence, _pad):
+        for cls in saved_forwards:
+            cls.forward = patched(cls)
+        try:
+            yield
+        finally:
+            for cls, fwd in saved_forwards.items():
+                cls.forward = fwd
+
+
+@contextlib.contextmanager
+def _redirected(fn, replacement):
+    """Make every reference to ``fn`` call ``replacement`` (its ``__code__`` becomes a trampoline)."""
+    key = f"__onnxport_{fn.__name__}"
+    namespace: dict = {}
+    exec(f"def trampoline(*args, **kwargs):\n    return {key}(*args, **kwargs)", namespace)  # noqa: S102
+    saved = fn.__code__
+    fn.__globals__[key] = replacement
+    fn.__code__ = namespace["trampoline"].__code__
     try:
         yield
     finally:
-        rnn_utils.pack_padded_sequence, rnn_utils.pad_packed_sequence = _PACK, _PAD
-        for cls, fwd in saved_forwards.items():
-            cls.forward = fwd
+        fn.__code__ = saved
+        fn.__globals__.pop(key, None)
 
 
 @translates(torch.ops.onnxport.padded_rnn.default)

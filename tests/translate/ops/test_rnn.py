@@ -99,8 +99,8 @@ def test_packed_sequence_needs_total_length():
     assert model.eval()(x, lengths)[0].shape == (3, 5, 16)  # eager packing is left as it was
 
 
-def test_packed_sequence_by_imported_name_raises_clear_error():
-    from torch.nn.utils.rnn import pack_padded_sequence
+def test_packed_sequence_by_imported_name():
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
     class Imported(torch.nn.Module):
         def __init__(self):
@@ -109,13 +109,13 @@ def test_packed_sequence_by_imported_name_raises_clear_error():
 
         def forward(self, x, lengths):
             out, _ = self.rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
-            return torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
+            return pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
 
     x, lengths = torch.randn(3, 5, 8), torch.tensor([5, 2, 3])
-    with pytest.raises(onnxport.errors.ExportError, match="pack_padded_sequence cannot be captured"):
-        onnxport.to_onnx(Imported().eval(), (x, lengths), dynamic_shapes={"x": {0: "batch", 1: "time"},
-                                                                          "lengths": {0: "batch"}})
-    assert Imported().eval()(x, lengths).shape == (3, 5, 16)
+    r = check_export(Imported(), (x, lengths), {"x": {0: "batch", 1: "time"}, "lengths": {0: "batch"}},
+                     inputs=[(torch.randn(2, 7, 8), torch.tensor([3, 7]))])
+    assert count_ops(r, "LSTM") == 1
+    assert Imported()(x, lengths).shape == (3, 5, 16)  # eager packing is left as it was
 
 
 def test_lstm_projection_raises_clear_error():
