@@ -176,7 +176,7 @@ def avg_pool(ctx, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
     """ONNX AveragePool of ``x[N, C, *S]`` (or unbatched).
 
     ``divisor_override``: the window sum (zero padding included) divided by that number
-    (TranslationError together with ``ceil_mode``).
+    (TranslationError together with ``ceil_mode`` on dynamic sizes).
     """
     n = _spatial(kernel_size)
     xb, added = _batched(ctx, x, n)
@@ -200,14 +200,34 @@ def avg_pool(ctx, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
     if divisor_override is None:
         y = ctx.op.AveragePool(xb, ceil_mode=ceil, count_include_pad=int(bool(count_include_pad)), **attrs)
         return _unbatched(ctx, y, added)
+    if ceil and sizes is not None:
+        # sum = mean over the window's input positions * their count (static, per output position)
+        floor_attrs, outs = ceil_mode_as_floor(sizes, attrs)
+        mean = _slice_to(ctx, ctx.op.AveragePool(xb, count_include_pad=0, **floor_attrs), sizes, floor_attrs, outs)
+        count = _window_counts(sizes, attrs, outs)
+        total = ctx.op.Mul(mean, ctx.const(count.astype(xb.dtype.numpy())))
+        return _unbatched(ctx, ctx.op.Div(total, ctx.scalar(float(divisor_override), xb.dtype)), added)
     if ceil:
-        raise TranslationError("avg_pool with both divisor_override and ceil_mode=True is not supported",
-                               hint="use ceil_mode=False, or pad the input explicitly and drop ceil_mode")
+        raise TranslationError("avg_pool with divisor_override and ceil_mode=True on dynamic sizes is not supported",
+                               hint="use ceil_mode=False, or fixed spatial sizes")
     # every window lies inside the padded input: the sum is the padded mean times the kernel size
     mean = ctx.op.AveragePool(xb, ceil_mode=0, count_include_pad=1, **attrs)
     total = ctx.op.Mul(mean, ctx.scalar(float(np.prod(attrs["kernel_shape"])), xb.dtype))
     y = ctx.op.Div(total, ctx.scalar(float(divisor_override), xb.dtype))
     return _unbatched(ctx, y, added)
+
+
+def _window_counts(sizes: list[int], attrs: dict, outs: list[int]) -> np.ndarray:
+    """Input positions inside each pooling window (PyTorch's clipping), shaped ``outs``."""
+    n = len(sizes)
+    kernel, strides, pads = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
+    count = np.ones([1] * n)
+    for i, (length, out) in enumerate(zip(sizes, outs)):
+        start = np.arange(out) * strides[i] - pads[i]
+        end = np.minimum(start + kernel[i], length)
+        c = end - np.maximum(start, 0)
+        count = count * c.reshape([1] * i + [out] + [1] * (n - 1 - i))
+    return count
 
 
 @translates(aten.avg_pool1d.default)

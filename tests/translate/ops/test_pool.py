@@ -95,11 +95,14 @@ def test_avg_pool(dims, kw):
     _assert_dynamic(r, [0] + list(range(2, 2 + dims)))
 
 
-def test_avg_pool_divisor_override_with_ceil_mode_is_an_error():
+def test_avg_pool_divisor_override_with_ceil_mode():
     from onnxport.errors import TranslationError
 
+    model = Fn(lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, divisor_override=2))
+    for h, w in ((8, 8), (7, 6)):  # static sizes: the window counts are constants
+        check_export(model, (torch.randn(2, 3, h, w),))
     with pytest.raises(TranslationError, match="divisor_override"):
-        check_export(Fn(lambda x: F.avg_pool2d(x, 3, 2, ceil_mode=True, divisor_override=2)), (_input(2, 8),))
+        check_export(model, (_input(2, 8),), _dyn(2))
 
 
 ADAPTIVE_CASES = [
@@ -151,6 +154,7 @@ class CeilSweep(torch.nn.Module):
             if d == 1:
                 outs.append(F.avg_pool1d(x, k, s, p, ceil_mode=True, count_include_pad=True))
                 outs.append(F.avg_pool1d(x, k, s, p, ceil_mode=True, count_include_pad=False))
+                outs.append(F.avg_pool2d(x2, (2, k), (1, s), (1, p), ceil_mode=True, divisor_override=3))
         return tuple(outs)
 
 
