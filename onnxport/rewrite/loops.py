@@ -52,7 +52,7 @@ def _tracing() -> bool:
 def _element(source: Any, d: int, k: Any) -> Any:
     if isinstance(source, torch.Tensor):
         return source.select(d, k)
-    return source[(slice(None),) * d + (k,)]
+    return source[k] if d == 0 else source[(slice(None),) * d + (k,)]
 
 
 def _python_loop(body: Callable, init: tuple, start: Any, stop: Any, sources: list, tensor_index: bool):
@@ -118,7 +118,8 @@ def take(source: Any, d: int, index: Any, keep: bool) -> Any:
     """``source[(:,)*d + (index,)]`` (``keep``: ``index:index+1``) for a tensor ``index`` (0-d int64,
     negative values counted from the end as in Python), as index_select so that tracing keeps it."""
     if not isinstance(index, torch.Tensor) or not isinstance(source, torch.Tensor):
-        return source[(slice(None),) * d + ((slice(index, index + 1),) if keep else (index,))]
+        key = slice(index, index + 1) if keep else index
+        return source[key] if d == 0 else source[(slice(None),) * d + (key,)]
     picked = source.index_select(d, index.reshape(1) % source.shape[d])
     return picked if keep else picked.squeeze(d)
 
@@ -357,10 +358,29 @@ def _tup(names: list[str]) -> str:
 # --------------------------------------------------------------------------- the rewrite
 
 
+def _over_rows(node: ast.For, ctx) -> ast.For:
+    """``for v in E: body`` as ``for k in range(len(E)): v = E[k]; body`` (same statement positions)."""
+    k = ctx.fresh("k", node)
+    loop = generated(f"for {k} in range(len(_E)):\n    {node.target.id} = _E[{k}]", node)[0]
+    loop.iter.args[0].args[0] = node.iter
+    loop.body[0].value.value = node.iter
+    loop.body += node.body
+    return loop
+
+
 def rewrite_for(node: ast.For, ctx) -> list[ast.stmt] | None:
     """Statements replacing a ``for i in range(...)`` loop with a scan, or None (with a note in
     ``ctx`` when the bound is a tensor size) if the loop has a form that is not handled."""
     it = node.iter
+    if _invariant(it, set()) and isinstance(node.target, ast.Name) and not node.orelse:
+        node = _over_rows(node, ctx)  # for v in E: -> for k in range(len(E)): v = E[k]
+        dynamic = False  # a tensor's rows are scanned when len(E) is symbolic; lists stay Python
+        try:
+            stmts = _rewrite_for(node, ctx, dynamic)
+        except _Refuse:
+            return None
+        ctx.notes[-1].detail += " (a scan over a tensor's rows when their number is dynamic, else a Python loop)"
+        return stmts
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
         return None
     dynamic = any(is_dynamic(a, dynamic_names(ctx.func)) for a in it.args)

@@ -131,6 +131,30 @@ def test_nested_loops():
     assert count_ops(result, "Scan") == 2
 
 
+class OverRows(torch.nn.Module):
+    """``for layer in self.layers`` stays a Python loop; ``for row in x`` scans the rows of ``x``."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(3, 3) for _ in range(2)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        acc = torch.zeros(x.shape[1])
+        history = []
+        for row in x:
+            acc = acc * 0.5 + row
+            history.append(acc)
+        return torch.stack(history)
+
+
+def test_iterating_rows_of_a_tensor_and_a_module_list():
+    result = check_export(OverRows(), (torch.randn(4, 3),), ({0: Dim("n")},), rewrite_control_flow=True)
+    assert count_ops(result, "Scan") == 1
+    assert count_ops(result, "Gemm") + count_ops(result, "MatMul") == 2  # the two layers, unrolled
+
+
 class Encoder(torch.nn.Module):
     def __init__(self):
         super().__init__()
