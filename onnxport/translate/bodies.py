@@ -28,8 +28,7 @@ from onnxport.errors import ControlFlowError, user_source_line
 from onnxport.translate import symbolic
 from onnxport.translate.context import TranslationContext
 from onnxport.translate.graph import set_meta_type, translate_nodes
-
-DOMAIN = "onnxport"  # the domain of local functions (same as translate.program.DOMAIN)
+from onnxport.translate.program import DOMAIN
 
 
 @dataclasses.dataclass
@@ -230,6 +229,8 @@ def call_body(ctx: TranslationContext, body: Body, args: Sequence[Any]) -> list[
 
 
 def as_input(ctx: TranslationContext, a: Any, ph: torch.fx.Node) -> ir.Value:
+    """``a`` as a value for the body input ``ph``: a Python number (an int carry of a while_loop)
+    becomes a constant of the placeholder's dtype."""
     if isinstance(a, ir.Value):
         return a
     val = ph.meta.get("val")
