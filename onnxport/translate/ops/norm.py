@@ -3,9 +3,9 @@ rms_norm, and their native / core ATen forms.
 
 Semantics: torch.nn.functional.batch_norm / layer_norm / group_norm / instance_norm / rms_norm.
 ONNX operators used: BatchNormalization (inference mode) for running statistics,
-LayerNormalization (opset 17), InstanceNormalization, RMSNormalization (opset 23); group norm
-and batch statistics are written as ReduceMean formulas (ONNX GroupNormalization changed its
-scale/bias meaning at opset 21, so the formula is the one form valid at every opset).
+LayerNormalization (opset 17), InstanceNormalization, RMSNormalization (opset 23),
+GroupNormalization from opset 21 (before 21 its scale and bias were per group, not PyTorch's per
+channel, so group norm is a ReduceMean formula there, as batch statistics are).
 Variances are biased (divide by the count), as PyTorch's normalizations use.
 """
 
@@ -200,15 +200,28 @@ def group_norm_values(ctx, x, groups: int, weight, bias, eps: float):
     return y, ctx.op.Squeeze(mean, two), ctx.op.Squeeze(rstd, two)
 
 
+def group_normalization(ctx, x, groups: int, weight, bias, eps: float) -> ir.Value:
+    """ONNX GroupNormalization (opset 21: per-channel scale and bias, PyTorch's meaning)."""
+    c = _channels(ctx, x, weight)
+    scale = ctx.cast(weight, x.dtype) if weight is not None else _filled(ctx, [c], 1.0, x.dtype)
+    shift = ctx.cast(bias, x.dtype) if bias is not None else _filled(ctx, [c], 0.0, x.dtype)
+    return ctx.op.GroupNormalization(x, scale, shift, num_groups=int(groups), epsilon=float(eps))
+
+
 @translates(aten.group_norm.default)
 def group_norm(ctx, x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
-    """aten::group_norm(input, num_groups, weight?, bias?, eps)."""
+    """aten::group_norm(input, num_groups, weight?, bias?, eps): GroupNormalization from opset 21."""
+    if ctx.opset >= 21:
+        return group_normalization(ctx, x, num_groups, weight, bias, eps)
     return group_norm_values(ctx, x, num_groups, weight, bias, eps)[0]
 
 
 @translates(aten.native_group_norm.default)
 def native_group_norm(ctx, x, weight, bias, n, c, hxw, group, eps):
-    """aten::native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean, rstd)."""
+    """aten::native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean, rstd);
+    GroupNormalization from opset 21 when mean and rstd are not read."""
+    if ctx.opset >= 21 and _used_outputs(ctx) <= {0}:
+        return group_normalization(ctx, x, group, weight, bias, eps), None, None
     return group_norm_values(ctx, x, group, weight, bias, eps)
 
 

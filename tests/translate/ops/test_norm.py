@@ -119,13 +119,22 @@ def test_group_norm(case, core):
         assert aten.native_group_norm.default in _targets(r)
 
 
-def test_native_group_norm_statistics():
+@pytest.mark.parametrize("opset", [20, 21])
+@pytest.mark.parametrize("affine", [False, True])
+def test_group_norm_opsets(affine, opset):
+    model = Wrap(torch.nn.GroupNorm(2, 6, affine=affine))
+    r = check_export(model, (torch.randn(2, 6, 5) * 2 + 1,), {"x": {0: "batch", 2: "time"}}, opset=opset)
+    assert count_ops(r, "GroupNormalization") == (1 if opset >= 21 else 0)
+
+
+@pytest.mark.parametrize("opset", [20, 21])
+def test_native_group_norm_statistics(opset):
     class M(torch.nn.Module):
         def forward(self, x):
             n, c, t = x.shape
             return torch.ops.aten.native_group_norm.default(x, None, None, n, c, t, 2, 1e-5)
 
-    check_export(M(), (torch.randn(2, 4, 6) * 2 + 1,), {"x": {0: "batch", 2: "time"}})
+    check_export(M(), (torch.randn(2, 4, 6) * 2 + 1,), {"x": {0: "batch", 2: "time"}}, opset=opset)
 
 
 IN_CASES = [
