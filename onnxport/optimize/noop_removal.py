@@ -6,8 +6,8 @@ with the identity permutation, or two Transposes that cancel (two that do not ca
 dim_param); ``Squeeze(Unsqueeze(x, a), a)``, and ``Unsqueeze(Squeeze(x, a), a)`` when the squeezed
 dims of ``x`` are statically 1 (the 1-D size round trip); ``Slice`` with steps 1 keeping the whole
 shape; ``Concat`` of one input. ``Squeeze(Transpose(Unsqueeze(x)))`` dropping exactly the inserted
-axes becomes one ``Transpose``; ``Unsqueeze(Unsqueeze(x))`` one ``Unsqueeze``. A graph output keeps
-its name and shape.
+axes becomes one ``Transpose``; ``Unsqueeze(Unsqueeze(x))`` one ``Unsqueeze``; ``x * 1``, ``x / 1``,
+``x + 0``, ``x - 0`` that do not broadcast ``x``. A graph output keeps its name and shape.
 
 Semantics: ONNX operator specs of Identity, Cast, Transpose, Reshape, Expand, Squeeze, Unsqueeze,
 Slice, Concat (https://onnx.ai/onnx/operators/).
@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from onnxport.optimize._scopes import (ScopedPass, attr_int, attr_ints, const_ints, dims, make_constant, make_node,
-                                       producer_op, prune, remove_if_unused, replace_value, same_known_shape,
-                                       single_use)
+from onnxport.optimize._scopes import (ScopedPass, attr_int, attr_ints, const_array, const_ints, dims,
+                                       make_constant, make_node, producer_op, prune, remove_if_unused,
+                                       replace_value, same_known_shape, single_use)
 
 
 def _axes(node: ir.Node) -> list[int] | None:
@@ -31,6 +31,32 @@ def _axes(node: ir.Node) -> list[int] | None:
 
 def _norm(axes: list[int], rank: int) -> list[int]:
     return sorted(a + rank if a < 0 else a for a in axes)
+
+
+def _fits_within(shape: tuple, x: ir.Value) -> bool:
+    """Broadcasting a constant of ``shape`` with ``x`` keeps ``x``'s shape."""
+    if x.shape is None or len(shape) > len(x.shape):
+        return False
+    tail = list(x.shape)[len(x.shape) - len(shape):]
+    return all(c == 1 or (isinstance(d, int) and d == c) for c, d in zip(shape, tail))
+
+
+def _neutral(node: ir.Node, element: int, both_sides: bool):
+    """The other operand of a binary node whose constant operand is all ``element``, when the
+    result has that operand's dtype and shape."""
+    if len(node.inputs) != 2 or None in node.inputs:
+        return None
+    pairs = [(node.inputs[0], node.inputs[1])] + ([(node.inputs[1], node.inputs[0])] if both_sides else [])
+    y = node.outputs[0]
+    for x, c in pairs:
+        arr = const_array(c)
+        if arr is None or arr.size == 0 or not bool(np.all(arr == element)) or x.dtype is None:
+            continue
+        if x.dtype != y.dtype and y.dtype is not None:
+            continue
+        if same_known_shape(x, y) or _fits_within(arr.shape, x):
+            return x
+    return None
 
 
 class NoOpRemovalPass(ScopedPass):
@@ -184,6 +210,19 @@ class NoOpRemovalPass(ScopedPass):
         if steps is None or any(s != 1 for s in steps):
             return None
         return x if same_known_shape(x, y) else None
+
+    # x * 1, x / 1, x + 0, x - 0 with a constant that does not broadcast x to a larger shape
+    def _mul(self, scope, node):
+        return _neutral(node, 1, both_sides=True)
+
+    def _div(self, scope, node):
+        return _neutral(node, 1, both_sides=False)
+
+    def _add(self, scope, node):
+        return _neutral(node, 0, both_sides=True)
+
+    def _sub(self, scope, node):
+        return _neutral(node, 0, both_sides=False)
 
     def _concat(self, scope, node):
         ins = [v for v in node.inputs if v is not None]

@@ -64,8 +64,9 @@ g (float[N] x) => (float[N] y) {
 
 def test_weight_transpose_folded_into_single_use_initializer():
     m = parse("""
-g (float[N, 4] x) => (float[N, 5] y, float[N, 4] z) <float[5, 4] w = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20},
-                                                 float[4, 4] v = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}> {
+g (float[N, 4] x) => (float[N, 5] y, float[N, 4] z)
+  <float[5, 4] w = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20},
+   float[4, 4] v = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}> {
   wt = Transpose<perm = [1, 0]>(w)
   y = MatMul(x, wt)
   vt = Transpose<perm = [1, 0]>(v)

@@ -32,7 +32,8 @@ g (float[N, 4] x, float[3, 4] w) => (float[N, 3] y) <float[3] c = {1, 2, 3}, flo
 
 def test_3d_or_shared_matmul_left_alone():
     m = parse(f"""
-g (float[N, 2, 4] x, float[N, 4] x2) => (float[N, 2, 3] y, float[N, 3] z, float[N, 3] z2) <{W}, float[3] c = {{1, 2, 3}}> {{
+g (float[N, 2, 4] x, float[N, 4] x2) => (float[N, 2, 3] y, float[N, 3] z, float[N, 3] z2)
+  <{W}, float[3] c = {{1, 2, 3}}> {{
   mm = MatMul(x, w)
   y = Add(mm, c)
   mm2 = MatMul(x2, w)

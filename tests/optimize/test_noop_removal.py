@@ -50,7 +50,8 @@ g (float[N, 3, 4] x) => (float[4, N, 3] z) {
 
 def test_reshape_expand_slice_same_shape_removed_others_kept():
     m = parse("""
-g (float[N, 4] x) => (float[N, 4] y, float[N, 2] s2, float[N, 4] e2) <float[N, 4] r, float[N, 4] e, float[N, 4] s, float[N, 4] e2> {
+g (float[N, 4] x) => (float[N, 4] y, float[N, 2] s2, float[N, 4] e2) <float[N, 4] r, float[N, 4] e, float[N, 4] s,
+                                                                   float[N, 4] e2> {
   shp = Shape(x)
   r = Reshape(x, shp)
   e = Expand(r, shp)
@@ -147,3 +148,23 @@ g ({dtype}[N, 5] x) => ({dtype}[1, N, 1, 5, 1] y, {dtype}[N, 1, 5] z) {{
 }}""")
     model = check_pass(NoOpRemovalPass(), m, SIZES)
     assert ops(model)["Unsqueeze"] == 2
+
+
+@pytest.mark.parametrize("dtype", ["float", "int64"])
+def test_neutral_elements_removed_unless_they_broadcast(dtype):
+    m = parse(f"""
+g ({dtype}[N, 3] x) => ({dtype}[N, 3] y, {dtype}[2, N, 3] z) {{
+  one = Constant<value = {dtype} {{1}}>()
+  zero = Constant<value = {dtype}[3] {{0, 0, 0}}>()
+  a = Mul(one, x)
+  b = Sub(a, zero)
+  c = Div(b, one)
+  d = Add(zero, c)
+  y = Neg(d)
+  ones = Constant<value = {dtype}[2, 1, 1] {{1, 1}}>()
+  z = Mul(x, ones)
+  w = Sub(zero, x)
+}}""")
+    model = check_pass(NoOpRemovalPass(), m, SIZES)
+    counts = ops(model)
+    assert counts["Mul"] == 1 and counts["Add"] == 0 and counts["Div"] == 0 and counts["Sub"] == 1
