@@ -169,3 +169,21 @@ def test_opset18_scatter_reduce_index_put_index():
     check_export(IndexPut(), (torch.randn(3, 4, 5), torch.randn(5), torch.tensor([0, 1, -1, 1, -2, 0]),
                               torch.rand(3, 4) > 0.5),
                  {"x": {0: "b"}, "v": None, "i": {0: "k"}, "m": {0: "b"}}, opset=18)
+
+
+class IndexEdges(torch.nn.Module):
+    def forward(self, x, i, m):  # x: [3, 4, c], i: [k] in [-1, 2], m: [3] bool
+        return (
+            x[m, :, i[:1]],                                      # bool mask and int index together
+            x[:, i.int()], x[i.int(), 1:3],                      # int32 indices
+            x[i.view(-1, 1)],                                    # 2-D index
+            x[:, torch.tensor(1)],                               # 0-d index drops the axis
+            torch.index_put(x, (m,), x[0, 0]),                   # row mask, broadcast values
+            torch.ops.aten.index_put(x, [None, torch.tensor([0, 2])], x[:1, :1, :] * 2, True),
+            torch.ops.aten.index_put(x, [i[:2], None, torch.tensor([1, 0])], x[0, :, :2].t(), False),
+        )
+
+
+def test_index_edge_cases():
+    check_export(IndexEdges(), (torch.randn(3, 4, 5), torch.tensor([0, -1, 1, 2]), torch.tensor([True, False, True])),
+                 {"x": {2: Dim("c", min=3)}, "i": {0: "k"}, "m": None})
