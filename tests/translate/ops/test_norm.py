@@ -175,3 +175,22 @@ def test_instance_norm_core_form(affine):
     with override({aten.instance_norm.default: None}):
         r = check_export(model, (torch.randn(2, 4, 7) * 2 + 1,), {"x": {0: "batch", 2: "time"}})
     assert aten.instance_norm.default not in _targets(r)
+
+
+@pytest.mark.parametrize("op", ["native_batch_norm", "_native_batch_norm_legit_no_training"])
+def test_native_batch_norm_inference_outputs(op):
+    """Inference forms return empty saved statistics next to the output, as PyTorch does."""
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("mean", torch.randn(3))
+            self.register_buffer("var", torch.rand(3) + 0.5)
+            self.w = torch.nn.Parameter(torch.randn(3))
+
+        def forward(self, x):
+            if op == "native_batch_norm":
+                return aten.native_batch_norm.default(x, self.w, None, self.mean, self.var, False, 0.1, 1e-3)
+            return aten._native_batch_norm_legit_no_training.default(x, self.w, None, self.mean, self.var, 0.1, 1e-3)
+
+    check_export(M(), (torch.randn(2, 3, 5),), {"x": {0: "batch", 2: "time"}})
