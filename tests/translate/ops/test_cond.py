@@ -193,3 +193,21 @@ def test_branch_returning_its_operand_asks_for_clone():
         onnxport.to_onnx(AliasingBranch(), (torch.randn(3, 4),))
     assert "torch.cond" in str(info.value) and ".clone()" in str(info.value)
     assert info.value.where is not None and "test_cond.py" in info.value.where and "torch.cond" in info.value.where
+
+
+def test_subgraph_and_function_signatures_are_typed():
+    """Every input and output of the If branches, the Scan body and the local functions has a dtype
+    and a shape (the dims named after the user's dims where symbolic)."""
+    result = onnxport.to_onnx(CondInScan(), (torch.randn(6, 3), torch.randn(3)),
+                              dynamic_shapes={"x": {0: "T", 1: "B"}, "h": {0: "B"}})
+    functions = [f.graph for f in result.model.functions.values()]
+    graphs = [n.attributes[a].as_graph() for g in [result.model.graph] + functions
+              for n in ir.traversal.RecursiveGraphIterator(g)
+              for a in ("body", "then_branch", "else_branch") if a in n.attributes]
+    assert len(graphs) == 1 + 2 * 2  # the Scan body, the branches of the two Ifs
+    assert len(functions) == 1 + 4  # the scan body, the four branches
+    graphs += functions
+    for g in graphs:
+        for v in list(g.inputs) + list(g.outputs):
+            assert v.dtype is not None and v.shape is not None, (g.name, v)
+            assert all(isinstance(d, int) or str(d) in ("B", "T") for d in v.shape), (g.name, v)
