@@ -41,10 +41,15 @@ def shape_slice(ctx, x: ir.Value, start: int, end: int | None = None) -> ir.Valu
 
 @translates(aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.view_copy.default)
 def reshape(ctx, x, shape):
-    """view(Tensor self, SymInt[] size): ONNX Reshape; -1 infers one dimension (torch.Tensor.view)."""
-    literal_zero = any(isinstance(s, int) and s == 0 for s in shape)
-    no_infer = not any(isinstance(s, int) and s == -1 for s in shape)
-    allowzero = 1 if literal_zero and no_infer else None
+    """view(Tensor self, SymInt[] size): ONNX Reshape; -1 infers one dimension (torch.Tensor.view).
+
+    A size of 0 (literal, or a SymInt that is 0 at run time) means 0 in PyTorch, so the Reshape
+    takes ``allowzero=1`` unless a -1 is present (ONNX forbids both; PyTorch cannot infer -1 next
+    to a 0 either).
+    """
+    has_zero = any(not isinstance(s, int) or s == 0 for s in shape)
+    infer = any(isinstance(s, int) and s == -1 for s in shape)
+    allowzero = 1 if has_zero and not infer else None
     return ctx.op.Reshape(x, ctx.shape_list(list(shape)), allowzero=allowzero)
 
 

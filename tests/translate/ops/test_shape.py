@@ -142,3 +142,15 @@ def test_as_strided_non_contiguous_raises():
 
     with pytest.raises(onnxport.errors.TranslationError, match="non-contiguous"):
         onnxport.to_onnx(M(), (torch.randn(3, 4),))
+
+
+class ZeroSizes(torch.nn.Module):
+    def forward(self, x, m):  # x: [b, 4], m: [b] bool (may select nothing)
+        sel = x[m]                                              # [u, 4], u may be 0
+        return (x[:, :0].reshape(x.shape[0], 0, 2), sel.view(sel.shape[0], 2, 2), sel.reshape(-1, 2).unflatten(0, (-1, 2)),
+                x.new_zeros(0, 3).view(3, 0))
+
+
+def test_zero_sizes():
+    check_export(ZeroSizes(), (torch.randn(3, 4), torch.tensor([True, False, True])), {"x": {0: "b"}, "m": {0: "b"}},
+                 inputs=[(torch.randn(5, 4), torch.zeros(5, dtype=torch.bool))])
