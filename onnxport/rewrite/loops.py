@@ -27,6 +27,7 @@ what the automatic equivalence check of ``rewrite_module`` exercises.
 from __future__ import annotations
 
 import ast
+import warnings
 from typing import Any, Callable
 
 import torch
@@ -91,6 +92,9 @@ def run_scan(body: Callable, init: tuple, start: Any, stop: Any, sources: list, 
     tensors = all(isinstance(t, torch.Tensor) for t in init) and all(
         s is None or isinstance(s, torch.Tensor) for s, _ in sources)
     if not tensors or not (dynamic or isinstance(n, torch.SymInt)):
+        if _tracing() and isinstance(n, torch.SymInt):
+            warnings.warn(f"{where}: loop kept as Python: its carried values or scanned sequences are not all "
+                          f"tensors ({', '.join(type(v).__name__ for v in init)})", stacklevel=2)
         return _python_loop(body, init, start, stop, sources, tensor_index=False)
     if not _tracing():
         return _python_loop(body, init, start, stop, sources, tensor_index=True)

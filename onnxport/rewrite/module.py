@@ -16,7 +16,7 @@ import textwrap
 import types
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -108,7 +108,7 @@ def _path_to(root: ast.AST, node: ast.AST) -> list | None:
     """``[(parent, block, index), ...]`` from ``root`` down to the statement ``node``, or None."""
     for name in _BLOCKS:
         block = getattr(root, name, None)
-        if not isinstance(block, list) or isinstance(root, (ast.FunctionDef, ast.Lambda)) and root is not node and False:
+        if not isinstance(block, list):
             continue
         for k, s in enumerate(block):
             if s is node:
@@ -203,7 +203,6 @@ class _SuperAndMangling(ast.NodeTransformer):
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args and self.first_arg:
             node.args = [ast.Name(f"{N.GENERATED_PREFIX}class", ast.Load()), ast.Name(self.first_arg, ast.Load())]
-            ast.fix_missing_locations(ast.copy_location(node, node))
             for a in node.args:
                 ast.copy_location(a, node)
         return node
@@ -340,9 +339,3 @@ def warn_notes(notes: list) -> None:
         warnings.warn("control flow left as Python by rewrite_control_flow:\n  "
                       + "\n  ".join(str(n) for n in left), stacklevel=3)
 
-
-def leaves(obj: Any) -> list:
-    """Flat leaves of a nested structure of tensors / scalars / None."""
-    import torch.utils._pytree as pytree
-
-    return pytree.tree_leaves(obj)

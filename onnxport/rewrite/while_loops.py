@@ -18,7 +18,7 @@ dtypes). A condition that is not a tensor (a Python bool) keeps the Python loop.
 from __future__ import annotations
 
 import ast
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
