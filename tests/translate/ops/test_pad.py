@@ -94,3 +94,14 @@ def test_pad_errors():
 
     with pytest.raises(TranslationError, match="negative padding"):
         check_export(Pad((-1, 1), "reflect"), (torch.randn(2, 3, 6),))
+
+
+# PyTorch has no bool reflection/replication padding kernels
+DTYPE_CASES = [(m, torch.int64) for m in ("reflect", "replicate", "circular")] + [("circular", torch.bool)]
+
+
+@pytest.mark.parametrize("mode,dtype", DTYPE_CASES, ids=[f"{m}-{d}" for m, d in DTYPE_CASES])
+def test_pad_modes_other_dtypes(mode, dtype):
+    x = torch.randn(2, 3, 6, 5) * 10
+    x = x.to(dtype) if dtype != torch.bool else x > 0
+    check_export(Pad((1, 2, 2, 1), mode), (x,), _dyn(4, 2))

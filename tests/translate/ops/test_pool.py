@@ -66,6 +66,11 @@ def test_max_pool(dims, kw, indices):
     _assert_dynamic(r, [0] if (dims == 1 and not indices) else [0] + list(range(2, 2 + dims)))
 
 
+def test_max_pool_uint8():
+    x = torch.randint(0, 255, (2, 3, 8, 7), dtype=torch.uint8)
+    check_export(Fn(lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True)), (x,), _dyn(2))
+
+
 def test_max_pool_unbatched_and_core_form():
     model = Fn(lambda x: F.max_pool2d(x, 2, return_indices=True))
     check_export(model, (torch.randn(3, 8, 6),), _dyn(2, batch=False))
