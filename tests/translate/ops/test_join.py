@@ -77,3 +77,13 @@ def test_opset18():
     check_export(Splits(), (torch.randn(4, 6, 10),), {"x": {0: "b", 1: "t"}}, opset=18)
     check_export(CatStack(), (torch.randn(2, 3, 4), torch.randn(2, 5, 4)), {"x": {0: "b", 1: "t"}, "y": {0: "b", 1: "s"}},
                  opset=18)
+
+
+class SplitHalves(torch.nn.Module):
+    def forward(self, x):  # x: [4, 2*s]: piece counts are static, piece sizes symbolic
+        return (*x.split(x.shape[1] // 2, 1), *x.chunk(2, 1), *x.split(2, 0))
+
+
+def test_split_chunk_symbolic_piece_size():
+    s = Dim("s", min=2, max=32)
+    check_export(SplitHalves(), (torch.randn(4, 6),), {"x": {1: 2 * s}})
