@@ -121,3 +121,16 @@ def test_nearest_other_dtypes(dtype):
     """Nearest copies values: uint8 images stay exact (PyTorch has no int64 nearest kernel)."""
     x = torch.randint(0, 200, (2, 3, 4, 5)).to(dtype)
     check_export(Interp(scale_factor=2, mode="nearest"), (x,), _dyn(2))
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_fractional_scale_factor(mode, dynamic):
+    """Output size floor(in * 1.5): Resize's scales give the same count as PyTorch."""
+    x = torch.randn(2, 3, 5, 7)
+    r = check_export(Interp(scale_factor=1.5, mode=mode), (x,), _dyn(2) if dynamic else None)
+    shape = list(r.model.graph.outputs[0].shape)
+    if dynamic:
+        assert not isinstance(shape[2], int) and not isinstance(shape[3], int)
+    else:
+        assert shape == [2, 3, 7, 10]
