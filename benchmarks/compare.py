@@ -224,6 +224,8 @@ def _status(ours: Measure, theirs: Measure) -> str:
 
 
 def build_rows(results: dict[str, tuple[Measure, Measure]]) -> list[list[str]]:
+    """Table rows (strings) per model, ratios onnxport / torch.onnx, and the geometric-mean row
+    (ratios over the models both exporters got right; own/capture over onnxport's successes)."""
     rows, logs = [], {"time": [], "nodes": [], "lat": [], "own": []}
     for name, (o, t) in results.items():
         both = o.ok and t.ok
@@ -251,6 +253,7 @@ def build_rows(results: dict[str, tuple[Measure, Measure]]) -> list[list[str]]:
 
 
 def render_text(rows: list[list[str]]) -> str:
+    """Aligned plain-text table."""
     widths = [max(len(r[i]) for r in [_COLUMNS] + rows) for i in range(len(_COLUMNS) - 1)]
     lines = []
     for r in [_COLUMNS] + rows:
@@ -259,11 +262,13 @@ def render_text(rows: list[list[str]]) -> str:
 
 
 def render_markdown(rows: list[list[str]]) -> str:
+    """GitHub-flavoured markdown table."""
     head = "| " + " | ".join(_COLUMNS) + " |\n|" + "---|" * len(_COLUMNS) + "\n"
     return head + "".join("| " + " | ".join(r) + " |\n" for r in rows)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line entry: benchmark the selected models, print the table, write markdown on request."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="", help="comma-separated names from benchmarks/models.py")
     parser.add_argument("--markdown", default=None, help="also write the table as markdown to this path")

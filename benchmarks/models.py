@@ -41,16 +41,22 @@ class SmallCNN(torch.nn.Module):
 
 
 def mlp() -> tuple[torch.nn.Module, tuple, Any]:
+    """MLP over (batch, time, 64)."""
+    torch.manual_seed(0)
     return MLP().eval(), (torch.randn(2, 7, 64),), {"x": {0: "batch", 1: "time"}}
 
 
 def transformer_encoder() -> tuple[torch.nn.Module, tuple, Any]:
+    """Two nn.TransformerEncoderLayer (width 64, 4 heads) over (batch, seq, 64)."""
+    torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
     model = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
     return model, (torch.randn(2, 9, 64),), {"src": {0: "batch", 1: "seq"}}
 
 
 def small_cnn() -> tuple[torch.nn.Module, tuple, Any]:
+    """SmallCNN over (batch, 3, height, width), height and width at least 4."""
+    torch.manual_seed(0)
     size = {"min": 4, "max": 1024}  # two 2x poolings need at least 4 pixels
     dims = {0: "batch", 2: torch.export.Dim("height", **size), 3: torch.export.Dim("width", **size)}
     return SmallCNN().eval(), (torch.randn(2, 3, 32, 32),), {"x": dims}
@@ -80,6 +86,7 @@ def _text(model: torch.nn.Module, output: str) -> tuple[torch.nn.Module, tuple, 
 
 
 def bert() -> tuple[torch.nn.Module, tuple, Any]:
+    """Tiny BertModel (2 layers, width 64) on input_ids / attention_mask."""
     import transformers
 
     torch.manual_seed(0)
@@ -89,6 +96,7 @@ def bert() -> tuple[torch.nn.Module, tuple, Any]:
 
 
 def gpt2() -> tuple[torch.nn.Module, tuple, Any]:
+    """Tiny GPT2LMHeadModel (2 layers, width 64), logits."""
     import transformers
 
     torch.manual_seed(0)
@@ -98,6 +106,7 @@ def gpt2() -> tuple[torch.nn.Module, tuple, Any]:
 
 
 def llama() -> tuple[torch.nn.Module, tuple, Any]:
+    """Tiny LlamaForCausalLM (2 layers, grouped-query heads), logits."""
     import transformers
 
     torch.manual_seed(0)

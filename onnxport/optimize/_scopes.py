@@ -215,11 +215,13 @@ def producer_op(value: ir.Value | None, op_type: str) -> ir.Node | None:
 
 
 def attr_int(node: ir.Node, name: str, default: int | None = None) -> int | None:
+    """Integer attribute ``name`` of ``node``, or ``default`` when absent."""
     a = node.attributes.get(name)
     return default if a is None else int(a.value)
 
 
 def attr_ints(node: ir.Node, name: str, default=None):
+    """Integer-list attribute ``name`` of ``node`` as a list, or ``default`` when absent."""
     a = node.attributes.get(name)
     return default if a is None else [int(v) for v in a.value]
 
