@@ -2,7 +2,8 @@
 
 ``BatchNormalization(Conv(x, W, B), scale, bias, mean, var, epsilon)`` with all parameters constant
 and the Conv used only there becomes ``Conv(x, W * f, (B - mean) * f + bias)`` where
-``f = scale / sqrt(var + epsilon)`` per output channel. The folded weights replace the originals.
+``f = scale / sqrt(var + epsilon)`` per output channel. The folded weights replace the originals (initializers
+keep their names).
 
 Semantics: ONNX Conv and BatchNormalization (inference mode, ``training_mode=0``)
 (https://onnx.ai/onnx/operators/onnx__BatchNormalization.html).
@@ -11,10 +12,20 @@ Semantics: ONNX Conv and BatchNormalization (inference mode, ``training_mode=0``
 from __future__ import annotations
 
 import numpy as np
+import onnx_ir as ir
 
 from onnxport.optimize._patterns import FLOAT_TYPES
 from onnxport.optimize._scopes import (ScopedPass, attr_int, const_array, make_constant, producer_op, prune,
                                        replace_value, single_use)
+
+
+def _updated(scope, conv, value, array: np.ndarray):
+    """``value`` holding ``array`` now: an initializer used only by ``conv`` keeps its name and takes
+    the new data; otherwise a new constant."""
+    if value is not None and value.is_initializer() and not value.is_graph_input() and len(value.uses()) == 1:
+        value.const_value = ir.tensor(array, name=value.name)
+        return value
+    return make_constant(scope, conv, array)
 
 
 class ConvBatchNormFusionPass(ScopedPass):
@@ -42,15 +53,11 @@ class ConvBatchNormFusionPass(ScopedPass):
             new_w = (w.astype(np.float64) * f.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
             b64 = b.astype(np.float64) if b is not None else np.zeros_like(f)
             new_b = ((b64 - mean) * f + bias).astype(w.dtype)
-            w_val = make_constant(scope, conv, new_w)
-            b_val = make_constant(scope, conv, new_b)
             old = [v.producer() for v in conv.inputs[1:] if v is not None]
-            conv.replace_input_with(1, w_val)
-            if len(conv.inputs) > 2:
-                conv.replace_input_with(2, b_val)
-            else:
+            conv.replace_input_with(1, _updated(scope, conv, conv.inputs[1], new_w))
+            if len(conv.inputs) < 3:
                 conv.resize_inputs(3)
-                conv.replace_input_with(2, b_val)
+            conv.replace_input_with(2, _updated(scope, conv, conv.inputs[2], new_b))
             if replace_value(bn.outputs[0], conv.outputs[0]):
                 prune(bn)
                 for p in old:

@@ -32,3 +32,14 @@ g (float[N, 3, H, H] x, float[2] s2) => (float[N, 2, H, H] y, float[N, 2, H, H] 
 }}""")
     model = check_pass(ConvBatchNormFusionPass(), m, SIZES, atol=1e-4)
     assert ops(model)["BatchNormalization"] == 2
+
+
+def test_folded_initializers_keep_their_names():
+    m = parse(f"""
+g (float[N, 3, H, H] x) => (float[N, 2, H, H] y) <{PARAMS}, float[2] cb = {{1.0, -1.0}}> {{
+  c = Conv<pads = [1, 1, 1, 1]>(x, w, cb)
+  y = BatchNormalization(c, s, b, mu, var)
+}}""")
+    model = check_pass(ConvBatchNormFusionPass(), m, SIZES, atol=1e-4)
+    conv = next(n for n in model.graph if n.op_type == "Conv")
+    assert [v.name for v in conv.inputs[1:]] == ["w", "cb"]
