@@ -154,3 +154,19 @@ def test_private_convolution_overload():
 
     r = check_export(M(), (torch.randn(2, 2, 9),), _dyn(1, 3))
     assert aten._convolution.default in _targets(r)
+
+
+def test_static_shapes():
+    """Fully static inputs: the declared output shapes agree with ONNX shape inference."""
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ct = torch.nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1, dilation=2)
+            self.c = torch.nn.Conv1d(3, 4, 4, padding="same", dilation=3)
+
+        def forward(self, x, y):
+            return self.ct(x), self.c(y)
+
+    r = check_export(M(), (torch.randn(2, 3, 5, 7), torch.randn(2, 3, 9)))
+    assert [list(v.shape) for v in r.model.graph.outputs] == [[2, 2, 12, 16], [2, 4, 9]]
