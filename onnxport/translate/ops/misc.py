@@ -35,7 +35,7 @@ def to(ctx, x, *args, **kwargs):
 @translates(aten.type_as.default)
 def type_as(ctx, x, other):
     """type_as(Tensor self, Tensor other): self cast to other's dtype."""
-    return ctx.cast(x, other.dtype)
+    return ctx.cast(x, ctx.out_dtype)
 
 
 @translates(aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,

@@ -75,6 +75,8 @@ class Repeats(torch.nn.Module):
             x.repeat_interleave(3, dim=1),
             x.repeat_interleave(2),                      # flattened
             torch.repeat_interleave(x, r, dim=2),        # tensor repeats
+            torch.repeat_interleave(x, r[:1], dim=0),    # one repeat count as a tensor
+            x.repeat_interleave(x.shape[0], dim=1),      # SymInt repeats
         )
 
 
