@@ -118,3 +118,29 @@ def test_control_flow_bodies_optimized(inline):
         assert report.ok, str(report)
     assert opt.count_nodes() < raw.count_nodes()
     assert ops(opt.model)["Transpose"] < ops(raw.model)["Transpose"]
+
+
+class _HandWritten(torch.nn.Module):
+    """Layer norm, erf-Gelu and RMS norm written as formulas."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.rand(8) + 0.5)
+        self.b = torch.nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        d = x - x.mean(-1, keepdim=True)
+        n = d / torch.sqrt((d * d).mean(-1, keepdim=True) + 1e-5) * self.w + self.b
+        g = 0.5 * n * (1 + torch.erf(n / 1.4142135623730951))
+        return g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
+
+
+@pytest.mark.parametrize("opset", [20, 23])
+def test_fusions_fire_on_translated_formulas(opset):
+    r = onnxport.to_onnx(_HandWritten().eval(), (torch.randn(2, 3, 8),), dynamic_shapes={"x": {0: "b", 1: "t"}},
+                         opset=opset)
+    report = r.validate()
+    assert report.ok, str(report)
+    counts = ops(r.model)
+    assert counts["LayerNormalization"] == 1 and counts["Gelu"] == 1 and counts["Erf"] == 0
+    assert counts["RMSNormalization"] == (1 if opset >= 23 else 0)
