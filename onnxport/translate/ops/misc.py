@@ -103,8 +103,14 @@ def cumsum(ctx, x, dim, dtype=None):
 
 
 # ------------------------------------------------------------------------------ ordering
-def _k_1d(ctx, k) -> ir.Value:
-    return ctx.shape_list([k])
+def _topk(ctx, x, k, axis: int, largest: bool):
+    """ONNX TopK (sorted); bool and bfloat16, which TopK does not take, go through int32 / float."""
+    work = {BOOL: ir.DataType.INT32, ir.DataType.BFLOAT16: ir.DataType.FLOAT}.get(x.dtype)
+    values, idx = ctx.op.TopK(ctx.cast(x, work) if work else x, ctx.shape_list([k]), axis=axis,
+                              largest=int(bool(largest)), sorted=1, _outputs=2)
+    if work:
+        values = ctx.op.Cast(values, to=x.dtype)
+    return values, idx
 
 
 @translates(aten.topk.default)
@@ -114,9 +120,7 @@ def topk(ctx, x, k, dim=-1, largest=True, sorted=True):
     rank = ctx.rank(x)
     if rank == 0:
         return x, ctx.const(np.array(0, dtype=np.int64))
-    values, idx = ctx.op.TopK(x, _k_1d(ctx, k), axis=norm_axis(dim, rank), largest=int(largest), sorted=1,
-                              _outputs=2)
-    return values, idx
+    return _topk(ctx, x, k, norm_axis(dim, rank), largest)
 
 
 def _sort(ctx, x, dim, descending):
@@ -124,14 +128,7 @@ def _sort(ctx, x, dim, descending):
     if rank == 0:
         return x, ctx.const(np.array(0, dtype=np.int64))
     axis = norm_axis(dim, rank)
-    work = x
-    if x.dtype == BOOL:
-        work = ctx.op.Cast(x, to=ir.DataType.INT32)
-    values, idx = ctx.op.TopK(work, ctx.shape_list([ctx.dim(x, axis)]), axis=axis, largest=int(bool(descending)),
-                              sorted=1, _outputs=2)
-    if x.dtype == BOOL:
-        values = ctx.op.Cast(values, to=BOOL)
-    return values, idx
+    return _topk(ctx, x, ctx.dim(x, axis), axis, descending)
 
 
 @translates(aten.sort.default)
@@ -167,7 +164,7 @@ def kthvalue(ctx, x, k, dim=-1, keepdim=False):
     if rank == 0:
         return x, ctx.const(np.array(0, dtype=np.int64))
     axis = norm_axis(dim, rank)
-    values, idx = ctx.op.TopK(x, ctx.shape_list([k]), axis=axis, largest=0, sorted=1, _outputs=2)
+    values, idx = _topk(ctx, x, k, axis, False)
     pos = ctx.op.Sub(ctx.shape_list([k]), ctx.const(np.array([1], dtype=np.int64)))
     if not keepdim:
         pos = ctx.op.Squeeze(pos, ctx.const(np.array([0], dtype=np.int64)))

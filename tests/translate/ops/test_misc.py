@@ -2,6 +2,7 @@
 embedding (padding_idx), cumsum (dtype), topk/sort/argsort, tril/triu, one_hot."""
 
 import pytest
+import onnxport
 import torch
 from torch.export import Dim
 
@@ -123,3 +124,25 @@ class Histc(torch.nn.Module):
 
 def test_histc():
     check_export(Histc(), (torch.randn(4, 6), torch.tensor([0, 3, 3, 1, 2, 0, 5])), {"x": {0: "b"}, "e": {0: "n"}})
+
+
+class OrderingAllTypes(torch.nn.Module):
+    def forward(self, x):
+        out = (*torch.sort(x, stable=True), torch.argsort(x, dim=0, descending=True, stable=True))
+        if x.dtype == torch.bool:  # torch has no bool topk / kthvalue
+            return out
+        return (*out, torch.topk(x, 2)[0], torch.kthvalue(x, 2)[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float16])
+def test_ordering_other_dtypes(dtype):
+    check_export(OrderingAllTypes(), (_make((4, 6), dtype if dtype == torch.bool else torch.float32).to(dtype),),
+                 {"x": {0: "b"}})
+
+
+def test_ordering_bfloat16_is_valid_onnx():
+    """onnxruntime's CPU provider cannot run bfloat16 TopK; the model must still pass the full check."""
+    import onnx
+
+    r = onnxport.to_onnx(OrderingAllTypes(), (torch.randn(4, 6, dtype=torch.bfloat16),), dynamic_shapes={"x": {0: "b"}})
+    onnx.checker.check_model(r.model_proto, full_check=True)
