@@ -85,6 +85,42 @@ def ceil_mode_as_floor(sizes: list[int], attrs: dict, explicit_pads: bool = Fals
     return dict(attrs, pads=begins + ends, ceil_mode=0), outs
 
 
+def ceil_mode_partly_static(xb: ir.Value, attrs: dict) -> tuple[dict, list[tuple[int, int]]]:
+    """Ceil-mode attributes when only some spatial sizes are static: on each static axis whose last
+    window PyTorch drops, the end pad is cut so that ONNX's plain ceil formula (shape inference)
+    and onnxruntime both give PyTorch's count. For windows where the padding is ignored (MaxPool,
+    AveragePool without ``count_include_pad``). Returns (attributes, [(axis, count)] of the axes
+    where no pad does it: the caller slices them to PyTorch's count)."""
+    sizes = list(xb.shape)[2:] if xb.shape is not None else []
+    n = len(attrs["kernel_shape"])
+    if len(sizes) != n:
+        return attrs, []
+    kernel, strides, pads = attrs["kernel_shape"], attrs["strides"], list(attrs["pads"])
+    dil = attrs.get("dilations", [1] * n)
+    cuts = []
+    for i, length in enumerate(sizes):
+        if not isinstance(length, int):
+            continue
+        pl, pr, st = pads[i], pads[n + i], strides[i]
+        eff = dil[i] * (kernel[i] - 1) + 1
+        out = -(-(length + pl + pr - eff) // st) + 1
+        if (out - 1) * st < length + pl:
+            continue  # no window dropped: ONNX's formula already agrees
+        end = (out - 2) * st + eff - length - pl
+        if 0 <= end < kernel[i]:
+            pads[n + i] = end
+        else:
+            cuts.append((2 + i, out - 1))
+    return dict(attrs, pads=pads), cuts
+
+
+def _cut(ctx, y: ir.Value, cuts: list[tuple[int, int]]) -> ir.Value:
+    if not cuts:
+        return y
+    return ctx.op.Slice(y, ctx.const([0] * len(cuts)), ctx.const([c for _, c in cuts]),
+                        ctx.const([a for a, _ in cuts]))
+
+
 def _slice_to(ctx, y: ir.Value, sizes: list[int], attrs: dict, outs: list[int]) -> ir.Value:
     """Drop the extra last window the floor formula may add on each axis."""
     n = len(sizes)
@@ -110,15 +146,17 @@ def max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode, with_ind
     attrs = dict(_window(kernel_size, stride, padding, dilation, n), ceil_mode=int(bool(ceil_mode)))
     sizes = _static_sizes(xb, n)
     outs = None
+    padded, cuts = None, []
     if ceil_mode and sizes is not None:
         attrs, outs = ceil_mode_as_floor(sizes, attrs)
         xb, sizes, padded = _pad_beyond_kernel(ctx, xb, sizes, attrs, x.dtype)
-    else:
-        padded = None
+    elif ceil_mode:
+        attrs, cuts = ceil_mode_partly_static(xb, attrs)
     if not with_indices:
         y = ctx.op.MaxPool(xb, **attrs)
-        return _unbatched(ctx, _slice_to(ctx, y, sizes, attrs, outs) if outs else y, added)
+        return _unbatched(ctx, _slice_to(ctx, y, sizes, attrs, outs) if outs else _cut(ctx, y, cuts), added)
     y, idx = ctx.op.MaxPool(xb, _outputs=2, **attrs)
+    y, idx = _cut(ctx, y, cuts), _cut(ctx, idx, cuts)
     if outs:
         y, idx = _slice_to(ctx, y, sizes, attrs, outs), _slice_to(ctx, idx, sizes, attrs, outs)
     if padded is not None:
@@ -198,8 +236,11 @@ def avg_pool(ctx, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
         y = ctx.op.AveragePool(xb, count_include_pad=int(bool(count_include_pad)), **floor_attrs)
         return _unbatched(ctx, _slice_to(ctx, y, sizes, floor_attrs, outs), added)
     if divisor_override is None:
+        cuts = []
+        if ceil and not count_include_pad:
+            attrs, cuts = ceil_mode_partly_static(xb, attrs)
         y = ctx.op.AveragePool(xb, ceil_mode=ceil, count_include_pad=int(bool(count_include_pad)), **attrs)
-        return _unbatched(ctx, y, added)
+        return _unbatched(ctx, _cut(ctx, y, cuts), added)
     if ceil and sizes is not None:
         # sum = mean over the window's input positions * their count (static, per output position)
         floor_attrs, outs = ceil_mode_as_floor(sizes, attrs)
