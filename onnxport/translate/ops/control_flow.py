@@ -40,7 +40,7 @@ def _scan_input_form(ctx, fx_arg: Any, value: ir.Value) -> tuple[ir.Value, int, 
     node, axis, direction = fx_arg, 0, 0
     if not isinstance(node, torch.fx.Node):
         return value, 0, 0
-    if node.target is aten.flip.default and list(node.args[1]) in ([0], (0,)):
+    if node.target is aten.flip.default and list(node.args[1]) == [0]:
         direction, node = 1, node.args[0]
     src = node.args[0] if node.op == "call_function" and node.args else None
     rank = len(_val(node).shape) if isinstance(_val(node), torch.Tensor) else None
