@@ -8,9 +8,10 @@
   ``Shape(x, s+k, s+k+1)``.
 - ``Concat`` of 1-D int64 pieces: adjacent ``Shape`` slices of one value merge into one ``Shape``,
   adjacent constants into one constant; a single piece left replaces the ``Concat``.
-- ``Reshape(x, computed)`` with ``allowzero=0`` takes a constant shape when the result's dims allow:
-  a dim equal to ``x``'s dim at the same position becomes ``0`` (copy), a static dim its value, and
-  a single remaining unknown ``-1``.
+- ``Reshape(x, computed)`` takes a constant shape (``allowzero=0``) when the result's dims allow: a
+  dim equal to ``x``'s dim at the same position becomes ``0`` (copy), a static dim its value, and a
+  single remaining unknown ``-1`` when all others are static (a ``-1`` beside a copied dim is
+  ambiguous for zero sizes); a ``[x0, rest]`` result becomes ``Flatten(x, axis=1)``.
 - ``Expand(x, computed)`` takes a constant shape when every result dim is static or equal to the
   aligned dim of ``x`` (then ``1``).
 
@@ -179,27 +180,44 @@ class ShapeArithmeticPass(ScopedPass):
         return True
 
     def _reshape(self, scope, node, sources) -> bool:
-        if attr_int(node, "allowzero", 0) or len(node.inputs) < 2 or const_ints(node.inputs[1]) is not None:
+        if len(node.inputs) < 2 or const_ints(node.inputs[1]) is not None:
             return False
         x, y = node.inputs[0], node.outputs[0]
         if y.shape is None or x.shape is None:
             return False
         xd = list(x.shape)
-        if any(isinstance(d, int) and d == 0 for d in xd):
-            return False
-        shape, unknown = [], 0
+        shape, unknown, copies = [], 0, 0
         for i, d in enumerate(y.shape):
             name = d.value if isinstance(d, ir.SymbolicDim) else None
             if isinstance(d, int) and d > 0:
                 shape.append(d)
             elif name is not None and i < len(xd) and getattr(xd[i], "value", None) == name:
                 shape.append(0)
+                copies += 1
             else:
                 shape.append(-1)
                 unknown += 1
+        if unknown == 1 and copies:
+            return self._as_flatten(scope, node, x, y, shape)
         if unknown > 1:
             return False
+        # static sizes, copies of x's dims, or one -1 beside static sizes only: right for zero sizes too
+        node.attributes.pop("allowzero", None)
         return self._set_shape_input(scope, node, shape)
+
+    @staticmethod
+    def _as_flatten(scope, node, x, y, shape: list[int]) -> bool:
+        """A result ``[x0, rest]`` of ``Reshape`` is ``Flatten(x, axis=1)``: no shape list, and right
+        for zero sizes (``[0, -1]`` is ambiguous when ``x0`` is 0)."""
+        if shape != [0, -1] or len(x.shape) < 2:
+            return False
+        axis = 1
+        flat = make_node(scope, node, "Flatten", [x], {"axis": axis}).outputs[0]
+        if not replace_value(y, flat):
+            scope.remove(flat.producer(), safe=True)
+            return False
+        remove_if_unused(node)
+        return True
 
     def _expand(self, scope, node, sources) -> bool:
         if len(node.inputs) < 2 or const_ints(node.inputs[1]) is not None:

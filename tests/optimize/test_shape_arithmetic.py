@@ -42,12 +42,29 @@ g (float[B, T, 4] x) => (float[B, T4] y, float[B, T, 2, 2] z) <float[B, T4] y, f
   s2 = Concat<axis = 0>(b, t, two)
   z = Reshape(x, s2)
 }""")
-    model = check_pass(ShapeArithmeticPass(), m, SIZES)
-    for node in model.graph:
-        if node.op_type == "Reshape":
-            assert node.inputs[1].const_value is not None
-    shapes = sorted(tuple(n.inputs[1].const_value.numpy()) for n in model.graph if n.op_type == "Reshape")
-    assert shapes == [(0, -1), (0, 0, 2, 2)]
+    model = check_pass(ShapeArithmeticPass(), m, SIZES + [{"B": 0, "T": 3}, {"B": 2, "T": 0}])
+    reshapes = [n for n in model.graph if n.op_type == "Reshape"]
+    assert len(reshapes) == 1 and list(reshapes[0].inputs[1].const_value.numpy()) == [0, 0, 2, 2]
+    flatten = next(n for n in model.graph if n.op_type == "Flatten")  # [0, -1] fails on a zero batch
+    assert flatten.attributes["axis"].value == 1 and flatten.outputs[0].name == "y"
+
+
+def test_minus_one_only_beside_static_sizes():
+    m = parse("""
+g (float[B, T, 4] x) => (float[T4, B] y, float[B, T, 4] z) <float[T4, B] y> {
+  b = Shape<start = 0, end = 1>(x)
+  t = Shape<start = 1, end = 2>(x)
+  four = Constant<value = int64[1] {4}>()
+  t4 = Mul(t, four)
+  s1 = Concat<axis = 0>(t4, b)
+  y = Reshape<allowzero = 1>(x, s1)
+  s2 = Concat<axis = 0>(b, t, four)
+  z = Reshape<allowzero = 1>(x, s2)
+}""")
+    model = check_pass(ShapeArithmeticPass(), m, SIZES + [{"B": 0, "T": 2}])
+    y, z = [n for n in model.graph if n.op_type == "Reshape"]
+    assert y.inputs[1].const_value is None  # two unknowns
+    assert list(z.inputs[1].const_value.numpy()) == [0, 0, 4] and "allowzero" not in z.attributes
 
 
 def test_reshape_with_two_unknowns_and_allowzero_left_alone():
