@@ -184,9 +184,12 @@ def zero(ctx, x):
 
 
 def _random(ctx, shape: ir.Value, normal: bool) -> ir.Value:
+    """Samples of ``shape``; types the ONNX random operators lack (bfloat16) are drawn in float."""
     to = ctx.out_dtype
-    like = ctx.op.ConstantOfShape(shape, value=ir.tensor(np.array([0], dtype=to.numpy())))
-    return ctx.op.RandomNormalLike(like, dtype=to) if normal else ctx.op.RandomUniformLike(like, dtype=to)
+    work = to if to in (ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE) else ir.DataType.FLOAT
+    like = ctx.op.ConstantOfShape(shape, value=ir.tensor(np.array([0], dtype=work.numpy())))
+    out = ctx.op.RandomNormalLike(like, dtype=work) if normal else ctx.op.RandomUniformLike(like, dtype=work)
+    return ctx.op.Cast(out, to=to) if work != to else out
 
 
 @translates(aten.rand.default)

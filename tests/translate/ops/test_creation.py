@@ -91,3 +91,18 @@ class Random(torch.nn.Module):
 
 def test_rand_randn():
     check_export(Random(), (torch.randn(3, 1000),), {"x": {0: "b"}})
+
+
+def test_bfloat16_creation_is_valid_onnx():
+    """onnxruntime's CPU provider has few bfloat16 kernels; the model must still pass the full check."""
+    import onnx
+
+    import onnxport
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.rand_like(x), torch.randn(x.shape[0], 2, dtype=torch.bfloat16), torch.full_like(x, 2.5), \
+                torch.arange(0, 2, 0.5, dtype=torch.bfloat16)
+
+    r = onnxport.to_onnx(M(), (torch.randn(4, 5, dtype=torch.bfloat16),), dynamic_shapes={"x": {0: "b"}})
+    onnx.checker.check_model(r.model_proto, full_check=True)
