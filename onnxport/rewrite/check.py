@@ -14,6 +14,14 @@ def _clone(obj: Any) -> Any:
     return pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, obj)
 
 
+def _run(model: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
+    """``model(*args, **kwargs)`` without gradients, on copies of the inputs, with the random
+    generator seeded the same way for every run (dropout in training mode draws the same masks)."""
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return model(*_clone(args), **_clone(kwargs))
+
+
 def _difference(expected: Any, got: Any) -> str | None:
     """What differs between two output structures, or None when they match (NaN-aware,
     rtol 1e-4 / atol 1e-5 for floating point, exact otherwise)."""
@@ -91,8 +99,7 @@ def check_equivalent(model: torch.nn.Module, new: torch.nn.Module, args: tuple, 
 
     def compare(label: str, a: tuple, kw: dict, expected: Any) -> None:
         try:
-            with torch.no_grad():
-                got = new(*_clone(a), **_clone(kw))
+            got = _run(new, a, kw)
         except Exception as e:  # the rewritten code failed where the original ran
             raise RewriteError(f"the rewritten model raises {type(e).__name__} on the {label}: {e}\n"
                                f"  rewritten: {constructs}", where=_user_line(e, files) or where, hint=hint) from e
@@ -101,13 +108,11 @@ def check_equivalent(model: torch.nn.Module, new: torch.nn.Module, args: tuple, 
             raise RewriteError(f"the rewritten model differs from the original on the {label}: {diff}\n"
                                f"  rewritten: {constructs}", where=where, hint=hint)
 
-    with torch.no_grad():
-        expected = model(*_clone(args), **_clone(kwargs))
+    expected = _run(model, args, kwargs)
     compare("example inputs", args, kwargs, expected)
     for a, kw in other_inputs(args, kwargs):
         try:
-            with torch.no_grad():
-                expected = model(*_clone(a), **_clone(kw))
+            expected = _run(model, a, kw)
         except Exception:  # the original does not accept these sizes: try the next set
             continue
         compare("random inputs " + ", ".join(str(list(t.shape)) for t in pytree.tree_leaves((a, kw))

@@ -297,7 +297,13 @@ def _rewrite_class_methods(cls: type, notes: list, cache: dict) -> type | None:
         fn = inspect.getattr_static(cls, name, None)
         if not isinstance(fn, types.FunctionType):
             continue
-        new = rewrite_function(fn, cls, notes)
+        try:
+            new = rewrite_function(fn, cls, notes)
+        except (SyntaxError, ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
+            # a source form the rewriter does not understand: the method keeps its original code
+            notes.append(RewriteNote("function", f"{fn.__code__.co_filename}:{fn.__code__.co_firstlineno} in "
+                                     f"{fn.__name__}", False, f"not rewritten ({type(e).__name__}: {e})"))
+            new = None
         if new is not None:
             methods[name] = new
         todo.extend(_called_methods(fn, cls))

@@ -48,22 +48,26 @@ def test_without_rewrite_the_loop_is_refused_with_the_hint():
 
 
 class TwoStateCell(torch.nn.Module):
-    """An LSTM-like cell over time with two carried tensors, outputs appended and stacked on dim 1."""
+    """An LSTM-like cell over time (``T`` unpacked from the shape) with two carried tensors, outputs
+    appended and stacked on dim 1, and column writes ``trace[:, step] = ...``."""
 
     def __init__(self):
         super().__init__()
         self.gates = torch.nn.Linear(4 + 5, 10)
 
     def forward(self, seq):  # [B, T, 4]
-        state = seq.new_zeros(seq.size(0), 5)
+        B, T, _ = seq.shape
+        state = seq.new_zeros(B, 5)
         memory = torch.zeros(seq.size(0), 5)
+        trace = torch.zeros(B, T)
         collected = []
-        for step in range(seq.size(1)):
+        for step in range(T):
             g = self.gates(torch.cat([seq[:, step, :], state], dim=-1))
             memory = memory * torch.sigmoid(g[:, :5]) + torch.tanh(g[:, 5:])
             state = torch.tanh(memory)
             collected.append(state * 2)
-        return torch.stack(collected, dim=1), memory
+            trace[:, step] = memory.sum(-1)
+        return torch.stack(collected, dim=1), memory, trace
 
 
 class CatRows(torch.nn.Module):
@@ -94,7 +98,7 @@ def test_row_writes_with_index_arithmetic(dtype):
     assert count_ops(result, "Scan") == 1
 
 
-def test_two_carried_tensors_stacked_on_dim_1():
+def test_two_carried_tensors_stacked_on_dim_1_and_column_writes():
     B, T = Dim("B"), Dim("T")
     result = check_export(TwoStateCell(), (torch.randn(2, 5, 4),), ({0: B, 1: T},), rewrite_control_flow=True,
                           inputs=[(torch.randn(3, 1, 4),), (torch.randn(1, 8, 4),)])
