@@ -184,6 +184,18 @@ class IndexEdges(torch.nn.Module):
         )
 
 
+class NearestUpsampleIndex(torch.nn.Module):
+    def forward(self, x):  # the form upsample decompositions take: broadcast [H, 1] and [W] indices
+        h, w = x.shape[2], x.shape[3]
+        ih = (torch.arange(2 * h) // 2)[:, None]
+        iw = torch.arange(2 * w) // 2
+        return torch.ops.aten._unsafe_index(x, [None, None, ih, iw]), x[:, :, ih, iw.flip(0)]
+
+
+def test_unsafe_index_broadcast():
+    check_export(NearestUpsampleIndex(), (torch.randn(2, 3, 4, 5),), {"x": {0: "b", 2: "h", 3: "w"}})
+
+
 def test_index_edge_cases():
     check_export(IndexEdges(), (torch.randn(3, 4, 5), torch.tensor([0, -1, 1, 2]), torch.tensor([True, False, True])),
                  {"x": {2: Dim("c", min=3)}, "i": {0: "k"}, "m": None})
