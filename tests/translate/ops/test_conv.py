@@ -170,3 +170,11 @@ def test_static_shapes():
 
     r = check_export(M(), (torch.randn(2, 3, 5, 7), torch.randn(2, 3, 9)))
     assert [list(v.shape) for v in r.model.graph.outputs] == [[2, 2, 12, 16], [2, 4, 9]]
+
+
+@pytest.mark.parametrize("padding_mode", ["reflect", "replicate", "circular"])
+def test_conv_padding_modes(padding_mode):
+    """nn.Conv2d's padding_mode: a Pad of that mode, then a convolution without padding."""
+    model = Conv(2, 3, 4, 3, padding=(1, 2), padding_mode=padding_mode)
+    r = check_export(model, (torch.randn(2, 3, 7, 8),), _dyn(2, 6))
+    assert count_ops(r, "Pad") == 1 and count_ops(r, "Conv") == 1
