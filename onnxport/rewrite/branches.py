@@ -51,8 +51,78 @@ def run_cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any], 
     return torch.cond(p, clone(then_fn), clone(else_fn), ())
 
 
+def all_of(first: Any, *rest: Callable[[], Any]) -> Any:
+    """``first and rest[0]() and ...``: Python's short-circuit for Python values, ``logical_and`` of
+    one-element predicates once a tensor is met (so tracing keeps the condition symbolic)."""
+    value = first
+    for nxt in rest:
+        if isinstance(value, torch.Tensor):
+            value = torch.logical_and(_as_bool(value), _as_bool(nxt()))
+        elif not value:
+            return value
+        else:
+            value = nxt()
+    return value
+
+
+def any_of(first: Any, *rest: Callable[[], Any]) -> Any:
+    """``first or rest[0]() or ...``, with ``logical_or`` once a tensor is met (see ``all_of``)."""
+    value = first
+    for nxt in rest:
+        if isinstance(value, torch.Tensor):
+            value = torch.logical_or(_as_bool(value), _as_bool(nxt()))
+        elif value:
+            return value
+        else:
+            value = nxt()
+    return value
+
+
+def negate(value: Any) -> Any:
+    """``not value``; ``logical_not`` for a one-element tensor."""
+    return torch.logical_not(_as_bool(value)) if isinstance(value, torch.Tensor) else not value
+
+
+def _as_bool(value: Any) -> Any:
+    if not isinstance(value, torch.Tensor):
+        return torch.tensor(bool(value))
+    value = value.reshape(())
+    return value if value.dtype == torch.bool else value != 0
+
+
+class TensorPredicate(ast.NodeTransformer):
+    """``and`` / ``or`` / ``not`` in a condition -> ``all_of`` / ``any_of`` / ``negate`` (Python's
+    operators would call ``bool()`` on a tensor, which tracing cannot keep)."""
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        self.generic_visit(node)
+        name = "all_of" if isinstance(node.op, ast.And) else "any_of"
+        call = generated(f"{P}branches.{name}(_a)", node)[0].value
+        call.args = [node.values[0]] + [ast.copy_location(ast.Lambda(ast.arguments(
+            posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]), v), v) for v in node.values[1:]]
+        return ast.fix_missing_locations(call)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        if not isinstance(node.op, ast.Not):
+            return node
+        call = generated(f"{P}branches.negate(_a)", node)[0].value
+        call.args = [node.operand]
+        return call
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        return node  # a lambda's body is its own code
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_Lambda
+
+
 def _looks_static(test: ast.AST) -> bool:
-    """Conditions that are never tensors: ``is None``, ``isinstance``, ``self.training``, constants."""
+    """Conditions that are never tensors: ``is None``, ``isinstance``, ``self.training``, constants
+    (for ``and`` / ``or`` / ``not``: when every operand is)."""
+    if isinstance(test, ast.BoolOp):
+        return all(_looks_static(v) for v in test.values)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _looks_static(test.operand)
     for sub in ast.walk(test):
         if isinstance(sub, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn))
                                                 for op in sub.ops):
@@ -130,7 +200,7 @@ def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx) -> tuple[list[ast.stmt] 
     stmts += [_branch_fn(n, b, r, tail, node) for n, b, r in zip(names, branches, rebinds)]
     call = f"{P}branches.run_cond(_test, {names[0]}, {names[1]}, where={ctx.where(node)!r})"
     last = generated(f"return {call}" if outputs is None else f"{tail} = {call}", node)[0]
-    last.value.args[0] = node.test
+    last.value.args[0] = TensorPredicate().visit(node.test)
     stmts.append(last)
     form = "early return" if outputs is None else f"outputs {', '.join(outputs)}"
     ctx.note(node, "if", True, f"torch.cond ({form})")

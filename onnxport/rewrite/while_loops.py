@@ -97,7 +97,9 @@ def rewrite_while(node: ast.While, ctx) -> list[ast.stmt] | None:
         f"{_tup(carried)} = {P}while_loops.run_while({cond_name}, {body_name}, {_tup(carried)}, "
         f"where={ctx.where(node)!r})",
     ]), node)
-    stmts[0].body[0].value = node.test
+    from onnxport.rewrite.branches import TensorPredicate
+
+    stmts[0].body[0].value = TensorPredicate().visit(node.test)
     stmts[1].body[0:1] = node.body
     ctx.note(node, "while", True, f"while_loop carrying {', '.join(carried)}")
     return stmts

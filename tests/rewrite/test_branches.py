@@ -106,6 +106,25 @@ def test_branch_inside_a_rewritten_loop():
     assert count_ops(result, "Scan") == 1 and count_ops(result, "If") == 1
 
 
+class MixedCondition(torch.nn.Module):
+    """``and`` / ``not`` mixing a Python test (``is not None``) with tensor tests."""
+
+    def forward(self, x, mask):
+        scale = x.abs().max()
+        if mask is not None and (x * mask).sum() > 0 and not (scale > 3):
+            x = x * 2
+        return x + scale
+
+
+def test_and_not_over_python_and_tensor_tests():
+    mk = lambda n, s: (torch.randn(n, 3) * s, torch.ones(n, 3))  # noqa: E731
+    result = check_export(MixedCondition(), mk(3, 0.5), ({0: Dim("n")}, {0: Dim("n")}), rewrite_control_flow=True,
+                          inputs=[mk(4, 10.0), (torch.full((2, 3), -0.5), torch.ones(2, 3)), mk(5, 0.1)])
+    assert count_ops(result, "If") == 1
+    x = torch.ones(2, 3)
+    torch.testing.assert_close(rewrite_module(MixedCondition(), (x, x))(x, None), MixedCondition()(x, None))
+
+
 class StaticChecks(torch.nn.Module):
     def forward(self, x, mask=None):
         if mask is None:

@@ -12,12 +12,13 @@ from onnxport.rewrite import rewrite_module
 
 
 class Halve(torch.nn.Module):
-    """Halves until every value is at most ``bound``; counts the steps (two carried tensors)."""
+    """Halves until every value is at most ``bound`` (a ``not`` condition); counts the steps and sums
+    (carried tensors of two dtypes)."""
 
     def forward(self, values, bound):
         steps = torch.zeros((), dtype=torch.int64)
         total = values.sum(0) * 0
-        while values.max() > bound:
+        while not (values.max() <= bound):
             values = torch.div(values, 2, rounding_mode="floor")
             steps = steps + 1
             total = total + values.sum(0)
