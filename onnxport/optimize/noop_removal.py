@@ -7,7 +7,8 @@ dim_param); ``Squeeze(Unsqueeze(x, a), a)``, and ``Unsqueeze(Squeeze(x, a), a)``
 dims of ``x`` are statically 1 (the 1-D size round trip); ``Slice`` with steps 1 keeping the whole
 shape; ``Concat`` of one input. ``Squeeze(Transpose(Unsqueeze(x)))`` dropping exactly the inserted
 axes becomes one ``Transpose``; ``Unsqueeze(Unsqueeze(x))`` one ``Unsqueeze``; ``x * 1``, ``x / 1``,
-``x + 0``, ``x - 0`` that do not broadcast ``x``. A graph output keeps its name and shape.
+``x + 0``, ``x - 0`` with a ``Constant`` (not a weight initializer) that does not broadcast ``x``.
+A graph output keeps its name and shape.
 
 Semantics: ONNX operator specs of Identity, Cast, Transpose, Reshape, Expand, Squeeze, Unsqueeze,
 Slice, Concat (https://onnx.ai/onnx/operators/).
@@ -49,6 +50,8 @@ def _neutral(node: ir.Node, element: int, both_sides: bool):
     pairs = [(node.inputs[0], node.inputs[1])] + ([(node.inputs[1], node.inputs[0])] if both_sides else [])
     y = node.outputs[0]
     for x, c in pairs:
+        if c.is_initializer():  # weights (all-zero biases...) keep their role: they may be replaced later
+            continue
         arr = const_array(c)
         if arr is None or arr.size == 0 or not bool(np.all(arr == element)) or x.dtype is None:
             continue

@@ -168,3 +168,13 @@ g ({dtype}[N, 3] x) => ({dtype}[N, 3] y, {dtype}[2, N, 3] z) {{
     model = check_pass(NoOpRemovalPass(), m, SIZES)
     counts = ops(model)
     assert counts["Mul"] == 1 and counts["Add"] == 0 and counts["Div"] == 0 and counts["Sub"] == 1
+
+
+def test_zero_bias_initializer_is_kept():
+    m = parse("""
+g (float[N, 3] x) => (float[N, 3] y) <float[3] bias = {0, 0, 0}> {
+  a = Add(x, bias)
+  y = Neg(a)
+}""")
+    model = check_pass(NoOpRemovalPass(), m, SIZES)
+    assert ops(model)["Add"] == 1
