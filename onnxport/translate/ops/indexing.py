@@ -129,31 +129,19 @@ def select_scatter(ctx, x, src, dim, index):
 
 
 # ------------------------------------------------------------------------------ advanced indexing
-def _nonneg(ctx, idx: ir.Value, x: ir.Value, axis: int) -> ir.Value:
-    """Wrap negative indices along ``axis`` (idx + size where idx < 0)."""
-    idx = ctx.cast(idx, _I64)
-    if idx.const_value is not None and (idx.const_value.numpy() >= 0).all():
-        return idx
-    n = ctx.dim(x, axis)
-    return ctx.op.Where(ctx.op.Less(idx, ctx.scalar(0, _I64)), ctx.op.Add(idx, n), idx)
-
-
-def _expand_masks(ctx, indices) -> tuple[list, set]:
-    """Replace each bool mask of rank k by k int64 index tensors (its nonzero coordinates);
-    also return the positions of those (already non-negative) index tensors."""
+def _expand_masks(ctx, indices) -> list:
+    """Replace each bool mask of rank k by k int64 index tensors (its nonzero coordinates)."""
     out: list = []
-    from_masks: set = set()
     for idx in indices:
         if isinstance(idx, ir.Value) and idx.dtype in (BOOL, ir.DataType.UINT8):
             k = len(idx.shape)
             nz = ctx.op.NonZero(ctx.cast(idx, BOOL))  # [k, N]
             for j in range(k):
                 row = ctx.op.Gather(nz, ctx.scalar(j, _I64), axis=0)
-                from_masks.add(len(out))
                 out.append(_typed(row, _I64, [None]))
         else:
             out.append(idx)
-    return out, from_masks
+    return out
 
 
 def _plan(ctx, x, indices):
@@ -163,16 +151,18 @@ def _plan(ctx, x, indices):
     ScatterND, the indexed axes, the other axes, whether the indexed axes are adjacent).
     """
     rank = ctx.rank(x)
-    indices, from_masks = _expand_masks(ctx, list(indices))
+    indices = _expand_masks(ctx, list(indices))
     indices += [None] * (rank - len(indices))
     pos = [i for i, v in enumerate(indices) if v is not None]
     if not pos:
         raise TranslationError("index with no index tensor", hint="use slicing for an all-None index")
-    idx = [indices[p] if p in from_masks else _nonneg(ctx, indices[p], x, p) for p in pos]
-    common = idx[0]
-    for v in idx[1:]:
-        common = ctx.op.Expand(common, ctx.shape(v))
-    if len(idx) > 1:
+    # negative indices need no wrapping: GatherND and ScatterND take [-size, size - 1]
+    idx = [ctx.cast(indices[p], _I64) for p in pos]
+    shapes = [tuple(v.shape) if v.shape is not None else None for v in idx]
+    if len(idx) > 1 and (None in shapes or len(set(shapes)) > 1):
+        common = idx[0]
+        for v in idx[1:]:
+            common = ctx.op.Expand(common, ctx.shape(v))
         shape_b = ctx.op.Shape(common)
         idx = [ctx.op.Expand(v, shape_b) for v in idx]
     stacked = ctx.op.Concat(*[ctx.op.Unsqueeze(v, _c(ctx, [-1])) for v in idx], axis=-1) if len(idx) > 1 \
@@ -284,7 +274,7 @@ def gather(ctx, x, dim, index, sparse_grad=False):
     """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False): ONNX GatherElements."""
     if ctx.rank(x) == 0:
         return x
-    return ctx.op.GatherElements(x, _nonneg(ctx, index, x, norm_axis(dim, ctx.rank(x))), axis=norm_axis(dim, ctx.rank(x)))
+    return ctx.op.GatherElements(x, ctx.cast(index, _I64), axis=norm_axis(dim, ctx.rank(x)))
 
 
 # ------------------------------------------------------------------------------ scatter
@@ -329,7 +319,7 @@ def _scatter(ctx, x, dim, index, src, reduce=None, include_self=True):
         return ctx.op.Reshape(_scatter(ctx, x1, 0, idx1, src1, reduce, include_self), _c(ctx, []))
     axis = norm_axis(dim, rank)
     upd = _updates(ctx, src, index, x)
-    index = _nonneg(ctx, index, x, axis)
+    index = ctx.cast(index, _I64)
     if reduce is None:
         return ctx.op.ScatterElements(x, index, upd, axis=axis)
     if reduce == "mean":
