@@ -18,7 +18,7 @@ from torch.export import Dim
 from torch.utils import _pytree as pytree
 
 from onnxport.eager_paths import transformer_encoder_as_eager
-from onnxport.errors import CaptureError, DynamicShapesError, SpecializationError, last_user_frame
+from onnxport.errors import CaptureError, DynamicShapesError, ExportError, SpecializationError, last_user_frame
 from onnxport.translate import registry
 
 _STDLIB = sysconfig.get_paths()["stdlib"]
@@ -318,6 +318,7 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
     small = any(isinstance(leaves.get(d.input_name), torch.Tensor) and leaves[d.input_name].shape[d.axis] in (0, 1)
                 for d in declared)
     def export(oblivious: bool) -> torch.export.ExportedProgram:
+        torch._dynamo.reset()  # tracer state left by an earlier capture breaks nested control flow
         with _record_specializations(records), _symbolic_math(), _size_oblivious(oblivious), \
                 registry.capture_hooks(), transformer_encoder_as_eager():
             return torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict)
@@ -348,6 +349,11 @@ def _top_name(d: DeclaredDim, top: list[tuple[str, Any]]) -> str:
 
 
 def _classify(e: Exception, declared: list[DeclaredDim], records: list, top) -> Exception:
+    inner = e
+    while inner is not None and not isinstance(inner, ExportError):
+        inner = inner.__cause__ or inner.__context__
+    if isinstance(inner, ExportError):  # raised on purpose by a capture hook: keep it whole
+        return inner
     text = str(e)
     if "Constraints violated" in text or "specialized it to be a constant" in text:
         m = re.search(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((-?\d+)\)", text)
