@@ -7,6 +7,9 @@ Semantics (PyTorch's source-index rules, ``aten/src/ATen/native/UpSample.h``) on
 * nearest: ``src = floor(dst * s)`` with ``s = 1 / scale_factor`` when a scale is given, else
   ``in / out``: Resize ``coordinate_transformation_mode="asymmetric"``, ``nearest_mode="floor"``.
 * nearest-exact: ``src = floor((dst + 0.5) * s)``: ``"half_pixel"`` + ``"round_prefer_ceil"``.
+* Both compute ``s`` and the product in float32; Resize divides by the scale instead, which picks
+  another source index at some positions unless the scale factor is an integer. Other sizes and
+  factors use PyTorch's arithmetic itself (index computation + Gather).
 * linear / bilinear / trilinear / bicubic, ``align_corners=False``:
   ``src = (dst + 0.5) * s - 0.5`` (negative clamped to 0 for linear): ``"half_pixel"``;
   ``align_corners=True``: ``src = dst * (in - 1) / (out - 1)``: ``"align_corners"``.
@@ -56,6 +59,8 @@ def resize(ctx, x: ir.Value, mode: str, spatial: int, output_size=None, scales=N
     rank = ctx.rank(x)
     if scales is not None and not isinstance(scales, (list, tuple)):
         scales = [scales] * spatial
+    if onnx_mode == "nearest" and not _resize_matches_nearest(scales, spatial):
+        return nearest_by_gather(ctx, x, spatial, output_size, scales, exact=mode == "nearest-exact")
     if scales is not None and all(s is not None for s in scales) and len(scales) == spatial:
         if not all(isinstance(s, (int, float)) for s in scales):
             raise TranslationError(f"interpolation scale factors {list(scales)} are not constants",
@@ -72,6 +77,58 @@ def resize(ctx, x: ir.Value, mode: str, spatial: int, output_size=None, scales=N
     lead = ctx.op.Shape(x, start=0, end=rank - spatial)
     sizes = ctx.op.Concat(lead, ctx.shape_list(list(output_size)), axis=0)
     return ctx.op.Resize(x, None, None, sizes, mode=onnx_mode, **attrs)
+
+
+def _resize_matches_nearest(scales, spatial: int) -> bool:
+    """Whether Resize's ``dst / scale`` picks the same source index as PyTorch's float32
+    ``floor(dst * float32(1 / scale))``: for integer scale factors whose float32 inverse is not
+    below the exact one. Sizes (scale ``in / out``) and other factors can differ by one index."""
+    if scales is None or len(scales) != spatial or any(s is None for s in scales):
+        return False
+    for sf in scales:
+        if not isinstance(sf, (int, float)) or sf <= 0 or float(sf) != int(sf):
+            return False
+        if float(np.float32(1.0 / sf)) < 1.0 / sf:
+            return False
+    return True
+
+
+def nearest_by_gather(ctx, x: ir.Value, spatial: int, output_size, scales, exact: bool) -> ir.Value:
+    """Nearest interpolation with PyTorch's own arithmetic: per spatial axis, source index
+    ``min(floor(float32(dst [+ 0.5]) * s), in - 1)`` with ``s = float32(1 / scale)`` or
+    ``float32(in) / out``, then Gather."""
+    rank = ctx.rank(x)
+    f32, i64 = ir.DataType.FLOAT, ir.DataType.INT64
+    have_scales = scales is not None and len(scales) == spatial and all(s is not None for s in scales)
+    if not have_scales and output_size is None:
+        raise TranslationError("interpolation without an output size or scale factors",
+                               hint="pass size= or scale_factor= to torch.nn.functional.interpolate")
+    if isinstance(output_size, int):
+        output_size = [output_size] * spatial
+    y = x
+    for i in range(spatial):
+        axis = rank - spatial + i
+        length = ctx.dim(x, axis)
+        if have_scales:
+            step = ctx.const(np.array(1.0 / float(scales[i]), dtype=np.float32))
+            if output_size is not None:
+                out = output_size[i]
+            else:  # floor(in * scale) in double, as PyTorch sizes the output
+                out = ctx.op.Cast(ctx.op.Floor(ctx.op.Mul(ctx.op.Cast(length, to=ir.DataType.DOUBLE),
+                                                          ctx.const(np.array(float(scales[i]))))), to=i64)
+        else:
+            out = output_size[i]
+            out_v = out if isinstance(out, ir.Value) else ctx.const(np.array(out, dtype=np.int64))
+            step = ctx.op.Div(ctx.op.Cast(length, to=f32), ctx.op.Cast(out_v, to=f32))
+        out_v = out if isinstance(out, ir.Value) else ctx.const(np.array(out, dtype=np.int64))
+        dst = ctx.op.Cast(ctx.op.Range(ctx.const(np.array(0, dtype=np.int64)), out_v,
+                                       ctx.const(np.array(1, dtype=np.int64))), to=f32)
+        if exact:
+            dst = ctx.op.Add(dst, ctx.const(np.array(0.5, dtype=np.float32)))
+        src = ctx.op.Cast(ctx.op.Floor(ctx.op.Mul(dst, step)), to=i64)
+        src = ctx.op.Min(src, ctx.op.Sub(length, ctx.const(np.array(1, dtype=np.int64))))
+        y = ctx.op.Gather(y, src, axis=axis)
+    return y
 
 
 def _vec(mode: str, spatial: int, with_align: bool):

@@ -82,7 +82,8 @@ def test_upsample_default_overloads(name, align, scales):
             return op(x, size, align, *scales)
 
     r = check_export(M(), (torch.randn(2, 3, *([4] * dims)),), _dyn(dims))
-    assert count_ops(r, "Resize") == 1
+    by_size = "nearest" in name and None in scales  # nearest to a size: PyTorch's index arithmetic
+    assert count_ops(r, "Resize") == (0 if by_size else 1)
 
 
 SIZE_CASES = [
@@ -101,7 +102,10 @@ def test_interpolate_size_and_downsampling(dims, kw):
     x = torch.randn(2, 3, *([6] * dims))
     dyn = {"x": {0: "batch"}} if "size" in kw or kw.get("recompute_scale_factor") else _dyn(dims)
     r = check_export(Interp(**kw), (x,), dyn)
-    assert count_ops(r, "Resize") == 1
+    if kw["mode"] == "nearest":  # sizes and fractional factors: PyTorch's index arithmetic + Gather
+        assert count_ops(r, "Gather") == dims and count_ops(r, "Resize") == 0
+    else:
+        assert count_ops(r, "Resize") == 1
 
 
 def test_interpolate_to_the_size_of_another_tensor():
@@ -134,3 +138,19 @@ def test_fractional_scale_factor(mode, dynamic):
         assert not isinstance(shape[2], int) and not isinstance(shape[3], int)
     else:
         assert shape == [2, 3, 7, 10]
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+def test_nearest_to_symbolic_size_picks_pytorch_indices(mode):
+    """in=2 -> out=82: PyTorch's float32 floor(41 * (2 / 82)) is 0 where dst / (82 / 2) gives 1."""
+
+    class M(torch.nn.Module):
+        def forward(self, x, like):
+            return F.interpolate(x, size=like.shape[-1], mode=mode)
+
+    x = torch.arange(6.0).reshape(1, 3, 2)
+    dyn = {"x": {0: "batch", 2: Dim("n", min=1, max=64)}, "like": {0: Dim("m", min=1, max=256)}}
+    pairs = [(2, 82), (2, 94), (3, 7), (5, 121), (7, 3)]
+    r = check_export(M(), (x, torch.zeros(82)), dyn,
+                     inputs=[(torch.randn(2, 3, n), torch.zeros(m)) for n, m in pairs])
+    assert count_ops(r, "Resize") == 0
