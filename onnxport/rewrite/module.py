@@ -295,8 +295,8 @@ def _rewrite_class_methods(cls: type, notes: list, cache: dict) -> type | None:
             continue
         seen.add(name)
         fn = inspect.getattr_static(cls, name, None)
-        if not isinstance(fn, types.FunctionType):
-            continue
+        if not isinstance(fn, types.FunctionType) or (fn.__module__ or "").startswith("torch."):
+            continue  # torch's own methods (inherited forward of Sequential...) are left as they are
         try:
             new = rewrite_function(fn, cls, notes)
         except (SyntaxError, ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
@@ -342,6 +342,7 @@ def warn_notes(notes: list) -> None:
     """One warning listing the constructs left as Python, if any."""
     left = [n for n in notes if not n.rewritten]
     if left:
+        more = f"\n  ... {len(left) - 10} more in .onnxport_rewrite_notes" if len(left) > 10 else ""
         warnings.warn("control flow left as Python by rewrite_control_flow:\n  "
-                      + "\n  ".join(str(n) for n in left), stacklevel=3)
+                      + "\n  ".join(str(n) for n in left[:10]) + more, stacklevel=3)
 
