@@ -189,7 +189,7 @@ class AliasingBranch(torch.nn.Module):
 
 
 def test_branch_returning_its_operand_asks_for_clone():
-    with pytest.raises(onnxport.errors.ExportError) as info:
+    with pytest.raises(onnxport.errors.ControlFlowError) as info:
         onnxport.to_onnx(AliasingBranch(), (torch.randn(3, 4),))
     assert "torch.cond" in str(info.value) and ".clone()" in str(info.value)
     assert info.value.where is not None and "test_cond.py" in info.value.where and "torch.cond" in info.value.where

@@ -102,7 +102,7 @@ class AliasingMap(torch.nn.Module):
 def test_map_body_returning_its_input_asks_for_clone():
     import onnxport
 
-    with pytest.raises(onnxport.errors.ExportError) as info:
+    with pytest.raises(onnxport.errors.ControlFlowError) as info:
         onnxport.to_onnx(AliasingMap(), (torch.randn(3, 4),))
     assert "map" in str(info.value) and ".clone()" in str(info.value)
     assert info.value.where is not None and "test_map.py" in info.value.where

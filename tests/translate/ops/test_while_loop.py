@@ -162,7 +162,7 @@ class AliasingBody(torch.nn.Module):
 def test_body_returning_its_input_asks_for_clone():
     import onnxport
 
-    with pytest.raises(onnxport.errors.ExportError) as info:
+    with pytest.raises(onnxport.errors.ControlFlowError) as info:
         onnxport.to_onnx(AliasingBody(), (torch.randn(3, 4),))
     assert "while_loop" in str(info.value) and ".clone()" in str(info.value)
     assert info.value.where is not None and "test_while_loop.py" in info.value.where
