@@ -310,15 +310,13 @@ def repeat_interleave_tensor(ctx, repeats, output_size=None):
     return repeat_index(ctx, repeats)
 
 
-@translates(aten.diagonal.default, aten.diagonal_copy.default)
-def diagonal(ctx, x, offset=0, dim1=0, dim2=1):
-    """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1): the other axes in order, then
-    the diagonal (length max(0, min(d1 - max(-offset, 0), d2 - max(offset, 0)))) as the last axis.
-    The two axes are moved last and flattened; one Gather reads positions r * d2 + c."""
+def _diagonal_plan(ctx, x, offset, dim1, dim2):
+    """(x with dim1, dim2 moved last and flattened, its permutation, the [L] flat diagonal positions)."""
     rank = ctx.rank(x)
     a, b = norm_axis(dim1, rank), norm_axis(dim2, rank)
     rest = [i for i in range(rank) if i not in (a, b)]
-    xt = ctx.op.Transpose(x, perm=rest + [a, b]) if rest + [a, b] != list(range(rank)) else x
+    perm = rest + [a, b]
+    xt = ctx.op.Transpose(x, perm=perm) if perm != list(range(rank)) else x
     d1, d2 = ctx.dim(x, a), ctx.dim(x, b)
     r0, c0 = max(-offset, 0), max(offset, 0)
     n = ctx.op.Max(ctx.op.Min(ctx.op.Sub(d1, ctx.scalar(r0, _I64)), ctx.op.Sub(d2, ctx.scalar(c0, _I64))),
@@ -326,9 +324,56 @@ def diagonal(ctx, x, offset=0, dim1=0, dim2=1):
     i = ctx.op.Range(ctx.scalar(0, _I64), n, ctx.scalar(1, _I64))
     flat_idx = ctx.op.Add(ctx.op.Mul(ctx.op.Add(i, ctx.scalar(r0, _I64)), d2), ctx.op.Add(i, ctx.scalar(c0, _I64)))
     parts = [ctx.op.Shape(xt, start=0, end=rank - 2)] if rest else []
-    flat = ctx.op.Reshape(xt, ctx.op.Concat(*parts, ctx.const(np.array([-1], dtype=np.int64)), axis=0)
-                          if parts else ctx.const(np.array([-1], dtype=np.int64)))
-    return ctx.op.Gather(flat, flat_idx, axis=len(rest))
+    minus1 = ctx.const(np.array([-1], dtype=np.int64))
+    flat = ctx.op.Reshape(xt, ctx.op.Concat(*parts, minus1, axis=0) if parts else minus1)
+    return xt, flat, perm, flat_idx
+
+
+@translates(aten.diagonal.default, aten.diagonal_copy.default)
+def diagonal(ctx, x, offset=0, dim1=0, dim2=1):
+    """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1): the other axes in order, then
+    the diagonal (length max(0, min(d1 - max(-offset, 0), d2 - max(offset, 0)))) as the last axis.
+    The two axes are moved last and flattened; one Gather reads positions r * d2 + c."""
+    _, flat, perm, flat_idx = _diagonal_plan(ctx, x, offset, dim1, dim2)
+    return ctx.op.Gather(flat, flat_idx, axis=len(perm) - 2)
+
+
+@translates(aten.diagonal_scatter.default)
+def diagonal_scatter(ctx, x, src, offset=0, dim1=0, dim2=1):
+    """diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1): ``self``
+    with ``self.diagonal(offset, dim1, dim2) = src`` (ScatterElements on the flattened axes)."""
+    xt, flat, perm, flat_idx = _diagonal_plan(ctx, x, offset, dim1, dim2)
+    src = ctx.cast(src, x.dtype)
+    idx = ctx.op.Expand(flat_idx, ctx.shape(src))
+    out = ctx.op.Reshape(ctx.op.ScatterElements(flat, idx, src, axis=len(perm) - 2), ctx.op.Shape(xt))
+    if perm == list(range(len(perm))):
+        return out
+    return ctx.op.Transpose(out, perm=[perm.index(i) for i in range(len(perm))])
+
+
+def _strided_positions(ctx, size, stride, storage_offset) -> ir.Value:
+    """Positions, relative to the first element of the node's input, that an as_strided view of
+    ``size`` / ``stride`` reads; raises TranslationError for a non-contiguous input."""
+    node = ctx.current_node
+    src = node.args[0].meta.get("val") if node is not None and isinstance(node.args[0], torch.fx.Node) else None
+    if src is not None and not src.is_contiguous():
+        raise TranslationError(f"{node.target} of a non-contiguous tensor cannot be expressed without storage",
+                               hint="call .contiguous() before as_strided, or use view/unfold/expand instead")
+    base = src.storage_offset() if src is not None else 0
+    offset = storage_offset if storage_offset is not None else base
+    if isinstance(offset, int) and isinstance(base, int):
+        idx = ctx.scalar(offset - base, _I64)
+    else:
+        idx = ctx.op.Sub(ctx.scalar(offset, _I64) if isinstance(offset, int) else offset,
+                         ctx.scalar(base, _I64) if isinstance(base, int) else base)
+    n = len(size)
+    for k, (sz, st) in enumerate(zip(size, stride)):
+        r = ctx.op.Range(ctx.scalar(0, _I64), ctx.scalar(sz, _I64) if isinstance(sz, int) else sz, ctx.scalar(1, _I64))
+        r = ctx.op.Mul(r, ctx.scalar(st, _I64) if isinstance(st, int) else st)
+        shape = [1] * n
+        shape[k] = -1
+        idx = ctx.op.Add(idx, ctx.op.Reshape(r, ctx.const(np.array(shape, dtype=np.int64))))
+    return idx
 
 
 @translates(aten.as_strided.default, aten.as_strided_copy.default)
@@ -339,22 +384,18 @@ def as_strided(ctx, x, size, stride, storage_offset=None):
     at positions ``offset + sum_k i_k * stride_k`` (relative to self's own offset). Raises
     TranslationError when ``self`` is not contiguous (its storage layout differs from its values).
     """
-    node = ctx.current_node
-    src = node.args[0].meta.get("val") if node is not None and isinstance(node.args[0], torch.fx.Node) else None
-    if src is not None and not src.is_contiguous():
-        raise TranslationError("as_strided of a non-contiguous tensor cannot be expressed without storage",
-                               hint="call .contiguous() before as_strided, or use view/unfold/expand instead")
-    base = src.storage_offset() if src is not None else 0
-    offset = (storage_offset if storage_offset is not None else base)
-    start = ctx.op.Sub(ctx.scalar(offset, _I64) if isinstance(offset, int) else offset, ctx.scalar(base, _I64)) \
-        if not (isinstance(offset, int) and isinstance(base, int)) else ctx.scalar(offset - base, _I64)
-    n = len(size)
-    idx = start
-    for k, (sz, st) in enumerate(zip(size, stride)):
-        r = ctx.op.Range(ctx.scalar(0, _I64), ctx.scalar(sz, _I64) if isinstance(sz, int) else sz, ctx.scalar(1, _I64))
-        r = ctx.op.Mul(r, ctx.scalar(st, _I64) if isinstance(st, int) else st)
-        shape = [1] * n
-        shape[k] = -1
-        idx = ctx.op.Add(idx, ctx.op.Reshape(r, ctx.const(np.array(shape, dtype=np.int64))))
+    idx = _strided_positions(ctx, size, stride, storage_offset)
     flat = ctx.op.Reshape(x, ctx.const(np.array([-1], dtype=np.int64)))
     return ctx.op.Gather(flat, idx, axis=0)
+
+
+@translates(aten.as_strided_scatter.default)
+def as_strided_scatter(ctx, x, src, size, stride, storage_offset=None):
+    """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset):
+    ``self`` with the elements the as_strided view reads replaced by ``src`` (ScatterElements on the
+    flattened tensor; same contiguity requirement as as_strided)."""
+    idx = _strided_positions(ctx, size, stride, storage_offset)
+    minus1 = ctx.const(np.array([-1], dtype=np.int64))
+    src = ctx.op.Reshape(ctx.op.Expand(ctx.cast(src, x.dtype), ctx.op.Shape(idx)), minus1)
+    flat = ctx.op.ScatterElements(ctx.op.Reshape(x, minus1), ctx.op.Reshape(idx, minus1), src, axis=0)
+    return ctx.op.Reshape(flat, ctx.shape(x))

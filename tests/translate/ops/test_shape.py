@@ -156,3 +156,17 @@ class ZeroSizes(torch.nn.Module):
 def test_zero_sizes():
     check_export(ZeroSizes(), (torch.randn(3, 4), torch.tensor([True, False, True])), {"x": {0: "b"}, "m": {0: "b"}},
                  inputs=[(torch.randn(5, 4), torch.zeros(5, dtype=torch.bool))])
+
+
+class DiagonalWrites(torch.nn.Module):
+    def forward(self, x, s):  # x: [b, r, c], s: [b, min(r, c)]
+        y = x.clone()
+        y.diagonal(0, 1, 2).zero_()                              # functionalized to diagonal_scatter
+        z = x[0].clone().fill_diagonal_(2)                       # functionalized to as_strided_scatter
+        return (y, z, torch.diagonal_scatter(x, s, 0, 1, 2), torch.diagonal_scatter(x, s[:, :3] * 2, 1, -1, -2),
+                torch.as_strided_scatter(x[0], s[0, :3], (3,), (2,), 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_diagonal_and_as_strided_scatter(dtype):
+    check_export(DiagonalWrites(), (_make((2, 4, 4), dtype), _make((2, 4), dtype)), {"x": {0: "b"}, "s": {0: "b"}})
