@@ -1,10 +1,11 @@
 """Indexing: slice, select, narrow, index (advanced indexing), index_put, index_select, gather,
 scatter / scatter_add / scatter_reduce, slice_scatter, select_scatter, masked_fill, masked_scatter,
-nonzero.
+masked_select, nonzero.
 
 Semantics: PyTorch indexing (https://pytorch.org/docs/stable/tensor_view.html and NumPy's advanced
 indexing rules that torch follows) on ONNX Slice, Gather, GatherElements, GatherND,
-ScatterElements (reductions add/mul/max/min), ScatterND (reduction="add"), NonZero and Where.
+ScatterElements (reductions add/mul/max/min), ScatterND (reduction="add"), NonZero, Compress and
+Where. Negative indices stay as they are: these ONNX operators take indices in [-size, size - 1].
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Shape manipulation: view/reshape, flatten/unflatten, permute/transpose, (un)squeeze, expand, repeat,
-flip, roll, unfold.
+repeat_interleave, flip, roll, unfold, diagonal (and diagonal_scatter), as_strided (and its scatter).
 
 Semantics: the PyTorch view/shape ops (torch.Tensor.view, flatten, unflatten, permute, squeeze,
 expand, repeat, roll, flip, Tensor.unfold) on ONNX Reshape (``allowzero=0``: a 0 in a shape list
