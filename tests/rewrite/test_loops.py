@@ -71,13 +71,25 @@ class TwoStateCell(torch.nn.Module):
 
 
 class CatRows(torch.nn.Module):
-    """Appends one [1, D] row per step (the index in arithmetic) and concatenates along dim 0."""
+    """Appends one [1, D] row per step (the index in arithmetic) and concatenates along dims 0 and -1;
+    ``for layer in self.layers`` stays a Python loop, ``for row in feats`` scans the rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(3, 3) for _ in range(2)])
 
     def forward(self, feats, bias):  # feats [N, D], bias [D]
+        for layer in self.layers:
+            feats = layer(feats)
         pieces = []
         for k in range(len(feats)):
             pieces.append((feats[k] * k + bias).unsqueeze(0))
-        return torch.cat(pieces, 0), torch.cat(pieces, dim=-1)
+        acc = torch.zeros(feats.shape[1])
+        history = []
+        for row in feats:
+            acc = acc * 0.5 + row
+            history.append(acc)
+        return torch.cat(pieces, 0), torch.cat(pieces, dim=-1), torch.stack(history)
 
 
 class IndexedRows(torch.nn.Module):
@@ -105,11 +117,12 @@ def test_two_carried_tensors_stacked_on_dim_1_and_column_writes():
     assert count_ops(result, "Scan") == 1
 
 
-def test_appended_rows_concatenated_on_two_axes():
+def test_appended_rows_concatenated_and_rows_iterated():
     N = Dim("N")
     result = check_export(CatRows(), (torch.randn(4, 3), torch.randn(3)), ({0: N}, None), rewrite_control_flow=True,
                           inputs=[(torch.randn(1, 3), torch.randn(3)), (torch.randn(7, 3), torch.randn(3))])
-    assert count_ops(result, "Scan") == 1
+    assert count_ops(result, "Scan") == 2
+    assert count_ops(result, "Gemm") + count_ops(result, "MatMul") == 2  # the two layers, unrolled
 
 
 class Nested(torch.nn.Module):
@@ -133,30 +146,6 @@ def test_nested_loops():
                           rewrite_control_flow=True,
                           inputs=[(torch.randn(1, 4), torch.randn(6, 4)), (torch.randn(4, 4), torch.randn(1, 4))])
     assert count_ops(result, "Scan") == 2
-
-
-class OverRows(torch.nn.Module):
-    """``for layer in self.layers`` stays a Python loop; ``for row in x`` scans the rows of ``x``."""
-
-    def __init__(self):
-        super().__init__()
-        self.layers = torch.nn.ModuleList([torch.nn.Linear(3, 3) for _ in range(2)])
-
-    def forward(self, x):
-        for layer in self.layers:
-            x = layer(x)
-        acc = torch.zeros(x.shape[1])
-        history = []
-        for row in x:
-            acc = acc * 0.5 + row
-            history.append(acc)
-        return torch.stack(history)
-
-
-def test_iterating_rows_of_a_tensor_and_a_module_list():
-    result = check_export(OverRows(), (torch.randn(4, 3),), ({0: Dim("n")},), rewrite_control_flow=True)
-    assert count_ops(result, "Scan") == 1
-    assert count_ops(result, "Gemm") + count_ops(result, "MatMul") == 2  # the two layers, unrolled
 
 
 class Encoder(torch.nn.Module):
