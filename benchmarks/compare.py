@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
+import logging
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -31,12 +33,13 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from models import MODELS  # noqa: E402
+from models import MODELS, Case  # noqa: E402
 
 import onnxport  # noqa: E402
 from onnxport import verify  # noqa: E402
 
 torch.set_num_threads(1)
+logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # torchvision-not-installed notices
 _SHAPE_SOURCES = {"Shape", "Size"}
 _FLOATS = {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
 
@@ -128,7 +131,7 @@ def _latency_ms(sessions: list, runs: int) -> list[float]:
         for _ in range(3):
             session.run(None, feeds)
     times: list[list[float]] = [[] for _ in sessions]
-    deadline = time.perf_counter() + 20.0
+    deadline = time.perf_counter() + 10.0
     for _ in range(runs):
         for i, (session, feeds) in enumerate(sessions):
             t0 = time.perf_counter()
@@ -139,24 +142,31 @@ def _latency_ms(sessions: list, runs: int) -> list[float]:
     return [1000.0 * statistics.median(t) for t in times]
 
 
-def _evaluate(proto, measure: Measure, other_inputs: list[torch.Tensor], expected: list[np.ndarray]) -> tuple:
-    """Run ``proto`` at the other size, record its max abs error; return (session, feeds) for timing."""
+def _evaluate(proto, measure: Measure, others: list[list[torch.Tensor]], expected: list[list[np.ndarray]]) -> tuple:
+    """Run ``proto`` on every other input set, record the max abs error over them and whether all
+    match eager (atol 1e-4, rtol 1e-3); return (session, feeds of the first set) for timing.
+
+    Raises:
+        RuntimeError: the model's inputs/outputs do not line up with eager's, or an output shape differs.
+    """
     runner = verify.OrtRunner(proto, threads=1)
-    if len(runner.input_names) != len(other_inputs):
-        raise RuntimeError(f"model takes {len(runner.input_names)} inputs, eager takes {len(other_inputs)}")
-    feeds = {n: verify.to_numpy(t) for n, t in zip(runner.input_names, other_inputs)}
-    got = runner.session.run(None, feeds)
-    if len(got) != len(expected):
-        raise RuntimeError(f"{len(got)} outputs, eager has {len(expected)}")
-    worst, ok = 0.0, True
-    for e, g in zip(expected, got):
-        if e.shape != g.shape:
-            raise RuntimeError(f"output shape {g.shape} != eager {e.shape} at another size")
-        diff = float(np.max(np.abs(e.astype(np.float64) - g.astype(np.float64)))) if e.size else 0.0
-        worst = max(worst, diff)
-        ok = ok and bool(np.allclose(g, e, atol=1e-4, rtol=1e-3, equal_nan=True))
+    worst, ok, timed = 0.0, True, None
+    for inputs, wanted in zip(others, expected):
+        if len(runner.input_names) != len(inputs):
+            raise RuntimeError(f"model takes {len(runner.input_names)} inputs, eager takes {len(inputs)}")
+        feeds = {n: verify.to_numpy(t) for n, t in zip(runner.input_names, inputs)}
+        timed = timed or (runner.session, feeds)
+        got = runner.session.run(None, feeds)
+        if len(got) != len(wanted):
+            raise RuntimeError(f"{len(got)} outputs, eager has {len(wanted)}")
+        for e, g in zip(wanted, got):
+            if e.shape != g.shape:
+                raise RuntimeError(f"output shape {g.shape} != eager {e.shape} at another size")
+            diff = float(np.max(np.abs(e.astype(np.float64) - g.astype(np.float64)))) if e.size else 0.0
+            worst = max(worst, diff)
+            ok = ok and bool(np.allclose(g, e, atol=1e-4, rtol=1e-3, equal_nan=True))
     measure.max_abs, measure.correct = worst, ok
-    return runner.session, feeds
+    return timed
 
 
 def _quiet(fn, *args, **kwargs):
@@ -165,36 +175,61 @@ def _quiet(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
+def _first_line(e: BaseException) -> str:
+    """``Type: first line`` of the innermost cause of ``e`` (torch.onnx wraps torch.export's error)."""
+    while e.__cause__ is not None:
+        e = e.__cause__
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:120] if text else ''}"
+
+
+def _export_ours(case: Case, measure: Measure):
+    torch._dynamo.reset()  # nested higher-order ops leave tracer state behind between captures
+    t0 = time.perf_counter()
+    result = _quiet(onnxport.to_onnx, case.model, case.args, dynamic_shapes=case.dynamic_shapes,
+                    **case.onnxport_kwargs)
+    measure.seconds = time.perf_counter() - t0
+    measure.capture = result.timings.get("capture", math.nan)
+    measure.own = measure.seconds - measure.capture
+    measure.nodes, measure.shape_nodes = count_nodes(result.model)
+    return result.model_proto
+
+
+def _export_torch(case: Case, measure: Measure):
+    torch._dynamo.reset()
+    t0 = time.perf_counter()
+    program = _quiet(torch.onnx.export, case.model, case.args, dynamic_shapes=_dims_for_torch(case.dynamic_shapes, {}),
+                     dynamo=True, verbose=False)
+    measure.seconds = time.perf_counter() - t0
+    measure.nodes, measure.shape_nodes = count_nodes(program.model)
+    return ir.serde.serialize_model(program.model)
+
+
 def bench_model(name: str, runs: int) -> tuple[Measure, Measure]:
-    """Export ``name`` with both exporters and measure both; failures are recorded, not raised."""
-    model, args, dyn = MODELS[name]()
+    """Export ``name`` with both exporters and measure both; failures are recorded, not raised.
+
+    An exporter that raises is marked failed (``ok`` False); one whose model raises in onnxruntime or
+    differs from eager on the other input sets is marked wrong (``correct`` False).
+    """
+    case = MODELS[name]()
+    sets = case.others or [other_size_inputs(case.args, case.dynamic_shapes)]
+    others = [[t for t in inputs if isinstance(t, torch.Tensor)] for inputs in sets]
+    with torch.no_grad():
+        expected = [[verify.to_numpy(t) for t in verify._tensor_leaves(case.model(*inputs))]  # noqa: SLF001
+                    for inputs in sets]
     ours, theirs = Measure(), Measure()
     timed: list = []
-    new_args = other_size_inputs(args, dyn)
-    other_inputs = [t for t in new_args if isinstance(t, torch.Tensor)]
-    with torch.no_grad():
-        expected = [verify.to_numpy(t) for t in verify._tensor_leaves(model(*new_args))]  # noqa: SLF001
-    try:
-        t0 = time.perf_counter()
-        result = onnxport.to_onnx(model, args, dynamic_shapes=dyn)
-        ours.seconds = time.perf_counter() - t0
-        ours.capture = result.timings.get("capture", math.nan)
-        ours.own = ours.seconds - ours.capture
-        ours.nodes, ours.shape_nodes = count_nodes(result.model)
-        timed.append((ours, _evaluate(result.model_proto, ours, other_inputs, expected)))
-        ours.ok = True
-    except Exception as e:  # noqa: BLE001 - reported in the table
-        ours.error = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
-    try:
-        t0 = time.perf_counter()
-        program = _quiet(torch.onnx.export, model, args, dynamic_shapes=_dims_for_torch(dyn, {}), dynamo=True,
-                         verbose=False)
-        theirs.seconds = time.perf_counter() - t0
-        theirs.nodes, theirs.shape_nodes = count_nodes(program.model)
-        timed.append((theirs, _evaluate(ir.serde.serialize_model(program.model), theirs, other_inputs, expected)))
-        theirs.ok = True
-    except Exception as e:  # noqa: BLE001 - reported in the table
-        theirs.error = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+    for measure, export in ((ours, _export_ours), (theirs, _export_torch)):
+        try:
+            proto = export(case, measure)
+            measure.ok = True
+        except Exception as e:  # noqa: BLE001 - reported in the table
+            measure.error = _first_line(e)
+            continue
+        try:
+            timed.append((measure, _evaluate(proto, measure, others, expected)))
+        except Exception as e:  # noqa: BLE001 - a model that cannot run at another size is wrong there
+            measure.error = _first_line(e)
     for (m, _), ms in zip(timed, _latency_ms([t for _, t in timed], runs)):
         m.latency_ms = ms
     return ours, theirs
@@ -217,9 +252,9 @@ def _status(ours: Measure, theirs: Measure) -> str:
     parts = []
     for who, m in (("onnxport", ours), ("torch.onnx", theirs)):
         if not m.ok:
-            parts.append(f"{who} failed ({m.error})")
+            parts.append(f"{who} FAILED to export ({m.error})")
         elif not m.correct:
-            parts.append(f"{who} wrong at another size")
+            parts.append(f"{who} WRONG at other sizes" + (f" ({m.error})" if m.error else ""))
     return "; ".join(parts) or "ok"
 
 
@@ -228,11 +263,11 @@ def build_rows(results: dict[str, tuple[Measure, Measure]]) -> list[list[str]]:
     (ratios over the models both exporters got right; own/capture over onnxport's successes)."""
     rows, logs = [], {"time": [], "nodes": [], "lat": [], "own": []}
     for name, (o, t) in results.items():
-        both = o.ok and t.ok
-        r_time = _ratio(o.seconds, t.seconds) if both else math.nan
-        r_nodes = _ratio(o.nodes, t.nodes) if both else math.nan
-        r_lat = _ratio(o.latency_ms, t.latency_ms) if both else math.nan
-        if both:
+        exported = o.ok and t.ok
+        r_time = _ratio(o.seconds, t.seconds) if exported else math.nan
+        r_nodes = _ratio(o.nodes, t.nodes) if exported else math.nan
+        r_lat = _ratio(o.latency_ms, t.latency_ms) if exported else math.nan
+        if exported and o.correct and t.correct:
             logs["time"].append(r_time)
             logs["nodes"].append(r_nodes)
             logs["lat"].append(r_lat)
@@ -247,7 +282,7 @@ def build_rows(results: dict[str, tuple[Measure, Measure]]) -> list[list[str]]:
         xs = [x for x in xs if x and not math.isnan(x)]
         return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan
 
-    rows.append(["geomean", f"own/capture {_f(geo(logs['own']))}", "", _f(geo(logs["time"])), "", "",
+    rows.append([f"geomean ({len(logs['time'])} both right)", f"own/capture {_f(geo(logs['own']))}", "", _f(geo(logs["time"])), "", "",
                  _f(geo(logs["nodes"])), "", "", "", "", _f(geo(logs["lat"])), "", "", ""])
     return rows
 
@@ -264,7 +299,23 @@ def render_text(rows: list[list[str]]) -> str:
 def render_markdown(rows: list[list[str]]) -> str:
     """GitHub-flavoured markdown table."""
     head = "| " + " | ".join(_COLUMNS) + " |\n|" + "---|" * len(_COLUMNS) + "\n"
-    return head + "".join("| " + " | ".join(r) + " |\n" for r in rows)
+    return head + "".join("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |\n" for r in rows)
+
+
+def describe_run(runs: int, seconds: float) -> str:
+    """One paragraph: when, on what and with which versions the table was measured."""
+    import onnxruntime
+
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} in one run of "
+            f"`OMP_NUM_THREADS=1 python benchmarks/compare.py` ({seconds / 60:.1f} min) on a machine with "
+            f"{os.cpu_count()} cores (load average at the end: {load}); torch {torch.__version__}, "
+            f"onnxruntime {onnxruntime.__version__}, onnxport opset 20 with optimize=True, torch.onnx.export "
+            f"with dynamo=True and its defaults. Latency: one onnxruntime thread, median of up to {runs} runs "
+            f"after 3 warm-up runs, both exporters' models interleaved, on the first other-size input set. "
+            f"Max abs error: over the other-size input sets (dynamic dimensions at sizes other than the "
+            f"example's) against eager PyTorch; WRONG means an output differs (atol 1e-4, rtol 1e-3) or the "
+            f"model does not run there.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="", help="comma-separated names from benchmarks/models.py")
     parser.add_argument("--markdown", default=None, help="also write the table as markdown to this path")
-    parser.add_argument("--runs", type=int, default=200, help="onnxruntime runs per model after warm-up")
+    parser.add_argument("--runs", type=int, default=100, help="onnxruntime runs per model after warm-up")
+    parser.add_argument("--note", default="", help="text added after the measurement paragraph of the markdown")
     ns = parser.parse_args(argv)
     names = [n for n in ns.models.split(",") if n] or list(MODELS)
     unknown = [n for n in names if n not in MODELS]
@@ -282,15 +334,21 @@ def main(argv: list[str] | None = None) -> int:
     warm = torch.nn.Linear(2, 2).eval()
     _quiet(onnxport.to_onnx, warm, (torch.randn(1, 2),))
     _quiet(torch.onnx.export, warm, (torch.randn(1, 2),), dynamo=True, verbose=False)
-    results = {}
+    results, start = {}, time.perf_counter()
     for name in names:
         print(f"[compare] {name}...", file=sys.stderr, flush=True)
         results[name] = bench_model(name, ns.runs)
     rows = build_rows(results)
     print(render_text(rows))
     if ns.markdown:
-        Path(ns.markdown).write_text("# onnxport vs torch.onnx.export (dynamo=True)\n\n"
-                                     "Ratios are onnxport / torch.onnx; lower is better.\n\n" + render_markdown(rows))
+        intro = describe_run(ns.runs, time.perf_counter() - start) + (f" {ns.note}" if ns.note else "")
+        Path(ns.markdown).write_text(
+            "# onnxport vs torch.onnx.export (dynamo=True)\n\n" + intro + "\n\n"
+            "Export seconds: wall time of the export call; onnxport's split into torch.export capture and "
+            "its own translation and optimization. Shape nodes: Shape/Size and the integer tensors of rank "
+            "<= 1 computed from them. Ratios are onnxport / torch.onnx, lower is better; the geometric-mean "
+            "row covers the models both exporters exported and got right at other sizes.\n\n"
+            + render_markdown(rows))
     return 0
 
 
