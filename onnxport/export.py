@@ -78,15 +78,14 @@ def to_onnx(
         args = (args,)
     args = tuple(args)
     module = model
+    rewrite_notes: list = []
     if rewrite_control_flow and isinstance(model, torch.nn.Module):
-        try:
-            from onnxport.rewrite import rewrite_module
-        except ImportError:  # pragma: no cover - rewriting is optional
-            rewrite_module = None
-        if rewrite_module is not None:
-            t0 = time.perf_counter()
-            model = rewrite_module(model, args, kwargs or {})
-            step("rewrite", t0)
+        from onnxport.rewrite import rewrite_module
+
+        t0 = time.perf_counter()
+        model = rewrite_module(model, args, kwargs or {})
+        rewrite_notes = list(getattr(model, "onnxport_rewrite_notes", []))
+        step("rewrite", t0)
     t0 = time.perf_counter()
     captured = capture_mod.capture(model, args, kwargs, dynamic_shapes, strict=strict)
     step("capture", t0)
@@ -113,4 +112,5 @@ def to_onnx(
     result = ExportResult(ir_model, program=captured.program, module=module, example=(args, dict(kwargs or {})),
                           captured=captured, timings=timings)
     result.dim_names = dict(ir_model.meta.get("dim_names", {}))
+    result.rewrite_notes = rewrite_notes  # what rewrite_control_flow left as written, and why
     return result

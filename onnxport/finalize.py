@@ -9,6 +9,7 @@ import onnx_ir.passes.common as common
 def finalize(model: ir.Model, *, inline: bool = False) -> ir.Model:
     """Make ``model`` ready to serialize (in place): inlined functions when ``inline``, topological
     order, unique value names, only the opsets in use."""
+    _restore_output_types(model)
     if inline and model.functions:
         common.InlinePass()(model)
         common.RemoveUnusedFunctionsPass()(model)
@@ -16,3 +17,15 @@ def finalize(model: ir.Model, *, inline: bool = False) -> ir.Model:
     common.NameFixPass()(model)
     common.RemoveUnusedOpsetsPass()(model)
     return model
+
+
+def _restore_output_types(model: ir.Model) -> None:
+    """Graph outputs keep the dtype and shape given at translation, even when an optimization
+    replaced the value behind an output by an equal one that carries less (CSE)."""
+    recorded = model.meta.get("output_types", {})
+    for value in model.graph.outputs:
+        typ, shape = recorded.get(value.name, (None, None))
+        if value.type is None and typ is not None:
+            value.type = typ
+        if value.shape is None and shape is not None:
+            value.shape = shape

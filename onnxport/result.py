@@ -23,6 +23,8 @@ class ExportResult:
         module: the eager module (for validation), or None.
         example: ``(args, kwargs)`` the export used.
         timings: seconds per step (``capture``, ``translate``, ``optimize``...).
+        dim_names: torch's symbols -> the dimension names used as ONNX dim_params.
+        rewrite_notes: with ``rewrite_control_flow=True``, the loops and branches left as written.
     """
 
     external_data_threshold = TWO_GB
@@ -35,6 +37,8 @@ class ExportResult:
         self.example = example
         self.captured = captured
         self.timings = timings or {}
+        self.dim_names: dict = {}  # sympy symbol -> the user's dimension name
+        self.rewrite_notes: list = []  # constructs rewrite_control_flow left as written, with the reason
         self._proto: onnx.ModelProto | None = None
 
     @property

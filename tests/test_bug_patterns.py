@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import onnxport
-from conftest import shared_cases_dir
+from shared_cases import SHARED, shared_cases_dir
 
 # case name -> (ExportError subclass, why onnxport refuses it)
 REFUSALS: dict[str, tuple[type, str]] = {}
@@ -32,8 +32,6 @@ def _load_cases():
 
 
 def _case_names():
-    from conftest import SHARED
-
     path = SHARED / "cases" / "bug_patterns.py"
     if not path.exists():
         return ["<missing>"]

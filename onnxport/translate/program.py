@@ -169,6 +169,7 @@ def build_model(captured: Captured, *, opset: int, input_names: list[str] | None
     model = ir.Model(graph, ir_version=10 if opset <= 21 else 11, producer_name="onnxport",
                      functions=list(ctx.functions.values()))
     model.meta["dim_names"] = dict(namer.names)
+    model.meta["output_types"] = {v.name: (v.type, v.shape) for v in graph_outputs}
     return model
 
 
