@@ -59,3 +59,37 @@ def count_ops(result: onnxport.ExportResult, op_type: str) -> int:
     for f in result.model.functions.values():
         n += sum(1 for node in ir.traversal.RecursiveGraphIterator(f) if node.op_type == op_type)
     return n
+
+
+DTYPES = [torch.float32, torch.int64, torch.bool]
+
+
+def make_tensor(shape, dtype: torch.dtype) -> torch.Tensor:
+    """Random values of ``dtype``: normal floats, ints in [-50, 50), bools."""
+    if dtype == torch.bool:
+        return torch.rand(shape) > 0.5
+    if dtype == torch.int64:
+        return torch.randint(-50, 50, shape)
+    return torch.randn(shape)
+
+
+class Fn(torch.nn.Module):
+    """A module computing ``fn(x)``: one tiny model per op case."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+class Fn2(torch.nn.Module):
+    """A module computing ``fn(a, b)``."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, a, b):
+        return self.fn(a, b)

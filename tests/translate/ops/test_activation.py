@@ -4,18 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from exportcheck import check_export, count_ops
+from exportcheck import check_export, count_ops, Fn
 
 DYN = {"x": {0: "batch", 1: "n"}}
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
 
 
 ACTIVATIONS = {

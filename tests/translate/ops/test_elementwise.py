@@ -5,27 +5,9 @@ import math
 import pytest
 import torch
 
-from exportcheck import check_export
+from exportcheck import check_export, Fn, Fn2
 
 DYN2 = {"a": {0: "batch", 1: "n"}, "b": {0: "batch", 1: "n"}}
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
-
-
-class Fn2(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, a, b):
-        return self.fn(a, b)
 
 
 def make(dtype, shape=(3, 4), nonzero=False):

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from exportcheck import check_export, count_ops
+from exportcheck import check_export, count_ops, Fn2
 from onnxport.translate.ops.linalg import einsum_equation
 
 
@@ -12,15 +12,6 @@ def make(dtype, shape):
     if dtype == torch.int64:
         return torch.randint(-4, 5, shape)
     return torch.randn(shape, dtype=dtype)
-
-
-class Fn2(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, a, b):
-        return self.fn(a, b)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])

@@ -6,17 +6,7 @@ import onnxport
 import torch
 from torch.export import Dim
 
-from exportcheck import check_export
-
-DTYPES = [torch.float32, torch.int64, torch.bool]
-
-
-def _make(shape, dtype):
-    if dtype == torch.bool:
-        return torch.rand(shape) > 0.5
-    if dtype == torch.int64:
-        return torch.randint(-50, 50, shape)
-    return torch.randn(shape)
+from exportcheck import check_export, DTYPES, make_tensor as _make
 
 
 class Conversions(torch.nn.Module):

@@ -5,19 +5,10 @@ import torch
 import torch.nn.functional as F
 from torch.export import Dim
 
-from exportcheck import check_export, count_ops
+from exportcheck import check_export, count_ops, Fn
 from onnxport.translate.registry import override
 
 aten = torch.ops.aten
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
 
 
 def _dyn(dims, lo=None, batch=True):

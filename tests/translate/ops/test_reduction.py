@@ -5,18 +5,9 @@ import math
 import pytest
 import torch
 
-from exportcheck import check_export
+from exportcheck import check_export, Fn
 
 DYN = {"x": {0: "batch", 1: "n"}}
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
 
 
 def make(dtype, shape=(3, 4, 5)):
