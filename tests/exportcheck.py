@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import onnx
+import pytest
 import torch
 
 import onnxport
@@ -93,3 +94,8 @@ class Fn2(torch.nn.Module):
 
     def forward(self, a, b):
         return self.fn(a, b)
+
+
+# control-flow bodies as local functions or inlined, with and without the optimizer
+MODES = [pytest.param(inline, opt, id=f"{'inline' if inline else 'functions'}-{'opt' if opt else 'noopt'}")
+         for inline, opt in ((False, True), (True, True), (False, False), (True, False))]

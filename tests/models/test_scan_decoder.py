@@ -10,13 +10,6 @@ from torch._higher_order_ops.scan import scan
 from exportcheck import check_export, count_ops
 
 
-@pytest.fixture(autouse=True)
-def _fresh_tracer():
-    """torch's tracer of nested higher-order ops keeps state from earlier exports in the process
-    that can break a later capture ("lift_tracked_freevar_to_input ... root SubgraphTracer")."""
-    torch._dynamo.reset()
-
-
 class ScanDecoder(torch.nn.Module):
     """h_t = tanh(W_x x_t + W_h h_{t-1} + W_y y_{t-1}); y_t = log_softmax(W_o h_t)."""
 

@@ -8,17 +8,7 @@ from torch._higher_order_ops.scan import scan
 from torch.export import Dim
 
 import onnxport
-from exportcheck import check_export, count_ops
-
-
-@pytest.fixture(autouse=True)
-def _fresh_tracer():
-    """torch's tracer of nested higher-order ops keeps state from earlier exports in the process
-    that can break a later capture ("lift_tracked_freevar_to_input ... root SubgraphTracer")."""
-    torch._dynamo.reset()
-
-MODES = [pytest.param(inline, opt, id=f"{'inline' if inline else 'functions'}-{'opt' if opt else 'noopt'}")
-         for inline, opt in ((False, True), (True, True), (False, False), (True, False))]
+from exportcheck import check_export, count_ops, MODES
 
 
 def _signed(shape, dtype, sign):

@@ -18,12 +18,6 @@ import onnxport
 from exportcheck import check_export, count_ops
 
 
-@pytest.fixture(autouse=True)
-def _fresh_tracer():
-    """torch's tracer of nested higher-order ops keeps state from earlier exports in the process
-    that can break a later capture ("lift_tracked_freevar_to_input ... root SubgraphTracer")."""
-    torch._dynamo.reset()
-
 MODES = [pytest.param(inline, opt, id=f"{'inline' if inline else 'functions'}-{'opt' if opt else 'noopt'}")
          for inline, opt in ((False, True), (True, True), (False, False))]
 ALL_MODES = MODES + [pytest.param(True, False, id="inline-noopt")]
