@@ -58,6 +58,7 @@ class Measure:
     latency_ms: float = math.nan
     max_abs: float = math.nan
     correct: bool = False
+    specialized: list[str] = dataclasses.field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------ counting
@@ -183,6 +184,22 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0][:120] if text else ''}"
 
 
+def specialized_dims(model: ir.Model, case: Case) -> list[str]:
+    """``input[axis]=size`` for every dimension ``case.dynamic_shapes`` names dynamic that the ONNX
+    model's inputs fix to a number (the exporter specialized it to the example's size)."""
+    out = []
+    specs = list(case.dynamic_shapes.values()) if isinstance(case.dynamic_shapes, dict) else []
+    tensors = [i for i, a in enumerate(case.args) if isinstance(a, torch.Tensor)]
+    for position, value in enumerate(model.graph.inputs):
+        spec = specs[tensors[position]] if position < len(tensors) and tensors[position] < len(specs) else None
+        if not isinstance(spec, dict):
+            continue
+        for axis, d in spec.items():
+            if d is not None and value.shape is not None and isinstance(value.shape[axis], int):
+                out.append(f"{value.name}[{axis}]={value.shape[axis]}")
+    return out
+
+
 def _export_ours(case: Case, measure: Measure):
     torch._dynamo.reset()  # nested higher-order ops leave tracer state behind between captures
     t0 = time.perf_counter()
@@ -192,6 +209,7 @@ def _export_ours(case: Case, measure: Measure):
     measure.capture = result.timings.get("capture", math.nan)
     measure.own = measure.seconds - measure.capture
     measure.nodes, measure.shape_nodes = count_nodes(result.model)
+    measure.specialized = specialized_dims(result.model, case)
     return result.model_proto
 
 
@@ -202,6 +220,7 @@ def _export_torch(case: Case, measure: Measure):
                      dynamo=True, verbose=False)
     measure.seconds = time.perf_counter() - t0
     measure.nodes, measure.shape_nodes = count_nodes(program.model)
+    measure.specialized = specialized_dims(program.model, case)
     return ir.serde.serialize_model(program.model)
 
 
@@ -255,6 +274,8 @@ def _status(ours: Measure, theirs: Measure) -> str:
             parts.append(f"{who} FAILED to export ({m.error})")
         elif not m.correct:
             parts.append(f"{who} WRONG at other sizes" + (f" ({m.error})" if m.error else ""))
+        if m.ok and m.specialized:
+            parts.append(f"{who} specialized {', '.join(m.specialized)}")
     return "; ".join(parts) or "ok"
 
 
@@ -282,7 +303,8 @@ def build_rows(results: dict[str, tuple[Measure, Measure]]) -> list[list[str]]:
         xs = [x for x in xs if x and not math.isnan(x)]
         return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan
 
-    rows.append([f"geomean ({len(logs['time'])} both right)", f"own/capture {_f(geo(logs['own']))}", "", _f(geo(logs["time"])), "", "",
+    rows.append([f"geomean ({len(logs['time'])} both right)", f"own/capture {_f(geo(logs['own']))}", "",
+                 _f(geo(logs["time"])), "", "",
                  _f(geo(logs["nodes"])), "", "", "", "", _f(geo(logs["lat"])), "", "", ""])
     return rows
 
