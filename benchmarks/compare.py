@@ -324,6 +324,20 @@ def render_markdown(rows: list[list[str]]) -> str:
     return head + "".join("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |\n" for r in rows)
 
 
+def summarize(results: dict[str, tuple[Measure, Measure]]) -> str:
+    """Markdown bullet list: models where onnxport's graph is larger than torch.onnx's, and the
+    models each exporter failed or got wrong."""
+    lines = []
+    larger = [f"{n} ({o.nodes} vs {t.nodes})" for n, (o, t) in results.items() if o.ok and t.ok and o.nodes > t.nodes]
+    lines.append("- onnxport has more nodes than torch.onnx on: " + (", ".join(larger) or "none"))
+    for who, index in (("onnxport", 0), ("torch.onnx", 1)):
+        failed = [n for n, pair in results.items() if not pair[index].ok]
+        wrong = [n for n, pair in results.items() if pair[index].ok and not pair[index].correct]
+        lines.append(f"- {who} failed to export: {', '.join(failed) or 'none'}; "
+                     f"wrong at other sizes: {', '.join(wrong) or 'none'}")
+    return "\n".join(lines) + "\n"
+
+
 def describe_run(runs: int, seconds: float) -> str:
     """One paragraph: when, on what and with which versions the table was measured."""
     import onnxruntime
@@ -370,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
             "its own translation and optimization. Shape nodes: Shape/Size and the integer tensors of rank "
             "<= 1 computed from them. Ratios are onnxport / torch.onnx, lower is better; the geometric-mean "
             "row covers the models both exporters exported and got right at other sizes.\n\n"
-            + render_markdown(rows))
+            + render_markdown(rows) + "\n" + summarize(results))
     return 0
 
 
