@@ -3,9 +3,12 @@
 For every model of ``benchmarks/models.py``: export seconds (onnxport's split into torch.export
 capture seconds and its own seconds), node count, shape-related node count, onnxruntime latency
 (one thread, median after warm-up) and max abs error against eager PyTorch at another size of the
-dynamic dimensions, with ratios onnxport / torch.onnx and a geometric-mean row.
+dynamic dimensions, with ratios onnxport / torch.onnx and a geometric-mean row over the models both
+exported and got right. The status column names the exporter that FAILED to export (the error's
+innermost cause), that gave WRONG results at other sizes, or that specialized a dynamic dimension.
+An exporter that raises never stops the run.
 
-    python benchmarks/compare.py [--models mlp,small_cnn] [--markdown results.md] [--runs 50]
+    OMP_NUM_THREADS=1 python benchmarks/compare.py [--models mlp,small_cnn] [--markdown RESULTS.md] [--runs 50]
 """
 
 from __future__ import annotations
