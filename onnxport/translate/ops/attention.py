@@ -131,9 +131,17 @@ def attention(ctx, q, k, v, attn_mask=None, is_causal=False, scale=None, enable_
         scores = ctx.op.Where(allowed, scores, neg_inf)
     probs = ctx.op.Softmax(scores, axis=-1)
     if attn_mask is not None:
-        # fully masked rows: softmax gives NaN, PyTorch gives 0
-        row_max = ctx.op.ReduceMax(scores, ctx.const(np.array([-1], dtype=np.int64)), keepdims=1)
-        probs = ctx.op.Where(ctx.op.Equal(row_max, neg_inf), ctx.scalar(0.0, to), probs)
+        # fully masked rows: softmax gives NaN, PyTorch gives 0. Whether a row has a key left is
+        # read from the mask, usually far smaller than the scores ([B, 1, 1, S] against [B, H, L, S])
+        last = ctx.const(np.array([-1], dtype=np.int64))
+        if allowed is not None:
+            no_key = ctx.op.Not(ctx.cast(ctx.op.ReduceMax(ctx.cast(allowed, ir.DataType.INT32), last, keepdims=1), BOOL))
+            if attn_mask.dtype != BOOL:  # a float mask as well as the causal one
+                no_key = ctx.op.Or(no_key, ctx.op.Equal(ctx.op.ReduceMax(ctx.cast(attn_mask, to), last, keepdims=1),
+                                                         neg_inf))
+        else:
+            no_key = ctx.op.Equal(ctx.op.ReduceMax(ctx.cast(attn_mask, to), last, keepdims=1), neg_inf)
+        probs = ctx.op.Where(no_key, ctx.scalar(0.0, to), probs)
     return ctx.op.MatMul(probs, v), probs, scores
 
 
