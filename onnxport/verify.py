@@ -7,9 +7,13 @@ each, and compares every output (dtype-aware tolerance, NaN-aware, shapes exact)
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
+import os
+import tempfile
+import warnings
 from typing import Any
 
 import numpy as np
@@ -117,12 +121,13 @@ def default_sizes(result) -> list[dict]:
     if not examples:
         return []
     out = []
-    for k, grow in enumerate((lambda e: e + 1, lambda e: 2 * e + 3)):
+    # each dimension moves by its own amount, so that dims equal in the example differ here
+    for k, grow in enumerate((lambda e, j: e + 1 + j, lambda e, j: 2 * e + 3 + 2 * j)):
         sizes = {}
-        for sym, e in examples.items():
+        for j, (sym, e) in enumerate(examples.items()):
             lo, hi = ranges.get(sym, (0, 1 << 30))
             lo = max(lo, 2)
-            s = grow(e)
+            s = grow(e, j)
             if s > hi:
                 s = max(lo, e - 1 - k)
             sizes[sym] = int(min(max(s, lo), hi))
@@ -170,7 +175,12 @@ def _random_like(t: torch.Tensor, shape: list[int], gen, sizes, by_example_size)
     if t.dtype == torch.bool:
         if t.numel() and bool(t.all()):
             return torch.ones(shape, dtype=torch.bool)
-        return torch.rand(shape, generator=gen) > 0.3
+        out = torch.rand(shape, generator=gen) > 0.5
+        if out.dim() >= 2 and out.shape[-1] >= 2:
+            # masks: no row all True or all False (a fully masked row is an edge case of its own,
+            # where eager's fast paths and its regular path disagree)
+            out[..., 0], out[..., -1] = False, True
+        return out
     if t.dtype.is_complex:
         return torch.randn(shape, generator=gen, dtype=t.dtype)
     if t.numel() == 0:
@@ -183,7 +193,10 @@ def _random_like(t: torch.Tensor, shape: list[int], gen, sizes, by_example_size)
         if out.numel():
             out[torch.randint(0, out.numel(), (1,), generator=gen)] = n
         return out
-    return torch.randint(lo, hi + 1, shape, generator=gen, dtype=t.dtype)
+    out = torch.randint(lo, hi + 1, shape, generator=gen, dtype=t.dtype)
+    if lo <= 0 <= hi and not bool((t == 0).any()):
+        out[out == 0] = 1 if hi >= 1 else -1  # no zeros where the example has none (divisors)
+    return out
 
 
 # ------------------------------------------------------------------------------ running
@@ -199,7 +212,7 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 
 
 class OrtRunner:
-    """An onnxruntime session over a model proto; ``run(inputs) -> list[np.ndarray]``."""
+    """An onnxruntime session over a model proto or a saved file; ``run(inputs) -> list[np.ndarray]``."""
 
     def __init__(self, proto, threads: int = 1):
         import onnxruntime as ort
@@ -209,11 +222,12 @@ class OrtRunner:
         opts.inter_op_num_threads = 1
         opts.log_severity_level = 3
         try:
-            self.session = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+            source = proto if isinstance(proto, str) else proto.SerializeToString()
+            self.session = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
         except Exception as e:  # noqa: BLE001
             text = str(e)
             hint = "run onnx.checker.check_model(model, full_check=True) to locate the problem"
-            if "NOT_IMPLEMENTED" in text and _uses_bfloat16(proto):
+            if "NOT_IMPLEMENTED" in text and not isinstance(proto, str) and _uses_bfloat16(proto):
                 hint = ("the model is valid ONNX but onnxruntime's CPU provider has no bfloat16 kernel for this "
                         "operator: validate a float32 export (model.float()) or run on a provider with bfloat16 support")
             raise ValidationError(f"onnxruntime could not load the model: {text.splitlines()[0][:300]}",
@@ -278,34 +292,46 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, atol: float | Non
     model cannot be loaded by onnxruntime or the module is missing.
     """
     module = result.module if result.module is not None else result.program.module()
-    runner = OrtRunner(result.model_proto)
+    with contextlib.ExitStack() as stack:
+        if result._weights_bytes() > result.external_data_threshold:
+            # over protobuf's 2 GB: onnxruntime reads the model from a file with external weights
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="onnxport-validate-"))
+            runner = OrtRunner(result.save(os.path.join(tmp, "model.onnx"), external_data=True))
+        else:
+            runner = OrtRunner(result.model_proto)
+        return _compare_sets(result, module, runner, inputs, sizes, atol, rtol, include_example)
+
+
+def _compare_sets(result, module, runner, inputs, sizes, atol, rtol, include_example) -> "ValidationReport":
     names = [v.name for v in result.model.graph.outputs if not v.name.endswith(".updated")]
     examples, _, sym_names = _symbol_examples(result)
     user_names = {sym: result.dim_names.get(sym, str(sym)) for sym in examples} if hasattr(result, "dim_names") else {}
     sets: list[tuple[str, str, tuple]] = []
     if include_example:
         sets.append(("example", _fmt_sizes(examples, user_names), result.example))
-    if sizes is None:
-        size_sets = default_sizes(result)
-    else:
-        by_name = {v: k for k, v in user_names.items()}
-        size_sets = []
-        for s in sizes:
-            size_sets.append({by_name.get(k, k): int(v) for k, v in s.items()})
+    size_sets = default_sizes(result) if sizes is None else [_resolve_sizes(result, s, examples, user_names)
+                                                             for s in sizes]
     for i, s in enumerate(size_sets):
         sets.append((f"sizes {i + 1}", _fmt_sizes(s, user_names), make_inputs(result, s, seed=i + 1)))
     for i, extra in enumerate(inputs or []):
-        ex = extra if (isinstance(extra, tuple) and len(extra) == 2 and isinstance(extra[1], dict)) else (tuple(extra), {})
-        sets.append((f"inputs {i + 1}", "", ex))
+        sets.append((f"inputs {i + 1}", "", _input_set(extra)))
     checks: list[Check] = []
     mutates = any(s.kind.name != "USER_OUTPUT" for s in result.program.graph_signature.output_specs) \
         if result.program is not None else True
     for label, size_text, (args, kwargs) in sets:
         # eager may mutate its inputs and buffers: run it on copies so every set starts fresh
         feed_args, feed_kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), (args, kwargs))
-        run_module = copy.deepcopy(module) if mutates else module
-        with torch.no_grad():
-            expected = _tensor_leaves(run_module(*feed_args, **feed_kwargs))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # torch's pytree notes on deepcopy
+            run_module = copy.deepcopy(module) if mutates else module
+        try:
+            with torch.no_grad():
+                expected = _tensor_leaves(run_module(*feed_args, **feed_kwargs))
+        except Exception as e:  # noqa: BLE001 - eager refusing these inputs is reported, not raised
+            checks.append(Check(label, size_text, "*", (), float("nan"), float("nan"), False,
+                                f"eager PyTorch failed on these inputs: {type(e).__name__}: "
+                                f"{str(e).splitlines()[0][:160] if str(e) else ''}"))
+            continue
         try:
             got = runner.run(_tensor_leaves((args, kwargs)))
         except Exception as e:  # noqa: BLE001 - a runtime failure is a failed check, reported
@@ -321,6 +347,38 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, atol: float | Non
             ma, mr, ok, note = compare(to_numpy(e), g, e.dtype, atol, rtol)
             checks.append(Check(label, size_text, name, tuple(e.shape), ma, mr, ok, note))
     return ValidationReport(checks)
+
+
+def _input_set(extra: Any) -> tuple[tuple, dict]:
+    """An extra input set as ``(args, kwargs)``: accepts a tensor, an args tuple/list, or (args, kwargs)."""
+    if isinstance(extra, torch.Tensor):
+        return (extra,), {}
+    if isinstance(extra, tuple) and len(extra) == 2 and isinstance(extra[0], (tuple, list)) and isinstance(extra[1], dict):
+        return tuple(extra[0]), dict(extra[1])
+    if isinstance(extra, (tuple, list)):
+        return tuple(extra), {}
+    raise ValidationError(f"an input set must be a tensor, an args tuple or (args, kwargs), not {type(extra).__name__}",
+                          hint="e.g. inputs=[(x2,), ((x3, lengths3), {})]")
+
+
+def _resolve_sizes(result, sizes: dict, examples: dict, user_names: dict) -> dict:
+    """``{dim name: size}`` -> ``{symbol: size}``, unnamed dims at their example size; names and
+    ranges checked."""
+    by_name = {v: k for k, v in user_names.items()}
+    unknown = [k for k in sizes if k not in by_name]
+    if unknown:
+        raise ValidationError(f"sizes name {unknown}, which are not dynamic dimensions of the model",
+                              hint=f"the model's dynamic dimensions are {sorted(by_name) or 'none'}")
+    _, ranges, _ = _symbol_examples(result)
+    out = dict(examples)
+    for name, value in sizes.items():
+        sym = by_name[name]
+        lo, hi = ranges.get(sym, (0, 1 << 30))
+        if not lo <= int(value) <= hi:
+            raise ValidationError(f"size {value} for {name!r} is outside the range [{lo}, {hi}] the export allows",
+                                  hint=f"choose {name} within [{lo}, {hi}] or widen the Dim's min/max at export")
+        out[sym] = int(value)
+    return out
 
 
 def _fmt_sizes(sizes: dict, names: dict) -> str:

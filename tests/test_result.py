@@ -99,3 +99,44 @@ def test_validate_explicit_sizes_and_inputs():
     assert report.ok
     assert {c.sizes for c in report.checks} >= {"batch=1", "batch=9"}
     assert any(c.inputs == "inputs 1" and c.shape == (5, 128) for c in report.checks)
+
+
+def test_validation_of_a_model_over_the_size_limit_goes_through_a_file(monkeypatch):
+    r = _export()
+    monkeypatch.setattr(type(r), "external_data_threshold", 16)  # as if the weights were over 2 GB
+    monkeypatch.setattr(type(r), "model_proto", property(lambda self: (_ for _ in ()).throw(
+        ValueError("Failed to serialize proto"))))
+    assert r.validate().ok
+
+
+def test_validate_sizes_are_checked():
+    r = onnxport.to_onnx(Affine(), (torch.randn(4, 3),), dynamic_shapes={"x": {0: torch.export.Dim("batch", max=16)}})
+    with pytest.raises(onnxport.ValidationError, match="not dynamic dimensions"):
+        r.validate(sizes=[{"zz": 3}])
+    with pytest.raises(onnxport.ValidationError, match="outside the range"):
+        r.validate(sizes=[{"batch": 40}])
+    with pytest.raises(onnxport.ValidationError, match="input set"):
+        r.validate(inputs=[3])
+
+
+class Divide(torch.nn.Module):
+    def forward(self, a, b):
+        return a // b
+
+
+def test_eager_failure_on_generated_inputs_is_a_failed_check_and_zeros_are_avoided():
+    a, b = torch.randint(-9, 9, (4,)), torch.tensor([3, -2, 5, 7])
+    r = onnxport.to_onnx(Divide(), (a, b), dynamic_shapes=({0: "n"}, {0: "n"}))
+    assert r.validate().ok  # b has no zero in the example: generated divisors have none either
+    report = r.validate(inputs=[(a, torch.tensor([1, 0, 2, 3]))])
+    assert not report.ok and "eager PyTorch failed" in str(report)
+
+
+def test_default_sizes_separate_dims_equal_in_the_example():
+    class Swap(torch.nn.Module):
+        def forward(self, x):
+            return x.transpose(0, 1) * 2
+
+    r = onnxport.to_onnx(Swap(), (torch.randn(3, 3),), dynamic_shapes={"x": {0: "a", 1: "b"}})
+    sizes = [c.sizes for c in r.validate().checks if c.inputs != "example"]
+    assert all("a=" in s and s.split(", ")[0].split("=")[1] != s.split(", ")[1].split("=")[1] for s in sizes)
