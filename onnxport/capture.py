@@ -170,7 +170,26 @@ def _declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any]) -> lis
 
     for name, value in top:
         walk(name, value, per_input.get(name))
+    _check_same_name_same_size(declared, top)
     return declared
+
+
+def _check_same_name_same_size(declared: list[DeclaredDim], top: list[tuple[str, Any]]) -> None:
+    """A dimension name used on several axes is one dimension: the example sizes must agree."""
+    leaves = {f: leaf for f, leaf, _ in flat_names(top)}
+    seen: dict[str, tuple[str, int, int]] = {}
+    for d in declared:
+        leaf = leaves.get(d.input_name)
+        if not isinstance(leaf, torch.Tensor):
+            continue
+        size = int(leaf.shape[d.axis])
+        if d.name in seen and seen[d.name][2] != size:
+            other, axis, other_size = seen[d.name]
+            raise DynamicShapesError(
+                f"dimension {d.name!r} is axis {axis} of {other!r} (size {other_size}) and axis {d.axis} of "
+                f"{d.input_name!r} (size {size}) in the example: one name is one size",
+                hint="give the two axes different names, or example inputs whose sizes agree")
+        seen.setdefault(d.name, (d.input_name, d.axis, size))
 
 
 # ---------------------------------------------------------------------------------- specialization
@@ -299,6 +318,10 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
     kwargs = dict(kwargs or {})
     args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
     if isinstance(model, torch.export.ExportedProgram):
+        if dynamic_shapes is not None:
+            raise DynamicShapesError(
+                "dynamic_shapes was given with an ExportedProgram, whose dimensions were fixed when it was exported",
+                hint="pass dynamic_shapes to torch.export.export, or give to_onnx the module itself")
         top = [(n, None) for n in _program_input_names(model)]
         return Captured(model, [n for n, _ in top], _declared_from_program(model), 0.0)
     if not isinstance(model, torch.nn.Module):

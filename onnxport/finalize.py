@@ -15,6 +15,7 @@ def finalize(model: ir.Model, *, inline: bool = False) -> ir.Model:
         common.RemoveUnusedFunctionsPass()(model)
     common.TopologicalSortPass()(model)
     common.NameFixPass()(model)
+    _declare_domains(model)
     common.RemoveUnusedOpsetsPass()(model)
     return model
 
@@ -29,3 +30,17 @@ def _restore_output_types(model: ir.Model) -> None:
             value.type = typ
         if value.shape is None and shape is not None:
             value.shape = shape
+
+
+def _declare_domains(model: ir.Model) -> None:
+    """Every operator domain used (user translations emitting ``_domain="my.domain"``, local
+    functions) is imported by the model and by each function using it (version 1 unless set)."""
+    def used(graph_like) -> set[str]:
+        return {n.domain for n in ir.traversal.RecursiveGraphIterator(graph_like)}
+
+    for domain in used(model.graph):
+        model.graph.opset_imports.setdefault(domain, 1)
+    for function in model.functions.values():
+        for domain in used(function):
+            function.opset_imports.setdefault(domain, model.graph.opset_imports.get(domain, 1))
+            model.graph.opset_imports.setdefault(domain, function.opset_imports[domain])

@@ -147,3 +147,54 @@ def test_user_registered_translation_is_used():
         r = onnxport.to_onnx(Odd(), (torch.randn(2, 3),))
     assert any(n.op_type == "Cos" for n in r.model.graph)
     assert not r.validate().ok
+
+
+def test_dynamic_shapes_with_an_exported_program_is_refused():
+    ep = torch.export.export(Multi(), (torch.randn(3, 4),))
+    with pytest.raises(onnxport.DynamicShapesError, match="ExportedProgram"):
+        onnxport.to_onnx(ep, dynamic_shapes={"x": {0: "rows"}})
+
+
+def test_one_name_on_axes_of_different_example_sizes():
+    class Two(torch.nn.Module):
+        def forward(self, x, y):
+            return x.sum() + y.sum()
+
+    with pytest.raises(onnxport.DynamicShapesError, match="one name is one size"):
+        onnxport.to_onnx(Two(), (torch.randn(3, 4), torch.randn(2, 5)), dynamic_shapes={"x": {0: "n"}, "y": {1: "n"}})
+
+
+def test_custom_domain_of_a_user_translation_is_imported():
+    from onnxport.translate.registry import override
+
+    class Odd(torch.nn.Module):
+        def forward(self, x):
+            return torch.special.bessel_j0(x) + 1
+
+    with override({torch.ops.aten.special_bessel_j0.default: lambda ctx, x: ctx.op.BesselJ0(x, _domain="my.domain")}):
+        r = onnxport.to_onnx(Odd(), (torch.randn(2, 3),))
+    assert r.model_proto.opset_import and {o.domain: o.version for o in r.model_proto.opset_import}["my.domain"] == 1
+    import onnx
+
+    onnx.checker.check_model(r.model_proto)  # the domain is declared (the op itself is the user's)
+
+
+def test_side_effect_tokens_are_dropped():
+    """torch.linalg.inv decomposes into linalg_inv_ex plus an error check run with an effect token."""
+    import numpy as np
+
+    from onnxport.translate.registry import override
+
+    class Inv(torch.nn.Module):
+        def forward(self, x):
+            return torch.linalg.inv(x) + 1
+
+    def inv_ex(ctx, x, check_errors=False):  # onnxruntime's contrib Inverse, for the test
+        return ctx.op.Inverse(x, _domain="com.microsoft"), ctx.const(np.array(0, dtype=np.int32))
+
+    x = torch.randn(3, 3) + 3 * torch.eye(3)
+    with pytest.raises(onnxport.UnsupportedOpError, match="linalg_inv_ex"):
+        onnxport.to_onnx(Inv(), (x,))
+    with override({torch.ops.aten.linalg_inv_ex.default: inv_ex}):
+        r = onnxport.to_onnx(Inv(), (x,))
+    assert r.validate(sizes=[]).ok

@@ -114,6 +114,9 @@ def build_model(captured: Captured, *, opset: int, input_names: list[str] | None
         if spec.kind == InputKind.USER_INPUT:
             continue
         node = graph_nodes[spec.arg.name]
+        if spec.kind == InputKind.TOKEN:  # side-effect ordering token: nothing in ONNX
+            ctx.values[node] = None
+            continue
         target = spec.target
         tensor = state.get(target) if target in state else program.constants.get(target)
         if tensor is None:
