@@ -5,7 +5,9 @@
   exceeds ``size_limit`` elements: large tensors are never materialized.
 - ``Shape(x, start, end)`` / ``Size(x)`` fold when the dims they read are static ints.
 - ``Transpose`` of an initializer used by nothing else is folded into that initializer whatever its
-  size (same number of elements): the ``linear`` weight ``W`` feeding ``MatMul(x, W^T)``.
+  size (same number of elements): the ``linear`` weight ``W`` feeding ``MatMul(x, W^T)``. The
+  initializer is renamed ``<name>.T`` (``.permuted`` for other permutations), so that nobody copies
+  weights by name into the wrong layout.
 
 Semantics: each folded operator per its ONNX spec (https://onnx.ai/onnx/operators/).
 """
@@ -139,7 +141,12 @@ class ConstantFoldingPass(ScopedPass):
             return False
         perm = attr_ints(node, "perm") or list(reversed(range(arr.ndim)))
         data = np.ascontiguousarray(np.transpose(arr, perm))
+        # the stored layout is no longer the parameter's: the name says so (``encoder.weight.T``)
+        # (the new tensor first: renaming the value renames its tensor, which may be the caller's)
+        suffix = ".T" if list(perm) == list(reversed(range(arr.ndim))) else ".permuted"
         w.const_value = ir.tensor(data, name=w.name)
+        if not w.name.endswith(suffix):
+            w.name = w.name + suffix
         w.shape = ir.Shape(data.shape)
         w.metadata_props["transposed_perm"] = ",".join(str(p) for p in perm)
         out.replace_all_uses_with(w)
