@@ -208,20 +208,33 @@ def group_normalization(ctx, x, groups: int, weight, bias, eps: float) -> ir.Val
     return ctx.op.GroupNormalization(x, scale, shift, num_groups=int(groups), epsilon=float(eps))
 
 
+def group_norm_by_instance_norm(ctx, x, groups: int, weight, bias, eps: float) -> ir.Value:
+    """Group norm before opset 21: InstanceNormalization over ``x`` viewed as ``[N, G, C/G * ...]``
+    (one statistic per sample and group), then the per-channel affine."""
+    grouped = ctx.op.Reshape(x, ctx.const([0, int(groups), -1]))
+    ones = _filled(ctx, [int(groups)], 1.0, x.dtype)
+    zeros = _filled(ctx, [int(groups)], 0.0, x.dtype)
+    y = ctx.op.Reshape(ctx.op.InstanceNormalization(grouped, ones, zeros, epsilon=float(eps)), ctx.shape(x))
+    return _affine(ctx, y, weight, bias, ctx.rank(x), x.dtype)
+
+
 @translates(aten.group_norm.default)
 def group_norm(ctx, x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
-    """aten::group_norm(input, num_groups, weight?, bias?, eps): GroupNormalization from opset 21."""
+    """aten::group_norm(input, num_groups, weight?, bias?, eps): GroupNormalization from opset 21,
+    InstanceNormalization on the grouped view before."""
     if ctx.opset >= 21:
         return group_normalization(ctx, x, num_groups, weight, bias, eps)
-    return group_norm_values(ctx, x, num_groups, weight, bias, eps)[0]
+    return group_norm_by_instance_norm(ctx, x, num_groups, weight, bias, eps)
 
 
 @translates(aten.native_group_norm.default)
 def native_group_norm(ctx, x, weight, bias, n, c, hxw, group, eps):
     """aten::native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean, rstd);
     GroupNormalization from opset 21 when mean and rstd are not read."""
-    if ctx.opset >= 21 and _used_outputs(ctx) <= {0}:
-        return group_normalization(ctx, x, group, weight, bias, eps), None, None
+    if _used_outputs(ctx) <= {0}:
+        if ctx.opset >= 21:
+            return group_normalization(ctx, x, group, weight, bias, eps), None, None
+        return group_norm_by_instance_norm(ctx, x, group, weight, bias, eps), None, None
     return group_norm_values(ctx, x, group, weight, bias, eps)
 
 
