@@ -132,6 +132,10 @@ def transformer_encoder() -> Case:
 
 
 # ------------------------------------------------------------------------------------ control flow
+# torch.onnx.export inlines control-flow bodies: onnxport's bodies are inlined too (inline=True) so
+# that node counts compare like with like; onnxport's default keeps them as local functions.
+INLINE = {"inline": True}
+
 def scan_cdist() -> Case:
     """examples/scan_cdist.py: pairwise distances with one scan over the rows of x."""
     module = load_source("examples/scan_cdist.py")
@@ -139,7 +143,8 @@ def scan_cdist() -> Case:
     gen = torch.Generator().manual_seed(0)
     args = (torch.randn(3, 4, generator=gen), torch.randn(5, 4, generator=gen))
     others = [(torch.randn(20, 7, generator=gen), torch.randn(9, 7, generator=gen))]
-    return Case(module.PairwiseDistance().eval(), args, {"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}}, others)
+    return Case(module.PairwiseDistance().eval(), args, {"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}}, others,
+                INLINE)
 
 
 def loop_cdist() -> Case:
@@ -151,7 +156,7 @@ def loop_cdist() -> Case:
     args = (torch.randn(3, 4, generator=gen), torch.randn(5, 4, generator=gen))
     others = [(torch.randn(11, 6, generator=gen), torch.randn(4, 6, generator=gen))]
     return Case(module.Loop().eval(), args, {"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}}, others,
-                onnxport_kwargs={"rewrite_control_flow": True})
+                onnxport_kwargs={"rewrite_control_flow": True, **INLINE})
 
 
 def scan_decoder() -> Case:
@@ -162,7 +167,8 @@ def scan_decoder() -> Case:
     gen = torch.Generator().manual_seed(0)
     args = (torch.randn(2, 7, 6, generator=gen), torch.randn(2, 16, generator=gen))
     others = [(torch.randn(4, 50, 6, generator=gen), torch.randn(4, 16, generator=gen))]
-    return Case(module.ScanDecoder().eval(), args, {"x": {0: "batch", 1: "time"}, "h0": {0: "batch"}}, others)
+    return Case(module.ScanDecoder().eval(), args, {"x": {0: "batch", 1: "time"}, "h0": {0: "batch"}}, others,
+                INLINE)
 
 
 def cond() -> Case:
@@ -174,7 +180,7 @@ def cond() -> Case:
     others = [(-torch.rand(6, 4, generator=gen) - 0.1, torch.rand(6, 4, generator=gen)),
               (torch.rand(5, 4, generator=gen) + 0.1, torch.rand(5, 4, generator=gen))]
     batch = Dim("B")
-    return Case(module.TensorPredicate().eval(), pos, {"x": {0: batch}, "y": {0: batch}}, others)
+    return Case(module.TensorPredicate().eval(), pos, {"x": {0: batch}, "y": {0: batch}}, others, INLINE)
 
 
 def cond_in_scan() -> Case:
@@ -185,7 +191,8 @@ def cond_in_scan() -> Case:
     others = [(torch.randn(9, 4, generator=gen), torch.randn(4, generator=gen)),
               (torch.randn(4, 1, generator=gen), torch.randn(1, generator=gen))]
     batch = Dim("B")
-    return Case(module.CondInScan().eval(), args, {"x": {0: Dim("T"), 1: batch}, "h": {0: batch}}, others)
+    return Case(module.CondInScan().eval(), args, {"x": {0: Dim("T"), 1: batch}, "h": {0: batch}}, others,
+                INLINE)
 
 
 def while_loop() -> Case:
@@ -196,7 +203,8 @@ def while_loop() -> Case:
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(4, 2, generator=gen)
     others = [(torch.randn(7, 2, generator=gen), torch.tensor(100.0)), (x[:1], torch.tensor(0.5))]
-    return Case(module.Accumulate().eval(), (x, torch.tensor(20.0)), {"x": {0: Dim("B")}, "limit": None}, others)
+    return Case(module.Accumulate().eval(), (x, torch.tensor(20.0)), {"x": {0: Dim("B")}, "limit": None}, others,
+                INLINE)
 
 
 # ------------------------------------------------------------------------------------ model zoo

@@ -36,7 +36,7 @@ def last_user_frame(trace: str) -> str | None:
         if line.startswith('File "'):
             path = line.split('"')[1]
             code = lines[i + 1].strip() if i + 1 < len(lines) and not lines[i + 1].strip().startswith('File "') else ""
-            if not _INTERNAL.search(path):
+            if not _INTERNAL.search(path) and not path.startswith("<"):  # "<eval_with_key>.5": generated code
                 rest = line.split('"', 2)[2]  # , line N, in func
                 parts = [p.strip() for p in rest.split(",") if p.strip()]
                 lineno = parts[0].replace("line ", "") if parts else "?"

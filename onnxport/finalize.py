@@ -13,6 +13,11 @@ def finalize(model: ir.Model, *, inline: bool = False) -> ir.Model:
     if inline and model.functions:
         common.InlinePass()(model)
         common.RemoveUnusedFunctionsPass()(model)
+    # constants become initializers of the main graph (a subgraph reads them from the outer
+    # scope); local functions keep their Constant nodes, which they cannot do without
+    common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
+    common.LiftSubgraphInitializersToMainGraphPass()(model)
+    common.DeduplicateInitializersPass()(model)
     common.TopologicalSortPass()(model)
     common.NameFixPass()(model)
     _declare_domains(model)
