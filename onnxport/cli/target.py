@@ -54,7 +54,7 @@ def model_from_args(args: argparse.Namespace) -> Any:
 
 
 def export_target(target: str, *, config: Any = None, inputs: list[str] | None = None,
-                  model_args: dict | None = None, opset: int | None = None):
+                  model_args: dict | None = None, opset: int | None = None, checkpoint: Any = None):
     """Build the module ``target`` names and export it with ``onnxport.to_onnx``.
 
     Args:
@@ -63,6 +63,7 @@ def export_target(target: str, *, config: Any = None, inputs: list[str] | None =
         inputs: ``--input`` declarations (``"x: float32[batch, 16]"``) instead of a config.
         model_args: keyword arguments of the factory.
         opset: ONNX opset (default: the config's, else 20).
+        checkpoint: a state dict file loaded into the built module (``torch.load(weights_only=True)``).
 
     Returns:
         ``onnxport.ExportResult``.
@@ -80,7 +81,8 @@ def export_target(target: str, *, config: Any = None, inputs: list[str] | None =
         from onnxport.config_export import export_from_config
 
         data = config if config is not None else config_from_declarations(list(inputs))
-        return export_from_config(data, model=target, model_args=model_args, validate=False, opset=opset)
+        return export_from_config(data, model=target, checkpoint=checkpoint, model_args=model_args, validate=False,
+                                  opset=opset)
     factory = resolve_target(target)
     module_obj = sys.modules.get(getattr(factory, "__module__", ""), None)
     example = getattr(module_obj, "example_inputs", None)
@@ -91,6 +93,10 @@ def export_target(target: str, *, config: Any = None, inputs: list[str] | None =
             hint=f"define example_inputs() in {where} returning (args, dynamic_shapes), "
                  f"or declare inputs with --input \"x: float32[batch, 16]\" or --config export.toml")
     module = build_model(factory, model_args or {})
+    if checkpoint is not None:
+        from onnxport.checkpoint import load_checkpoint
+
+        module = load_checkpoint(module, checkpoint)
     try:
         pair = example()
     except Exception as e:  # noqa: BLE001 - the user's function raised

@@ -23,6 +23,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
         if action.dest == "model":
             action.metavar = "TARGET"
             action.help = "path/to/file.py:factory or module.path:factory building the PyTorch model"
+    p.add_argument("--checkpoint", metavar="PT", help="state dict loaded into the target before comparing "
+                                                       "(the weights the ONNX file was exported with)")
     p.add_argument("--find-divergence", action="store_true",
                    help="on a mismatch, report the first node whose values differ, with the model's source line")
     p.add_argument("--atol", type=float, help="absolute tolerance (default by dtype: 1e-4 for float32)")
@@ -41,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
 
     # the positional after MODEL.onnx is the target (add_target_arguments names it "model")
     reference = export_target(args.model, config=args.config, inputs=args.inputs,
-                              model_args=parse_model_args(args.model_args), opset=args.opset)
+                              model_args=parse_model_args(args.model_args), opset=args.opset,
+                              checkpoint=args.checkpoint)
     try:
         loaded = ir.load(args.onnx_file)
     except Exception as e:  # noqa: BLE001

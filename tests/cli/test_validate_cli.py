@@ -77,3 +77,23 @@ def test_validate_bad_target_is_a_user_error(tmp_path):
     out = _cli("validate", onnx_path, f"{target}:nope")
     assert out.returncode == 2
     assert "Traceback" not in out.stderr and "nope" in out.stderr
+
+
+def test_validate_with_the_checkpoint_the_file_was_exported_with(tmp_path):
+    target, _ = _write(tmp_path, broken=False)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import net
+
+        model = net.build()
+        with torch.no_grad():
+            model.lin.weight.mul_(3)  # trained weights differ from the factory's
+        torch.save(model.state_dict(), tmp_path / "ckpt.pt")
+        args, ds = net.example_inputs()
+        onnx_path = onnxport.to_onnx(model, args, dynamic_shapes=ds).save(tmp_path / "trained.onnx")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("net", None)
+    assert _cli("validate", onnx_path, f"{target}:build").returncode == 1  # fresh weights differ
+    out = _cli("validate", onnx_path, f"{target}:build", "--checkpoint", str(tmp_path / "ckpt.pt"))
+    assert out.returncode == 0, out.stdout + out.stderr
