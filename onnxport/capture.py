@@ -276,6 +276,11 @@ def _source_matches(sources: list[str], input_name: str, axis: int, top_name: st
     return False
 
 
+_REWRITTEN_HINT = ("rewrite_control_flow=True left this construct as written (see the warning listing what "
+                   "it did not rewrite and why): write it with torch.ops.higher_order.scan, torch.cond or "
+                   "while_loop, or drop the axis from dynamic_shapes if the size really is fixed")
+
+
 def _specialization_error(d: DeclaredDim, value: int | None, where: str | None, top_name: str) -> SpecializationError:
     const = f" became the constant {value}" if value is not None else " became a constant"
     if value in (0, 1):
@@ -299,7 +304,8 @@ def _specialization_error(d: DeclaredDim, value: int | None, where: str | None, 
 
 
 # ---------------------------------------------------------------------------------- capture
-def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, strict: bool = False) -> Captured:
+def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, strict: bool = False,
+            rewritten: bool = False) -> Captured:
     """Run ``torch.export.export`` and check that every declared dynamic axis stayed symbolic.
 
     Args:
@@ -307,6 +313,7 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         args, kwargs: example inputs (tensors, Python scalars, nested tuples/lists/dicts).
         dynamic_shapes: any form ``torch.export.export`` takes, with plain strings as dim names.
         strict: use torch.export's strict (TorchDynamo) mode.
+        rewritten: the model's control flow was already rewritten (the hints then say what is left).
 
     Raises:
         DynamicShapesError: the spec names unknown inputs or axes, or is malformed.
@@ -350,6 +357,8 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         program = export(small)
     except Exception as e:  # noqa: BLE001 - classified below, original chained
         error = _classify(e, declared, records, top)
+        if rewritten and isinstance(error, SpecializationError) and error.hint and "rewrite_control_flow" in error.hint:
+            error = SpecializationError(error.what, where=error.where, hint=_REWRITTEN_HINT)
         if small or not (_is_size_guard(error) or isinstance(error, SpecializationError)):
             raise error from e
         # guards such as "(T - 1) != 1" or an intermediate size of 1 pinning T often only come from

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import torch
@@ -10,6 +11,7 @@ import torch
 from onnxport.result import ExportResult
 
 MIN_OPSET = 18
+MAX_OPSET = 23  # the newest opset whose operators onnxport emits and tests
 
 
 def to_onnx(
@@ -63,8 +65,12 @@ def to_onnx(
     from onnxport.translate import registry
     from onnxport.translate.program import build_model
 
-    if opset < MIN_OPSET:
-        raise ExportError(f"opset {opset} is not supported", hint=f"use opset {MIN_OPSET} or newer (default 20)")
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise ExportError(f"opset {opset} is not supported",
+                          hint=f"use an opset from {MIN_OPSET} to {MAX_OPSET} (default 20)")
+    if isinstance(model, torch.nn.Module) and model.training:
+        warnings.warn("the model is in training mode: dropout and batch norm export their training behaviour; "
+                      "call model.eval() before to_onnx for inference", UserWarning, stacklevel=2)
     timings: dict[str, float] = {}
 
     def step(name: str, t0: float) -> None:
@@ -87,7 +93,8 @@ def to_onnx(
         rewrite_notes = list(getattr(model, "onnxport_rewrite_notes", []))
         step("rewrite", t0)
     t0 = time.perf_counter()
-    captured = capture_mod.capture(model, args, kwargs, dynamic_shapes, strict=strict)
+    captured = capture_mod.capture(model, args, kwargs, dynamic_shapes, strict=strict,
+                                   rewritten=rewrite_control_flow)
     step("capture", t0)
     t0 = time.perf_counter()
     captured.program = capture_mod.decompose(captured.program, registry.lookup)
