@@ -198,3 +198,15 @@ def test_side_effect_tokens_are_dropped():
     with override({torch.ops.aten.linalg_inv_ex.default: inv_ex}):
         r = onnxport.to_onnx(Inv(), (x,))
     assert r.validate(sizes=[]).ok
+
+
+def test_opset_outside_the_supported_range():
+    for opset in (17, 99):
+        with pytest.raises(onnxport.ExportError, match=f"opset {opset}"):
+            onnxport.to_onnx(Multi(), (torch.randn(2, 3),), opset=opset)
+
+
+def test_training_mode_is_warned_about():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Dropout(0.5)).train()
+    with pytest.warns(UserWarning, match="training mode"):
+        onnxport.to_onnx(model, (torch.randn(2, 3),))
