@@ -1,7 +1,7 @@
 """Property: random chains of supported ops, random shapes, dtypes and dynamic axes, export and
 match eager PyTorch at the example and at other sizes.
 
-``ONNXPORT_EXAMPLES`` sets the number of examples (default 120). Chains that once failed are kept
+``ONNXPORT_EXAMPLES`` sets the number of examples (default 300). Chains that once failed are kept
 below as ``@example`` cases.
 """
 
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import onnxport
 from exportcheck import check_export
 
-EXAMPLES = int(os.environ.get("ONNXPORT_EXAMPLES", "100"))
+EXAMPLES = int(os.environ.get("ONNXPORT_EXAMPLES", "300"))
 
 # each op: name -> (applies to dtype kinds, function(x) keeping the rank)
 UNARY = {
@@ -80,7 +80,12 @@ def _run(shape, dtype, names, dynamic):
     else:
         x = torch.randint(-20, 20, shape)
     spec = {"x": {i: f"d{i}" for i, d in enumerate(dynamic) if d}} or None
-    check_export(Chain(names), (x,), spec)
+    try:
+        check_export(Chain(names), (x,), spec)
+    except (onnxport.SpecializationError, onnxport.DynamicShapesError) as e:
+        # torch.export's own range reasoning may refuse a dynamic size (a guard such as
+        # "(d2 - 1) != 1"): acceptable only as a clear error naming the dimension, with a fix
+        assert any(f"d{i}" in str(e) for i in range(len(shape))) and e.hint, str(e)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
