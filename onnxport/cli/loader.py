@@ -67,6 +67,8 @@ def resolve_target(target: str) -> Callable[..., Any]:
     if where.endswith(".py") or os.sep in where or "/" in where:
         module = _import_file(where)
     else:
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())  # as `python -m`: modules of the current directory import
         try:
             module = importlib.import_module(where)
         except ImportError as e:

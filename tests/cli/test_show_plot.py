@@ -143,3 +143,16 @@ def test_entry_point(scan_path):
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == onnxport.pretty_onnx(scan_path, shapes=False)
+
+
+def test_module_target_from_the_current_directory(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "netmod.py").write_text(
+        "import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n\n"
+        "def example_inputs():\n    return (torch.randn(2, 3),), {'x': {0: 'batch'}}\n")
+    out = subprocess.run([sys.executable, "-m", "onnxport", "show", "netmod:Net"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "x: float32[batch, 3]" in out.stdout
