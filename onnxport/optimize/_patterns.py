@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from onnxport.optimize._scopes import attr_int, attr_ints, const_array, const_ints, producer_op
+from onnxport.optimize._scopes import ScopedPass, attr_int, attr_ints, const_array, const_ints, producer_op
 
 FLOAT_TYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
 
@@ -115,3 +115,18 @@ def affine(value: ir.Value, norm_shape: list[int]):
     if pair is not None and pair[1] is out:
         bias, out = pair[0], add.outputs[0]
     return out, scale, bias
+
+
+class NormalizerFusion(ScopedPass):
+    """Base of the norm fusions: ``_fuse(scope, node)`` tried on each ``Div``/``Mul`` that may end a
+    normalization formula (``x / sqrt(var + eps)`` or ``x * rsqrt(...)``)."""
+
+    def rewrite(self, scope) -> bool:
+        modified = False
+        for node in list(scope):
+            if node.graph is not None and node.op_type in ("Div", "Mul") and node.domain == "":
+                modified |= self._fuse(scope, node)
+        return modified
+
+    def _fuse(self, scope, node) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError

@@ -11,21 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxport.optimize._patterns import FLOAT_TYPES, normalizer, only_consumer, operands, reduce_mean_axes, \
-    squared, static_tail, trailing
-from onnxport.optimize._scopes import (ScopedPass, make_constant, make_node, producer_op, prune,
-                                       replace_value)
+from onnxport.optimize._patterns import (FLOAT_TYPES, normalizer, NormalizerFusion, only_consumer, operands,
+                                         reduce_mean_axes, squared, static_tail, trailing)
+from onnxport.optimize._scopes import make_constant, make_node, producer_op, prune, replace_value
 
 
-class RMSNormFusionPass(ScopedPass):
+class RMSNormFusionPass(NormalizerFusion):
     """Fuse the RMS-norm formula into ``RMSNormalization`` in every scope (opset 23 models)."""
-
-    def rewrite(self, scope) -> bool:
-        modified = False
-        for node in list(scope):
-            if node.graph is not None and node.op_type in ("Div", "Mul") and node.domain == "":
-                modified |= self._fuse(scope, node)
-        return modified
 
     def _fuse(self, scope, node) -> bool:
         found = normalizer(node)
