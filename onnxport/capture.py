@@ -130,6 +130,19 @@ def _spec_for(spec: Any, top: list[tuple[str, Any]]) -> dict[str, Any]:
     raise DynamicShapesError(f"dynamic_shapes must be a dict, tuple or list, not {type(spec).__name__}")
 
 
+def _positive_axes(value: Any, spec: Any) -> Any:
+    """The spec of one input with negative axis keys (``{-1: "k"}``) made positive, as torch wants."""
+    if spec is None:
+        return None
+    if isinstance(value, torch.Tensor) and isinstance(spec, dict):
+        return {(a % value.dim() if isinstance(a, int) and a < 0 and value.dim() else a): d for a, d in spec.items()}
+    if isinstance(value, dict) and isinstance(spec, dict):
+        return {k: _positive_axes(value.get(k), v) for k, v in spec.items()}
+    if isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)) and not isinstance(value, torch.Tensor):
+        return type(spec)(_positive_axes(v, s) for v, s in zip(value, spec))
+    return spec
+
+
 def _declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any]) -> list[DeclaredDim]:
     declared: list[DeclaredDim] = []
 
@@ -339,9 +352,9 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
     declared = _declared_dims(top, per_input)
     flat = flat_names(top)
     names = [f for f, _, _ in flat]
-    torch_spec = spec
-    if isinstance(spec, dict):
-        torch_spec = {n: per_input.get(n) for n, _ in top}
+    normalized = {n: _positive_axes(v, per_input.get(n)) for n, v in top}
+    torch_spec = {n: normalized[n] for n, _ in top} if isinstance(spec, dict) else \
+        (type(spec)(normalized[n] for n, _ in top) if isinstance(spec, (list, tuple)) else spec)
     start = time.perf_counter()
     records: list = []
     leaves = {f: leaf for f, leaf, _ in flat}
@@ -405,7 +418,9 @@ def _classify(e: Exception, declared: list[DeclaredDim], records: list, top) -> 
             return DynamicShapesError(
                 _pretty_sources(f"dimension {guard.group(1)} ({guard.group(2)}) cannot take every size: the model's "
                                 f"code requires {guard.group(3).strip()}"),
-                hint=_suggested_fixes(text) or "narrow the dimension's range with Dim(name, min=..., max=...)",
+                hint=(_suggested_fixes(text) or "narrow the dimension's range with Dim(name, min=..., max=...)")
+                + "; if the model branches on this size, write the branch with torch.cond (or pass "
+                  "rewrite_control_flow=True)",
             )
         return SpecializationError(text.split("\n\nThe error above")[0], hint=_suggested_fixes(text) or None)
     if "dynamic_shapes" in text or "Dim" in type(e).__name__ or "Expected dynamic_shapes" in text:

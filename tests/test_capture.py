@@ -210,3 +210,7 @@ def test_training_mode_is_warned_about():
     model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Dropout(0.5)).train()
     with pytest.warns(UserWarning, match="training mode"):
         onnxport.to_onnx(model, (torch.randn(2, 3),))
+
+
+def test_negative_axes_in_dynamic_shapes():
+    check_export(Multi(), (torch.randn(2, 3),), {"x": {-1: "k", -2: "n"}}, expect_inputs={"x": ["n", "k"]})
