@@ -11,9 +11,10 @@ import torch
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
-from onnxport.capture import Captured, _key_str
+from onnxport.capture import Captured
+from onnxport.dynamic_shapes import key_str
 from onnxport.errors import ExportError
-from onnxport.translate import dtypes, symbolic
+from onnxport.translate import symbolic
 from onnxport.translate.context import TranslationContext
 from onnxport.translate.graph import set_meta_type, translate_nodes
 
@@ -46,7 +47,7 @@ def output_names(program: torch.export.ExportedProgram, n_user: int) -> list[str
         return ["output"]
     names = []
     for path, _ in leaves:
-        parts = [_key_str(k) for k in path]
+        parts = [key_str(k) for k in path]
         if parts and parts[0].isdigit():
             parts = ["output"] + parts
         names.append("_".join(parts))

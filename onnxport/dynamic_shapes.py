@@ -1,0 +1,188 @@
+"""Dynamic-shapes specs: dimension names as strings, inputs named and flattened, declared axes.
+
+``torch.export`` takes ``Dim`` objects keyed by forward() parameter names or positions; onnxport
+also takes plain strings as dimension names and negative axes, and records which axes the user
+declared dynamic (``DeclaredDim``) to check them after capture.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any
+
+import torch
+from torch.export import Dim
+from torch.utils import _pytree as pytree
+
+from onnxport.errors import DynamicShapesError
+
+
+@dataclasses.dataclass
+class DeclaredDim:
+    """One axis the user declared dynamic."""
+
+    input_name: str  # flat input name (``x``, ``batch_input_ids``)
+    axis: int
+    name: str  # the dimension's name (``x_rows``) or ``<input>_dim<axis>`` for AUTO/DYNAMIC
+    strict: bool  # True for named Dims, strings and Dim.DYNAMIC: a constant here is an error
+
+
+
+def to_dims(spec: Any, names: dict[str, Any]) -> Any:
+    """Replace every string in a dynamic_shapes spec by a ``Dim`` of that name (one per name)."""
+    if isinstance(spec, str):
+        if not spec.isidentifier():
+            raise DynamicShapesError(
+                f"dimension name {spec!r} is not a valid identifier",
+                hint="name dynamic dimensions like Python variables: 'batch', 'time', 'x_rows'",
+            )
+        if spec not in names:
+            names[spec] = Dim(spec)
+        return names[spec]
+    if isinstance(spec, dict):
+        return {k: to_dims(v, names) for k, v in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return type(spec)(to_dims(v, names) for v in spec)
+    return spec
+
+
+def signature_names(model: Any, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+    """(parameter name, value) of each top-level input, in the order torch.export flattens them."""
+    fn = model.forward if isinstance(model, torch.nn.Module) else model
+    try:
+        sig = inspect.signature(fn)
+        params = [p for p in sig.parameters.values()]
+    except (TypeError, ValueError):
+        params = []
+    out: list[tuple[str, Any]] = []
+    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    var = next((p for p in params if p.kind == p.VAR_POSITIONAL), None)
+    for i, a in enumerate(args):
+        if i < len(pos):
+            out.append((pos[i].name, a))
+        else:
+            out.append((f"{var.name if var else 'args'}_{i - len(pos)}", a))
+    for k, v in kwargs.items():
+        out.append((k, v))
+    return out
+
+
+def key_str(k: Any) -> str:
+    if isinstance(k, pytree.MappingKey):
+        return str(k.key)
+    if isinstance(k, pytree.SequenceKey):
+        return str(k.idx)
+    if isinstance(k, pytree.GetAttrKey):
+        return k.name
+    return str(k)
+
+
+def flat_names(top: list[tuple[str, Any]]) -> list[tuple[str, Any, str]]:
+    """Flatten named top-level inputs: (flat name, leaf, top-level name) in pytree order."""
+    out = []
+    for name, value in top:
+        leaves, _ = pytree.tree_flatten_with_path(value)
+        for path, leaf in leaves:
+            flat = "_".join([name] + [key_str(k) for k in path])
+            out.append((flat, leaf, name))
+    return out
+
+
+def spec_for(spec: Any, top: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Align the dynamic_shapes spec with the top-level inputs: name -> spec of that input."""
+    if spec is None:
+        return {}
+    if isinstance(spec, dict):
+        known = {n for n, _ in top}
+        unknown = [k for k in spec if k not in known]
+        if unknown:
+            raise DynamicShapesError(
+                f"dynamic_shapes names {unknown} but the model's inputs are {sorted(known)}",
+                hint="key dynamic_shapes by the forward() parameter names, or pass a tuple in argument order",
+            )
+        return dict(spec)
+    if isinstance(spec, (list, tuple)):
+        if len(spec) != len(top):
+            raise DynamicShapesError(
+                f"dynamic_shapes has {len(spec)} entries but the model takes {len(top)} inputs "
+                f"({', '.join(n for n, _ in top)})",
+                hint="give one entry per input (None for an input with no dynamic dimension)",
+            )
+        return {n: s for (n, _), s in zip(top, spec)}
+    raise DynamicShapesError(f"dynamic_shapes must be a dict, tuple or list, not {type(spec).__name__}")
+
+
+def positive_axes(value: Any, spec: Any) -> Any:
+    """The spec of one input with negative axis keys (``{-1: "k"}``) made positive, as torch wants."""
+    if spec is None:
+        return None
+    if isinstance(value, torch.Tensor) and isinstance(spec, dict):
+        return {(a % value.dim() if isinstance(a, int) and a < 0 and value.dim() else a): d for a, d in spec.items()}
+    if isinstance(value, dict) and isinstance(spec, dict):
+        return {k: positive_axes(value.get(k), v) for k, v in spec.items()}
+    if isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)) and not isinstance(value, torch.Tensor):
+        return type(spec)(positive_axes(v, s) for v, s in zip(value, spec))
+    return spec
+
+
+def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any]) -> list[DeclaredDim]:
+    declared: list[DeclaredDim] = []
+
+    def walk(prefix: str, value: Any, spec: Any) -> None:
+        if spec is None:
+            return
+        if isinstance(value, torch.Tensor):
+            items = spec.items() if isinstance(spec, dict) else enumerate(spec) if isinstance(spec, (list, tuple)) else None
+            if items is None:
+                raise DynamicShapesError(f"dynamic_shapes for input {prefix!r} must be a dict or a list, not {spec!r}")
+            for axis, d in items:
+                if d is None or isinstance(d, int):
+                    continue
+                if not isinstance(axis, int) or not -value.dim() <= axis < value.dim():
+                    raise DynamicShapesError(
+                        f"dynamic_shapes declares axis {axis} of input {prefix!r}, which has shape {tuple(value.shape)}",
+                        hint=f"axes of {prefix!r} go from 0 to {value.dim() - 1}",
+                    )
+                axis = axis % value.dim()
+                if d is Dim.STATIC:
+                    continue
+                if isinstance(d, type(Dim.AUTO)):
+                    strict = d.type == Dim.DYNAMIC.type
+                    declared.append(DeclaredDim(prefix, axis, f"{prefix}_dim{axis}", strict))
+                else:
+                    declared.append(DeclaredDim(prefix, axis, d.__name__, True))
+            return
+        if isinstance(value, dict) and isinstance(spec, dict):
+            for k in value:
+                walk(f"{prefix}_{k}", value[k], spec.get(k))
+        elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
+            for i, (v, s) in enumerate(zip(value, spec)):
+                walk(f"{prefix}_{i}", v, s)
+        elif dataclasses.is_dataclass(value) or hasattr(value, "__dict__"):
+            leaves = flat_names([(prefix, value)])
+            for flat, leaf, _ in leaves:
+                pass  # containers other than dict/list/tuple: dims taken from torch's symbols only
+
+    for name, value in top:
+        walk(name, value, per_input.get(name))
+    check_same_name_same_size(declared, top)
+    return declared
+
+
+def check_same_name_same_size(declared: list[DeclaredDim], top: list[tuple[str, Any]]) -> None:
+    """A dimension name used on several axes is one dimension: the example sizes must agree."""
+    leaves = {f: leaf for f, leaf, _ in flat_names(top)}
+    seen: dict[str, tuple[str, int, int]] = {}
+    for d in declared:
+        leaf = leaves.get(d.input_name)
+        if not isinstance(leaf, torch.Tensor):
+            continue
+        size = int(leaf.shape[d.axis])
+        if d.name in seen and seen[d.name][2] != size:
+            other, axis, other_size = seen[d.name]
+            raise DynamicShapesError(
+                f"dimension {d.name!r} is axis {axis} of {other!r} (size {other_size}) and axis {d.axis} of "
+                f"{d.input_name!r} (size {size}) in the example: one name is one size",
+                hint="give the two axes different names, or example inputs whose sizes agree")
+        seen.setdefault(d.name, (d.input_name, d.axis, size))
