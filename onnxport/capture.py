@@ -235,7 +235,24 @@ def _program_input_names(program: torch.export.ExportedProgram) -> list[str]:
 
 
 def _declared_from_program(program: torch.export.ExportedProgram) -> list[DeclaredDim]:
-    return []
+    """The named dims of an ExportedProgram: torch's shape environment keeps each ``Dim``'s name
+    (``L['x'].size()[0]`` -> ``rows``); the program's placeholder names are the input names."""
+    declared = []
+    for name, node in zip(_program_input_names(program), _user_placeholders(program)):
+        val = node.meta.get("val") if node is not None else None
+        if not isinstance(val, torch.Tensor):
+            continue
+        for axis, size in enumerate(val.shape):
+            if not isinstance(size, torch.SymInt):
+                continue
+            env = size.node.shape_env
+            debug = getattr(env, "source_name_to_debug_name", {})
+            for source in env.var_to_sources.get(size.node.expr, []):
+                user_name = debug.get(source.name)
+                if user_name:
+                    declared.append(DeclaredDim(name, axis, user_name, True))
+                    break
+    return declared
 
 
 # ---------------------------------------------------------------------------------- decomposition

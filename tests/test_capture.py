@@ -45,6 +45,7 @@ def test_exported_program_is_accepted():
     r = onnxport.to_onnx(ep)
     assert r.validate().ok
     assert [v.name for v in r.model.graph.outputs] == ["sum", "prod"]
+    assert [str(d) for d in r.model.graph.inputs[0].shape] == ["batch", "3"]  # the Dim's name, kept by torch
 
 
 class Multi(torch.nn.Module):
