@@ -8,13 +8,14 @@ from __future__ import annotations
 import dataclasses
 import re
 import traceback
+import warnings
 from typing import Any
 
 import torch
 
 from onnxport.capture_patches import record_specializations, size_oblivious, symbolic_math
 from onnxport.dynamic_shapes import (DeclaredDim, declared_dims, flat_names, positive_axes, signature_names,
-                                     spec_for, to_dims)
+                                     spec_for, string_names, to_dims)
 from onnxport.eager_paths import transformer_encoder_as_eager
 from onnxport.errors import CaptureError, DynamicShapesError, ExportError, SpecializationError, last_user_frame
 from onnxport.translate import registry
@@ -97,40 +98,59 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
     if not isinstance(model, torch.nn.Module):
         raise CaptureError(f"to_onnx takes a torch.nn.Module or an ExportedProgram, not {type(model).__name__}")
     top = signature_names(model, args, kwargs)
+    strings = string_names(dynamic_shapes)
+    ranges: dict[str, tuple] = {}  # ranges torch requires of dims the user named without one
+
+    def torch_spec_for(spec):
+        per = spec_for(spec, top)
+        normalized = {n: positive_axes(v, per.get(n)) for n, v in top}
+        if isinstance(spec, dict):
+            return {n: normalized[n] for n, _ in top}
+        return type(spec)(normalized[n] for n, _ in top) if isinstance(spec, (list, tuple)) else spec
+
     spec = to_dims(dynamic_shapes, {})
-    per_input = spec_for(spec, top)
-    declared = declared_dims(top, per_input)
+    declared = declared_dims(top, spec_for(spec, top))
     flat = flat_names(top)
     names = [f for f, _, _ in flat]
-    normalized = {n: positive_axes(v, per_input.get(n)) for n, v in top}
-    torch_spec = {n: normalized[n] for n, _ in top} if isinstance(spec, dict) else \
-        (type(spec)(normalized[n] for n, _ in top) if isinstance(spec, (list, tuple)) else spec)
     start = time.perf_counter()
     records: list = []
     leaves = {f: leaf for f, leaf, _ in flat}
     small = any(isinstance(leaves.get(d.input_name), torch.Tensor) and leaves[d.input_name].shape[d.axis] in (0, 1)
                 for d in declared)
+
     def export(oblivious: bool) -> torch.export.ExportedProgram:
         torch._dynamo.reset()  # tracer state left by an earlier capture breaks nested control flow
+        torch_spec = torch_spec_for(to_dims(dynamic_shapes, {}, ranges))
         with record_specializations(records), symbolic_math(), size_oblivious(oblivious), \
                 registry.capture_hooks(), transformer_encoder_as_eager():
             return torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict)
 
-    try:
-        program = export(small)
-    except Exception as e:  # noqa: BLE001 - classified below, original chained
-        error = _classify(e, declared, records, top)
-        if rewritten and isinstance(error, SpecializationError) and error.hint and "rewrite_control_flow" in error.hint:
-            error = SpecializationError(error.what, where=error.where, hint=_REWRITTEN_HINT)
-        if small or not (_is_size_guard(error) or isinstance(error, SpecializationError)):
-            raise error from e
-        # guards such as "(T - 1) != 1" or an intermediate size of 1 pinning T often only come from
-        # torch's 0/1 specialization: capture again reasoning size-obliviously (a real Python loop
-        # over the size still fails); validation at other sizes then checks the result
+    # attempts: as given; with the ranges torch requires of dims named by plain strings (a conv
+    # stack needs time >= 7); reasoning size-obliviously when a guard is only about sizes 0 and 1
+    oblivious, first = small, None
+    for _ in range(5):
         try:
-            program = export(True)
-        except Exception:  # noqa: BLE001 - the first error is the one to report
-            raise error from e
+            program = export(oblivious)
+            break
+        except Exception as e:  # noqa: BLE001 - classified below, original chained
+            error = _classify(e, declared, records, top)
+            if rewritten and isinstance(error, SpecializationError) and error.hint and \
+                    "rewrite_control_flow" in error.hint:
+                error = SpecializationError(error.what, where=error.where, hint=_REWRITTEN_HINT)
+            first = first or (error, e)
+            needed = {n: r for n, r in _required_ranges(str(e)).items() if n in strings and ranges.get(n) != r}
+            if needed:
+                ranges.update(needed)
+            elif not oblivious and (_is_size_guard(error) or isinstance(error, SpecializationError)):
+                oblivious = True
+            else:
+                raise first[0] from first[1]
+    else:
+        raise first[0] from first[1]
+    for name, (lo, hi) in ranges.items():
+        warnings.warn(f"dimension {name!r}: the model requires {name} in [{lo}, {hi if hi is not None else 'inf'}]; "
+                      f"the export holds for that range (give Dim({name!r}, min=..., max=...) to set it yourself)",
+                      UserWarning, stacklevel=3)
     seconds = time.perf_counter() - start
     _check_specialization(program, names, declared, records, top)
     return Captured(program, names, declared, seconds)
@@ -184,6 +204,15 @@ def _classify(e: Exception, declared: list[DeclaredDim], records: list, top) -> 
     return CaptureError(f"torch.export could not capture the model: {type(e).__name__}: {first}", where=where,
                         hint="make the model's forward run on the example inputs; try strict=False/True, "
                              "or check data-dependent Python control flow (torch.cond, scan)")
+
+
+def _required_ranges(text: str) -> dict[str, tuple]:
+    """``{name: (min, max)}`` from torch's suggested fixes ``time = Dim('time', min=7)``."""
+    out = {}
+    for m in re.finditer(r"(\w+) = Dim\('(\w+)'(?:, min=(\d+))?(?:, max=(\d+))?\)", text):
+        if m.group(3) or m.group(4):
+            out[m.group(2)] = (int(m.group(3)) if m.group(3) else None, int(m.group(4)) if m.group(4) else None)
+    return out
 
 
 def _is_size_guard(error: Exception) -> bool:

@@ -29,8 +29,9 @@ class DeclaredDim:
 
 
 
-def to_dims(spec: Any, names: dict[str, Any]) -> Any:
-    """Replace every string in a dynamic_shapes spec by a ``Dim`` of that name (one per name)."""
+def to_dims(spec: Any, names: dict[str, Any], ranges: dict[str, tuple] | None = None) -> Any:
+    """Replace every string in a dynamic_shapes spec by a ``Dim`` of that name (one per name),
+    with the ``(min, max)`` of ``ranges`` for the names listed there."""
     if isinstance(spec, str):
         if not spec.isidentifier():
             raise DynamicShapesError(
@@ -38,13 +39,25 @@ def to_dims(spec: Any, names: dict[str, Any]) -> Any:
                 hint="name dynamic dimensions like Python variables: 'batch', 'time', 'x_rows'",
             )
         if spec not in names:
-            names[spec] = Dim(spec)
+            lo, hi = (ranges or {}).get(spec, (None, None))
+            names[spec] = Dim(spec, min=lo, max=hi) if lo is not None or hi is not None else Dim(spec)
         return names[spec]
     if isinstance(spec, dict):
-        return {k: to_dims(v, names) for k, v in spec.items()}
+        return {k: to_dims(v, names, ranges) for k, v in spec.items()}
     if isinstance(spec, (list, tuple)):
-        return type(spec)(to_dims(v, names) for v in spec)
+        return type(spec)(to_dims(v, names, ranges) for v in spec)
     return spec
+
+
+def string_names(spec: Any) -> set[str]:
+    """The dimension names given as plain strings (no range of the user's own)."""
+    if isinstance(spec, str):
+        return {spec}
+    if isinstance(spec, dict):
+        return set().union(*(string_names(v) for v in spec.values())) if spec else set()
+    if isinstance(spec, (list, tuple)):
+        return set().union(*(string_names(v) for v in spec)) if spec else set()
+    return set()
 
 
 def signature_names(model: Any, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:

@@ -9,14 +9,17 @@ whole tensor, so they are taken modulo the plane size.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import onnx_ir as ir
 import torch
+from torch._C import DispatchKey
 
 from onnxport.errors import TranslationError
 from onnxport.translate.ops._common import axes_const
 from onnxport.translate.ops.conv import expand_param
-from onnxport.translate.registry import translates
+from onnxport.translate.registry import during_capture, translates
 
 aten = torch.ops.aten
 
@@ -355,3 +358,30 @@ def adaptive_avg_pool_nd(ctx, x, output_size):
     if isinstance(output_size, int):
         output_size = [output_size]
     return adaptive_avg_pool(ctx, x, list(output_size))
+
+
+# --------------------------------------------------------------------------- capture
+def _max_pool1d_by_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    return torch.ops.aten.max_pool1d_with_indices.default(x, kernel_size, stride, padding, dilation, ceil_mode)[0]
+
+
+@during_capture
+@contextlib.contextmanager
+def max_pool1d_stays_symbolic():
+    """Context manager: trace ``aten.max_pool1d`` as ``max_pool1d_with_indices(...)[0]``.
+
+    The kernel torch traces for ``max_pool1d`` reads the length as a Python int, which pins a
+    dynamic time axis to the example's size; the ``with_indices`` form keeps it symbolic. Eager
+    execution is unchanged (the kernel is consulted only by torch's Python dispatcher while tracing).
+    """
+    op = torch.ops.aten.max_pool1d.default
+    saved = dict(op.py_kernels)
+    op.py_kernels[DispatchKey.CompositeImplicitAutograd] = _max_pool1d_by_indices
+    op.py_kernels[DispatchKey.Autograd] = _max_pool1d_by_indices
+    op._dispatch_cache.clear()
+    try:
+        yield
+    finally:
+        op.py_kernels.clear()
+        op.py_kernels.update(saved)
+        op._dispatch_cache.clear()

@@ -182,3 +182,17 @@ def test_ceil_mode_partly_static_sizes(height):
     that ONNX shape inference agrees with PyTorch's count."""
     r = check_export(CeilSweep2d(), (torch.randn(2, 3, height, 6),), {"x": {0: "batch", 3: Dim.AUTO}})
     _assert_dynamic(r, [0, 3])
+
+
+def test_max_pool1d_after_strided_conv_keeps_time_dynamic():
+    """max_pool1d's traced kernel would pin the length; the range torch needs (time >= 7) is adopted
+    for the plain-string dim and said in a warning."""
+    import warnings
+
+    model = torch.nn.Sequential(torch.nn.Conv1d(4, 8, 3, stride=2), torch.nn.ReLU(), torch.nn.MaxPool1d(3, 2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = check_export(model, (torch.randn(2, 4, 41),), {"input": {0: "batch", 2: "time"}},
+                         sizes=[{"batch": 1, "time": 7}, {"batch": 3, "time": 100}])
+    assert [str(d) for d in r.model.graph.inputs[0].shape] == ["batch", "4", "time"]
+    assert any("time" in str(w.message) and "[7," in str(w.message) for w in caught)
