@@ -37,14 +37,17 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from onnxport.cli.target import model_from_args
-    from onnxport.show.dot import FORMATS, plot_dot, render
+    from onnxport.show.dot import FORMATS, RenderError, plot_dot, render
 
+    suffix = os.path.splitext(args.output)[1].lower().lstrip(".") if args.output else ""
+    if args.output and not args.format and suffix not in FORMATS:
+        raise RenderError(f"cannot tell the picture format of {args.output!r} from its suffix",
+                          hint=f"name it .{', .'.join(sorted(FORMATS))}, or pass --format")
     text = plot_dot(model_from_args(args), shapes=args.shapes)
     if args.output is None:
         print(text, end="")
     else:
-        suffix = os.path.splitext(args.output)[1].lower().lstrip(".")
-        render(text, args.output, format=args.format or (suffix if suffix in FORMATS else "png"))
+        render(text, args.output, format=args.format or suffix)
         print(f"wrote {args.output}")
     if args.dot:
         with open(args.dot, "w") as f:

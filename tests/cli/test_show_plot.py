@@ -156,3 +156,16 @@ def test_module_target_from_the_current_directory(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "x: float32[batch, 3]" in out.stdout
+
+
+def test_plot_refuses_an_unknown_picture_suffix(tmp_path, capsys):
+    from onnxport.cli import main
+
+    path = tmp_path / "m.onnx"
+    import onnxport
+    import torch
+
+    onnxport.to_onnx(torch.nn.Linear(3, 2), (torch.randn(2, 3),)).save(path)
+    assert main(["plot", str(path), "-o", str(tmp_path / "m.xyz")]) == 2
+    assert "suffix" in capsys.readouterr().err
+    assert not (tmp_path / "m.xyz").exists()
