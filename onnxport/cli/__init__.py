@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except ExportError as e:
         if args.debug:
-            raise
+            import traceback
+
+            traceback.print_exc()
         print(f"onnxport: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
