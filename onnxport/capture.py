@@ -31,8 +31,6 @@ class Captured:
     capture_seconds: float = 0.0
 
 
-
-
 def _source_matches(sources: list[str], input_name: str, axis: int, top_name: str) -> bool:
     for s in sources:
         if f".size()[{axis}]" in s and (f"['{top_name}']" in s or f"['{input_name}']" in s):

@@ -8,12 +8,11 @@
 from __future__ import annotations
 
 import contextlib
-import sysconfig
 import traceback
 
 import torch
 
-_STDLIB = sysconfig.get_paths()["stdlib"]
+from onnxport.errors import is_internal_path
 
 
 @contextlib.contextmanager
@@ -85,8 +84,7 @@ def size_oblivious(enabled: bool):
 
 def user_frame() -> str | None:
     for f in reversed(traceback.extract_stack()):
-        p = f.filename
-        if "/torch/" in p or "/onnxport/" in p or p.startswith(_STDLIB) or p.startswith("<"):
+        if is_internal_path(f.filename):
             continue
-        return f"{p}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
+        return f"{f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
     return None

@@ -172,10 +172,6 @@ def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any]) -> list
         elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
             for i, (v, s) in enumerate(zip(value, spec)):
                 walk(f"{prefix}_{i}", v, s)
-        elif dataclasses.is_dataclass(value) or hasattr(value, "__dict__"):
-            leaves = flat_names([(prefix, value)])
-            for flat, leaf, _ in leaves:
-                pass  # containers other than dict/list/tuple: dims taken from torch's symbols only
 
     for name, value in top:
         walk(name, value, per_input.get(name))

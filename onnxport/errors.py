@@ -7,10 +7,17 @@ in the FX node's ``stack_trace``), and what to do about it.
 from __future__ import annotations
 
 import re
+import sysconfig
 from typing import Any
 
 
+_STDLIB = sysconfig.get_paths()["stdlib"]
 _INTERNAL = re.compile(r"(^|[/\\])(torch|onnxport)[/\\]")
+
+
+def is_internal_path(path: str) -> bool:
+    """True for frames of torch, onnxport, the standard library or generated code (``<eval_with_key>``)."""
+    return bool(_INTERNAL.search(path)) or path.startswith("<") or path.startswith(_STDLIB)
 
 
 def user_source_line(node: Any) -> str | None:
@@ -36,7 +43,7 @@ def last_user_frame(trace: str) -> str | None:
         if line.startswith('File "'):
             path = line.split('"')[1]
             code = lines[i + 1].strip() if i + 1 < len(lines) and not lines[i + 1].strip().startswith('File "') else ""
-            if not _INTERNAL.search(path) and not path.startswith("<"):  # "<eval_with_key>.5": generated code
+            if not is_internal_path(path):
                 rest = line.split('"', 2)[2]  # , line N, in func
                 parts = [p.strip() for p in rest.split(",") if p.strip()]
                 lineno = parts[0].replace("line ", "") if parts else "?"

@@ -109,7 +109,7 @@ def _symbol_examples(result) -> tuple[dict, dict, dict]:
         hi = int(vr.upper) if getattr(vr.upper, "is_Integer", False) else 1 << 30
         ranges[sym] = (lo, hi)
     names = {}
-    namer = getattr(result, "dim_names", None) or {}
+    namer = result.dim_names
     for sym in examples:
         names[sym] = namer.get(sym, str(sym))
     return examples, ranges, names
@@ -304,8 +304,7 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, atol: float | Non
 
 def _compare_sets(result, module, runner, inputs, sizes, atol, rtol, include_example) -> "ValidationReport":
     names = [v.name for v in result.model.graph.outputs if not v.name.endswith(".updated")]
-    examples, _, sym_names = _symbol_examples(result)
-    user_names = {sym: result.dim_names.get(sym, str(sym)) for sym in examples} if hasattr(result, "dim_names") else {}
+    examples, _, user_names = _symbol_examples(result)
     sets: list[tuple[str, str, tuple]] = []
     if include_example:
         sets.append(("example", _fmt_sizes(examples, user_names), result.example))

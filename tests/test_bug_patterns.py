@@ -11,7 +11,6 @@ import importlib.util
 import sys
 
 import pytest
-import torch
 
 import onnxport
 from shared_cases import SHARED, shared_cases_dir
