@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from onnxport.optimize._patterns import FLOAT_TYPES, only_consumer, operands, scalar
-from onnxport.optimize._scopes import ScopedPass, make_node, producer_op, prune, replace_value
+from onnxport.optimize._scopes import ScopedPass, is_scalar_const, make_node, producer_op, prune, replace_value
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -22,18 +22,14 @@ def _other(node, value):
     return b if a is value else a if b is value else None
 
 
-def _close(v: float | None, target: float) -> bool:
-    return v is not None and abs(v - target) <= 1e-3 * abs(target)
-
-
 def _scaled_by(value, target: float):
     """``x`` when ``value`` is ``x * target`` (or ``x / (1 / target)``)."""
     node = producer_op(value, "Mul")
     if node is not None:
-        pair = operands(node, first_test=lambda v: _close(scalar(v), target))
+        pair = operands(node, first_test=lambda v: is_scalar_const(v, target))
         return pair[1] if pair is not None else None
     node = producer_op(value, "Div")
-    if node is not None and _close(scalar(node.inputs[1]), 1.0 / target):
+    if node is not None and is_scalar_const(node.inputs[1], 1.0 / target):
         return node.inputs[0]
     return None
 
@@ -93,19 +89,19 @@ class GeluFusionPass(ScopedPass):
     def _outer_product(fn_out, x):
         """The value ``0.5 * x * (1 + fn_out)`` in any grouping of the two products, or None."""
         add = only_consumer(fn_out, "Add")
-        if add is None or not _close(scalar(_other(add, fn_out)), 1.0):
+        if add is None or not is_scalar_const(_other(add, fn_out), 1.0):
             return None
         m1 = only_consumer(add.outputs[0], "Mul")
         if m1 is None:
             return None
         other = _other(m1, add.outputs[0])
-        if other is x or _close(scalar(other), 0.5):  # (x * (1 + f)) * 0.5 or (0.5 * (1 + f)) * x
+        if other is x or is_scalar_const(other, 0.5):  # (x * (1 + f)) * 0.5 or (0.5 * (1 + f)) * x
             m2 = only_consumer(m1.outputs[0], "Mul")
             if m2 is None:
                 return None
             rest = _other(m2, m1.outputs[0])
             want_half = other is x
-            if (want_half and _close(scalar(rest), 0.5)) or (not want_half and rest is x):
+            if (want_half and is_scalar_const(rest, 0.5)) or (not want_half and rest is x):
                 return m2.outputs[0]
             return None
         if _scaled_by(other, 0.5) is x:  # (x * 0.5) * (1 + f)
