@@ -35,6 +35,14 @@ def _names_of(returned: Any) -> tuple[list[str | None], list[Any]]:
                         hint="return a tensor, a tuple of tensors in declared order, or a dict keyed by the declared names")
 
 
+def _missing_extra(missing: list, extra: list) -> str:
+    """``"missing [...]; extra (not declared) [...]"``, each part only when non-empty."""
+    parts = [f"missing {missing}"] if missing else []
+    if extra:
+        parts.append(f"extra (not declared) {extra}")
+    return "; ".join(parts)
+
+
 def match_outputs(cfg: ExportConfig, returned: Any) -> list[tuple[str, torch.Tensor]]:
     """Pair the model's returned tensors with the declared outputs.
 
@@ -53,8 +61,7 @@ def match_outputs(cfg: ExportConfig, returned: Any) -> list[tuple[str, torch.Ten
         if missing or extra:
             raise ContractError(
                 f"the model returns outputs {names} but the config declares {declared}: "
-                + "; ".join(p for p in (f"missing {missing}" if missing else "",
-                                        f"extra (not declared) {extra}" if extra else "") if p),
+                + _missing_extra(missing, extra),
                 hint="declare [outputs.NAME] for each returned key, or change what forward returns")
         pairs = list(zip(names, values))
     else:
@@ -63,8 +70,7 @@ def match_outputs(cfg: ExportConfig, returned: Any) -> list[tuple[str, torch.Ten
             extra = [f"output {i}" for i in range(len(declared), len(values))]
             raise ContractError(
                 f"the model returns {len(values)} output(s) but the config declares {len(declared)} {declared}: "
-                + "; ".join(p for p in (f"missing {missing}" if missing else "",
-                                        f"extra (not declared) {extra}" if extra else "") if p),
+                + _missing_extra(missing, extra),
                 hint="tuple outputs match the [outputs.*] tables in order; return a dict to match by name")
         pairs = list(zip(declared, values))
     for name, value in pairs:
