@@ -28,7 +28,6 @@ class Captured:
     program: torch.export.ExportedProgram
     input_names: list[str]  # flat names of the user inputs, in placeholder order (tensors and constants)
     declared: list[DeclaredDim]
-    capture_seconds: float = 0.0
 
 
 def _source_matches(sources: list[str], input_name: str, axis: int, top_name: str) -> bool:
@@ -82,8 +81,6 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         SpecializationError: a declared dynamic axis came out constant (with the user's line).
         CaptureError: the model's forward raised or torch.export failed otherwise.
     """
-    import time
-
     kwargs = dict(kwargs or {})
     args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
     if isinstance(model, torch.export.ExportedProgram):
@@ -92,7 +89,7 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
                 "dynamic_shapes was given with an ExportedProgram, whose dimensions were fixed when it was exported",
                 hint="pass dynamic_shapes to torch.export.export, or give to_onnx the module itself")
         top = [(n, None) for n in _program_input_names(model)]
-        return Captured(model, [n for n, _ in top], _declared_from_program(model), 0.0)
+        return Captured(model, [n for n, _ in top], _declared_from_program(model))
     if not isinstance(model, torch.nn.Module):
         raise CaptureError(f"to_onnx takes a torch.nn.Module or an ExportedProgram, not {type(model).__name__}")
     top = signature_names(model, args, kwargs)
@@ -110,7 +107,6 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
     declared = declared_dims(top, spec_for(spec, top))
     flat = flat_names(top)
     names = [f for f, _, _ in flat]
-    start = time.perf_counter()
     records: list = []
     leaves = {f: leaf for f, leaf, _ in flat}
     small = any(isinstance(leaves.get(d.input_name), torch.Tensor) and leaves[d.input_name].shape[d.axis] in (0, 1)
@@ -149,9 +145,8 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         warnings.warn(f"dimension {name!r}: the model requires {name} in [{lo}, {hi if hi is not None else 'inf'}]; "
                       f"the export holds for that range (give Dim({name!r}, min=..., max=...) to set it yourself)",
                       UserWarning, stacklevel=3)
-    seconds = time.perf_counter() - start
     _check_specialization(program, names, declared, records, top)
-    return Captured(program, names, declared, seconds)
+    return Captured(program, names, declared)
 
 
 def _top_name(d: DeclaredDim, top: list[tuple[str, Any]]) -> str:
