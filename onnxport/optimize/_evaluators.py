@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 import onnx_ir as ir
 
-from onnxport.optimize._scopes import attr_int, attr_ints
+from onnxport.optimize._scopes import attr_int, attr_ints, shape_bounds
 
 _EVAL: dict[str, Callable] = {}
 
@@ -46,10 +46,7 @@ def _cast(node, a):
 def _shape(node, a):
     shape = np.array(a[0].shape, dtype=np.int64)
     rank = len(shape)
-    start = attr_int(node, "start", 0)
-    end = attr_int(node, "end", rank)
-    start = max(0, min(rank, start + rank if start < 0 else start))
-    end = max(0, min(rank, end + rank if end < 0 else end))
+    start, end = shape_bounds(node, rank)
     return [shape[start:end]]
 
 

@@ -226,6 +226,16 @@ def attr_ints(node: ir.Node, name: str, default=None):
     return default if a is None else [int(v) for v in a.value]
 
 
+def shape_bounds(node: ir.Node, rank: int) -> tuple[int, int]:
+    """(start, end) of a ``Shape`` node reading a rank-``rank`` input: its ``start``/``end``
+    attributes, negative ones counted from the end, clamped to [0, rank] (ONNX Shape-15 spec)."""
+    start = attr_int(node, "start", 0)
+    end = attr_int(node, "end", rank)
+    start = max(0, min(rank, start + rank if start < 0 else start))
+    end = max(0, min(rank, end + rank if end < 0 else end))
+    return start, end
+
+
 def prune(node: ir.Node | None) -> None:
     """Remove ``node`` when unused, then its producers that became unused (within its scope)."""
     stack = [node]

@@ -18,8 +18,8 @@ import numpy as np
 import onnx_ir as ir
 
 from onnxport.optimize import _evaluators
-from onnxport.optimize._scopes import (ScopedPass, attr_int, attr_ints, const_array, make_constant,
-                                       remove_if_unused, replace_value)
+from onnxport.optimize._scopes import (ScopedPass, attr_ints, const_array, make_constant,
+                                       remove_if_unused, replace_value, shape_bounds)
 
 # operators whose outputs vary between runs, or that hold graphs: never folded
 _NEVER = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
@@ -115,10 +115,7 @@ class ConstantFoldingPass(ScopedPass):
                 return False
             return self._replace_outputs(scope, node, [np.array(int(np.prod(dims)), dtype=np.int64)])
         rank = len(dims)
-        start = attr_int(node, "start", 0)
-        end = attr_int(node, "end", rank)
-        start = max(0, min(rank, start + rank if start < 0 else start))
-        end = max(0, min(rank, end + rank if end < 0 else end))
+        start, end = shape_bounds(node, rank)
         part = dims[start:end]
         if not all(isinstance(d, int) for d in part):
             return False

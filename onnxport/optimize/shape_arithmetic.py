@@ -25,7 +25,7 @@ import numpy as np
 import onnx_ir as ir
 
 from onnxport.optimize._scopes import (ScopedPass, attr_int, const_array, const_ints, dims, make_constant, make_node,
-                                       producer_op, remove_if_unused, replace_value)
+                                       producer_op, remove_if_unused, replace_value, shape_bounds)
 
 _I64 = ir.DataType.INT64
 
@@ -40,10 +40,7 @@ def _shape_range(node: ir.Node) -> tuple[ir.Value, int, int | None] | None:
         start = attr_int(node, "start", 0)
         return (x, start, None) if start >= 0 and attr_int(node, "end") is None else None
     rank = len(x.shape)
-    start = attr_int(node, "start", 0)
-    end = attr_int(node, "end", rank)
-    start = max(0, min(rank, start + rank if start < 0 else start))
-    end = max(0, min(rank, end + rank if end < 0 else end))
+    start, end = shape_bounds(node, rank)
     return x, start, end
 
 
