@@ -59,6 +59,18 @@ DTYPES: dict[str, torch.dtype] = {
     "int64": torch.int64, "long": torch.int64, "int32": torch.int32, "int": torch.int32,
     "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
 }
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """The config's name of ``dtype`` (the first spelling in ``DTYPES``: ``float32``, ``int64``...)."""
+    return next(k for k, v in DTYPES.items() if v == dtype)
+
+
+def sizes_text(sizes: dict[str, int]) -> str:
+    """``{"batch": 3, "time": 37}`` -> ``"batch=3, time=37"``, as the validation tables show sizes."""
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
 _TOP_KEYS = {"target", "model", "inputs", "outputs", "dims", "export", "validate"}
 _EXPORT_KEYS = {"opset": int, "inline": bool, "optimize": bool, "strict": bool}
 _DEFAULT_MIN = 1
@@ -82,8 +94,7 @@ class TensorDecl:
     high: int = 100
 
     def __str__(self) -> str:
-        dt = next(k for k, v in DTYPES.items() if v == self.dtype)
-        return f"{self.name}: {dt}[{', '.join(str(d) for d in self.dims)}]"
+        return f"{self.name}: {dtype_name(self.dtype)}[{', '.join(str(d) for d in self.dims)}]"
 
 
 @dataclasses.dataclass
@@ -352,7 +363,7 @@ def _parse_validate(cfg: ExportConfig, table: Any, where: str) -> None:
     if len(sizes) < 3 and example:
         raise ConfigError(f"{where}: [validate] has {len(sizes)} size set(s); at least three are needed",
                           hint="list three or more, each unlike the export's example sizes "
-                               + ", ".join(f"{k}={v}" for k, v in example.items()))
+                               + sizes_text(example))
     out = []
     for i, s in enumerate(sizes):
         what = f"{where}: [validate] sizes[{i}]"
@@ -471,11 +482,10 @@ def parse_declaration(text: str) -> TensorDecl:
 
 
 def config_from_declarations(inputs: list[str], outputs: list[str] | None = None) -> dict:
-    """A config dict from ``--input`` / ``--output-decl`` texts (``parse_config`` checks it)."""
+    """A config dict from ``--input`` / ``--declare-output`` texts (``parse_config`` checks it)."""
     data: dict[str, Any] = {"inputs": {}}
     for section, texts in (("inputs", inputs), ("outputs", outputs or [])):
         for text in texts:
             decl = parse_declaration(text)
-            dt = next(k for k, v in DTYPES.items() if v == decl.dtype)
-            data.setdefault(section, {})[decl.name] = {"dtype": dt, "dims": list(decl.dims)}
+            data.setdefault(section, {})[decl.name] = {"dtype": dtype_name(decl.dtype), "dims": list(decl.dims)}
     return data

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import torch
 
 from onnxport import contract
-from onnxport.config import ExportConfig, load_config, make_inputs
+from onnxport.config import ExportConfig, load_config, make_inputs, sizes_text
 from onnxport.errors import ConfigError, ContractError
 
 StepCallback = Callable[[str, str, float], None]  # (step, "start" | "done", seconds)
@@ -104,7 +104,7 @@ def export_from_config(config: Any, model: Any = None, checkpoint: Any = None, *
 
     cfg = load_config(config)
     for key, value in overrides.items():
-        if not hasattr(cfg, key) or key not in ("opset", "inline", "optimize", "strict", "atol", "rtol"):
+        if key not in ("opset", "inline", "optimize", "strict", "atol", "rtol"):
             raise TypeError(f"export_from_config got an unexpected keyword argument {key!r}")
         if value is not None:
             setattr(cfg, key, value)
@@ -137,7 +137,7 @@ def export_from_config(config: Any, model: Any = None, checkpoint: Any = None, *
     sets = []
     runs = []
     for i, sizes in enumerate(cfg.sizes):
-        label = "sizes " + ", ".join(f"{k}={v}" for k, v in sizes.items())
+        label = "sizes " + sizes_text(sizes)
         kw = _forward_kwargs(module, cfg, make_inputs(cfg, sizes, seed=i + 1))
         got = contract.match_outputs(cfg, _eager(module, kw, label))
         runs.append((label, sizes, contract.check_tensors(cfg, got, sizes, label)))
@@ -158,11 +158,11 @@ def _validate(result, cfg: ExportConfig, example_sizes: dict, sets: list):
     from onnxport.verify import validate
 
     report = validate(result, inputs=[((), kw) for _, kw in sets], sizes=[], atol=cfg.atol, rtol=cfg.rtol)
-    texts = {f"inputs {i + 1}": ", ".join(f"{k}={v}" for k, v in s.items()) for i, (s, _) in enumerate(sets)}
+    texts = {f"inputs {i + 1}": sizes_text(s) for i, (s, _) in enumerate(sets)}
     for c in report.checks:
         if c.inputs in texts:
             c.sizes = texts[c.inputs]
             c.inputs = c.inputs.replace("inputs", "sizes")
         elif c.inputs == "example":
-            c.sizes = ", ".join(f"{k}={v}" for k, v in example_sizes.items())
+            c.sizes = sizes_text(example_sizes)
     return report
