@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from onnxport.optimize._scopes import ScopedPass, attr_int, attr_ints, const_array, const_ints, producer_op
+from onnxport.optimize._scopes import ScopedPass, attr_int, axes_of, const_array, normalized_axes, producer_op
 
 FLOAT_TYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
 
@@ -45,11 +45,8 @@ def reduce_mean_axes(node: ir.Node | None, rank: int) -> list[int] | None:
     """Normalized axes of ``ReduceMean(keepdims=1)`` with constant axes, else None."""
     if node is None or node.op_type != "ReduceMean" or attr_int(node, "keepdims", 1) != 1:
         return None
-    axes = const_ints(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] is not None \
-        else attr_ints(node, "axes")
-    if not axes:
-        return None
-    return sorted(a + rank if a < 0 else a for a in axes)
+    axes = axes_of(node)
+    return normalized_axes(axes, rank) if axes else None
 
 
 def trailing(axes: list[int] | None, rank: int) -> int | None:

@@ -226,6 +226,19 @@ def attr_ints(node: ir.Node, name: str, default=None):
     return default if a is None else [int(v) for v in a.value]
 
 
+def axes_of(node: ir.Node) -> list[int] | None:
+    """The ``axes`` of a Squeeze/Unsqueeze/Reduce* node: its constant second input (opset 13/18
+    form) or its ``axes`` attribute; None when neither is known."""
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        return const_ints(node.inputs[1])
+    return attr_ints(node, "axes")
+
+
+def normalized_axes(axes: list[int], rank: int) -> list[int]:
+    """``axes`` of a rank-``rank`` tensor, negative ones counted from the end, sorted."""
+    return sorted(a + rank if a < 0 else a for a in axes)
+
+
 def shape_bounds(node: ir.Node, rank: int) -> tuple[int, int]:
     """(start, end) of a ``Shape`` node reading a rank-``rank`` input: its ``start``/``end``
     attributes, negative ones counted from the end, clamped to [0, rank] (ONNX Shape-15 spec)."""

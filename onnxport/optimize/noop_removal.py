@@ -19,19 +19,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from onnxport.optimize._scopes import (ScopedPass, attr_int, attr_ints, const_array, const_ints, dims,
-                                       make_constant, make_node, producer_op, prune, remove_if_unused,
-                                       replace_value, same_known_shape, single_use)
-
-
-def _axes(node: ir.Node) -> list[int] | None:
-    if len(node.inputs) > 1 and node.inputs[1] is not None:
-        return const_ints(node.inputs[1])
-    return attr_ints(node, "axes")
-
-
-def _norm(axes: list[int], rank: int) -> list[int]:
-    return sorted(a + rank if a < 0 else a for a in axes)
+from onnxport.optimize._scopes import (ScopedPass, attr_int, attr_ints, axes_of, const_array, const_ints, dims,
+                                       make_constant, make_node, normalized_axes, producer_op, prune,
+                                       remove_if_unused, replace_value, same_known_shape, single_use)
 
 
 def _fits_within(shape: tuple, x: ir.Value) -> bool:
@@ -76,12 +66,8 @@ class NoOpRemovalPass(ScopedPass):
             replacement = rule(scope, node)
             if replacement is not None and replace_value(node.outputs[0], replacement):
                 modified = True
-                self._cleanup(node)
+                prune(node)
         return modified
-
-    @staticmethod
-    def _cleanup(node: ir.Node) -> None:
-        prune(node)
 
     # ------------------------------------------------------------------ rules: return the value to use
     def _identity(self, scope, node):
@@ -133,7 +119,7 @@ class NoOpRemovalPass(ScopedPass):
         inner = producer_op(x, "Unsqueeze")
         if inner is None:
             return self._squeeze_transposed_unsqueeze(scope, node)
-        a, b = _axes(node), _axes(inner)
+        a, b = axes_of(node), axes_of(inner)
         if a is None or b is None:
             return None
         src = inner.inputs[0]
@@ -145,7 +131,7 @@ class NoOpRemovalPass(ScopedPass):
             rank = 0
         else:
             return None
-        return src if _norm(a, rank) == _norm(b, rank) else None
+        return src if normalized_axes(a, rank) == normalized_axes(b, rank) else None
 
     @staticmethod
     def _squeeze_transposed_unsqueeze(scope, node):
@@ -157,10 +143,10 @@ class NoOpRemovalPass(ScopedPass):
         if u is None or perm is None or not single_use(node.inputs[0]) or not single_use(t.inputs[0]):
             return None
         rank = len(perm)
-        inserted, dropped = _axes(u), _axes(node)
+        inserted, dropped = axes_of(u), axes_of(node)
         if inserted is None or dropped is None:
             return None
-        inserted, dropped = _norm(inserted, rank), _norm(dropped, rank)
+        inserted, dropped = normalized_axes(inserted, rank), normalized_axes(dropped, rank)
         if sorted(perm[i] for i in dropped) != inserted:
             return None
         source = {}
@@ -180,12 +166,13 @@ class NoOpRemovalPass(ScopedPass):
             return None
         src = inner.inputs[0]
         src_dims = dims(src)
-        a, b = _axes(node), _axes(inner)
+        a, b = axes_of(node), axes_of(inner)
         if src_dims is None or a is None:
             return None
         rank = len(src_dims)
         b = b if b is not None else [i for i, d in enumerate(src_dims) if d == 1]
-        if _norm(a, rank) != _norm(b, rank) or any(src_dims[i] != 1 for i in _norm(b, rank)):
+        b = normalized_axes(b, rank)
+        if normalized_axes(a, rank) != b or any(src_dims[i] != 1 for i in b):
             return None
         return src
 
@@ -195,13 +182,13 @@ class NoOpRemovalPass(ScopedPass):
         inner = producer_op(node.inputs[0], "Unsqueeze")
         if inner is None or not single_use(node.inputs[0]) or inner.inputs[0].shape is None:
             return
-        a1, a2 = _axes(inner), _axes(node)
+        a1, a2 = axes_of(inner), axes_of(node)
         if a1 is None or a2 is None or len(inner.inputs) < 2 or len(node.inputs) < 2:
             return
         final = len(inner.inputs[0].shape) + len(a1) + len(a2)
-        a2 = _norm(a2, final)
+        a2 = normalized_axes(a2, final)
         kept = [i for i in range(final) if i not in a2]  # final positions of the intermediate axes
-        a1 = _norm(a1, final - len(a2))
+        a1 = normalized_axes(a1, final - len(a2))
         axes = sorted(a2 + [kept[p] for p in a1])
         node.replace_input_with(0, inner.inputs[0])
         node.replace_input_with(1, make_constant(scope, node, np.array(axes, dtype=np.int64)))
