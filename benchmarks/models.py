@@ -136,27 +136,26 @@ def transformer_encoder() -> Case:
 # that node counts compare like with like; onnxport's default keeps them as local functions.
 INLINE = {"inline": True}
 
-def scan_cdist() -> Case:
-    """examples/scan_cdist.py: pairwise distances with one scan over the rows of x."""
-    module = load_source("examples/scan_cdist.py")
+def _cdist(model: torch.nn.Module, other: tuple[int, int, int], onnxport_kwargs: dict) -> Case:
+    """Pairwise distances of x [x_rows, dim] and y [y_rows, dim]; ``other``: (x_rows, y_rows, dim)
+    of the other input set."""
     x_rows, y_rows, dim = Dim("x_rows"), Dim("y_rows"), Dim("dim")
     gen = torch.Generator().manual_seed(0)
     args = (torch.randn(3, 4, generator=gen), torch.randn(5, 4, generator=gen))
-    others = [(torch.randn(20, 7, generator=gen), torch.randn(9, 7, generator=gen))]
-    return Case(module.PairwiseDistance().eval(), args, {"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}}, others,
-                INLINE)
+    n, m, d = other
+    others = [(torch.randn(n, d, generator=gen), torch.randn(m, d, generator=gen))]
+    return Case(model.eval(), args, {"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}}, others, onnxport_kwargs)
+
+
+def scan_cdist() -> Case:
+    """examples/scan_cdist.py: pairwise distances with one scan over the rows of x."""
+    return _cdist(load_source("examples/scan_cdist.py").PairwiseDistance(), (20, 9, 7), INLINE)
 
 
 def loop_cdist() -> Case:
     """examples/loop_cdist.py: pairwise distances written as a Python loop over x.shape[0]; onnxport
     exports it with ``rewrite_control_flow=True`` (one Scan), torch.export alone unrolls it."""
-    module = load_source("examples/loop_cdist.py")
-    x_rows, y_rows, dim = Dim("x_rows"), Dim("y_rows"), Dim("dim")
-    gen = torch.Generator().manual_seed(0)
-    args = (torch.randn(3, 4, generator=gen), torch.randn(5, 4, generator=gen))
-    others = [(torch.randn(11, 6, generator=gen), torch.randn(4, 6, generator=gen))]
-    return Case(module.Loop().eval(), args, {"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}}, others,
-                onnxport_kwargs={"rewrite_control_flow": True, **INLINE})
+    return _cdist(load_source("examples/loop_cdist.py").Loop(), (11, 4, 6), {"rewrite_control_flow": True, **INLINE})
 
 
 def scan_decoder() -> Case:
