@@ -36,6 +36,10 @@ g (float[N, 3, 4] x) => (float[N, 3, 4] y, float[4, N, 3] z, float[3, N, 4] w) {
     model = check_pass(NoOpRemovalPass(), m, SIZES)
     # y: cancels (t unused after); z: u also feeds v, so z stays a Transpose of u; w: identity perm
     assert ops(model)["Transpose"] == 2
+    perms = {n.outputs[0].name: (n.inputs[0].name, list(n.attributes["perm"].value))
+             for n in model.graph if n.op_type == "Transpose"}
+    assert perms == {"u": ("x", [1, 0, 2]), "z": ("u", [2, 1, 0])}
+    assert model.graph.outputs[0].producer().inputs[0].name == "x"  # y = Relu(x)
 
 
 def test_transpose_pair_merged_when_inner_has_one_use():
@@ -46,6 +50,8 @@ g (float[N, 3, 4] x) => (float[4, N, 3] z) {
 }""")
     model = check_pass(NoOpRemovalPass(), m, SIZES)
     assert ops(model)["Transpose"] == 1
+    (t,) = [n for n in model.graph if n.op_type == "Transpose"]
+    assert t.inputs[0].name == "x" and list(t.attributes["perm"].value) == [2, 0, 1]
 
 
 def test_reshape_expand_slice_same_shape_removed_others_kept():
