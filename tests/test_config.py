@@ -15,7 +15,8 @@ import onnxport
 from onnxport import contract
 from onnxport.checkpoint import CheckpointError, load_checkpoint, read_state_dict
 from onnxport.cli.loader import TargetError, build_model, parse_model_args
-from onnxport.config import load_config, make_inputs, parse_config, parse_declaration
+from onnxport.config import (config_from_declarations, load_config, make_inputs, parse_config,
+                             parse_declaration, sizes_text)
 from onnxport.errors import ConfigError, ContractError
 from onnxport.verify import OrtRunner
 
@@ -333,3 +334,11 @@ def test_integer_sequences_padded_past_their_lengths():
         n = int(x["mask_len"][b])
         assert torch.all(x["ids"][b, n:] == 0) and torch.all((x["ids"][b, :n] >= 1) & (x["ids"][b, :n] < 50))
         assert not torch.any(x["flags"][n:, b])
+
+
+def test_declarations_write_dtypes_and_sizes_in_the_config_spelling():
+    data = config_from_declarations(["x: long[batch, 3]"], ["y: double[batch]"])
+    assert data["inputs"]["x"] == {"dtype": "int64", "dims": ["batch", 3]}
+    assert data["outputs"]["y"] == {"dtype": "float64", "dims": ["batch"]}
+    assert str(parse_declaration("m: half[2, n]")) == "m: float16[2, n]"
+    assert sizes_text({"batch": 3, "time": 37}) == "batch=3, time=37"
