@@ -170,7 +170,10 @@ class NoOpRemovalPass(ScopedPass):
         if src_dims is None or a is None:
             return None
         rank = len(src_dims)
-        b = b if b is not None else [i for i, d in enumerate(src_dims) if d == 1]
+        if b is None:  # no axes: every dim of size 1 is squeezed; axes computed at run time: unknown
+            if len(inner.inputs) > 1 and inner.inputs[1] is not None:
+                return None
+            b = [i for i, d in enumerate(src_dims) if d == 1]
         b = normalized_axes(b, rank)
         if normalized_axes(a, rank) != b or any(src_dims[i] != 1 for i in b):
             return None

@@ -1,3 +1,5 @@
+import onnx
+import onnx_ir as ir
 import pytest
 
 from onnxport.optimize.noop_removal import NoOpRemovalPass
@@ -102,6 +104,20 @@ g (float[N, 4] x) => (float[N, 4] y) <float[4] q> {
 }""")
     model = check_pass(NoOpRemovalPass(), m, [{"N": 1}])
     assert ops(model)["Squeeze"] == 1  # N is not statically 1
+
+
+def test_squeeze_with_axes_computed_at_run_time_kept():
+    m = parse("""
+g (float[1, 1] x, int64[1] ax) => (float[1, 1, 1] y) {
+  q = Squeeze(x, ax)
+  both = Constant<value = int64[2] {0, 1}>()
+  u = Unsqueeze(q, both)
+  y = Relu(u)
+}""")
+    model = ir.serde.deserialize_model(m)  # not run: random axes would not be valid ones
+    NoOpRemovalPass()(model)
+    onnx.checker.check_model(ir.serde.serialize_model(model), full_check=True)
+    assert ops(model)["Squeeze"] == 1 and ops(model)["Unsqueeze"] == 1  # ax may squeeze one axis or both
 
 
 def test_concat_of_one_input_inside_if_and_function():
