@@ -42,3 +42,17 @@ g (float[N, 2, 4] x, float[N, 4] x2) => (float[N, 2, 3] y, float[N, 3] z, float[
 }}""")
     model = check_pass(GemmFusionPass(), m, SIZES)
     assert ops(model)["Gemm"] == 0
+
+
+def test_fused_inside_if_branch_with_outer_weights():
+    m = parse(f"""
+g (float[N, 4] x, bool k) => (float[N, 3] y) <{W}, float[3] c = {{1, 2, 3}}> {{
+  y = If(k) <
+    then_branch = t () => (float[N, 3] o) {{ mm = MatMul(x, w) o = Add(mm, c) }},
+    else_branch = e () => (float[N, 3] o) {{ mm2 = MatMul(x, w) o = Sub(mm2, c) }}>
+}}""")
+    model = check_pass(GemmFusionPass(), m, SIZES)
+    counts = ops(model)
+    assert counts["Gemm"] == 1 and counts["MatMul"] == 1 and counts["Sub"] == 1
+    then = model.graph.node(0).attributes["then_branch"].as_graph()
+    assert [n.op_type for n in then] == ["Gemm"] and [v.name for v in then.node(0).inputs] == ["x", "w", "c"]
