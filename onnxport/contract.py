@@ -233,12 +233,11 @@ def rename_output_dims(model: ir.Model, cfg: ExportConfig, renames: dict[tuple[s
         if v.name not in cfg.outputs:
             continue
         declared = cfg.outputs[v.name].dims
+        axes = [axis for axis in range(len(declared)) if (v.name, axis) in renames]
+        if not axes:
+            continue
         dims = list(v.shape) if v.shape is not None and len(v.shape) == len(declared) else list(declared)
-        changed = False
-        for axis in range(len(dims)):
-            if (v.name, axis) in renames:
-                dims[axis] = cfg.outputs[v.name].dims[axis]
-                changed = True
-        if changed:
-            v.shape = ir.Shape(dims)
+        for axis in axes:
+            dims[axis] = declared[axis]
+        v.shape = ir.Shape(dims)
 
