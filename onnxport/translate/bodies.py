@@ -27,7 +27,7 @@ import torch
 from onnxport.errors import ControlFlowError, user_source_line
 from onnxport.translate import symbolic
 from onnxport.translate.context import TranslationContext
-from onnxport.translate.graph import set_meta_type, translate_nodes
+from onnxport.translate.graph import graph_output, set_meta_type, translate_nodes
 from onnxport.translate.program import DOMAIN
 
 
@@ -163,8 +163,8 @@ def body_function(ctx: TranslationContext, gm: torch.fx.GraphModule, kind: str, 
         return Body(hit, takes, phs, out_vals)
 
     namer = ctx.dim_namer
-    child = TranslationContext(ctx.opset, functions=ctx.functions, options=ctx.options, name=name)
-    child.dim_namer = namer
+    child = TranslationContext(ctx.opset, functions=ctx.functions, options=ctx.options, name=name,
+                               dim_namer=namer)
     inputs: list[ir.Value] = []
     for ph, take in zip(phs, takes):
         val = ph.meta.get("val")
@@ -175,18 +175,13 @@ def body_function(ctx: TranslationContext, gm: torch.fx.GraphModule, kind: str, 
         inputs.append(value)
         child.values[ph] = value
         _register_symbols(child, value, val)
-    results = translate_nodes(child, gm.graph, namer)
+    results = translate_nodes(child, gm.graph)
     outputs: list[ir.Value] = []
     seen: set[ir.Value] = set()
     input_set = set(inputs)
     for value, val in zip(results, out_vals):
-        if not isinstance(value, ir.Value):
-            value = child.const(np.asarray(value))
-        if value in seen or value in input_set or value.producer() is None \
-                or value.producer().op_type == "Constant":
-            value = child.op.Identity(value)
+        value = graph_output(child, value, seen, input_set)
         set_meta_type(value, val, namer)
-        seen.add(value)
         outputs.append(value)
     graph = ir.Graph(inputs, outputs, nodes=child.nodes, opset_imports={"": ctx.opset}, name=name)
     if any(n.domain == DOMAIN for n in ir.traversal.RecursiveGraphIterator(graph)):
@@ -249,7 +244,6 @@ def subgraph(ctx: TranslationContext, name: str, input_vals: Sequence[Any], buil
     """
     sub = TranslationContext(ctx.opset, parent=ctx, functions=ctx.functions, options=ctx.options,
                              name=ctx.fresh_name(name))
-    sub.dim_namer = ctx.dim_namer
     inputs = []
     for i, val in enumerate(input_vals):
         v = ir.Value(name=f"{sub.name}_in{i}")

@@ -40,10 +40,13 @@ class TranslationContext:
         parent: the context of the enclosing graph for control-flow bodies, or None.
         functions: shared dict (domain, name) -> ``onnx_ir.Function`` of local functions emitted so far.
         options: export options (``inline``...) shared by nested contexts.
+        dim_namer: renders a sympy dimension expression as an int or a dim_param string
+            (``program.DimNamer``); defaults to the parent's.
     """
 
     def __init__(self, opset: int, *, parent: "TranslationContext | None" = None,
-                 functions: dict | None = None, options: dict | None = None, name: str = "main"):
+                 functions: dict | None = None, options: dict | None = None, name: str = "main",
+                 dim_namer: Any = None):
         self.opset = opset
         self.parent = parent
         self.name = name
@@ -51,6 +54,7 @@ class TranslationContext:
         self.values: dict[Any, Any] = {}  # fx.Node -> ir.Value | tuple | SymInt value
         self.functions = functions if functions is not None else {}
         self.options = options or {}
+        self.dim_namer = dim_namer if dim_namer is not None or parent is None else parent.dim_namer
         self.op = _OpBuilder(self)
         self.current_node: torch.fx.Node | None = None
         self._source: str | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+import numpy as np
 import onnx_ir as ir
 import torch
 
@@ -38,19 +39,36 @@ def set_meta_type(value: ir.Value, val: Any, dim_name) -> None:
         value.shape = ir.Shape([])
 
 
+def graph_output(ctx: TranslationContext, value: Any, seen: set, inputs: set) -> ir.Value:
+    """``value`` made fit to be one output of ``ctx``'s graph, and added to ``seen``.
+
+    A Python number becomes a constant; a value already in ``seen`` (an earlier output), in
+    ``inputs`` (graph inputs, initializers), with no producer, or made by a ``Constant`` goes
+    through an ``Identity``, so that every output is its own node's output and can take its name.
+    """
+    if not isinstance(value, ir.Value):
+        value = ctx.const(np.asarray(value))
+    if value in seen or value in inputs or value.producer() is None or value.producer().op_type == "Constant":
+        value = ctx.op.Identity(value)
+    seen.add(value)
+    return value
+
+
 def _describe(node: torch.fx.Node) -> str:
     target = node.target
     return str(target) if isinstance(target, torch._ops.OpOverload) else getattr(target, "__name__", str(target))
 
 
-def translate_nodes(ctx: TranslationContext, graph: torch.fx.Graph, dim_name) -> list[Any]:
+def translate_nodes(ctx: TranslationContext, graph: torch.fx.Graph) -> list[Any]:
     """Translate every ``call_function`` node of ``graph``; placeholders must already be mapped.
+    Results are typed from the nodes' ``meta["val"]``, dims rendered by ``ctx.dim_namer``.
     Nodes already in ``ctx.values`` (bound by an earlier translation) are not translated again.
 
     Returns the translated values of the graph's output arguments (flattened list, None kept).
     Raises ``UnsupportedOpError`` for an overload with no translation and ``TranslationError``
     when a translation fails, both naming the user's source line.
     """
+    dim_name = ctx.dim_namer
     outputs: list[Any] = []
     for node in graph.nodes:
         if node.op == "placeholder" or node in ctx.values:
@@ -71,7 +89,7 @@ def translate_nodes(ctx: TranslationContext, graph: torch.fx.Graph, dim_name) ->
         if expr is not None and expr in ctx.sym_values:
             ctx.values[node] = ctx.sym_values[expr]
             continue
-        if isinstance(val, (int, bool)) and not isinstance(val, torch.Tensor) and node.target is not operator.getitem:
+        if isinstance(val, (int, bool)) and node.target is not operator.getitem:
             # a SymInt expression that torch proved constant
             ctx.values[node] = ctx.const(val)
             continue

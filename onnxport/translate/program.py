@@ -16,7 +16,7 @@ from onnxport.dynamic_shapes import key_str
 from onnxport.errors import ExportError
 from onnxport.translate import symbolic
 from onnxport.translate.context import TranslationContext
-from onnxport.translate.graph import set_meta_type, translate_nodes
+from onnxport.translate.graph import graph_output, set_meta_type, translate_nodes
 
 DOMAIN = "onnxport"  # domain of the local functions onnxport emits
 
@@ -62,9 +62,8 @@ def build_model(captured: Captured, *, opset: int, input_names: list[str] | None
     override the flat names (their lengths must match the tensor inputs/outputs).
     """
     program = captured.program
-    ctx = TranslationContext(opset, options=options or {})
     namer = DimNamer()
-    ctx.dim_namer = namer
+    ctx = TranslationContext(opset, options=options or {}, dim_namer=namer)
     graph_nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     inputs: list[ir.Value] = []
     initializers: list[ir.Value] = []
@@ -132,7 +131,7 @@ def build_model(captured: Captured, *, opset: int, input_names: list[str] | None
         initializers.append(value)
         ctx.values[node] = value
 
-    outs = translate_nodes(ctx, program.graph, namer)
+    outs = translate_nodes(ctx, program.graph)
     out_specs = program.graph_signature.output_specs
     user_out = [v for v, s in zip(outs, out_specs) if s.kind == OutputKind.USER_OUTPUT]
     out_nodes = [a for a, s in zip(_output_args(program.graph), out_specs) if s.kind == OutputKind.USER_OUTPUT]
@@ -159,11 +158,7 @@ def build_model(captured: Captured, *, opset: int, input_names: list[str] | None
     for name, value, fx_node in zip(names_out, user_out, out_nodes):
         if value is None:
             continue
-        if not isinstance(value, ir.Value):
-            value = ctx.const(np.asarray(value))
-        if value in seen or value in input_set or value.producer() is None or value.producer().op_type == "Constant":
-            value = ctx.op.Identity(value)
-        seen.add(value)
+        value = graph_output(ctx, value, seen, input_set)
         value.name = name
         if isinstance(fx_node, torch.fx.Node):
             set_meta_type(value, fx_node.meta.get("val"), namer)

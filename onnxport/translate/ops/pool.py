@@ -311,7 +311,7 @@ def _same_size(ctx, o, size, i: int, n: int) -> bool:
     if not isinstance(o, ir.Value):
         return isinstance(size, int) and o == size
     val = ctx.meta_val
-    namer = getattr(ctx, "dim_namer", None)
+    namer = ctx.dim_namer
     if namer is None or not isinstance(val, torch.Tensor):
         return False
     from onnxport.translate.symbolic import expr_of

@@ -3,7 +3,6 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.export import Dim
 
 from exportcheck import check_export, count_ops
 from onnxport.translate.registry import override
