@@ -94,5 +94,18 @@ def test_bfloat16_creation_is_valid_onnx():
             return torch.rand_like(x), torch.randn(x.shape[0], 2, dtype=torch.bfloat16), torch.full_like(x, 2.5), \
                 torch.arange(0, 2, 0.5, dtype=torch.bfloat16)
 
-    r = onnxport.to_onnx(M(), (torch.randn(4, 5, dtype=torch.bfloat16),), dynamic_shapes={"x": {0: "b"}})
+    x = torch.randn(4, 5, dtype=torch.bfloat16)
+    r = onnxport.to_onnx(M(), (x,), dynamic_shapes={"x": {0: "b"}})
     onnx.checker.check_model(r.model_proto, full_check=True)
+    _assert_outputs_like_eager(r.model_proto, M()(x), dynamic_first_dim=3)
+
+
+def _assert_outputs_like_eager(proto, eager, dynamic_first_dim: int) -> None:
+    """Graph outputs have eager's element types and ranks; the first ``dynamic_first_dim`` outputs
+    keep the dim name ``b`` on axis 0."""
+    from onnxport.translate.dtypes import onnx_dtype
+
+    outs = proto.graph.output
+    assert [o.type.tensor_type.elem_type for o in outs] == [int(onnx_dtype(t.dtype)) for t in eager]
+    assert [len(o.type.tensor_type.shape.dim) for o in outs] == [t.dim() for t in eager]
+    assert [o.type.tensor_type.shape.dim[0].dim_param for o in outs[:dynamic_first_dim]] == ["b"] * dynamic_first_dim

@@ -134,5 +134,13 @@ def test_ordering_bfloat16_is_valid_onnx():
     """onnxruntime's CPU provider cannot run bfloat16 TopK; the model must still pass the full check."""
     import onnx
 
-    r = onnxport.to_onnx(OrderingAllTypes(), (torch.randn(4, 6, dtype=torch.bfloat16),), dynamic_shapes={"x": {0: "b"}})
+    from onnxport.translate.dtypes import onnx_dtype
+
+    x = torch.randn(4, 6, dtype=torch.bfloat16)
+    r = onnxport.to_onnx(OrderingAllTypes(), (x,), dynamic_shapes={"x": {0: "b"}})
     onnx.checker.check_model(r.model_proto, full_check=True)
+    eager = OrderingAllTypes()(x)
+    outs = r.model_proto.graph.output
+    assert [o.type.tensor_type.elem_type for o in outs] == [int(onnx_dtype(t.dtype)) for t in eager]
+    assert [[d.dim_param or d.dim_value for d in o.type.tensor_type.shape.dim] for o in outs] == \
+        [["b", *t.shape[1:]] for t in eager]
