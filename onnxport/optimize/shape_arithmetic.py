@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from onnxport.optimize._scopes import (ScopedPass, attr_int, const_array, const_ints, dims, make_constant, make_node,
+from onnxport.optimize._scopes import (ScopedPass, attr_int, const_array, const_ints, make_constant, make_node,
                                        producer_op, remove_if_unused, replace_value, shape_bounds)
 
 _I64 = ir.DataType.INT64
@@ -44,6 +44,11 @@ def _shape_range(node: ir.Node) -> tuple[ir.Value, int, int | None] | None:
     return x, start, end
 
 
+def _dim_param(d) -> str | None:
+    """The name of a symbolic dim (``SymbolicDim`` with a value), else None (ints, unknown dims)."""
+    return d.value if isinstance(d, ir.SymbolicDim) else None
+
+
 def _new_shape(scope, before: ir.Node, x: ir.Value, start: int, end: int) -> ir.Value:
     node = make_node(scope, before, "Shape", [x], {"start": start, "end": end})
     out = node.outputs[0]
@@ -58,9 +63,9 @@ class ShapeArithmeticPass(ScopedPass):
     def rewrite(self, scope) -> bool:
         sources: dict[str, tuple[ir.Value, int]] = {}
         for v in scope.inputs:
-            for axis, d in enumerate(dims(v) or (v.shape or [])):
-                name = d if isinstance(d, str) else getattr(d, "value", None)
-                if isinstance(name, str) and name not in sources:
+            for axis, d in enumerate(v.shape or []):
+                name = _dim_param(d)
+                if name is not None and name not in sources:
                     sources[name] = (v, axis)
         modified = False
         for node in list(scope):
@@ -77,9 +82,7 @@ class ShapeArithmeticPass(ScopedPass):
         if rng is None or rng[2] is None or rng[2] != rng[1] + 1:
             return False
         x, start, _ = rng
-        d = x.shape[start]
-        name = d.value if isinstance(d, ir.SymbolicDim) else None
-        src = sources.get(name) if isinstance(name, str) else None
+        src = sources.get(_dim_param(x.shape[start]))
         if src is None or src[0] is x:
             return False
         node.replace_input_with(0, src[0])
@@ -185,10 +188,10 @@ class ShapeArithmeticPass(ScopedPass):
         xd = list(x.shape)
         shape, unknown, copies = [], 0, 0
         for i, d in enumerate(y.shape):
-            name = d.value if isinstance(d, ir.SymbolicDim) else None
+            name = _dim_param(d)
             if isinstance(d, int) and d > 0:
                 shape.append(d)
-            elif name is not None and i < len(xd) and getattr(xd[i], "value", None) == name:
+            elif name is not None and i < len(xd) and _dim_param(xd[i]) == name:
                 shape.append(0)
                 copies += 1
             else:
@@ -226,10 +229,10 @@ class ShapeArithmeticPass(ScopedPass):
         shape = []
         for i, d in enumerate(y.shape):
             xdim = x.shape[i - offset] if i >= offset else None
-            name = d.value if isinstance(d, ir.SymbolicDim) else None
+            name = _dim_param(d)
             if isinstance(d, int):
                 shape.append(d)
-            elif name is not None and xdim is not None and getattr(xdim, "value", None) == name:
+            elif name is not None and xdim is not None and _dim_param(xdim) == name:
                 shape.append(1)
             else:
                 return False
