@@ -49,8 +49,14 @@ def model_from_args(args: argparse.Namespace) -> Any:
             raise TargetError(f"{args.model} is an ONNX file: --config, --input and --model-arg apply to "
                               "Python targets only", hint="drop those options, or give file.py:factory")
         return args.model
+    return export_from_args(args)
+
+
+def export_from_args(args: argparse.Namespace, checkpoint: Any = None):
+    """``export_target`` of the target and options ``add_target_arguments`` parsed, loading
+    ``checkpoint`` when given. Returns the ``ExportResult``; raises as ``export_target``."""
     return export_target(args.model, config=args.config, inputs=args.inputs,
-                         model_args=parse_model_args(args.model_args), opset=args.opset)
+                         model_args=parse_model_args(args.model_args), opset=args.opset, checkpoint=checkpoint)
 
 
 def export_target(target: str, *, config: Any = None, inputs: list[str] | None = None,

@@ -36,15 +36,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     import onnx_ir as ir
 
-    from onnxport.cli.target import export_target
-    from onnxport.cli.loader import parse_model_args
+    from onnxport.cli.target import export_from_args
     from onnxport.errors import ValidationError
     from onnxport.result import ExportResult
 
     # the positional after MODEL.onnx is the target (add_target_arguments names it "model")
-    reference = export_target(args.model, config=args.config, inputs=args.inputs,
-                              model_args=parse_model_args(args.model_args), opset=args.opset,
-                              checkpoint=args.checkpoint)
+    reference = export_from_args(args, checkpoint=args.checkpoint)
     try:
         loaded = ir.load(args.onnx_file)
     except Exception as e:  # noqa: BLE001
@@ -62,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         found = find_divergence(reference.module, candidate, reference.example, atol=args.atol, rtol=args.rtol)
         print()
         print(found if found is not None else "no intermediate value differs: the outputs differ only at the end")
-        payload["divergence"] = None if found is None else {k: v for k, v in found.__dict__.items()}
+        payload["divergence"] = None if found is None else dict(vars(found))
     if args.report:
         with open(args.report, "w") as f:
             json.dump(payload, f, indent=2, default=str)
