@@ -220,6 +220,12 @@ def attr_int(node: ir.Node, name: str, default: int | None = None) -> int | None
     return default if a is None else int(a.value)
 
 
+def attr_float(node: ir.Node, name: str, default: float | None = None) -> float | None:
+    """Float attribute ``name`` of ``node``, or ``default`` when absent."""
+    a = node.attributes.get(name)
+    return default if a is None else float(a.value)
+
+
 def attr_ints(node: ir.Node, name: str, default=None):
     """Integer-list attribute ``name`` of ``node`` as a list, or ``default`` when absent."""
     a = node.attributes.get(name)

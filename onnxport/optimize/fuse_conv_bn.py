@@ -15,7 +15,7 @@ import numpy as np
 import onnx_ir as ir
 
 from onnxport.optimize._patterns import FLOAT_TYPES
-from onnxport.optimize._scopes import (ScopedPass, attr_int, const_array, make_constant, producer_op, prune,
+from onnxport.optimize._scopes import (ScopedPass, attr_float, attr_int, const_array, make_constant, producer_op, prune,
                                        replace_value, single_use)
 
 
@@ -48,7 +48,7 @@ class ConvBatchNormFusionPass(ScopedPass):
                                                                and b is None):
                 continue
             scale, bias, mean, var = (p.astype(np.float64) for p in params)
-            eps = bn.attributes["epsilon"].value if "epsilon" in bn.attributes else 1e-5
+            eps = attr_float(bn, "epsilon", 1e-5)
             f = scale / np.sqrt(var + eps)
             new_w = (w.astype(np.float64) * f.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
             b64 = b.astype(np.float64) if b is not None else np.zeros_like(f)

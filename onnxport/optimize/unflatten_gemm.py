@@ -16,13 +16,8 @@ Semantics: ONNX Gemm, MatMul (numpy matmul broadcasting), Reshape
 from __future__ import annotations
 
 from onnxport.optimize._patterns import only_consumer
-from onnxport.optimize._scopes import (ScopedPass, attr_int, dims, make_node, producer_op, prune, replace_value,
-                                       single_use)
-
-
-def _attr_float(node, name: str, default: float) -> float:
-    a = node.attributes.get(name)
-    return default if a is None else float(a.value)
+from onnxport.optimize._scopes import (ScopedPass, attr_float, attr_int, dims, make_node, producer_op, prune,
+                                       replace_value, single_use)
 
 
 class UnflattenGemmPass(ScopedPass):
@@ -33,8 +28,8 @@ class UnflattenGemmPass(ScopedPass):
         for gemm in list(scope):
             if gemm.graph is None or gemm.op_type != "Gemm" or gemm.domain != "":
                 continue
-            if attr_int(gemm, "transA", 0) or _attr_float(gemm, "alpha", 1.0) != 1.0 \
-                    or _attr_float(gemm, "beta", 1.0) != 1.0:
+            if attr_int(gemm, "transA", 0) or attr_float(gemm, "alpha", 1.0) != 1.0 \
+                    or attr_float(gemm, "beta", 1.0) != 1.0:
                 continue
             flat = gemm.inputs[0]
             inner = producer_op(flat, "Reshape")
