@@ -83,3 +83,31 @@ def test_status_names_the_exporter_that_failed_or_was_wrong():
     assert rows[1][-1] == "torch.onnx WRONG at other sizes"
     assert rows[2][-1] == "torch.onnx FAILED to export (TorchExportError: x)"
     assert rows[-1][0] == "geomean (1 both right)" and rows[-1][6] == "1.00"
+
+
+def test_count_nodes_separates_shape_computations_and_counts_functions():
+    import onnx
+    import onnx_ir as ir
+
+    compare = _load("compare")
+    proto = onnx.parser.parse_model("""
+<ir_version: 10, opset_import: ["" : 20, "local" : 1]>
+g (float[N, 4] x) => (float[N, 4] y, float[N, 4] z) {
+  s = Shape(x)
+  i = Constant<value = int64 {0}>()
+  n = Gather<axis = 0>(s, i)
+  zero = Constant<value = int64[1] {0}>()
+  n1 = Unsqueeze(n, zero)
+  four = Constant<value = int64[1] {4}>()
+  shp = Concat<axis = 0>(n1, four)
+  r = Reshape(x, shp)
+  y = Relu(r)
+  z = local.f(x)
+}
+<domain: "local", opset_import: ["" : 20]>
+f (a) => (b) {
+  b = Neg(a)
+}""")
+    model = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(proto))
+    # Shape, Gather, Unsqueeze, Concat compute sizes; the constants, Reshape, Relu, the call and Neg do not
+    assert compare.count_nodes(model) == (11, 4)  # 10 in the graph, 1 in the function
