@@ -10,7 +10,7 @@ SIZES = [{"N": 3}, {"N": 7}]
 FUNCTION = """
 <domain: "local", opset_import: ["" : 20]>
 scale (a) => (b) {
-  two = Constant<value = float[1] {1.0}>()
+  two = Constant<value = float[1] {2.0}>()
   one = Constant<value = float[1] {1.0}>()
   s = Add(two, one)
   b = Mul(a, s)
