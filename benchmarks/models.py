@@ -290,21 +290,16 @@ def unet() -> Case:
 
 
 # --------------------------------------------------------- model zoo: tiny Hugging Face transformers configs
+# the text models are tests/models/test_hf.py's; the vision and audio encoders below use the same sizes
+_HF = "tests/models/test_hf.py"
 VOCAB, WIDTH, LAYERS, HEADS, FF = 1000, 64, 2, 4, 128
 
 
-class TextModel(torch.nn.Module):
-    """A Hugging Face model called with (input_ids, attention_mask), returning one output field."""
-
-    def __init__(self, model: torch.nn.Module, output: str):
-        super().__init__()
-        self.model, self.output = model, output
-
-    def forward(self, input_ids, attention_mask):
-        return getattr(self.model(input_ids=input_ids, attention_mask=attention_mask), self.output)
-
-
-def _text(model: torch.nn.Module, output: str) -> Case:
+def _text(build: str) -> Case:
+    """``tests/models/test_hf.py``'s ``build()`` model (seeded) on input_ids / attention_mask."""
+    module = load_source(_HF)
+    torch.manual_seed(0)
+    model, _ = getattr(module, build)()
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, VOCAB, (2, 9), generator=gen)
     mask = torch.ones(2, 9, dtype=torch.int64)
@@ -314,38 +309,22 @@ def _text(model: torch.nn.Module, output: str) -> Case:
     other_mask = torch.ones(3, 17, dtype=torch.int64)
     other_mask[0, 11:] = 0
     others = [(torch.randint(0, VOCAB, (3, 17), generator=gen), other_mask)]
-    return Case(TextModel(model, output).eval(), (ids, mask), dims, others)
+    return Case(model.eval(), (ids, mask), dims, others)
 
 
 def bert() -> Case:
-    """Tiny BertModel (2 layers, width 64) on input_ids / attention_mask."""
-    import transformers
-
-    torch.manual_seed(0)
-    cfg = transformers.BertConfig(vocab_size=VOCAB, hidden_size=WIDTH, num_hidden_layers=LAYERS,
-                                  num_attention_heads=HEADS, intermediate_size=FF, max_position_embeddings=128)
-    return _text(transformers.BertModel(cfg, add_pooling_layer=False), "last_hidden_state")
+    """Tiny BertModel (2 layers, width 64) on input_ids / attention_mask, last_hidden_state."""
+    return _text("_bert")
 
 
 def gpt2() -> Case:
     """Tiny GPT2LMHeadModel (2 layers, width 64), logits."""
-    import transformers
-
-    torch.manual_seed(0)
-    cfg = transformers.GPT2Config(vocab_size=VOCAB, n_embd=WIDTH, n_layer=LAYERS, n_head=HEADS, n_positions=128,
-                                  use_cache=False, bos_token_id=0, eos_token_id=0)
-    return _text(transformers.GPT2LMHeadModel(cfg), "logits")
+    return _text("_gpt2")
 
 
 def llama() -> Case:
     """Tiny LlamaForCausalLM (2 layers, grouped-query heads), logits."""
-    import transformers
-
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=WIDTH, num_hidden_layers=LAYERS,
-                                   num_attention_heads=HEADS, num_key_value_heads=2, intermediate_size=FF,
-                                   max_position_embeddings=128, use_cache=False)
-    return _text(transformers.LlamaForCausalLM(cfg), "logits")
+    return _text("_llama")
 
 
 class LastHidden(torch.nn.Module):
