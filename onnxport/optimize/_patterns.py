@@ -4,17 +4,9 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from onnxport.optimize._scopes import ScopedPass, attr_int, axes_of, const_array, normalized_axes, producer_op
+from onnxport.optimize._scopes import ScopedPass, attr_int, axes_of, normalized_axes, producer_op, scalar
 
 FLOAT_TYPES = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
-
-
-def scalar(value: ir.Value | None) -> float | None:
-    """The number held by a one-element float/int constant, else None."""
-    arr = const_array(value)
-    if arr is None or arr.size != 1 or arr.dtype.kind not in "fiu":
-        return None
-    return float(arr.reshape(-1)[0])
 
 
 def operands(node: ir.Node, first_op: str | None = None, first_test=None):

@@ -88,13 +88,18 @@ def const_ints(value: ir.Value | None) -> list[int] | None:
     return [int(v) for v in arr.reshape(-1)]
 
 
-def is_scalar_const(value: ir.Value | None, target: float, rel: float = 1e-3) -> bool:
-    """``value`` is a constant with a single element close to ``target``."""
+def scalar(value: ir.Value | None) -> float | None:
+    """The number held by a one-element float/int constant, else None."""
     arr = const_array(value)
     if arr is None or arr.size != 1 or arr.dtype.kind not in "fiu":
-        return False
-    v = float(arr.reshape(-1)[0])
-    return abs(v - target) <= rel * max(abs(target), 1e-12)
+        return None
+    return float(arr.reshape(-1)[0])
+
+
+def is_scalar_const(value: ir.Value | None, target: float, rel: float = 1e-3) -> bool:
+    """``value`` is a constant with a single element close to ``target``."""
+    v = scalar(value)
+    return v is not None and abs(v - target) <= rel * max(abs(target), 1e-12)
 
 
 def make_constant(scope, before: ir.Node, array: np.ndarray, name: str | None = None) -> ir.Value:
