@@ -102,12 +102,11 @@ def is_scalar_const(value: ir.Value | None, target: float, rel: float = 1e-3) ->
     return v is not None and abs(v - target) <= rel * max(abs(target), 1e-12)
 
 
-def make_constant(scope, before: ir.Node, array: np.ndarray, name: str | None = None) -> ir.Value:
+def make_constant(scope, before: ir.Node, array: np.ndarray) -> ir.Value:
     """Insert a ``Constant`` node holding ``array`` before ``before``; return its output."""
     tensor = ir.tensor(np.asarray(array))
     node = ir.Node("", "Constant", [], [ir.AttrTensor("value", tensor)], num_outputs=1)
     out = node.outputs[0]
-    out.name = name
     out.type = ir.TensorType(tensor.dtype)
     out.shape = ir.Shape(tensor.shape)
     out.const_value = tensor
@@ -115,11 +114,10 @@ def make_constant(scope, before: ir.Node, array: np.ndarray, name: str | None = 
     return out
 
 
-def make_node(scope, before: ir.Node, op_type: str, inputs, attrs: dict | None = None,
-              num_outputs: int = 1, domain: str = "") -> ir.Node:
-    """Insert ``op_type(inputs, **attrs)`` before ``before`` and return the new node."""
+def make_node(scope, before: ir.Node, op_type: str, inputs, attrs: dict | None = None) -> ir.Node:
+    """Insert the one-output ONNX-domain node ``op_type(inputs, **attrs)`` before ``before``; return it."""
     attributes = ir.convenience.convert_attributes({k: v for k, v in (attrs or {}).items() if v is not None})
-    node = ir.Node(domain, op_type, list(inputs), attributes, num_outputs=num_outputs)
+    node = ir.Node("", op_type, list(inputs), attributes, num_outputs=1)
     scope.insert_before(before, node)
     return node
 
