@@ -25,7 +25,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import ControlFlowError, user_source_line
-from onnxport.translate import symbolic
+from onnxport.translate import dtypes, symbolic
 from onnxport.translate.context import TranslationContext
 from onnxport.translate.graph import graph_output, set_meta_type, translate_nodes
 from onnxport.translate.program import DOMAIN
@@ -230,8 +230,6 @@ def as_input(ctx: TranslationContext, a: Any, ph: torch.fx.Node) -> ir.Value:
         return a
     val = ph.meta.get("val")
     if isinstance(val, torch.Tensor):
-        from onnxport.translate import dtypes
-
         return ctx.const(np.asarray(a, dtype=dtypes.onnx_dtype(val.dtype).numpy()))
     return ctx.const(np.asarray(a, dtype=np.bool_ if isinstance(a, bool) else np.int64))
 

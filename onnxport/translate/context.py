@@ -13,7 +13,7 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
-from onnxport.translate import dtypes
+from onnxport.translate import dtypes, symbolic
 
 _SOURCE_KEY = "source"
 
@@ -178,14 +178,10 @@ class TranslationContext:
 
     def dim(self, x: ir.Value, axis: int) -> ir.Value:
         """Size of ``x`` along ``axis`` as a 0-d int64 value (its 1-D form remembered)."""
-        from onnxport.translate import symbolic
-
         return symbolic.dim_of(self, x, axis)
 
     def shape_list(self, items: Sequence[Any]) -> ir.Value:
         """A 1-D int64 value from a list of Python ints and 0-d int64 values (SymInts)."""
-        from onnxport.translate import symbolic
-
         return symbolic.shape_list(self, items)
 
     def rank(self, x: ir.Value) -> int:
