@@ -13,11 +13,13 @@ from typing import Any
 
 import torch
 
-from onnxport.capture_patches import record_specializations, size_oblivious, symbolic_math
-from onnxport.dynamic_shapes import (DeclaredDim, declared_dims, flat_names, positive_axes, signature_names,
-                                     spec_for, string_names, to_dims)
+from onnxport.capture_guards import decide_captured, size_vars, violation_ranges
+from onnxport.capture_patches import record_guards, record_specializations, size_oblivious, symbolic_math
+from onnxport.dynamic_shapes import (DeclaredDim, declared_dims, flat_names, other_axes_auto, positive_axes,
+                                     signature_names, spec_for, string_names, to_dims)
 from onnxport.eager_paths import transformer_encoder_as_eager
 from onnxport.errors import CaptureError, DynamicShapesError, ExportError, SpecializationError, last_user_frame
+from onnxport.guards import Guard, excluded_text, range_guard
 from onnxport.translate import registry
 
 
@@ -28,6 +30,12 @@ class Captured:
     program: torch.export.ExportedProgram
     input_names: list[str]  # flat names of the user inputs, in placeholder order (tensors and constants)
     declared: list[DeclaredDim]
+    guards: list[Guard] = dataclasses.field(default_factory=list)  # every size condition decided
+
+    @property
+    def constraints(self) -> list[Guard]:
+        """The conditions adopted as constraints of the export (``time % 4 == 0``)."""
+        return [g for g in self.guards if g.status == "adopted"]
 
 
 def _source_matches(sources: list[str], input_name: str, axis: int, top_name: str) -> bool:
@@ -66,7 +74,7 @@ def _specialization_error(d: DeclaredDim, value: int | None, where: str | None, 
 
 # ---------------------------------------------------------------------------------- capture
 def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, strict: bool = False,
-            rewritten: bool = False) -> Captured:
+            rewritten: bool = False, other_axes: str = "static") -> Captured:
     """Run ``torch.export.export`` and check that every declared dynamic axis stayed symbolic.
 
     Args:
@@ -75,6 +83,8 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         dynamic_shapes: any form ``torch.export.export`` takes, with plain strings as dim names.
         strict: use torch.export's strict (TorchDynamo) mode.
         rewritten: the model's control flow was already rewritten (the hints then say what is left).
+        other_axes: ``"static"`` (axes ``dynamic_shapes`` does not name keep the example's size, as
+            in torch.export) or ``"auto"`` (they are ``Dim.AUTO``: dynamic where the model allows).
 
     Raises:
         DynamicShapesError: the spec names unknown inputs or axes, or is malformed.
@@ -94,59 +104,105 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         raise CaptureError(f"to_onnx takes a torch.nn.Module or an ExportedProgram, not {type(model).__name__}")
     top = signature_names(model, args, kwargs)
     strings = string_names(dynamic_shapes)
-    ranges: dict[str, tuple] = {}  # ranges torch requires of dims the user named without one
+    ranges: dict[str, tuple] = {}  # ranges adopted for dims named without one (a conv stack needs time >= 7)
+    adopted: dict[str, Guard] = {}
 
-    def torch_spec_for(spec):
+    if other_axes not in ("static", "auto"):
+        raise DynamicShapesError(f"other_axes must be 'static' or 'auto', not {other_axes!r}")
+
+    def per_input(spec) -> dict[str, Any]:
         per = spec_for(spec, top)
         normalized = {n: positive_axes(v, per.get(n)) for n, v in top}
-        if isinstance(spec, dict):
+        if other_axes == "auto":
+            normalized = {n: other_axes_auto(v, normalized[n]) for n, v in top}
+        return normalized
+
+    def torch_spec_for(spec):
+        normalized = per_input(spec)
+        if isinstance(spec, (list, tuple)):
+            return type(spec)(normalized[n] for n, _ in top)
+        if isinstance(spec, dict) or other_axes == "auto":
             return {n: normalized[n] for n, _ in top}
-        return type(spec)(normalized[n] for n, _ in top) if isinstance(spec, (list, tuple)) else spec
+        return spec
 
     spec = to_dims(dynamic_shapes, {})
-    declared = declared_dims(top, spec_for(spec, top))
+    declared = declared_dims(top, per_input(spec), strings)
     flat = flat_names(top)
     names = [f for f, _, _ in flat]
     records: list = []
+    events: list = []
     leaves = {f: leaf for f, leaf, _ in flat}
     small = any(isinstance(leaves.get(d.input_name), torch.Tensor) and leaves[d.input_name].shape[d.axis] in (0, 1)
                 for d in declared)
 
     def export(oblivious: bool) -> torch.export.ExportedProgram:
         torch._dynamo.reset()  # tracer state left by an earlier capture breaks nested control flow
+        records.clear()
+        events.clear()
         torch_spec = torch_spec_for(to_dims(dynamic_shapes, {}, ranges))
-        with record_specializations(records), symbolic_math(), size_oblivious(oblivious), \
+        with record_specializations(records), record_guards(events), symbolic_math(), size_oblivious(oblivious), \
                 registry.capture_hooks(), transformer_encoder_as_eager():
-            return torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict)
+            return torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict,
+                                       prefer_deferred_runtime_asserts_over_guards=True)
 
-    # attempts: as given; with the ranges torch requires of dims named by plain strings (a conv
-    # stack needs time >= 7); reasoning size-obliviously when a guard is only about sizes 0 and 1
+    # attempts: as given; with the ranges torch requires of dims named without one; reasoning
+    # size-obliviously when a guard is only about sizes 0 and 1
     oblivious, first = small, None
-    for _ in range(5):
+    for _ in range(6):
         try:
             program = export(oblivious)
             break
         except Exception as e:  # noqa: BLE001 - classified below, original chained
-            error = _classify(e, declared, records, top)
+            error = _classify(e, declared, records, top, events)
             if rewritten and isinstance(error, SpecializationError) and error.hint and \
                     "rewrite_control_flow" in error.hint:
                 error = SpecializationError(error.what, where=error.where, hint=_REWRITTEN_HINT)
+            if not isinstance(error, SpecializationError):
+                needed = {n: r for n, r in violation_ranges(str(e), events, declared, ranges).items()
+                          if ranges.get(n) != r[0]}
+                if needed:
+                    for n, (r, guard) in needed.items():
+                        ranges[n], adopted[n] = r, guard
+                    continue
             first = first or (error, e)
-            needed = {n: r for n, r in _required_ranges(str(e)).items() if n in strings and ranges.get(n) != r}
-            if needed:
-                ranges.update(needed)
+            suggested = {n: r for n, r in _required_ranges(str(e)).items() if n in strings and ranges.get(n) != r}
+            if suggested:
+                ranges.update(suggested)
             elif not oblivious and (_is_size_guard(error) or isinstance(error, SpecializationError)):
                 oblivious = True
             else:
                 raise first[0] from first[1]
     else:
         raise first[0] from first[1]
-    for name, (lo, hi) in ranges.items():
-        warnings.warn(f"dimension {name!r}: the model requires {name} in [{lo}, {hi if hi is not None else 'inf'}]; "
-                      f"the export holds for that range (give Dim({name!r}, min=..., max=...) to set it yourself)",
-                      UserWarning, stacklevel=3)
     _check_specialization(program, names, declared, records, top)
-    return Captured(program, names, declared)
+    placeholders = _user_placeholders(program)
+    variables = size_vars(program, placeholders, names, declared, ranges)
+    guards = [adopted[n] for n in adopted] + _suggested_guards(ranges, adopted, variables) + \
+        decide_captured(program, variables, events)
+    for guard in guards:
+        if guard.status == "adopted":
+            warnings.warn(adopted_warning(guard), UserWarning, stacklevel=3)
+    return Captured(program, names, declared, guards)
+
+
+def _suggested_guards(ranges: dict, adopted: dict, variables: dict) -> list[Guard]:
+    """Ranges taken from torch's suggested fixes (no recorded narrowing to decide them by)."""
+    by_name = {v.name: v for v in variables.values()}
+    out = []
+    for name, (lo, hi) in ranges.items():
+        if name not in adopted and name in by_name:
+            var = by_name[name]
+            out.append(range_guard(dataclasses.replace(var, lo=1, hi=None), lo or 1, hi, None))
+    return out
+
+
+def adopted_warning(guard: Guard) -> str:
+    """The one warning an adopted constraint gets: the constraint, the user's line, what it excludes."""
+    where = f" (required at {guard.where})" if guard.where else ""
+    names = ", ".join(guard.names)
+    return (f"the export holds for {guard.text} only{where}: it excludes {excluded_text(guard.excluded)}; "
+            f"onnxport adopted this constraint for {names} (ExportResult.constraints); declare "
+            f"Dim(name, min=..., max=...) to set the range yourself")
 
 
 def _top_name(d: DeclaredDim, top: list[tuple[str, Any]]) -> str:
@@ -156,14 +212,38 @@ def _top_name(d: DeclaredDim, top: list[tuple[str, Any]]) -> str:
     return d.input_name
 
 
-def _classify(e: Exception, declared: list[DeclaredDim], records: list, top) -> Exception:
+def _pinned(text: str, declared: list[DeclaredDim], events: list, top) -> SpecializationError | None:
+    """A range violation whose narrowed range is one size: the model's code pinned the dimension
+    (a Python loop over it, ``int()`` of it)."""
+    for name, source in re.findall(r"Not all values of (\w+) = (\S+) in the specified range", text):
+        pinned = [ev for ev in events if ev.kind == "range" and source in ev.sources and ev.upper == ev.lower]
+        d = next((d for d in declared if d.name == name), None)
+        if pinned and d is not None:
+            return _specialization_error(d, int(pinned[0].lower), pinned[0].branch or pinned[0].where, _top_name(d, top))
+    return None
+
+
+def _classify(e: Exception, declared: list[DeclaredDim], records: list, top, events: list = ()) -> Exception:
     inner = e
     while inner is not None and not isinstance(inner, ExportError):
         inner = inner.__cause__ or inner.__context__
     if isinstance(inner, ExportError):  # raised on purpose by a capture hook: keep it whole
         return inner
     text = str(e)
+    m = re.search(r"tracing inferred a static shape of (\d+) for dimension inputs\['(\w+)'\]\.shape\[(\d+)\]", text)
+    if m:  # Dim.DYNAMIC pinned to one size
+        value, top_name, axis = int(m.group(1)), m.group(2), int(m.group(3))
+        d = next((d for d in declared if d.input_name == top_name and d.axis == axis), None)
+        source = f"L['{top_name}'].size()[{axis}]"
+        pinned = [ev for ev in events if ev.kind == "range" and source in ev.sources and ev.upper == ev.lower]
+        where = (pinned[0].branch or pinned[0].where) if pinned else next(
+            (f for srcs, _, f in records if _source_matches(srcs, top_name, axis, top_name)), None)
+        if d is not None:
+            return _specialization_error(d, value, where, top_name)
     if "Constraints violated" in text or "specialized it to be a constant" in text:
+        pinned = _pinned(text, declared, events, top)
+        if pinned is not None:
+            return pinned
         m = re.search(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((-?\d+)\)", text)
         name, value = (m.group(1), int(m.group(2))) if m else (None, None)
         for d in declared:

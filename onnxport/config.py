@@ -99,12 +99,15 @@ class TensorDecl:
 
 @dataclasses.dataclass
 class DimRange:
-    """Sizes of one named dim: ``min``..``max`` inclusive, ``example`` for the export."""
+    """Sizes of one named dim: ``min``..``max`` inclusive, ``example`` for the export. ``ranged``:
+    the config set ``min`` or ``max`` itself (a condition of the model that cuts the range is then
+    refused; without one, onnxport adopts the condition with a warning, as for a plain-string dim)."""
 
     name: str
     min: int = _DEFAULT_MIN
     max: int = _DEFAULT_MAX
     example: int | None = None
+    ranged: bool = False
 
 
 @dataclasses.dataclass
@@ -121,6 +124,7 @@ class ExportConfig:
     optimize: bool = True
     strict: bool = False
     sizes: list[dict[str, int]] = dataclasses.field(default_factory=list)
+    sizes_given: bool = False  # the [validate] table lists the sizes (else they are generated)
     atol: float | None = None
     rtol: float | None = None
     source: str = "<dict>"
@@ -275,7 +279,8 @@ def _parse_dims(table: Any, where: str) -> dict[str, DimRange]:
                               hint=f"e.g. {name} = {{ min = 1, max = 64 }}")
         if any(not isinstance(v, int) or isinstance(v, bool) for v in spec.values()):
             raise ConfigError(f"{what}: min, max and example must be ints")
-        r = DimRange(name, spec.get("min", _DEFAULT_MIN), spec.get("max", _DEFAULT_MAX), spec.get("example"))
+        r = DimRange(name, spec.get("min", _DEFAULT_MIN), spec.get("max", _DEFAULT_MAX), spec.get("example"),
+                     ranged="min" in spec or "max" in spec)
         if r.min < 0 or r.min > r.max:
             raise ConfigError(f"{what}: min {r.min} and max {r.max} do not form a range")
         out[name] = r
@@ -380,6 +385,7 @@ def _parse_validate(cfg: ExportConfig, table: Any, where: str) -> None:
             raise ConfigError(f"{what}: equals the export's example sizes {example}",
                               hint="validate on other sizes, so that a size frozen by the export shows")
         out.append(full)
+    cfg.sizes_given = True
     cfg.sizes = out
 
 
@@ -450,7 +456,8 @@ def _zero_padding(x: torch.Tensor, xdecl: TensorDecl, ldecl: TensorDecl, lengths
 
 
 def dynamic_shapes(cfg: ExportConfig) -> dict[str, dict[int, Any]]:
-    """``dynamic_shapes`` for ``to_onnx``: one ``torch.export.Dim`` per dim name, with its range."""
+    """``dynamic_shapes`` for ``to_onnx``: a ``torch.export.Dim`` with its range per dim the config
+    gives a range, the plain name for the others (the conditions the model needs are then adopted)."""
     made: dict[str, Any] = {}
     out: dict[str, dict[int, Any]] = {}
     for name, decl in cfg.inputs.items():
@@ -459,7 +466,7 @@ def dynamic_shapes(cfg: ExportConfig) -> dict[str, dict[int, Any]]:
             if isinstance(d, str):
                 if d not in made:
                     r = cfg.dims[d]
-                    made[d] = torch.export.Dim(d, min=r.min, max=r.max)
+                    made[d] = torch.export.Dim(d, min=r.min, max=r.max) if r.ranged else d
                 axes[axis] = made[d]
         out[name] = axes
     return out

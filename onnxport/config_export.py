@@ -136,7 +136,7 @@ def export_from_config(config: Any, model: Any = None, checkpoint: Any = None, *
     t0 = time.perf_counter()
     sets = []
     runs = []
-    for i, sizes in enumerate(cfg.sizes):
+    for i, sizes in enumerate(_within_constraints(cfg, result.constraints)):
         label = "sizes " + sizes_text(sizes)
         kw = _forward_kwargs(module, cfg, make_inputs(cfg, sizes, seed=i + 1))
         got = contract.match_outputs(cfg, _eager(module, kw, label))
@@ -151,6 +151,26 @@ def export_from_config(config: Any, model: Any = None, checkpoint: Any = None, *
         result.validation = _validate(result, cfg, example_sizes, sets)
     step("validate", "done", time.perf_counter() - t0)
     return result
+
+
+def _within_constraints(cfg: ExportConfig, constraints: list) -> list[dict[str, int]]:
+    """The config's validation sizes under the export's adopted constraints: generated sets moved
+    to the nearest sizes that satisfy them; a set the config lists that breaks one is an error."""
+    from onnxport.sizes import respecting
+
+    if not constraints:
+        return list(cfg.sizes)
+    ranges = {n: (r.min, r.max) for n, r in cfg.dims.items()}
+    out = []
+    for sizes in cfg.sizes:
+        broken = [str(g) for g in constraints if not g.holds(sizes)]
+        if broken and cfg.sizes_given:
+            raise ContractError(f"[validate] sizes {sizes_text(sizes)} break the constraint {'; '.join(broken)} the "
+                                f"export adopted", hint="list sizes the model takes, or give the dim a range in [dims]")
+        moved = respecting(sizes, constraints, ranges) if broken else sizes
+        if moved is not None and moved not in out:
+            out.append(moved)
+    return out
 
 
 def _validate(result, cfg: ExportConfig, example_sizes: dict, sets: list):

@@ -26,12 +26,27 @@ class DeclaredDim:
     axis: int
     name: str  # the dimension's name (``x_rows``) or ``<input>_dim<axis>`` for AUTO/DYNAMIC
     strict: bool  # True for named Dims, strings and Dim.DYNAMIC: a constant here is an error
+    kind: str = "dim"  # "dim" (a Dim object), "string", "auto" (Dim.AUTO) or "dynamic" (Dim.DYNAMIC)
+    min: int = 0  # the declared range (a Dim's min/max; 0..None otherwise)
+    max: int | None = None
+
+    @property
+    def ranged(self) -> bool:
+        """The user gave this dimension a range of their own (``Dim(name, min=..., max=...)``):
+        a condition of the model that cuts it is refused, not adopted."""
+        return self.kind == "dim" and (self.min != 0 or self.max is not None)
 
 
 
 def to_dims(spec: Any, names: dict[str, Any], ranges: dict[str, tuple] | None = None) -> Any:
     """Replace every string in a dynamic_shapes spec by a ``Dim`` of that name (one per name),
-    with the ``(min, max)`` of ``ranges`` for the names listed there."""
+    with the ``(min, max)`` of ``ranges`` for the names listed there; a ``Dim`` object named in
+    ``ranges`` is replaced by one with that range."""
+    if type(spec) is Dim and spec.__name__ in (ranges or {}):
+        if spec.__name__ not in names:
+            lo, hi = ranges[spec.__name__]
+            names[spec.__name__] = Dim(spec.__name__, min=lo, max=hi)
+        return names[spec.__name__]
     if isinstance(spec, str):
         if not spec.isidentifier():
             raise DynamicShapesError(
@@ -139,7 +154,29 @@ def positive_axes(value: Any, spec: Any) -> Any:
     return spec
 
 
-def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any]) -> list[DeclaredDim]:
+def other_axes_auto(value: Any, spec: Any) -> Any:
+    """The spec of one input with every tensor axis it does not name made ``Dim.AUTO`` (dynamic
+    where the model allows it, static where torch.export specializes it)."""
+    if isinstance(value, torch.Tensor):
+        if isinstance(spec, dict):
+            named = dict(spec)
+        elif isinstance(spec, (list, tuple)):
+            named = dict(enumerate(spec))
+        else:
+            named = {}
+        return {a: named[a] if named.get(a) is not None else Dim.AUTO for a in range(value.dim())} or None
+    if isinstance(value, dict) and (spec is None or isinstance(spec, dict)):
+        return {k: other_axes_auto(v, (spec or {}).get(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and (spec is None or isinstance(spec, (list, tuple))):
+        items = [other_axes_auto(v, spec[i] if spec is not None and i < len(spec) else None) for i, v in enumerate(value)]
+        return type(spec)(items) if spec is not None else items
+    return spec
+
+
+def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any],
+                  strings: set[str] = frozenset()) -> list[DeclaredDim]:
+    """The axes declared dynamic in ``per_input`` (input name -> spec, strings already made
+    ``Dim``s; ``strings``: the names the user gave as plain strings)."""
     declared: list[DeclaredDim] = []
 
     def walk(prefix: str, value: Any, spec: Any) -> None:
@@ -162,9 +199,13 @@ def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any]) -> list
                     continue
                 if isinstance(d, type(Dim.AUTO)):
                     strict = d.type == Dim.DYNAMIC.type
-                    declared.append(DeclaredDim(prefix, axis, f"{prefix}_dim{axis}", strict))
+                    declared.append(DeclaredDim(prefix, axis, f"{prefix}_dim{axis}", strict,
+                                                "dynamic" if strict else "auto"))
+                elif d.__name__ in strings:
+                    declared.append(DeclaredDim(prefix, axis, d.__name__, True, "string"))
                 else:
-                    declared.append(DeclaredDim(prefix, axis, d.__name__, True))
+                    hi = None if int_oo_or_none(d.max) is None else int(d.max)
+                    declared.append(DeclaredDim(prefix, axis, d.__name__, True, "dim", int(getattr(d, "min", 0) or 0), hi))
             return
         if isinstance(value, dict) and isinstance(spec, dict):
             for k in value:
@@ -177,6 +218,16 @@ def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any]) -> list
         walk(name, value, per_input.get(name))
     check_same_name_same_size(declared, top)
     return declared
+
+
+def int_oo_or_none(value: Any) -> int | None:
+    """A Dim bound as an int, None for torch's ``int_oo`` / sympy infinity / None."""
+    if value is None:
+        return None
+    try:
+        return int(value) if abs(float(value)) != float("inf") else None
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def check_same_name_same_size(declared: list[DeclaredDim], top: list[tuple[str, Any]]) -> None:

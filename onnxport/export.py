@@ -28,6 +28,7 @@ def to_onnx(
     strict: bool = False,
     verbose: bool = False,
     rewrite_control_flow: bool = False,
+    other_axes: str = "static",
 ) -> ExportResult:
     """Export a PyTorch model to ONNX, keeping dynamic dimensions symbolic under the user's names.
 
@@ -49,6 +50,9 @@ def to_onnx(
         verbose: print one progress line per step with its duration.
         rewrite_control_flow: rewrite Python loops/branches over dynamic sizes into
             scan/cond/while_loop before capture (when available).
+        other_axes: ``"static"`` (default, torch.export's rule: an axis ``dynamic_shapes`` does not
+            name keeps the example's size) or ``"auto"`` (such axes are ``Dim.AUTO``: dynamic where
+            the model allows it, named ``<input>_dim<axis>``, static where it does not).
 
     Returns:
         ``ExportResult`` with ``.model`` (onnx_ir.Model), ``.model_proto``, ``.save()``, ``.validate()``.
@@ -56,6 +60,11 @@ def to_onnx(
     Raises:
         DynamicShapesError, SpecializationError, CaptureError, UnsupportedOpError,
         TranslationError, ControlFlowError (all ``onnxport.ExportError``).
+
+    Every condition on sizes the trace relies on is decided over the declared sizes (see
+    ``onnxport.guards``): proved ones are dropped, torch's 0/1 specializations kept (validation
+    looks there), conditions a dimension named without a range needs are adopted with a warning
+    (``result.constraints``), and conditions cutting an explicit ``Dim`` range are refused.
 
     Semantics: torch.export (https://pytorch.org/docs/stable/export.html) for capture; each ATen
     overload translated per the ONNX operator specs of the target opset.
@@ -94,7 +103,7 @@ def to_onnx(
         step("rewrite", t0)
     t0 = time.perf_counter()
     captured = capture_mod.capture(model, args, kwargs, dynamic_shapes, strict=strict,
-                                   rewritten=rewrite_control_flow)
+                                   rewritten=rewrite_control_flow, other_axes=other_axes)
     step("capture", t0)
     t0 = time.perf_counter()
     captured.program = capture_mod.decompose(captured.program, registry.lookup)
@@ -112,7 +121,7 @@ def to_onnx(
     t0 = time.perf_counter()
     from onnxport.finalize import finalize
 
-    finalize(ir_model, inline=inline)
+    finalize(ir_model, inline=inline, constraints=[str(g) for g in captured.constraints])
     step("finalize", t0)
     if isinstance(module, torch.export.ExportedProgram):
         module = module.module()

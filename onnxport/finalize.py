@@ -6,10 +6,16 @@ import onnx_ir as ir
 import onnx_ir.passes.common as common
 
 
-def finalize(model: ir.Model, *, inline: bool = False) -> ir.Model:
+CONSTRAINTS_KEY = "onnxport.constraints"  # model metadata: the constraints adopted on dynamic dims
+
+
+def finalize(model: ir.Model, *, inline: bool = False, constraints: list[str] | None = None) -> ir.Model:
     """Make ``model`` ready to serialize (in place): inlined functions when ``inline``, topological
-    order, unique value names, only the opsets in use."""
+    order, unique value names, only the opsets in use; the ``constraints`` adopted on its dynamic
+    dimensions (``time % 4 == 0``) in the metadata under ``onnxport.constraints``, joined by ``; ``."""
     _restore_output_types(model)
+    if constraints:
+        model.metadata_props[CONSTRAINTS_KEY] = "; ".join(constraints)
     if inline and model.functions:
         common.InlinePass()(model)
         common.RemoveUnusedFunctionsPass()(model)

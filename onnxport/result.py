@@ -42,6 +42,18 @@ class ExportResult:
         self._proto: onnx.ModelProto | None = None
 
     @property
+    def guards(self) -> list:
+        """Every condition on sizes the export relies on, decided (``onnxport.guards.Guard``:
+        proved, kept or adopted), with the user's line."""
+        return list(getattr(self.captured, "guards", None) or [])
+
+    @property
+    def constraints(self) -> list:
+        """The conditions adopted as constraints of the export (``time % 4 == 0``, ``time >= 5``):
+        the model is exported and validated for sizes that satisfy them."""
+        return [g for g in self.guards if g.status == "adopted"]
+
+    @property
     def model_proto(self) -> onnx.ModelProto:
         """The model as an ``onnx.ModelProto`` (serialized once, cached)."""
         if self._proto is None:
@@ -117,6 +129,7 @@ class ExportResult:
             return f"{v.name}: {dt}[{dims}]"
 
         opset = self.model.opset_imports.get("", None)
+        constraints = f", constraints=[{'; '.join(str(c) for c in self.constraints)}]" if self.constraints else ""
         return (f"ExportResult(inputs=[{'; '.join(sig(v) for v in g.inputs)}], "
                 f"outputs=[{'; '.join(sig(v) for v in g.outputs)}], nodes={self.count_nodes()}, "
-                f"functions={len(self.model.functions)}, opset={opset})")
+                f"functions={len(self.model.functions)}, opset={opset}{constraints})")

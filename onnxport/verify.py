@@ -22,6 +22,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.errors import ValidationError
+from onnxport.sizes import validation_sizes
 from onnxport.translate import symbolic
 
 _TOL = {  # (atol, rtol) per torch dtype
@@ -44,17 +45,26 @@ class Check:
     max_rel: float
     ok: bool
     note: str = ""
+    why: str = ""  # why these sizes: "minimum", "above the example", "kept guard (time // 4) != 1"
+    rejected: bool = False  # eager PyTorch refused these generated sizes: reported, not compared
 
 
 @dataclasses.dataclass
 class ValidationReport:
-    """Every comparison made; ``ok`` is True when all passed."""
+    """Every comparison made; ``ok`` is True when at least one comparison ran and every comparison
+    passed (generated sizes eager PyTorch itself rejects are listed in ``rejected``, not failures)."""
 
     checks: list[Check]
 
     @property
     def ok(self) -> bool:
-        return bool(self.checks) and all(c.ok for c in self.checks)
+        compared = [c for c in self.checks if not c.rejected]
+        return bool(compared) and all(c.ok for c in compared)
+
+    @property
+    def rejected(self) -> list[Check]:
+        """Generated size sets eager PyTorch refused (the model does not take them)."""
+        return [c for c in self.checks if c.rejected]
 
     @property
     def max_abs(self) -> float:
@@ -66,12 +76,18 @@ class ValidationReport:
 
     def __str__(self) -> str:
         head = ("inputs", "sizes", "output", "shape", "max abs", "max rel", "pass")
-        rows = [head] + [(c.inputs, c.sizes, c.output, "x".join(map(str, c.shape)) or "()", f"{c.max_abs:.2e}",
-                          f"{c.max_rel:.2e}", ("ok" if c.ok else "FAIL") + (f" {c.note}" if c.note else ""))
+        rows = [head] + [(c.inputs, c.sizes + (f" ({c.why})" if c.why else ""), c.output,
+                          "x".join(map(str, c.shape)) or "()", f"{c.max_abs:.2e}", f"{c.max_rel:.2e}",
+                          ("eager rejects" if c.rejected else "ok" if c.ok else "FAIL") + (f" {c.note}" if c.note else ""))
                          for c in self.checks]
         widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
         lines = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
+        failed = [c for c in self.checks if not c.ok and not c.rejected]
+        if failed and all(c.why == "minimum" for c in failed):
+            lines.append("note: only the minimum sizes fail: torch.export traces a model assuming dynamic sizes >= 2 "
+                         "(its 0/1 specialization) unless an example has size 1; export with an example of size 1 on "
+                         "those dims, or declare Dim(name, min=2)")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -116,23 +132,16 @@ def _symbol_examples(result) -> tuple[dict, dict, dict]:
 
 
 def default_sizes(result) -> list[dict]:
-    """Two size assignments other than the example: symbol -> size."""
-    examples, ranges, _ = _symbol_examples(result)
-    if not examples:
-        return []
-    out = []
-    # each dimension moves by its own amount, so that dims equal in the example differ here
-    for k, grow in enumerate((lambda e, j: e + 1 + j, lambda e, j: 2 * e + 3 + 2 * j)):
-        sizes = {}
-        for j, (sym, e) in enumerate(examples.items()):
-            lo, hi = ranges.get(sym, (0, 1 << 30))
-            lo = max(lo, 2)
-            s = grow(e, j)
-            if s > hi:
-                s = max(lo, e - 1 - k)
-            sizes[sym] = int(min(max(s, lo), hi))
-        out.append(sizes)
-    return out
+    """The default size assignments other than the example (symbol -> size); see
+    ``onnxport.sizes.validation_sizes``."""
+    return [sizes for _, sizes in default_size_sets(result)]
+
+
+def default_size_sets(result) -> list[tuple[str, dict]]:
+    """``[(why, {symbol: size})]``: below and above the example and at every guard's boundary,
+    within the export's ranges and adopted constraints."""
+    examples, ranges, names = _symbol_examples(result)
+    return validation_sizes(examples, ranges, names, result.guards)
 
 
 def make_inputs(result, sizes: dict, seed: int = 0) -> tuple[tuple, dict]:
@@ -305,19 +314,19 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, atol: float | Non
 def _compare_sets(result, module, runner, inputs, sizes, atol, rtol, include_example) -> "ValidationReport":
     names = [v.name for v in result.model.graph.outputs if not v.name.endswith(".updated")]
     examples, _, user_names = _symbol_examples(result)
-    sets: list[tuple[str, str, tuple]] = []
+    sets: list[tuple[str, str, str, tuple]] = []  # label, sizes, why, (args, kwargs)
     if include_example:
-        sets.append(("example", _fmt_sizes(examples, user_names), result.example))
-    size_sets = default_sizes(result) if sizes is None else [_resolve_sizes(result, s, examples, user_names)
-                                                             for s in sizes]
-    for i, s in enumerate(size_sets):
-        sets.append((f"sizes {i + 1}", _fmt_sizes(s, user_names), make_inputs(result, s, seed=i + 1)))
+        sets.append(("example", _fmt_sizes(examples, user_names), "", result.example))
+    size_sets = default_size_sets(result) if sizes is None else [("", _resolve_sizes(result, s, examples, user_names))
+                                                                 for s in sizes]
+    for i, (why, s) in enumerate(size_sets):
+        sets.append((f"sizes {i + 1}", _fmt_sizes(s, user_names), why, make_inputs(result, s, seed=i + 1)))
     for i, extra in enumerate(inputs or []):
-        sets.append((f"inputs {i + 1}", "", _input_set(extra)))
+        sets.append((f"inputs {i + 1}", "", "", _input_set(extra)))
     checks: list[Check] = []
     mutates = any(s.kind.name != "USER_OUTPUT" for s in result.program.graph_signature.output_specs) \
         if result.program is not None else True
-    for label, size_text, (args, kwargs) in sets:
+    for label, size_text, why, (args, kwargs) in sets:
         # eager may mutate its inputs and buffers: run it on copies so every set starts fresh
         feed_args, feed_kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), (args, kwargs))
         with warnings.catch_warnings():
@@ -327,24 +336,25 @@ def _compare_sets(result, module, runner, inputs, sizes, atol, rtol, include_exa
             with torch.no_grad():
                 expected = _tensor_leaves(run_module(*feed_args, **feed_kwargs))
         except Exception as e:  # noqa: BLE001 - eager refusing these inputs is reported, not raised
+            generated = label.startswith("sizes")
             checks.append(Check(label, size_text, "*", (), float("nan"), float("nan"), False,
                                 f"eager PyTorch failed on these inputs: {type(e).__name__}: "
-                                f"{str(e).splitlines()[0][:160] if str(e) else ''}"))
+                                f"{str(e).splitlines()[0][:160] if str(e) else ''}", why, rejected=generated))
             continue
         try:
             got = runner.run(_tensor_leaves((args, kwargs)))
         except Exception as e:  # noqa: BLE001 - a runtime failure is a failed check, reported
             checks.append(Check(label, size_text, "*", (), float("nan"), float("nan"), False,
-                                f"onnxruntime failed: {str(e).splitlines()[0][:200]}"))
+                                f"onnxruntime failed: {str(e).splitlines()[0][:200]}", why))
             continue
         got = got[:len(names)]
         if len(got) != len(expected):
             checks.append(Check(label, size_text, "*", (), float("nan"), float("nan"), False,
-                                f"{len(got)} ONNX outputs for {len(expected)} eager outputs"))
+                                f"{len(got)} ONNX outputs for {len(expected)} eager outputs", why))
             continue
         for name, e, g in zip(names, expected, got):
             ma, mr, ok, note = compare(to_numpy(e), g, e.dtype, atol, rtol)
-            checks.append(Check(label, size_text, name, tuple(e.shape), ma, mr, ok, note))
+            checks.append(Check(label, size_text, name, tuple(e.shape), ma, mr, ok, note, why))
     return ValidationReport(checks)
 
 
@@ -377,6 +387,12 @@ def _resolve_sizes(result, sizes: dict, examples: dict, user_names: dict) -> dic
             raise ValidationError(f"size {value} for {name!r} is outside the range [{lo}, {hi}] the export allows",
                                   hint=f"choose {name} within [{lo}, {hi}] or widen the Dim's min/max at export")
         out[sym] = int(value)
+    named = {user_names.get(k, str(k)): v for k, v in out.items()}
+    broken = [g for g in result.constraints if not g.holds(named)]
+    if broken:
+        raise ValidationError(f"sizes {_fmt_sizes(out, user_names)} break the export's constraint "
+                              f"{'; '.join(str(g) for g in broken)}",
+                              hint="choose sizes that satisfy result.constraints (the export holds only there)")
     return out
 
 

@@ -19,7 +19,9 @@ Two forms are rewritten (source form)::
 In the assignment form, the outputs are the names a branch binds that are read after the block; a
 branch that does not bind one passes its earlier value through. Semantics: PyTorch
 ``torch.cond(pred, true_fn, false_fn, operands)`` (both branches return the same structure, dtypes
-and ranks). A condition that is not a tensor keeps Python's ``if``.
+and ranks). A condition on symbolic sizes (``if x.shape[1] <= 8:``) becomes ``torch.cond`` on the
+SymBool, so the ONNX model holds both branches (``If`` on a shape expression); a condition that is
+neither a tensor nor a SymBool keeps Python's ``if``.
 """
 
 from __future__ import annotations
@@ -38,12 +40,16 @@ _EXITS = (ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Global, ast.Non
 
 
 def run_cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any], *, where: str = "") -> Any:
-    """Run a rewritten ``if``: ``torch.cond`` while tracing with a one-element tensor condition,
-    Python's ``if`` otherwise (eager mode, Python bools, SymBools)."""
-    if not (_tracing() and isinstance(pred, torch.Tensor)):
+    """Run a rewritten ``if``: ``torch.cond`` while tracing with a one-element tensor condition or a
+    condition on symbolic sizes (a SymBool: ``x.shape[1] <= 8``), Python's ``if`` otherwise (eager
+    mode, Python bools)."""
+    if not (_tracing() and isinstance(pred, (torch.Tensor, torch.SymBool))):
         return then_fn() if pred else else_fn()
-    p = pred.reshape(())
-    p = p if p.dtype == torch.bool else p != 0
+    if isinstance(pred, torch.SymBool):
+        p = pred
+    else:
+        p = pred.reshape(())
+        p = p if p.dtype == torch.bool else p != 0
 
     def clone(fn):
         return lambda: pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, fn())

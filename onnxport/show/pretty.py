@@ -4,6 +4,7 @@ Layout::
 
     model: ir_version=10, producer=onnxport 0.1.0
     opsets: ''=20, local=1
+    constraints: time % 4 == 0          (the export's adopted constraints, when it has some)
     == graph 'main_graph' ==
     input   x: float32[batch, 16]
     init    w: float32[16, 16] [0.1, -0.2, 0.3, ...]
@@ -27,6 +28,7 @@ from typing import Any
 
 import onnx_ir as ir
 
+from onnxport.finalize import CONSTRAINTS_KEY
 from onnxport.show import summary as S
 from onnxport.show.load import Loaded, load
 
@@ -74,6 +76,9 @@ class _Renderer:
                 head.append(f"producer={root.producer_name} {root.producer_version or ''}".rstrip())
             self.lines.append("model: " + ", ".join(head))
             self.lines.append("opsets: " + _opsets(root.opset_imports))
+            constraints = root.metadata_props.get(CONSTRAINTS_KEY)
+            if constraints:
+                self.lines.append("constraints: " + constraints)
         for note in loaded.notes:
             self.lines.append(f"# note: {note}")
         if isinstance(root, ir.Model):

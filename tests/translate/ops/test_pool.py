@@ -186,7 +186,7 @@ def test_ceil_mode_partly_static_sizes(height):
 
 def test_max_pool1d_after_strided_conv_keeps_time_dynamic():
     """max_pool1d's traced kernel would pin the length; the range torch needs (time >= 7) is adopted
-    for the plain-string dim and said in a warning."""
+    for the plain-string dim, said in a warning and listed in the result's constraints."""
     import warnings
 
     model = torch.nn.Sequential(torch.nn.Conv1d(4, 8, 3, stride=2), torch.nn.ReLU(), torch.nn.MaxPool1d(3, 2))
@@ -195,4 +195,5 @@ def test_max_pool1d_after_strided_conv_keeps_time_dynamic():
         r = check_export(model, (torch.randn(2, 4, 41),), {"input": {0: "batch", 2: "time"}},
                          sizes=[{"batch": 1, "time": 7}, {"batch": 3, "time": 100}])
     assert [str(d) for d in r.model.graph.inputs[0].shape] == ["batch", "4", "time"]
-    assert any("time" in str(w.message) and "[7," in str(w.message) for w in caught)
+    assert any("time >= 7" in str(w.message) for w in caught)
+    assert [str(c) for c in r.constraints] == ["time >= 7"]

@@ -1,0 +1,388 @@
+"""Shape guards: every condition on sizes torch.export's trace relies on, decided over the sizes
+the user declared.
+
+While tracing, torch.export assumes conditions on the symbolic sizes (``2*(time//2) < time + 1``
+for a ceil-mode pool, ``time//4 != 1`` where it chose not to broadcast, ``time >= 4`` where an
+operator needs a minimum). Captured with deferred runtime assertions, these conditions come back
+as ``GuardEvent``s; here each one is decided, exactly, over the declared ranges:
+
+* **proved**: true for every declared size (by sympy's range analysis, or by evaluating it with
+  Python integers at every size from the minimum up to ``EXHAUSTIVE`` and at sizes spread beyond,
+  or on a grid when it involves several dimensions). Dropped without a message.
+* **kept**: a condition torch assumes to choose among equivalent traces, not one the model needs
+  (two sizes differ, ``time//4 != 1``; its 0/1 specialization, ``batch*time > 1``). The trace is
+  usually right at the excluded sizes too: they stay in the export's range, and validation
+  compares onnxruntime with eager PyTorch on both sides.
+* **adopted**: true on part of the range (``time >= 5``, ``time % 4 == 0``) for a dimension the user
+  named without a range (a plain string, ``Dim.AUTO``, ``Dim.DYNAMIC``, ``Dim(name)``): it becomes a
+  constraint of the export, stated in one warning, in ``ExportResult.constraints`` and in the ONNX
+  metadata.
+* **refused**: the same for a dimension whose explicit ``Dim(name, min=..., max=...)`` range it
+  cuts (``DynamicShapesError`` naming the line, the condition and the first excluded sizes), or a
+  condition the user's own code branched on (``SpecializationError`` naming the ``if``).
+
+Semantics: torch.export's symbolic shapes (``torch.fx.experimental.symbolic_shapes``), with sizes
+as Python integers (``//`` floors, ``%`` is Python's modulo, division by zero excludes a size).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import math
+from typing import Any, Iterable
+
+import sympy
+
+EXHAUSTIVE = 4096  # one dimension: every size from its minimum up to this
+SPREAD_TO = 1 << 24  # ... and sizes spread geometrically beyond, up to this
+GRID_POINTS = 20_000  # several dimensions: at most this many combinations
+SMALL = 256  # a 0/1-specialization guard excludes sizes below this only
+SHOWN = 6  # excluded sizes named in a message
+
+
+@dataclasses.dataclass(frozen=True)
+class SizeVar:
+    """One dynamic dimension as the user declared it."""
+
+    symbol: sympy.Symbol  # torch's symbol (``s27``)
+    name: str  # the user's name (``time``)
+    lo: int  # declared minimum (at least 1)
+    hi: int | None  # declared maximum, None for unbounded
+    adoptable: bool  # named without a range: constraints the model needs are adopted, not refused
+
+    def sizes(self, limit: int) -> list[int]:
+        """Sizes checked for this dimension: every size from ``lo`` up to ``limit``, then sizes
+        spread geometrically up to the maximum (or ``SPREAD_TO``)."""
+        top = self.hi if self.hi is not None else SPREAD_TO
+        out = list(range(self.lo, min(top, limit) + 1))
+        s = max(limit, self.lo)
+        while s < top:
+            s = min(top, int(s * 1.5) + 7)
+            out.append(s)
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Guard:
+    """One condition on sizes the export relies on, and how onnxport decided it.
+
+    ``text`` reads in the user's dim names (``time % 4 == 0``, ``time >= 4``); ``status`` is
+    ``"proved"``, ``"kept"`` or ``"adopted"``; ``excluded`` lists the first size assignments the
+    condition excludes (``({"time": 1}, {"time": 2})``); ``boundary`` the assignments on each side
+    of its boundary, where validation looks; ``python`` the condition as a Python expression over
+    the dim names (``holds()`` evaluates it).
+    """
+
+    text: str
+    status: str
+    where: str | None
+    excluded: tuple = ()
+    boundary: tuple = ()
+    method: str = ""
+    python: str = "True"
+    names: tuple = ()
+
+    def __str__(self) -> str:
+        return self.text
+
+    def holds(self, sizes: dict[str, int]) -> bool:
+        """Whether the condition holds for ``sizes`` (dim name -> size; names it does not read
+        may be missing; a name it reads that is missing counts as holding)."""
+        if any(n not in sizes for n in self.names):
+            return True
+        return _call(_compile(self.python, self.names), [sizes[n] for n in self.names])
+
+    def describe(self) -> str:
+        """One line: the condition, what decided it, the sizes it excludes and the user's line."""
+        parts = [f"{self.text} ({self.status}; {self.method})"]
+        if self.excluded:
+            parts.append(f"excludes {excluded_text(self.excluded)}")
+        if self.where:
+            parts.append(f"at {self.where}")
+        return ", ".join(parts)
+
+
+@dataclasses.dataclass
+class Outcome:
+    """The result of checking one condition: the assignments it excludes among those checked."""
+
+    symbols: tuple
+    excluded: list  # tuples of sizes, in ``symbols`` order
+    checked: int
+    method: str
+    complete: bool = True  # every checked assignment is listed in ``excluded`` (not truncated)
+    evaluable: bool = True  # False: the condition could not be computed with Python integers
+
+
+# ------------------------------------------------------------------------------ evaluation
+@functools.lru_cache(maxsize=4096)
+def _compile(python: str, names: tuple) -> Any:
+    import torch  # the printer writes torch.sym_float(...) for float casts of sizes
+
+    return eval(f"lambda {', '.join(names) or '_unused=0'}: {python}", {"math": math, "torch": torch})  # noqa: S307
+
+
+def _call(fn, args) -> bool:
+    try:
+        return bool(fn(*args))
+    except (ZeroDivisionError, ValueError, OverflowError, ArithmeticError):
+        return False  # a size where the condition cannot even be computed fails at run time too
+
+
+def python_text(expr: sympy.Basic, rename: dict | None = None) -> str:
+    """``expr`` as a Python expression (``//``, ``%``, ``==``), symbols renamed per ``rename``."""
+    from torch.utils._sympy.printers import PythonPrinter
+
+    if rename:
+        expr = expr.xreplace({s: sympy.Symbol(n, integer=True) for s, n in rename.items()})
+    return PythonPrinter().doprint(expr)
+
+
+def check(expr: sympy.Basic, variables: dict[sympy.Symbol, SizeVar]) -> Outcome:
+    """Evaluate the boolean ``expr`` over the declared sizes of its symbols.
+
+    One symbol: every size from its minimum up to ``EXHAUSTIVE``, then sizes spread beyond; several:
+    a grid of at most ``GRID_POINTS`` combinations. sympy's range analysis decides first when it can.
+    """
+    symbols = tuple(sorted(expr.free_symbols, key=str))
+    if _proved_by_ranges(expr, [variables[s] for s in symbols]):
+        return Outcome(symbols, [], 0, "proved by range analysis")
+    names = tuple(f"v{i}" for i in range(len(symbols)))
+    try:
+        fn = _compile(python_text(expr, dict(zip(symbols, names))), names)
+        _call(fn, [variables[s].lo for s in symbols])
+    except Exception as e:  # noqa: BLE001 - a form the printer or Python cannot compute
+        return Outcome(symbols, [], 0, f"not computable with integers ({type(e).__name__})", evaluable=False)
+    if len(symbols) == 1:
+        sizes = [variables[symbols[0]].sizes(EXHAUSTIVE)]
+        method = _sizes_text(sizes[0])
+    else:
+        per = max(2, int(GRID_POINTS ** (1 / len(symbols))))
+        sizes = [_grid_axis(variables[s], per) for s in symbols]
+        method = f"a grid of {math.prod(len(s) for s in sizes)} size combinations"
+    excluded, checked = [], 0
+    for point in itertools.product(*sizes):
+        checked += 1
+        if not _call(fn, point):
+            excluded.append(point)
+    return Outcome(symbols, excluded, checked, method)
+
+
+def _proved_by_ranges(expr: sympy.Basic, variables: list[SizeVar]) -> bool:
+    from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
+
+    ranges = {v.symbol: ValueRanges(v.lo, v.hi if v.hi is not None else sympy.oo) for v in variables}
+    try:
+        bound = bound_sympy(expr, ranges)
+    except Exception:  # noqa: BLE001 - an expression range analysis cannot take is evaluated instead
+        return False
+    return bool(bound.lower is sympy.true or bound.lower == True)  # noqa: E712 - sympy booleans
+
+
+def _grid_axis(var: SizeVar, per: int) -> list[int]:
+    dense = var.sizes(var.lo + max(2, per * 2 // 3) - 1)
+    return sorted(set(dense[:per]))
+
+
+def _sizes_text(sizes: list[int]) -> str:
+    dense = 0
+    while dense + 1 < len(sizes) and sizes[dense + 1] == sizes[dense] + 1:
+        dense += 1
+    extra = len(sizes) - dense - 1
+    text = f"every size {sizes[0]}..{sizes[dense]}"
+    return text + (f" and {extra} larger up to {sizes[-1]}" if extra else "")
+
+
+# ------------------------------------------------------------------------------ reading a result
+def excluded_text(excluded: Iterable[dict], limit: int = SHOWN) -> str:
+    """``time = 1, 2, 3`` or ``(batch=1, time=3), (batch=1, time=4)``, the first ``limit`` of them."""
+    items = list(excluded)
+    shown = items[:limit]
+    more = ", ..." if len(items) > limit else ""
+    if shown and all(len(d) == 1 for d in shown) and len({next(iter(d)) for d in shown}) == 1:
+        name = next(iter(shown[0]))
+        return f"{name} = " + ", ".join(str(d[name]) for d in shown) + more
+    return ", ".join("(" + ", ".join(f"{k}={v}" for k, v in d.items()) + ")" for d in shown) + more
+
+
+def kept_kind(expr: sympy.Basic, outcome: Outcome) -> bool:
+    """A condition torch assumes to pick one trace among equivalent ones, not one the model needs:
+    ``a != b`` (two sizes differ: "is this size 1?", "is this slice the whole axis?"), and
+    ``e > 1`` / ``e >= 2`` of a size expression excluding a few small sizes only (its 0/1
+    specialization). Eager PyTorch usually runs the same computation at the excluded sizes, so
+    they stay in the export's range and validation compares onnxruntime with eager there."""
+    if not outcome.excluded:
+        return False
+    if isinstance(expr, sympy.Ne):
+        return True
+    if any(max(p) >= SMALL for p in outcome.excluded) or not outcome.complete:
+        return False
+    if isinstance(expr, (sympy.StrictGreaterThan, sympy.StrictLessThan, sympy.GreaterThan, sympy.LessThan)):
+        big, small = (expr.lhs, expr.rhs) if isinstance(expr, (sympy.StrictGreaterThan, sympy.GreaterThan)) \
+            else (expr.rhs, expr.lhs)
+        strict = isinstance(expr, (sympy.StrictGreaterThan, sympy.StrictLessThan))
+        return small.is_Integer and not big.is_Integer and (int(small) == 1 if strict else int(small) == 2)
+    return False
+
+
+def readable(expr: sympy.Basic, outcome: Outcome, variables: dict[sympy.Symbol, SizeVar]) -> tuple[str, str, tuple]:
+    """``(text, python, names)`` of the condition in the user's names: ``text`` a simple form
+    (``time >= 4``, ``time % 4 == 0``, ``time <= 8``) when one matches every checked size exactly,
+    else the expression; ``python`` always the expression itself."""
+    rename = {s: variables[s].name for s in outcome.symbols}
+    names = tuple(rename[s] for s in outcome.symbols)
+    python = python_text(expr, rename)
+    if len(outcome.symbols) == 1 and outcome.excluded:
+        var = variables[outcome.symbols[0]]
+        simple = _simple_form(var, {p[0] for p in outcome.excluded})
+        if simple is not None:
+            return simple, python, names
+    return python, python, names
+
+
+def _simple_form(var: SizeVar, excluded: set[int]) -> str | None:
+    sizes = var.sizes(EXHAUSTIVE)
+    allowed = [s for s in sizes if s not in excluded]
+    if not allowed:
+        return None
+    n = var.name
+    candidates = [f"{n} >= {allowed[0]}", f"{n} <= {allowed[-1]}", f"{n} >= {allowed[0]} and {n} <= {allowed[-1]}"]
+    dense = [s for s in sizes if s <= EXHAUSTIVE]
+    for p in range(2, 65):
+        residues = sorted({s % p for s in dense if s not in excluded and s >= allowed[0] + p})
+        if not residues or len(residues) == p:
+            continue
+        mod = f"{n} % {p} == {residues[0]}" if len(residues) == 1 else f"{n} % {p} in {tuple(residues)}"
+        candidates += [mod, f"{mod} and {n} >= {allowed[0]}"]
+    for text in candidates:
+        fn = _compile(text, (n,))
+        if all(_call(fn, (s,)) == (s not in excluded) for s in sizes):
+            return text
+    return None
+
+
+def boundary_points(expr: sympy.Basic, outcome: Outcome, status: str, variables: dict) -> tuple:
+    """Size assignments (in ``outcome.symbols`` order) where validation looks: for a condition
+    that excludes sizes, the allowed neighbours of its first excluded run (and, when kept, the
+    first excluded size itself); for a proved condition of one symbol that divides it (``time//4``),
+    the two sizes around the first multiple of the divisor past the minimum."""
+    if len(outcome.symbols) != 1:
+        return tuple(outcome.excluded[:1]) if status == "kept" else ()
+    lo = variables[outcome.symbols[0]].lo
+    if not outcome.excluded:
+        divisors = sorted({int(a.args[1]) for a in expr.atoms(sympy.Function)
+                           if len(a.args) == 2 and a.args[1].is_Integer and int(a.args[1]) >= 2})
+        out = []
+        for d in divisors[:2]:
+            m = d * max(1, -(-(max(lo, 2) + 1) // d))
+            out += [(m - 1,), (m,)]
+        return tuple(out)
+    excluded = {p[0] for p in outcome.excluded}
+    first = min(excluded)
+    end = first
+    while end + 1 in excluded:
+        end += 1
+    pts = [first - 1, end + 1] + ([first] if status == "kept" else [])
+    return tuple((p,) for p in pts if p >= lo and (p not in excluded or status == "kept"))
+
+
+# ------------------------------------------------------------------------------ decisions
+def decide(conditions: list[tuple[sympy.Basic, str | None, str | None]],
+           variables: dict[sympy.Symbol, SizeVar]) -> list[Guard]:
+    """Decide each ``(condition, user line, branching line)``; returns the ``Guard``s in the order
+    decided (simple conditions first, each checked only on the sizes earlier adoptions allow).
+
+    Raises:
+        SpecializationError: a condition the user's own code branched on excludes declared sizes.
+        DynamicShapesError: a condition excludes sizes of an explicit ``Dim`` range.
+    """
+    checked = []
+    seen = set()
+    for expr, where, branch in conditions:
+        if not isinstance(expr, sympy.Basic) or expr in (sympy.true, sympy.false) or not expr.free_symbols \
+                or not expr.free_symbols <= variables.keys() or str(expr) in seen:
+            continue
+        seen.add(str(expr))
+        outcome = check(expr, variables)
+        checked.append((expr, where, branch, outcome, readable(expr, outcome, variables)))
+    # conditions the model may need first (simplest first), torch's "these sizes differ" ones last,
+    # so each is checked on the sizes the adopted constraints leave
+    checked.sort(key=lambda c: (isinstance(c[0], sympy.Ne), len(c[3].symbols), c[4][0] == c[4][1], len(c[4][0])))
+    guards: list[Guard] = []
+    for expr, where, branch, outcome, (text, python, names) in checked:
+        adopted = [g for g in guards if g.status == "adopted"]
+        points = [p for p in outcome.excluded if _allowed(p, outcome.symbols, variables, adopted)]
+        outcome = dataclasses.replace(outcome, excluded=points)
+        excluded = tuple({variables[s].name: v for s, v in zip(outcome.symbols, p)} for p in points[:SHOWN + 1])
+        if not outcome.evaluable:  # undecided: the sizes stay, validation looks
+            guards.append(Guard(python, "kept", where, (), (), outcome.method, "True", ()))
+            continue
+        if not points:
+            method = outcome.method + (" with the adopted constraints" if adopted and outcome.checked else "")
+            guards.append(Guard(python, "proved", where, (), boundary_of(expr, outcome, "proved", variables), method,
+                                python, names))
+            continue
+        if branch:
+            raise branch_error(text, excluded, branch)
+        if kept_kind(expr, outcome):
+            status, text = "kept", python
+        elif all(variables[s].adoptable for s in outcome.symbols):
+            status = "adopted"
+        else:
+            raise range_error(text, excluded, where, [variables[s] for s in outcome.symbols])
+        guards.append(Guard(text, status, where, excluded, boundary_of(expr, outcome, status, variables), outcome.method,
+                            python, names))
+    return guards
+
+
+def _allowed(point: tuple, symbols: tuple, variables: dict, adopted: list[Guard]) -> bool:
+    sizes = {variables[s].name: v for s, v in zip(symbols, point)}
+    return all(g.holds(sizes) for g in adopted)
+
+
+def boundary_of(expr: sympy.Basic, outcome: Outcome, status: str, variables: dict) -> tuple:
+    """``boundary_points`` as ``{name: size}`` assignments."""
+    return tuple({variables[s].name: v for s, v in zip(outcome.symbols, p)}
+                 for p in boundary_points(expr, outcome, status, variables))
+
+
+def range_guard(var: SizeVar, lower: int, upper: int | None, where: str | None) -> Guard:
+    """The adopted range ``lower..upper`` of ``var`` (narrowed from its declared one) as a Guard."""
+    parts, excluded = [], []
+    if lower > var.lo:
+        parts.append(f"{var.name} >= {lower}")
+        excluded += [{var.name: s} for s in range(var.lo, min(lower, var.lo + SHOWN + 1))]
+    if upper is not None and (var.hi is None or upper < var.hi):
+        parts.append(f"{var.name} <= {upper}")
+        excluded += [{var.name: upper + 1}]
+    text = " and ".join(parts) or f"{var.name} >= {var.lo}"
+    boundary = tuple({var.name: s} for s in (lower - 1, lower) if s >= 1) + \
+        (tuple({var.name: s} for s in (upper, upper + 1)) if upper is not None and upper < (var.hi or SPREAD_TO) else ())
+    return Guard(text, "adopted", where, tuple(excluded), boundary, "range narrowed by torch.export", text,
+                 (var.name,))
+
+
+def branch_error(text: str, excluded: tuple, branch: str):
+    from onnxport.errors import SpecializationError
+
+    return SpecializationError(
+        f"the model's code branches on a size: the export would follow one side of the branch and hold "
+        f"only where {text} ({excluded_text(excluded)} would take the other side, which the trace does not hold)",
+        where=branch,
+        hint="pass rewrite_control_flow=True to export both sides as an ONNX If, or write the branch with "
+             "torch.cond(pred, true_fn, false_fn, operands); if one side is all you need, declare the range "
+             "with Dim(name, min=..., max=...)")
+
+
+def range_error(text: str, excluded: tuple, where: str | None, variables: list[SizeVar]):
+    from onnxport.errors import DynamicShapesError
+
+    declared = ", ".join(f"{v.name} in [{v.lo}, {v.hi if v.hi is not None else 'inf'}]" for v in variables)
+    return DynamicShapesError(
+        f"the model requires {text}, which the declared range ({declared}) does not guarantee: "
+        f"it excludes {excluded_text(excluded)}",
+        where=where,
+        hint="declare a range the model takes (Dim(name, min=..., max=...)), or name the dimension by a plain "
+             "string to let onnxport adopt the constraint with a warning")
