@@ -62,6 +62,7 @@ class Measure:
     max_abs: float = math.nan
     correct: bool = False
     specialized: list[str] = dataclasses.field(default_factory=list)
+    guards: str = ""  # onnxport's decisions on the shape guards: "3 proved, 1 kept; adopted time >= 4"
 
 
 # ------------------------------------------------------------------------------------ counting
@@ -213,7 +214,16 @@ def _export_ours(case: Case, measure: Measure):
     measure.own = measure.seconds - measure.capture
     measure.nodes, measure.shape_nodes = count_nodes(result.model)
     measure.specialized = specialized_dims(result.model, case)
+    measure.guards = guard_summary(result.guards)
     return result.model_proto
+
+
+def guard_summary(guards: list) -> str:
+    """``3 proved, 1 kept; adopted time >= 4``: how many shape guards were dropped (proved over the
+    declared sizes) or kept (0/1 specializations, validated), and the constraints adopted."""
+    counts = [f"{sum(g.status == s for g in guards)} {s}" for s in ("proved", "kept") if any(g.status == s for g in guards)]
+    adopted = [str(g) for g in guards if g.status == "adopted"]
+    return ", ".join(counts or ["none"]) + (f"; adopted {', '.join(adopted)}" if adopted else "")
 
 
 def _export_torch(case: Case, measure: Measure):
@@ -259,7 +269,8 @@ def bench_model(name: str, runs: int) -> tuple[Measure, Measure]:
 
 # ------------------------------------------------------------------------------------ table
 _COLUMNS = ["model", "export s (ours: capture+own)", "torch.onnx s", "ratio", "nodes", "torch nodes", "ratio",
-            "shape nodes", "torch shape", "ORT ms", "torch ORT ms", "ratio", "max abs", "torch max abs", "status"]
+            "shape nodes", "torch shape", "ORT ms", "torch ORT ms", "ratio", "max abs", "torch max abs",
+            "onnxport guards", "status"]
 
 
 def _ratio(a: float, b: float) -> float:
@@ -300,7 +311,8 @@ def build_rows(results: dict[str, tuple[Measure, Measure]]) -> list[list[str]]:
         rows.append([name, f"{_f(o.seconds)} ({_f(o.capture)}+{_f(o.own)})", _f(t.seconds), _f(r_time),
                      str(o.nodes or "-"), str(t.nodes or "-"), _f(r_nodes), str(o.shape_nodes if o.ok else "-"),
                      str(t.shape_nodes if t.ok else "-"), _f(o.latency_ms, 3), _f(t.latency_ms, 3), _f(r_lat),
-                     _f(o.max_abs, 6) if o.ok else "-", _f(t.max_abs, 6) if t.ok else "-", _status(o, t)])
+                     _f(o.max_abs, 6) if o.ok else "-", _f(t.max_abs, 6) if t.ok else "-", o.guards or "-",
+                     _status(o, t)])
 
     def geo(xs):
         xs = [x for x in xs if x and not math.isnan(x)]
@@ -308,7 +320,7 @@ def build_rows(results: dict[str, tuple[Measure, Measure]]) -> list[list[str]]:
 
     rows.append([f"geomean ({len(logs['time'])} both right)", f"own/capture {_f(geo(logs['own']))}", "",
                  _f(geo(logs["time"])), "", "",
-                 _f(geo(logs["nodes"])), "", "", "", "", _f(geo(logs["lat"])), "", "", ""])
+                 _f(geo(logs["nodes"])), "", "", "", "", _f(geo(logs["lat"])), "", "", "", ""])
     return rows
 
 
@@ -387,7 +399,9 @@ def main(argv: list[str] | None = None) -> int:
             "# onnxport vs torch.onnx.export (dynamo=True)\n\n" + intro + "\n\n"
             "Export seconds: wall time of the export call; onnxport's split into torch.export capture and "
             "its own translation and optimization. Shape nodes: Shape/Size and the integer tensors of rank "
-            "<= 1 computed from them. Ratios are onnxport / torch.onnx, lower is better; the geometric-mean "
+            "<= 1 computed from them. onnxport guards: the conditions on sizes torch.export's trace relies on, "
+            "proved over the declared sizes (dropped), kept (torch's 0/1 specializations, checked by validation) "
+            "or adopted as constraints. Ratios are onnxport / torch.onnx, lower is better; the geometric-mean "
             "row covers the models both exporters exported and got right at other sizes.\n\n"
             + render_markdown(rows) + "\n" + summarize(results))
     return 0

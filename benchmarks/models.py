@@ -366,6 +366,22 @@ def whisper_encoder() -> Case:
     return Case(model, (torch.randn(2, 80, 64),), {"x": {0: "batch"}})
 
 
+# ------------------------------------------------------------------------------------ third-party packages
+def i6_conformer() -> Case:
+    """i6-models ConformerEncoderV1 with its VGG4LayerActFrontendV1 (tests/models/test_i6.py's
+    build_conformer: 2 layers, width 64), features [batch, time, 80] and a sequence mask; time is
+    not a multiple of 4."""
+    module = load_source("tests/models/test_i6.py")
+    gen = torch.Generator().manual_seed(1)
+
+    def inputs(lengths, time):
+        return torch.randn(len(lengths), time, 80, generator=gen), torch.arange(time)[None] < torch.tensor(lengths)[:, None]
+
+    return Case(module.build_conformer(), inputs([37, 20], 37),
+                {"data_tensor": {0: "batch", 1: "time"}, "sequence_mask": {0: "batch", 1: "time"}},
+                [inputs([50, 31, 7], 50), inputs([250], 250)])
+
+
 MODELS: dict[str, Callable[[], Case]] = {
     # core
     "mlp": mlp,
@@ -393,4 +409,6 @@ MODELS: dict[str, Callable[[], Case]] = {
     "bert": bert,
     "gpt2": gpt2,
     "llama": llama,
+    # third-party packages
+    "i6_conformer": i6_conformer,
 }

@@ -19,7 +19,7 @@ from onnxport.dynamic_shapes import (DeclaredDim, declared_dims, flat_names, oth
                                      signature_names, spec_for, string_names, to_dims)
 from onnxport.eager_paths import transformer_encoder_as_eager
 from onnxport.errors import CaptureError, DynamicShapesError, ExportError, SpecializationError, last_user_frame
-from onnxport.guards import Guard, excluded_text, range_guard
+from onnxport.guards import Guard, SizeVar, excluded_text, range_guard
 from onnxport.translate import registry
 
 
@@ -31,6 +31,7 @@ class Captured:
     input_names: list[str]  # flat names of the user inputs, in placeholder order (tensors and constants)
     declared: list[DeclaredDim]
     guards: list[Guard] = dataclasses.field(default_factory=list)  # every size condition decided
+    variables: dict = dataclasses.field(default_factory=dict)  # torch's symbol -> SizeVar: the sizes the export holds for
 
     @property
     def constraints(self) -> list[Guard]:
@@ -104,8 +105,9 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         raise CaptureError(f"to_onnx takes a torch.nn.Module or an ExportedProgram, not {type(model).__name__}")
     top = signature_names(model, args, kwargs)
     strings = string_names(dynamic_shapes)
-    ranges: dict[str, tuple] = {}  # ranges adopted for dims named without one (a conv stack needs time >= 7)
-    adopted: dict[str, Guard] = {}
+    ranges: dict[str, tuple] = {}  # the range torch.export is given for a dim it narrowed (a conv stack needs time >= 7)
+    promised: dict[str, tuple] = {}  # ... and the range the export holds for (torch's 0/1 specializations kept)
+    narrowed: dict[str, list[Guard]] = {}
 
     if other_axes not in ("static", "auto"):
         raise DynamicShapesError(f"other_axes must be 'static' or 'auto', not {other_axes!r}")
@@ -158,11 +160,11 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
                     "rewrite_control_flow" in error.hint:
                 error = SpecializationError(error.what, where=error.where, hint=_REWRITTEN_HINT)
             if not isinstance(error, SpecializationError):
-                needed = {n: r for n, r in violation_ranges(str(e), events, declared, ranges).items()
-                          if ranges.get(n) != r[0]}
+                needed = {n: v for n, v in violation_ranges(str(e), events, declared, promised).items()
+                          if ranges.get(n) != v.torch}
                 if needed:
-                    for n, (r, guard) in needed.items():
-                        ranges[n], adopted[n] = r, guard
+                    for n, v in needed.items():
+                        ranges[n], promised[n], narrowed[n] = v.torch, v.promised, v.guards
                     continue
             first = first or (error, e)
             suggested = {n: r for n, r in _required_ranges(str(e)).items() if n in strings and ranges.get(n) != r}
@@ -175,25 +177,17 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
     else:
         raise first[0] from first[1]
     _check_specialization(program, names, declared, records, top)
-    placeholders = _user_placeholders(program)
-    variables = size_vars(program, placeholders, names, declared, ranges)
-    guards = [adopted[n] for n in adopted] + _suggested_guards(ranges, adopted, variables) + \
-        decide_captured(program, variables, events)
+    for name, r in ranges.items():  # ranges from torch's suggested fixes: adopted as they are
+        if name not in narrowed:
+            promised[name] = r
+            narrowed[name] = [range_guard(SizeVar(None, name, 1, None, True), r[0] or 1, r[1], None)]
+    variables = size_vars(_user_placeholders(program), names, declared, promised)
+    decided, variables = decide_captured(program, variables, events, ranges)
+    guards = [g for n in narrowed for g in narrowed[n]] + decided
     for guard in guards:
         if guard.status == "adopted":
             warnings.warn(adopted_warning(guard), UserWarning, stacklevel=3)
-    return Captured(program, names, declared, guards)
-
-
-def _suggested_guards(ranges: dict, adopted: dict, variables: dict) -> list[Guard]:
-    """Ranges taken from torch's suggested fixes (no recorded narrowing to decide them by)."""
-    by_name = {v.name: v for v in variables.values()}
-    out = []
-    for name, (lo, hi) in ranges.items():
-        if name not in adopted and name in by_name:
-            var = by_name[name]
-            out.append(range_guard(dataclasses.replace(var, lo=1, hi=None), lo or 1, hi, None))
-    return out
+    return Captured(program, names, declared, guards, variables)
 
 
 def adopted_warning(guard: Guard) -> str:

@@ -5,15 +5,17 @@ it narrowed, and the range violations it raised for named dimensions.
 the functions here turn them into ``guards.Guard`` decisions (see ``onnxport.guards``):
 
 * ``violation_ranges``: torch refused a declared range (``Not all values of time ... satisfy 4 <=
-  time``): the range the model needs, to retry with, for a dimension named without a range; an
-  error naming the user's branch or line otherwise;
-* ``decide_captured``: after capture, every deferred condition decided over the declared sizes, and
-  every range torch narrowed without saying (``Dim.DYNAMIC`` / ``Dim.AUTO``) compared with the
-  declared one.
+  time``): the range to retry torch with, and what onnxport promises in it (a condition the model
+  needs, adopted; one of torch's 0/1 specializations, kept for validation to check); an error
+  naming the user's branch or line when the dimension has an explicit range;
+* ``decide_captured``: after capture, every range torch narrowed without saying (``Dim.DYNAMIC``,
+  ``Dim.AUTO``) compared with the declared one, then every deferred condition decided over the
+  sizes the export promises.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -27,17 +29,26 @@ from onnxport.dynamic_shapes import DeclaredDim, int_oo_or_none
 _VIOLATION = re.compile(r"Not all values of (\w+) = (\S+) in the specified range")
 
 
-def _declared_var(d: DeclaredDim, symbol: Any, ranges: dict[str, tuple]) -> G.SizeVar:
+@dataclasses.dataclass
+class Narrowing:
+    """How torch narrowed one dimension's range, split by why."""
+
+    promised: tuple  # (lo, hi) the export holds for: declared, cut by the conditions the model needs
+    torch: tuple  # (lo, hi) torch.export traced with
+    guards: list  # the adopted range (if any) and the kept 0/1 specialization (if any)
+
+
+def _declared_var(d: DeclaredDim, symbol: Any, promised: dict[str, tuple]) -> G.SizeVar:
     lo, hi = d.min, d.max
-    if d.name in ranges:
-        r_lo, r_hi = ranges[d.name]
-        lo, hi = max(lo, r_lo or 0), r_hi if hi is None else (hi if r_hi is None else min(hi, r_hi))
-    return G.SizeVar(symbol, d.name, max(1, lo), hi, adoptable=not d.ranged)
+    if d.name in promised:
+        p_lo, p_hi = promised[d.name]
+        lo, hi = max(lo, p_lo or 0), p_hi if hi is None else (hi if p_hi is None else min(hi, p_hi))
+    return G.SizeVar(symbol, d.name, lo, hi, adoptable=not d.ranged)
 
 
-def size_vars(program: torch.export.ExportedProgram, placeholders: list, names: list[str],
-              declared: list[DeclaredDim], ranges: dict[str, tuple]) -> dict[sympy.Symbol, G.SizeVar]:
-    """torch's symbol -> the declared dimension it stands for (``ranges``: ranges adopted so far)."""
+def size_vars(placeholders: list, names: list[str], declared: list[DeclaredDim],
+              promised: dict[str, tuple]) -> dict[sympy.Symbol, G.SizeVar]:
+    """torch's symbol -> the declared dimension it stands for (``promised``: ranges narrowed so far)."""
     by_input = dict(zip(names, placeholders))
     out: dict[sympy.Symbol, G.SizeVar] = {}
     for d in declared:
@@ -48,49 +59,90 @@ def size_vars(program: torch.export.ExportedProgram, placeholders: list, names: 
         size = val.shape[d.axis]
         expr = size.node.expr if isinstance(size, torch.SymInt) else None
         if isinstance(expr, sympy.Symbol) and expr not in out:
-            out[expr] = _declared_var(d, expr, ranges)
+            out[expr] = _declared_var(d, expr, promised)
     return out
 
 
-def violation_ranges(text: str, events: list[GuardEvent], declared: list[DeclaredDim],
-                     ranges: dict[str, tuple]) -> dict[str, tuple[tuple, G.Guard]]:
-    """For each dimension torch says cannot take its declared range: the range it narrowed it to
-    (``(lo, hi)``) with the adopted Guard, when the user named it without a range.
+def narrowing(var: G.SizeVar, events: list[GuardEvent]) -> Narrowing:
+    """Split the range ``events`` of one dimension: conditions the model needs (adopted, or refused
+    for an explicit range) and torch's 0/1 specializations (kept: validation looks there).
 
     Raises:
         SpecializationError: the user's code branched on the size (names the ``if``).
-        DynamicShapesError: the dimension has an explicit range the model cannot take.
+        DynamicShapesError: the dimension has an explicit range a condition the model needs cuts.
     """
-    out = {}
-    for name, source in _VIOLATION.findall(text):
-        dims = [d for d in declared if d.name == name]
-        narrowed = [e for e in events if e.kind == "range" and source in e.sources]
-        if not dims or not narrowed:
-            continue
-        lower = max(int(e.lower) for e in narrowed)
-        uppers = [int_oo_or_none(e.upper) for e in narrowed]
-        upper = min((u for u in uppers if u is not None), default=None)
-        if upper is not None and upper <= lower:
-            continue  # pinned to one size: a specialization, reported as such
-        var = _declared_var(dims[0], None, ranges)
-        guard = G.range_guard(var, lower, upper, narrowed[-1].where)
-        branch = next((e.branch for e in narrowed if e.branch), None)
+    def bounds(evs):
+        lower = max([int(e.lower) for e in evs] + [var.lo])
+        uppers = [u for u in (int_oo_or_none(e.upper) for e in evs) if u is not None] + \
+            ([var.hi] if var.hi is not None else [])
+        return lower, min(uppers) if uppers else None
+
+    needed = [e for e in events if e.cause is None or not G.compares_with_one(e.cause)]
+    lo, hi = bounds(needed)
+    t_lo, t_hi = bounds(events)
+    guards = []
+    branch = next((e.branch for e in events if e.branch), None)
+    if lo > var.lo or (hi is not None and hi != var.hi):
+        guard = G.range_guard(var, lo, hi, needed[-1].where if needed else None)
         if branch:
             raise G.branch_error(guard.text, guard.excluded, branch)
         if not var.adoptable:
             raise G.range_error(guard.text, guard.excluded, guard.where, [var])
-        out[name] = ((lower, upper), guard)
+        guards.append(guard)
+    if t_lo > lo or (t_hi is not None and t_hi != hi):
+        kept = [e for e in events if e not in needed]
+        guard = G.kept_range_guard(dataclasses.replace(var, symbol=events[0].symbol, lo=lo, hi=hi), t_lo, t_hi,
+                                   kept[-1].cause if kept else None, kept[-1].where if kept else None)
+        if branch:
+            raise G.branch_error(guard.text, guard.excluded, branch)
+        guards.append(guard)
+    return Narrowing((lo, hi), (t_lo, t_hi), guards)
+
+
+def violation_ranges(text: str, events: list[GuardEvent], declared: list[DeclaredDim],
+                     promised: dict[str, tuple]) -> dict[str, Narrowing]:
+    """For each dimension torch says cannot take its declared range: how to retry (the range torch
+    narrowed it to) and what the export promises (see ``narrowing``)."""
+    out = {}
+    for name, source in _VIOLATION.findall(text):
+        dims = [d for d in declared if d.name == name]
+        mine = [e for e in events if e.kind == "range" and source in e.sources]
+        if not dims or not mine:
+            continue
+        if any(int_oo_or_none(e.upper) is not None and int(e.lower) >= int_oo_or_none(e.upper) for e in mine):
+            continue  # pinned to one size: a specialization, reported as such
+        out[name] = narrowing(_declared_var(dims[0], None, promised), mine)
     return out
 
 
 def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy.Symbol, G.SizeVar],
-                    events: list[GuardEvent]) -> list[G.Guard]:
-    """Decide every condition torch deferred while tracing, and every range it narrowed beyond the
-    declared one (``Dim.DYNAMIC``, ``Dim.AUTO``), over the sizes in ``variables``.
+                    events: list[GuardEvent], traced: dict[str, tuple]) -> tuple[list[G.Guard], dict[sympy.Symbol, G.SizeVar]]:
+    """Decide every range torch narrowed beyond the declared one (``Dim.DYNAMIC``, ``Dim.AUTO``),
+    then every condition it deferred while tracing, over the sizes the export promises
+    (``traced``: dim name -> the range torch.export was given, where it differs from the declared one).
 
-    Raises ``SpecializationError`` (a branch of the user's code on a size) or ``DynamicShapesError``
-    (a condition cutting an explicit range), via ``guards.decide``.
+    Returns the guards and the variables with their promised ranges. Raises
+    ``SpecializationError`` (a branch of the user's code on a size) or ``DynamicShapesError`` (a
+    condition cutting an explicit range).
     """
+    guards: list[G.Guard] = []
+    variables = dict(variables)
+    for symbol, var in list(variables.items()):
+        vr = program.range_constraints.get(symbol)
+        if vr is None:
+            continue
+        lower, upper = int(vr.lower), int_oo_or_none(vr.upper)
+        given_lo, given_hi = traced.get(var.name, (None, None))
+        floor = max(var.lo, 2, given_lo or 0)
+        ceiling = min([h for h in (var.hi, given_hi) if h is not None], default=None)
+        if not (lower > floor or (upper is not None and (ceiling is None or upper < ceiling))):
+            continue
+        mine = [e for e in events if e.kind == "range" and e.symbol == symbol]
+        if not mine:
+            mine = [GuardEvent("range", symbol=symbol, lower=lower, upper=vr.upper)]
+        n = narrowing(var, mine)
+        guards += n.guards
+        variables[symbol] = dataclasses.replace(var, lo=n.promised[0], hi=n.promised[1])
     env = _shape_env(program)
     conditions = []
     for e in events:
@@ -102,29 +154,7 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
                 except Exception:  # noqa: BLE001 - the expression as recorded is still right
                     pass
             conditions.append((expr, e.where, e.branch))
-    decided = G.decide(conditions, variables)
-    return _narrowed(program, variables, events) + decided
-
-
-def _narrowed(program, variables: dict, events: list[GuardEvent]) -> list[G.Guard]:
-    out = []
-    for symbol, var in variables.items():
-        vr = program.range_constraints.get(symbol)
-        if vr is None:
-            continue
-        lower, upper = int(vr.lower), int_oo_or_none(vr.upper)
-        narrower = lower > max(var.lo, 2) or (upper is not None and (var.hi is None or upper < var.hi))
-        if not narrower:
-            continue
-        mine = [e for e in events if e.kind == "range" and e.symbol == symbol]
-        guard = G.range_guard(var, max(lower, var.lo), upper, mine[-1].where if mine else None)
-        branch = next((e.branch for e in mine if e.branch), None)
-        if branch:
-            raise G.branch_error(guard.text, guard.excluded, branch)
-        if not var.adoptable:
-            raise G.range_error(guard.text, guard.excluded, guard.where, [var])
-        out.append(guard)
-    return out
+    return guards + G.decide(conditions, variables), variables
 
 
 def _shape_env(program):

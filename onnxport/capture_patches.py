@@ -64,6 +64,7 @@ class GuardEvent:
     sources: tuple = ()
     where: str | None = None
     branch: str | None = None
+    cause: Any = None  # for a range: the condition torch solved for the symbol (sympy boolean), if known
 
 
 _TORCH_INIT = os.path.join("torch", "__init__.py")
@@ -94,11 +95,24 @@ def record_guards(events: list):
 
     original_defer = ss.ShapeEnv.guard_or_defer_runtime_assert
     original_range = ss.ShapeEnv._update_var_to_range
+    original_rel = ss.ShapeEnv._maybe_guard_rel
     seen: set[int] = set()
+    causes: list = []  # the conditions being applied, innermost last
+
+    def guard_rel(self, expr):
+        causes.append(expr)
+        try:
+            return original_rel(self, expr)
+        finally:
+            causes.pop()
 
     def defer(self, orig_expr, msg, fx_node=None):
         before = self.num_deferred_runtime_asserts
-        out = original_defer(self, orig_expr, msg, fx_node)
+        causes.append(orig_expr)
+        try:
+            out = original_defer(self, orig_expr, msg, fx_node)
+        finally:
+            causes.pop()
         if self.num_deferred_runtime_asserts != before:
             try:
                 where, branch = user_frame(), branch_frame()
@@ -119,18 +133,21 @@ def record_guards(events: list):
             try:
                 sources = tuple(s.name for s in self.var_to_sources.get(symbol, []))
                 events.append(GuardEvent("range", symbol=symbol, lower=new.lower, upper=new.upper, sources=sources,
-                                         where=user_frame(), branch=branch_frame()))
+                                         where=user_frame(), branch=branch_frame(),
+                                         cause=causes[-1] if causes else None))
             except Exception:  # noqa: BLE001 - recording must never change capture
                 pass
         return out
 
     ss.ShapeEnv.guard_or_defer_runtime_assert = defer
     ss.ShapeEnv._update_var_to_range = narrow
+    ss.ShapeEnv._maybe_guard_rel = guard_rel
     try:
         yield
     finally:
         ss.ShapeEnv.guard_or_defer_runtime_assert = original_defer
         ss.ShapeEnv._update_var_to_range = original_range
+        ss.ShapeEnv._maybe_guard_rel = original_rel
 
 
 _MATH_ON_SIZES = ("sqrt", "cos", "sin", "tan", "cosh", "sinh", "tanh", "acos", "asin", "atan", "log2")

@@ -124,6 +124,8 @@ def _symbol_examples(result) -> tuple[dict, dict, dict]:
         lo = int(vr.lower) if getattr(vr.lower, "is_Integer", False) else 0
         hi = int(vr.upper) if getattr(vr.upper, "is_Integer", False) else 1 << 30
         ranges[sym] = (lo, hi)
+    for sym, var in getattr(result.captured, "variables", {}).items():  # what the export holds for
+        ranges[sym] = (var.lo, var.hi if var.hi is not None else 1 << 30)
     names = {}
     namer = result.dim_names
     for sym in examples:
@@ -327,20 +329,22 @@ def _compare_sets(result, module, runner, inputs, sizes, atol, rtol, include_exa
     mutates = any(s.kind.name != "USER_OUTPUT" for s in result.program.graph_signature.output_specs) \
         if result.program is not None else True
     for label, size_text, why, (args, kwargs) in sets:
-        # eager may mutate its inputs and buffers: run it on copies so every set starts fresh
-        feed_args, feed_kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), (args, kwargs))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # torch's pytree notes on deepcopy
-            run_module = copy.deepcopy(module) if mutates else module
+        generated = label.startswith("sizes")
         try:
-            with torch.no_grad():
-                expected = _tensor_leaves(run_module(*feed_args, **feed_kwargs))
+            expected = _eager(module, mutates, args, kwargs)
         except Exception as e:  # noqa: BLE001 - eager refusing these inputs is reported, not raised
-            generated = label.startswith("sizes")
-            checks.append(Check(label, size_text, "*", (), float("nan"), float("nan"), False,
-                                f"eager PyTorch failed on these inputs: {type(e).__name__}: "
-                                f"{str(e).splitlines()[0][:160] if str(e) else ''}", why, rejected=generated))
-            continue
+            resorted = _lengths_sorted(args, kwargs) if generated else None
+            try:
+                if resorted is None:
+                    raise e
+                expected = _eager(module, mutates, *resorted)
+                args, kwargs = resorted  # the model asks for lengths sorted longest first
+                why = (why + "; " if why else "") + "lengths sorted, as the model requires"
+            except Exception:  # noqa: BLE001
+                checks.append(Check(label, size_text, "*", (), float("nan"), float("nan"), False,
+                                    f"eager PyTorch failed on these inputs: {type(e).__name__}: "
+                                    f"{str(e).splitlines()[0][:160] if str(e) else ''}", why, rejected=generated))
+                continue
         try:
             got = runner.run(_tensor_leaves((args, kwargs)))
         except Exception as e:  # noqa: BLE001 - a runtime failure is a failed check, reported
@@ -356,6 +360,32 @@ def _compare_sets(result, module, runner, inputs, sizes, atol, rtol, include_exa
             ma, mr, ok, note = compare(to_numpy(e), g, e.dtype, atol, rtol)
             checks.append(Check(label, size_text, name, tuple(e.shape), ma, mr, ok, note, why))
     return ValidationReport(checks)
+
+
+def _eager(module, mutates: bool, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """Eager outputs on copies of the inputs (and of the module when it mutates its buffers), so
+    every input set starts fresh."""
+    feed_args, feed_kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), (args, kwargs))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch's pytree notes on deepcopy
+        run_module = copy.deepcopy(module) if mutates else module
+    with torch.no_grad():
+        return _tensor_leaves(run_module(*feed_args, **feed_kwargs))
+
+
+def _lengths_sorted(args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+    """The inputs with every 1-D integer tensor (sequence lengths) sorted longest first, as
+    ``pack_padded_sequence(enforce_sorted=True)`` requires; None when there is none to sort."""
+    found = []
+
+    def sort(t: torch.Tensor) -> torch.Tensor:
+        if t.dim() == 1 and not t.dtype.is_floating_point and t.dtype != torch.bool and t.numel() > 1:
+            found.append(t)
+            return torch.sort(t, descending=True).values
+        return t
+
+    out = pytree.tree_map_only(torch.Tensor, sort, (args, kwargs))
+    return out if found else None
 
 
 def _input_set(extra: Any) -> tuple[tuple, dict]:

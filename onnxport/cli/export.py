@@ -152,8 +152,8 @@ def _config_data(args) -> object:
 
 def _one_line(e) -> str:
     text = (getattr(e, "what", None) or str(e)).strip().replace("\n", " ")
-    hint = getattr(e, "hint", None)
-    return text + (f" (fix: {hint})" if hint else "")
+    where, hint = getattr(e, "where", None), getattr(e, "hint", None)
+    return text + (f" (at {where})" if where else "") + (f" (fix: {hint})" if hint else "")
 
 
 def run(args) -> int:

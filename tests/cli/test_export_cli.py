@@ -222,3 +222,35 @@ def test_options_over_the_config(tmp_path, capsys):
     assert {o.domain: o.version for o in proto.opset_import}[""] == 18
     assert [dims_of(v) for v in proto.graph.output] == [["batch", "out_time", 3], ["batch"]]
     assert json.loads(report.read_text())["ok"] is None
+
+
+PAIRS_TOML = """
+[inputs.x]
+dtype = "float32"
+dims = ["batch", "time", 16]
+[outputs.output]
+dtype = "float32"
+dims = ["batch", "half", 16]
+[dims]
+time = {time}
+"""
+
+
+def test_a_dim_without_a_range_adopts_what_the_model_needs(tmp_path, capsys):
+    cfg, out, report = tmp_path / "pairs.toml", tmp_path / "p.onnx", tmp_path / "r.json"
+    cfg.write_text(PAIRS_TOML.format(time="{ example = 10 }"))
+    with pytest.warns(UserWarning, match=r"time % 2 == 0 only .*toy_models.py.* excludes time = 1, 3, 5"):
+        code = main(["export", f"{TOY}:build_pairs", "-c", str(cfg), "-o", str(out), "--report", str(report)])
+    assert code == 0, capsys.readouterr().err
+    sizes = [c["sizes"] for c in json.loads(report.read_text())["checks"]]
+    times = [int(s.split("time=")[1].split(",")[0]) for s in sizes if "time=" in s]
+    assert len(set(times)) >= 3 and all(t % 2 == 0 for t in times)
+    assert {p.key: p.value for p in onnx.load(out).metadata_props}["onnxport.constraints"] == "time % 2 == 0"
+
+
+def test_a_declared_range_the_model_cannot_take_exits_2_with_the_line_and_sizes(tmp_path, capsys):
+    cfg, out = tmp_path / "pairs.toml", tmp_path / "p.onnx"
+    cfg.write_text(PAIRS_TOML.format(time="{ min = 2, max = 64, example = 10 }"))
+    assert main(["export", f"{TOY}:build_pairs", "-c", str(cfg), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "time % 2 == 0" in err and "time = 3, 5" in err and "toy_models.py" in err and not out.exists()
