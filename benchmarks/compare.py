@@ -247,7 +247,7 @@ def bench_model(name: str, runs: int) -> tuple[Measure, Measure]:
     sets = case.others or [other_size_inputs(case.args, case.dynamic_shapes)]
     others = [[t for t in inputs if isinstance(t, torch.Tensor)] for inputs in sets]
     with torch.no_grad():
-        expected = [[verify.to_numpy(t) for t in verify._tensor_leaves(case.model(*inputs))]  # noqa: SLF001
+        expected = [[verify.to_numpy(t) for t in verify.tensor_leaves(case.model(*inputs))]
                     for inputs in sets]
     ours, theirs = Measure(), Measure()
     timed: list = []

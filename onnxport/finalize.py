@@ -1,18 +1,24 @@
-"""Finalize: inline bodies on request, sort, name values uniquely, drop unused opsets."""
+"""Finalize: inline bodies on request, constants as initializers, sort, name values uniquely, drop
+unused opsets, record the adopted constraints, and check the result with the ONNX checker."""
 
 from __future__ import annotations
 
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
-
-CONSTRAINTS_KEY = "onnxport.constraints"  # model metadata: the constraints adopted on dynamic dims
+from onnxport.errors import TranslationError
+from onnxport.metadata import CONSTRAINTS_KEY
 
 
 def finalize(model: ir.Model, *, inline: bool = False, constraints: list[str] | None = None) -> ir.Model:
     """Make ``model`` ready to serialize (in place): inlined functions when ``inline``, topological
     order, unique value names, only the opsets in use; the ``constraints`` adopted on its dynamic
-    dimensions (``time % 4 == 0``) in the metadata under ``onnxport.constraints``, joined by ``; ``."""
+    dimensions (``time % 4 == 0``) in the metadata under ``onnxport.constraints``, joined by ``; ``.
+    Ends with onnx-ir's ``CheckerPass`` (``onnx.checker``, big initializers left out).
+
+    Raises:
+        TranslationError: the model fails the ONNX checker (an exporter bug, with the checker's words).
+    """
     _restore_output_types(model)
     if constraints:
         model.metadata_props[CONSTRAINTS_KEY] = "; ".join(constraints)
@@ -28,6 +34,12 @@ def finalize(model: ir.Model, *, inline: bool = False, constraints: list[str] | 
     common.NameFixPass()(model)
     _declare_domains(model)
     common.RemoveUnusedOpsetsPass()(model)
+    try:
+        common.CheckerPass()(model)
+    except Exception as e:  # noqa: BLE001 - onnx.checker's ValidationError (and what wraps it)
+        raise TranslationError(f"the exported model fails the ONNX checker: {str(e).splitlines()[0][:300]}",
+                               hint="this is an exporter bug: report it with the model; "
+                                    "onnxport.pretty_onnx(result) shows the graph") from e
     return model
 
 

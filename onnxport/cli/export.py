@@ -63,7 +63,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 class Progress:
-    """Step display: a rich live table on a terminal once a run lasts over a second, plain
+    """Step display, fed ``(step, seconds)`` as each step ends (``export_from_config``'s
+    ``on_step``): a rich live table on a terminal once a run lasts over a second, plain
     ``onnxport: STEP N.NNs`` lines on stderr otherwise; nothing when ``quiet``."""
 
     DELAY = 1.0
@@ -91,8 +92,9 @@ class Progress:
 
         t = Table.grid(padding=(0, 2))
         for name, seconds in self.steps.items():
-            t.add_row("[green]done[/]" if seconds is not None else "[yellow]...[/]", name,
-                      f"{seconds:.2f}s" if seconds is not None else "")
+            t.add_row("[green]done[/]", name, f"{seconds:.2f}s")
+        if self.timer is not None:
+            t.add_row("[yellow]...[/]", "", "")
         return t
 
     def _start_live(self):
@@ -105,14 +107,14 @@ class Progress:
                                  redirect_stdout=False, redirect_stderr=False)
                 self.live.start()
 
-    def __call__(self, step: str, state: str, seconds: float) -> None:
+    def __call__(self, step: str, seconds: float) -> None:
         if self.quiet:
             return
         with self.lock:
-            self.steps[step] = seconds if state == "done" else None
+            self.steps[step] = seconds
             if self.live is not None:
                 self.live.update(self._render())
-            elif not self.tty and state == "done":
+            elif not self.tty:
                 print(f"onnxport: {step} {seconds:.2f}s", file=sys.stderr, flush=True)
 
     def close(self) -> None:
@@ -158,8 +160,8 @@ def _one_line(e) -> str:
 
 def run(args) -> int:
     """Run the export; returns 0, 1 (validation mismatch, file kept) or 2 (user error, nothing written)."""
-    from onnxport.cli.loader import parse_model_args
-    from onnxport.config_export import export_from_config
+    from onnxport.config import export_from_config
+    from onnxport.config.target import parse_model_args
     from onnxport.errors import ConfigError, ExportError
 
     debug = getattr(args, "debug", False)
@@ -173,10 +175,9 @@ def run(args) -> int:
             data, model=target, checkpoint=args.checkpoint, model_args=parse_model_args(args.model_args),
             validate=args.validate, on_step=progress, opset=args.opset, inline=args.inline,
             optimize=args.optimize, strict=args.strict, atol=args.atol, rtol=args.rtol)
-        progress("save", "start", 0.0)
         t0 = time.perf_counter()
         result.save(args.output)
-        progress("save", "done", time.perf_counter() - t0)
+        progress("save", time.perf_counter() - t0)
     except ExportError as e:
         progress.close()
         if debug:

@@ -10,11 +10,11 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import ExportError, TranslationError, UnsupportedOpError, user_source_line
-from onnxport.translate import dtypes, registry, symbolic
+from onnxport.metadata import FX_NODE_KEY
+from onnxport.translate import dtypes, symbolic
 from onnxport.translate.context import TranslationContext
 
 
-FX_NODE_KEY = "fx_node"  # value metadata: the FX node whose result the value holds
 
 
 def set_meta_type(value: ir.Value, val: Any, dim_name) -> None:
@@ -143,7 +143,7 @@ def _translate_one(ctx: TranslationContext, node: torch.fx.Node) -> Any:
     if node.target is operator.getitem:
         seq = ctx.values_of(node.args[0])
         return seq[node.args[1]]
-    fn = registry.lookup(node.target)
+    fn = ctx.registry.lookup(node.target)
     if fn is None:
         raise UnsupportedOpError(
             f"no ONNX translation for {_describe(node)}",

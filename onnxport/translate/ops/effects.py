@@ -10,7 +10,6 @@ from __future__ import annotations
 import torch
 
 from onnxport.errors import UnsupportedOpError
-from onnxport.translate import registry
 from onnxport.translate.registry import translates
 
 _EFFECT_ONLY = {"_linalg_check_errors", "_print", "_assert_async", "_assert_scalar", "_functional_assert_async"}
@@ -22,7 +21,7 @@ def with_effects(ctx, token, op, *args, **kwargs):
     name = getattr(op, "__name__", str(op)).split(".")[0]
     if name in _EFFECT_ONLY:
         return (None,)
-    fn = registry.lookup(op)
+    fn = ctx.registry.lookup(op)
     if fn is None:
         raise UnsupportedOpError(f"no ONNX translation for {op} (run with a side-effect token)",
                                  hint=f"register one with @onnxport.translates({op})")

@@ -21,7 +21,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import TranslationError, UnsupportedOpError
-from onnxport.translate import registry
+from onnxport.translate.registry import builtin_translation
 from onnxport.translate.ops._common import axes_const
 from onnxport.translate.ops.pad import pad_nd
 from onnxport.translate.registry import translates
@@ -125,7 +125,7 @@ def _part(index: int):
 def _complex_aware(target, on_complex, name: str) -> None:
     """Register ``target`` so that a ``ComplexAsReal`` input goes to ``on_complex`` and any other
     input to the translation registered before this module (the real-valued one)."""
-    real_translation = registry.registered().get(target)
+    real_translation = builtin_translation(target)
 
     def fn(ctx, x, *args, **kwargs):
         if isinstance(x, ComplexAsReal):

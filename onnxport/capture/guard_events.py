@@ -2,7 +2,7 @@
 it narrowed, and the range violations it raised for named dimensions.
 
 ``capture`` records ``GuardEvent``s while torch.export traces (``capture_patches.record_guards``);
-the functions here turn them into ``guards.Guard`` decisions (see ``onnxport.guards``):
+the functions here turn them into ``guards.Guard`` decisions (see ``onnxport.capture.guards``):
 
 * ``violation_ranges``: torch refused a declared range (``Not all values of time ... satisfy 4 <=
   time``): the range to retry torch with, and what onnxport promises in it (a condition the model
@@ -22,9 +22,9 @@ from typing import Any
 import sympy
 import torch
 
-from onnxport import guards as G
-from onnxport.capture_patches import GuardEvent
-from onnxport.dynamic_shapes import DeclaredDim, int_oo_or_none
+from onnxport.capture import guards as G
+from onnxport.capture.patches import GuardEvent
+from onnxport.capture.dynamic_shapes import DeclaredDim, int_oo_or_none
 
 _VIOLATION = re.compile(r"Not all values of (\w+) = (\S+) in the specified range")
 

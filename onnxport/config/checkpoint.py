@@ -8,14 +8,10 @@ from typing import Any
 
 import torch
 
-from onnxport.errors import ExportError
+from onnxport.errors import CheckpointError
 
 _STATE_KEYS = ("model", "state_dict", "model_state_dict", "module")
 _SHOWN = 8
-
-
-class CheckpointError(ExportError):
-    """A checkpoint cannot be read, or its keys or shapes do not fit the model."""
 
 
 def _is_state_dict(obj: Any) -> bool:
