@@ -69,7 +69,14 @@ def to_onnx(
 
     Raises:
         DynamicShapesError, SpecializationError, CaptureError, UnsupportedOpError,
-        TranslationError, ControlFlowError (all ``onnxport.ExportError``).
+        TranslationError, ControlFlowError (all ``onnxport.ExportError``). ``CaptureError`` also
+        for an example input torch.export cannot take (named) and for a ``forward`` returning a
+        string or only ``None`` (with its ``return`` line); Python numbers it returns become scalar
+        outputs.
+
+    Threads: torch.export is not thread-safe and capture patches torch for the process, so one
+    export runs at a time (``onnxport.capture.patches.CAPTURE_LOCK``); an export started in another
+    thread waits for it.
 
     Every condition on sizes the trace relies on is decided over the declared sizes (see
     ``onnxport.capture.guards``): proved ones are dropped, torch's 0/1 specializations kept
@@ -79,11 +86,8 @@ def to_onnx(
     Semantics: torch.export (https://pytorch.org/docs/stable/export.html) for capture; each ATen
     overload translated per the ONNX operator specs of the target opset.
     """
-    from onnxport.capture import capture, decompose
-    from onnxport.finalize import finalize
-    from onnxport.optimize.pipeline import optimize as run_passes
-    from onnxport.translate.program import build_model
-    from onnxport.translate.registry import Registry
+    from onnxport.capture.patches import exclusive_capture, patch_sites, restore_leftovers
+    from onnxport.capture.values import check_inputs
 
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise ExportError(f"opset {opset} is not supported",
@@ -106,6 +110,26 @@ def to_onnx(
         args, kwargs = model.example_inputs
     args = (args,) if isinstance(args, torch.Tensor) else tuple(args)
     kwargs = dict(kwargs or {})
+    if isinstance(model, torch.nn.Module):
+        check_inputs(model, args, kwargs)
+    # torch.export is not thread-safe and the capture patches change torch for the whole process:
+    # one export at a time; another thread's export waits here
+    with exclusive_capture():
+        restore_leftovers(patch_sites())
+        return _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline,
+                         strict, rewrite_control_flow, other_axes, step, timings)
+
+
+def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline, strict,
+              rewrite_control_flow, other_axes, step, timings) -> ExportResult:
+    """The steps of ``to_onnx`` in order, each timed by ``step`` into ``timings``."""
+    from onnxport.capture import capture, decompose
+    from onnxport.capture.values import check_outputs
+    from onnxport.finalize import finalize
+    from onnxport.optimize.pipeline import optimize as run_passes
+    from onnxport.translate.program import build_model
+    from onnxport.translate.registry import Registry
+
     module, rewrite_notes = model, []
     if rewrite_control_flow and isinstance(model, torch.nn.Module):
         from onnxport.rewrite import rewrite_module
@@ -117,6 +141,7 @@ def to_onnx(
     with step("capture"):
         captured = capture(model, args, kwargs, dynamic_shapes, strict=strict, rewritten=rewrite_control_flow,
                            other_axes=other_axes, hooks=registry.capture_hooks)
+        check_outputs(captured.program, module)
     with step("decompose"):
         program = decompose(captured.program, registry.lookup, registry.capture_hooks)
         if program is not captured.program:

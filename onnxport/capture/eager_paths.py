@@ -15,6 +15,8 @@ import contextlib
 import torch
 from torch import nn
 
+from onnxport.capture.patches import patched
+
 
 def _static_fast_path(enc: nn.TransformerEncoder, src: torch.Tensor, mask, key_padding_mask) -> bool:
     """The conditions of eager's nested-tensor path that do not depend on data."""
@@ -32,31 +34,31 @@ def _static_fast_path(enc: nn.TransformerEncoder, src: torch.Tensor, mask, key_p
 
 @contextlib.contextmanager
 def transformer_encoder_as_eager():
-    """Context manager patching ``nn.TransformerEncoder.forward`` for the duration of a capture."""
-    original = nn.TransformerEncoder.forward
+    """Context manager patching ``nn.TransformerEncoder.forward`` for the duration of a capture
+    (``capture.patches.patched``: under the capture lock, restored however the capture ends)."""
 
-    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
-        if not _static_fast_path(self, src, mask, src_key_padding_mask):
-            return original(self, src, mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
-        norm, self.norm = self.norm, None
-        try:
-            out = original(self, src, mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
-        finally:
-            self.norm = norm
-        pad = src_key_padding_mask.bool() if src_key_padding_mask.dtype != torch.bool else src_key_padding_mask
-        keep = ~pad
-        # eager checks the mask is left aligned (valid frames first) before taking the fast path
-        if getattr(self, "mask_check", True):
-            frames = torch.arange(keep.shape[1], device=keep.device).unsqueeze(0)
-            aligned = (keep == (frames < keep.sum(1, keepdim=True))).all()
-        else:
-            aligned = torch.ones((), dtype=torch.bool)
-        frame_pad = pad.unsqueeze(-1) if self.layers[0].self_attn.batch_first else pad.t().unsqueeze(-1)
-        out = torch.where(aligned, out.masked_fill(frame_pad, 0.0), out)
-        return norm(out) if norm is not None else out
+    def make(original):
+        def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+            if not _static_fast_path(self, src, mask, src_key_padding_mask):
+                return original(self, src, mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
+            norm, self.norm = self.norm, None
+            try:
+                out = original(self, src, mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
+            finally:
+                self.norm = norm
+            pad = src_key_padding_mask.bool() if src_key_padding_mask.dtype != torch.bool else src_key_padding_mask
+            keep = ~pad
+            # eager checks the mask is left aligned (valid frames first) before taking the fast path
+            if getattr(self, "mask_check", True):
+                frames = torch.arange(keep.shape[1], device=keep.device).unsqueeze(0)
+                aligned = (keep == (frames < keep.sum(1, keepdim=True))).all()
+            else:
+                aligned = torch.ones((), dtype=torch.bool)
+            frame_pad = pad.unsqueeze(-1) if self.layers[0].self_attn.batch_first else pad.t().unsqueeze(-1)
+            out = torch.where(aligned, out.masked_fill(frame_pad, 0.0), out)
+            return norm(out) if norm is not None else out
 
-    nn.TransformerEncoder.forward = forward
-    try:
+        return forward
+
+    with patched(nn.TransformerEncoder, "forward", make):
         yield
-    finally:
-        nn.TransformerEncoder.forward = original

@@ -5,6 +5,12 @@
   narrows, with the user's line and whether the user's own code branched on it;
 - ``symbolic_math``: ``math.sqrt(x.size(1))`` and friends stay symbolic;
 - ``size_oblivious``: sizes 0 and 1 are not specialized (``backed_size_oblivious``).
+
+torch.export is not thread-safe and these patches change torch for the whole process, so every
+patch is installed under ``CAPTURE_LOCK`` (re-entrant; ``to_onnx`` holds it for a whole export, so
+a second thread waits) by ``patched``, which always restores the original (on return, on error,
+on KeyboardInterrupt) and never wraps a wrapper: an attribute still holding an onnxport patch is
+restored to the function underneath.
 """
 
 from __future__ import annotations
@@ -14,12 +20,61 @@ import dataclasses
 import linecache
 import os
 import sys
+import threading
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from onnxport.errors import is_internal_path
+
+CAPTURE_LOCK = threading.RLock()
+_ORIGINAL = "__onnxport_original__"
+
+
+def original_of(value: Any) -> Any:
+    """The function an onnxport patch replaced (``value`` itself when it is not a patch)."""
+    while hasattr(value, _ORIGINAL):
+        value = getattr(value, _ORIGINAL)
+    return value
+
+
+@contextlib.contextmanager
+def exclusive_capture():
+    """Hold ``CAPTURE_LOCK``: one export (capture and the steps after it) at a time in this process."""
+    with CAPTURE_LOCK:
+        yield
+
+
+@contextlib.contextmanager
+def patched(owner: Any, name: str, make: Callable[[Any], Any]):
+    """Set ``owner.name`` to ``make(original)`` while the block runs, under ``CAPTURE_LOCK``;
+    yields the original. The original is put back whatever ends the block."""
+    with CAPTURE_LOCK:
+        original = original_of(getattr(owner, name))
+        replacement = make(original)
+        try:
+            setattr(replacement, _ORIGINAL, original)
+        except (AttributeError, TypeError):  # a builtin cannot carry the mark
+            pass
+        try:
+            setattr(owner, name, replacement)
+            yield original
+        finally:
+            setattr(owner, name, original)
+
+
+def restore_leftovers(owners: list[tuple[Any, str]]) -> list[str]:
+    """Put back the original of every ``(owner, name)`` that still holds an onnxport patch (a
+    capture interrupted where no ``finally`` could run); returns the names restored."""
+    restored = []
+    with CAPTURE_LOCK:
+        for owner, name in owners:
+            value = getattr(owner, name, None)
+            if value is not None and hasattr(value, _ORIGINAL):
+                setattr(owner, name, original_of(value))
+                restored.append(f"{getattr(owner, '__name__', owner)}.{name}")
+    return restored
 
 
 @contextlib.contextmanager
@@ -27,23 +82,21 @@ def record_specializations(records: list):
     """Record (symbol sources, constant, user frame) whenever torch pins a symbol to a constant."""
     from torch.fx.experimental import symbolic_shapes as ss
 
-    original = ss.ShapeEnv._set_replacement
+    def make(original):
+        def patched_set_replacement(self, a, tgt, msg):
+            try:
+                if getattr(tgt, "is_number", False):
+                    frame = user_frame()
+                    sources = [s.name for s in self.var_to_sources.get(a, [])]
+                    records.append((sources, int(tgt), frame))
+            except Exception:  # noqa: BLE001 - recording must never change capture
+                pass
+            return original(self, a, tgt, msg)
 
-    def patched(self, a, tgt, msg):
-        try:
-            if getattr(tgt, "is_number", False):
-                frame = user_frame()
-                sources = [s.name for s in self.var_to_sources.get(a, [])]
-                records.append((sources, int(tgt), frame))
-        except Exception:  # noqa: BLE001 - recording must never change capture
-            pass
-        return original(self, a, tgt, msg)
+        return patched_set_replacement
 
-    ss.ShapeEnv._set_replacement = patched
-    try:
+    with patched(ss.ShapeEnv, "_set_replacement", make):
         yield
-    finally:
-        ss.ShapeEnv._set_replacement = original
 
 
 @dataclasses.dataclass
@@ -93,61 +146,78 @@ def record_guards(events: list):
     narrows while tracing (``prefer_deferred_runtime_asserts_over_guards=True``)."""
     from torch.fx.experimental import symbolic_shapes as ss
 
-    original_defer = ss.ShapeEnv.guard_or_defer_runtime_assert
-    original_range = ss.ShapeEnv._update_var_to_range
-    original_rel = ss.ShapeEnv._maybe_guard_rel
     seen: set[int] = set()
     causes: list = []  # the conditions being applied, innermost last
 
-    def guard_rel(self, expr):
-        causes.append(expr)
-        try:
-            return original_rel(self, expr)
-        finally:
-            causes.pop()
-
-    def defer(self, orig_expr, msg, fx_node=None):
-        before = self.num_deferred_runtime_asserts
-        causes.append(orig_expr)
-        try:
-            out = original_defer(self, orig_expr, msg, fx_node)
-        finally:
-            causes.pop()
-        if self.num_deferred_runtime_asserts != before:
+    def make_guard_rel(original_rel):
+        def guard_rel(self, expr):
+            causes.append(expr)
             try:
-                where, branch = user_frame(), branch_frame()
-                for ras in self.deferred_runtime_asserts.values():
-                    for ra in ras:
-                        if id(ra) not in seen:
-                            seen.add(id(ra))
-                            events.append(GuardEvent("assert", expr=ra.expr, where=where, branch=branch))
-            except Exception:  # noqa: BLE001 - recording must never change capture
-                pass
-        return out
+                return original_rel(self, expr)
+            finally:
+                causes.pop()
 
-    def narrow(self, symbol, vr, vr_sloc=None, *, is_constraint=False):
-        old = self.var_to_range.get(symbol)
-        out = original_range(self, symbol, vr, vr_sloc, is_constraint=is_constraint)
-        new = self.var_to_range.get(symbol)
-        if old is not None and new != old:
+        return guard_rel
+
+    def make_defer(original_defer):
+        def defer(self, orig_expr, msg, fx_node=None):
+            before = self.num_deferred_runtime_asserts
+            causes.append(orig_expr)
             try:
-                sources = tuple(s.name for s in self.var_to_sources.get(symbol, []))
-                events.append(GuardEvent("range", symbol=symbol, lower=new.lower, upper=new.upper, sources=sources,
-                                         where=user_frame(), branch=branch_frame(),
-                                         cause=causes[-1] if causes else None))
-            except Exception:  # noqa: BLE001 - recording must never change capture
-                pass
-        return out
+                out = original_defer(self, orig_expr, msg, fx_node)
+            finally:
+                causes.pop()
+            if self.num_deferred_runtime_asserts != before:
+                try:
+                    where, branch = user_frame(), branch_frame()
+                    for ras in self.deferred_runtime_asserts.values():
+                        for ra in ras:
+                            if id(ra) not in seen:
+                                seen.add(id(ra))
+                                events.append(GuardEvent("assert", expr=ra.expr, where=where, branch=branch))
+                except Exception:  # noqa: BLE001 - recording must never change capture
+                    pass
+            return out
 
-    ss.ShapeEnv.guard_or_defer_runtime_assert = defer
-    ss.ShapeEnv._update_var_to_range = narrow
-    ss.ShapeEnv._maybe_guard_rel = guard_rel
-    try:
+        return defer
+
+    def make_narrow(original_range):
+        def narrow(self, symbol, vr, vr_sloc=None, *, is_constraint=False):
+            old = self.var_to_range.get(symbol)
+            out = original_range(self, symbol, vr, vr_sloc, is_constraint=is_constraint)
+            new = self.var_to_range.get(symbol)
+            if old is not None and new != old:
+                try:
+                    sources = tuple(s.name for s in self.var_to_sources.get(symbol, []))
+                    events.append(GuardEvent("range", symbol=symbol, lower=new.lower, upper=new.upper,
+                                             sources=sources, where=user_frame(), branch=branch_frame(),
+                                             cause=causes[-1] if causes else None))
+                except Exception:  # noqa: BLE001 - recording must never change capture
+                    pass
+            return out
+
+        return narrow
+
+    with patched(ss.ShapeEnv, "guard_or_defer_runtime_assert", make_defer), \
+            patched(ss.ShapeEnv, "_update_var_to_range", make_narrow), \
+            patched(ss.ShapeEnv, "_maybe_guard_rel", make_guard_rel), \
+            patched(ss.DimConstraints, "prettify_results", _tolerant_prettify):
         yield
-    finally:
-        ss.ShapeEnv.guard_or_defer_runtime_assert = original_defer
-        ss.ShapeEnv._update_var_to_range = original_range
-        ss.ShapeEnv._maybe_guard_rel = original_rel
+
+
+def _tolerant_prettify(original):
+    """torch's ``DimConstraints.prettify_results`` formats the suggested fixes of a constraint
+    violation, and fails on a relation it does not expect (``8/3 <= d1`` from ``x[..., 1:][..., 1:]``
+    on a batch of 3), hiding the violation itself. Patched: the violation is raised without the
+    suggestions then, and onnxport decides the guard from its own records."""
+
+    def prettify_results(self, *args, **kwargs):
+        try:
+            return original(self, *args, **kwargs)
+        except AssertionError:
+            return ""
+
+    return prettify_results
 
 
 _MATH_ON_SIZES = ("sqrt", "cos", "sin", "tan", "cosh", "sinh", "tanh", "acos", "asin", "atan", "log2")
@@ -159,25 +229,36 @@ def symbolic_math():
     (``torch._sym_sqrt``...) instead of pinning the size to its example value."""
     import math
 
-    saved = {}
-    for name in _MATH_ON_SIZES:
-        sym = getattr(torch, f"_sym_{name}", None)
-        if sym is None:
-            continue
-        original = getattr(math, name)
-        saved[name] = original
+    with contextlib.ExitStack() as stack:
+        for name in _MATH_ON_SIZES:
+            sym = getattr(torch, f"_sym_{name}", None)
+            if sym is None:
+                continue
 
-        def wrapped(x, _sym=sym, _orig=original):
-            if isinstance(x, (torch.SymInt, torch.SymFloat)):
-                return _sym(x)
-            return _orig(x)
+            def make(original, _sym=sym):
+                def wrapped(x):
+                    if isinstance(x, (torch.SymInt, torch.SymFloat)):
+                        return _sym(x)
+                    return original(x)
 
-        setattr(math, name, wrapped)
-    try:
+                return wrapped
+
+            stack.enter_context(patched(math, name, make))
         yield
-    finally:
-        for name, original in saved.items():
-            setattr(math, name, original)
+
+
+def patch_sites() -> list[tuple[Any, str]]:
+    """Every ``(owner, attribute)`` the capture-time patches of this module and of
+    ``capture.eager_paths`` replace (for ``restore_leftovers`` and for tests)."""
+    import math
+
+    from torch import nn
+    from torch.fx.experimental import symbolic_shapes as ss
+
+    return ([(ss.ShapeEnv, n) for n in ("_set_replacement", "guard_or_defer_runtime_assert", "_update_var_to_range",
+                                         "_maybe_guard_rel")]
+            + [(ss.DimConstraints, "prettify_results")]
+            + [(math, n) for n in _MATH_ON_SIZES] + [(nn.TransformerEncoder, "forward")])
 
 
 @contextlib.contextmanager

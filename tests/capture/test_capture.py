@@ -215,3 +215,23 @@ def test_training_mode_is_warned_about():
 
 def test_negative_axes_in_dynamic_shapes():
     check_export(Multi(), (torch.randn(2, 3),), {"x": {-1: "k", -2: "n"}}, expect_inputs={"x": ["n", "k"]})
+
+
+def test_specialization_check_refuses_a_declared_axis_that_came_out_constant():
+    """The last check of capture, run on a program torch.export let through with a declared axis
+    constant (torch 2.13 raises first in the cases known; the check stays as the safety net)."""
+    from onnxport.capture.dynamic_shapes import DeclaredDim
+    from onnxport.capture.trace import _check_specialization
+
+    class Rows(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    program = torch.export.export(Rows(), (torch.randn(3, 4),))  # every axis static
+    records = [(["L['x'].size()[0]"], 3, "model.py:7 in forward: for i in range(x.shape[0]):")]
+    declared = [DeclaredDim("x", 0, "rows", True)]
+    with pytest.raises(onnxport.SpecializationError) as info:
+        _check_specialization(program, ["x"], declared, records, [("x", None)])
+    assert "'rows'" in str(info.value) and "constant 3" in str(info.value)
+    assert info.value.where == records[0][2]
+    _check_specialization(program, ["x"], [DeclaredDim("x", 0, "x_dim0", False, "auto")], records, [("x", None)])
