@@ -53,24 +53,82 @@ def last_user_frame(trace: str) -> str | None:
     return best
 
 
+FIRST_LINE_LIMIT = 200  # characters of an error's first line; the rest follows as detail
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_BREAKS = (": ", "; ", ". ", " (", ", ")
+_MORE = " (detail below)"
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal colour codes (torch's messages carry some)."""
+    return _ANSI.sub("", text)
+
+
+def split_message(message: str, limit: int = FIRST_LINE_LIMIT) -> tuple[str, str]:
+    """``(summary, detail)``: the message's first line cut to at most ``limit`` characters at the
+    last clause boundary outside brackets (``: ``, ``; ``, ``. ``, then `` (`` and ``, ``) that leaves
+    a summary of some length, and the rest.
+
+    A message whose first line fits is returned whole as the summary (its other lines as detail).
+    """
+    message = strip_ansi(message).strip()
+    first, _, rest = message.partition("\n")
+    first = first.rstrip()
+    if len(first) <= limit:
+        return first, rest.strip()
+    limit -= len(_MORE)
+    depth, outside = 0, []  # positions outside (), [], {}
+    for i, ch in enumerate(first[:limit]):
+        depth += ch in "([{"
+        depth -= ch in ")]}" and depth > 0
+        outside.append(depth == 0)
+    cut = -1
+    for seps, least in ((_BREAKS[:3], 16), (_BREAKS[3:], limit // 3)):
+        found = [i for sep in seps for i in range(len(first[:limit])) if first.startswith(sep, i) and outside[i]]
+        found = [i for i in found if i >= least]
+        if found:
+            cut = max(found)
+            break
+    if cut < 0:
+        cut = first.rfind(" ", 0, limit)
+        cut = cut if cut > 0 else limit
+    head, tail = first[:cut].rstrip(" :;,.("), first[cut:].lstrip(" :;,.")
+    if first[cut:].startswith(" ("):
+        tail = "(" + tail
+    detail = tail + ("\n" + rest.strip() if rest.strip() else "")
+    return head + _MORE, detail
+
+
 class ExportError(Exception):
     """Base of every error onnxport raises on purpose.
 
+    ``str(e)`` is a short first line (``summary``, at most ``FIRST_LINE_LIMIT`` characters, cut
+    at a clause boundary), then ``at <user's line>``, ``fix: <hint>`` and ``detail: <the rest>``.
+
     Attributes:
+        what: the full message, as given.
+        summary: its first line, short (what the CLI prints after ``onnxport: error:``).
+        detail: what did not fit in the summary, plus the ``detail`` argument (torch's own message).
         where: the user's source line (``file:line in func: code``) or None.
-        hint:  what to do about it, or None.
+        hint: what to do about it, or None.
     """
 
-    def __init__(self, message: str, *, node: Any = None, where: str | None = None, hint: str | None = None):
-        self.what = message
+    def __init__(self, message: str, *, node: Any = None, where: str | None = None, hint: str | None = None,
+                 detail: str | None = None):
+        self.what = strip_ansi(message)
+        self.summary, rest = split_message(self.what)
+        extra = strip_ansi(detail).strip() if detail else ""
+        self.detail = "\n".join(p for p in (rest, extra) if p) or None
         self.where = where or (user_source_line(node) if node is not None else None)
-        self.hint = hint
+        self.hint = strip_ansi(hint) if hint else hint
         self.node_name = getattr(node, "name", None)
-        text = message
+        text = self.summary
         if self.where:
             text += f"\n  at {self.where}"
-        if hint:
-            text += f"\n  fix: {hint}"
+        if self.hint:
+            text += f"\n  fix: {self.hint}"
+        if self.detail:
+            text += "\n  detail: " + self.detail.replace("\n", "\n    ")
         super().__init__(text)
 
 

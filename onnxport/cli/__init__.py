@@ -31,6 +31,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def error_text(e: Exception, debug: bool = False) -> str:
+    """What the command prints for an ``ExportError``: ``onnxport: error: <short first line>``,
+    then ``at <user's line>`` and ``fix: <hint>``; the detail (torch's full message) with ``--debug``."""
+    lines = [f"onnxport: error: {getattr(e, 'summary', None) or str(e).splitlines()[0]}"]
+    if getattr(e, "where", None):
+        lines.append(f"  at {e.where}")
+    if getattr(e, "hint", None):
+        lines.append(f"  fix: {e.hint}")
+    detail = getattr(e, "detail", None)
+    if detail and debug:
+        lines.append("  detail: " + detail.replace("\n", "\n    "))
+    elif detail:
+        lines.append("  (--debug shows the full message)")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point. Exit codes: 0 success, 1 validation mismatch, 2 user error."""
     from onnxport.errors import ExportError
@@ -47,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        print(f"onnxport: error: {e}", file=sys.stderr)
+        print(error_text(e, args.debug), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

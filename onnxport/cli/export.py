@@ -18,7 +18,8 @@ examples:
       -o enc.onnx --report report.json
 
 exit codes: 0 success; 1 validation mismatch (the ONNX file is written, the table shows where);
-2 user error (target, config, checkpoint, contract, export), nothing written to -o.
+2 user error (target, config, checkpoint, contract, export, an output path that cannot be written),
+nothing written: a short "onnxport: error:" line, then where and what to do (--debug: the full detail).
 """
 
 
@@ -152,14 +153,10 @@ def _config_data(args) -> object:
     return data
 
 
-def _one_line(e) -> str:
-    text = (getattr(e, "what", None) or str(e)).strip().replace("\n", " ")
-    where, hint = getattr(e, "where", None), getattr(e, "hint", None)
-    return text + (f" (at {where})" if where else "") + (f" (fix: {hint})" if hint else "")
-
-
 def run(args) -> int:
     """Run the export; returns 0, 1 (validation mismatch, file kept) or 2 (user error, nothing written)."""
+    from onnxport.cli import error_text
+    from onnxport.cli.paths import check_output_paths
     from onnxport.config import export_from_config
     from onnxport.config.target import parse_model_args
     from onnxport.errors import ConfigError, ExportError
@@ -167,6 +164,7 @@ def run(args) -> int:
     debug = getattr(args, "debug", False)
     progress = Progress(quiet=args.quiet)
     try:
+        check_output_paths({"-o": args.output, "--report": args.report})
         data = _config_data(args)
         target = args.target
         if target is None and not args.config:
@@ -182,7 +180,7 @@ def run(args) -> int:
         progress.close()
         if debug:
             raise
-        print(f"onnxport: error: {_one_line(e)}", file=sys.stderr)
+        print(error_text(e, debug), file=sys.stderr)
         return 2
     finally:
         progress.close()

@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     """Render (or print) the picture; returns 0. Errors are ``onnxport.ExportError`` (exit code 2)."""
     import os
 
+    from onnxport.cli.paths import check_output_paths
     from onnxport.cli.target import model_from_args
     from onnxport.show.dot import FORMATS, RenderError, plot_dot, render
 
@@ -43,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output and not args.format and suffix not in FORMATS:
         raise RenderError(f"cannot tell the picture format of {args.output!r} from its suffix",
                           hint=f"name it .{', .'.join(sorted(FORMATS))}, or pass --format")
+    check_output_paths({"-o": args.output, "--dot": args.dot})
     text = plot_dot(model_from_args(args), shapes=args.shapes)
     if args.output is None:
         print(text, end="")

@@ -34,9 +34,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from onnxport.cli.paths import check_output_paths
     from onnxport.cli.target import export_from_args
     from onnxport.verify.divergence import validate_file
 
+    check_output_paths({"--report": args.report})
     # the positional after MODEL.onnx is the target (add_target_arguments names it "model")
     reference = export_from_args(args, checkpoint=args.checkpoint)
     report, found = validate_file(args.onnx_file, reference, atol=args.atol, rtol=args.rtol,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 from typing import Any
 
 import torch
@@ -32,10 +33,7 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"checkpoint {path} cannot be read with torch.load(weights_only=True): {first}",
-                              hint="save it with torch.save(model.state_dict(), path); pickled objects "
-                                   "other than tensors and containers are not loaded") from e
+        raise _unreadable(path, e) from e
     if _is_state_dict(obj):
         return dict(obj)
     if isinstance(obj, dict):
@@ -47,6 +45,27 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
                               f"{' / '.join(_STATE_KEYS)}", hint="save the model's state_dict() under the key 'model'")
     raise CheckpointError(f"checkpoint {path} holds a {type(obj).__name__}, not a state dict",
                           hint="save it with torch.save(model.state_dict(), path)")
+
+
+_REFUSED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
+
+
+def _unreadable(path: str, e: Exception) -> CheckpointError:
+    """The error for a checkpoint ``torch.load(weights_only=True)`` refused or could not read: a
+    short first line naming the cause (the refused class, a damaged file), torch's text as detail."""
+    text = str(e)
+    refused = _REFUSED_GLOBAL.search(text)
+    if refused:
+        name = refused.group(1)
+        return CheckpointError(
+            f"checkpoint {path} holds a pickled {name} object, which weights-only loading refuses",
+            hint=f"save only tensors: torch.save(model.state_dict(), path); if you trust the file, load it with "
+                 f"torch.load(path, weights_only=False) and save its state_dict()", detail=text)
+    if "central directory" in text or "zip archive" in text or isinstance(e, EOFError):
+        return CheckpointError(f"checkpoint {path} is damaged or truncated (not a complete torch.save file)",
+                               hint="save or copy it again", detail=text)
+    return CheckpointError(f"checkpoint {path} cannot be read with torch.load(weights_only=True)",
+                           hint="save it with torch.save(model.state_dict(), path)", detail=f"{type(e).__name__}: {text}")
 
 
 def _listed(keys: list[str]) -> str:

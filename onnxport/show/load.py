@@ -94,10 +94,11 @@ def _model_proto(obj: Any) -> onnx.ModelProto:
                                                             for d, v in (opsets or {"": 20}).items()])
     if isinstance(obj, (bytes, bytearray)):
         try:
-            return onnx.load_from_string(bytes(obj))
+            proto = onnx.load_from_string(bytes(obj))
         except Exception as e:  # noqa: BLE001 - any decoding failure means "not a model"
-            raise ShowInputError(f"the bytes given are not a serialized ONNX model: {e}",
-                                 hint="pass a path, an onnx.ModelProto or an onnxport.ExportResult") from e
+            raise ShowInputError("the bytes given are not a serialized ONNX model",
+                                 hint="pass a path, an onnx.ModelProto or an onnxport.ExportResult", detail=str(e)) from e
+        return _checked(proto, "the bytes given")
     if isinstance(obj, (str, os.PathLike)):
         return _load_path(os.fspath(obj))
     raise ShowInputError(
@@ -109,11 +110,25 @@ def _model_proto(obj: Any) -> onnx.ModelProto:
 def _load_path(path: str) -> onnx.ModelProto:
     if not os.path.isfile(path):
         raise ShowInputError(f"no such file: {path}", hint="give the path of an existing .onnx file")
+    if os.path.getsize(path) == 0:
+        raise ShowInputError(f"{path} is empty (0 bytes), not an ONNX model",
+                             hint="save the model again: a save that was interrupted or failed leaves such a file")
     try:
-        return onnx.load(path)
+        proto = onnx.load(path)
     except Exception as e:  # noqa: BLE001 - protobuf decode errors have many types
-        raise ShowInputError(f"{path} is not a readable ONNX model: {type(e).__name__}: {e}",
-                             hint="check the file is an ONNX model (and its .data file is beside it)") from e
+        raise ShowInputError(f"{path} is not a readable ONNX model: {type(e).__name__}",
+                             hint="check the file is an ONNX model (and its .data file is beside it)",
+                             detail=str(e)) from e
+    return _checked(proto, path)
+
+
+def _checked(proto: onnx.ModelProto, source: str) -> onnx.ModelProto:
+    """``proto`` when it is a model (an IR version and a graph); protobuf reads many byte strings
+    as an empty or partial message without complaint."""
+    if proto.ir_version <= 0 or not proto.HasField("graph"):
+        raise ShowInputError(f"{source} is not an ONNX model: it holds no IR version or no graph",
+                             hint="give an .onnx file written by an ONNX exporter")
+    return proto
 
 
 def _inferred(proto: onnx.ModelProto, notes: list[str]) -> onnx.ModelProto:

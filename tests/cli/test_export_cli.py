@@ -56,14 +56,19 @@ def dims_of(value) -> list:
 
 
 def assert_user_error(proc: subprocess.CompletedProcess, out: Path, *fragments: str) -> str:
+    """Exit code 2, no traceback, nothing written; the error: a first line ``onnxport: error: ...``
+    of at most 200 characters after the prefix, then ``at`` / ``fix`` lines."""
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("onnxport: error: "), proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("onnxport: error: "))
+    assert len(lines[first]) <= len("onnxport: error: ") + 200, lines[first]
+    assert all(line.startswith("  ") for line in lines[first + 1:]), proc.stderr
+    error = "\n".join(lines[first:])
     for f in fragments:
-        assert f in last, last
+        assert f in error, error
     assert not out.exists()
-    return last
+    return error
 
 
 # ------------------------------------------------------------------------------------ subprocess
@@ -260,3 +265,34 @@ def test_a_declared_range_the_model_cannot_take_exits_2_with_the_line_and_sizes(
     assert main(["export", f"{TOY}:build_pairs", "-c", str(cfg), "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "time % 2 == 0" in err and "time = 3, 5" in err and "toy_models.py" in err and not out.exists()
+
+
+@pytest.mark.parametrize("option", ["--report", "-o"])
+def test_an_output_path_in_a_missing_directory_exits_2_before_the_export(tmp_path, capsys, option):
+    out, report = tmp_path / "net.onnx", tmp_path / "r.json"
+    paths = {"-o": str(out), "--report": str(report), option: str(tmp_path / "missing" / "file")}
+    code = main(["export", f"{TOY}:build_net", "--input", "x: float32[batch, 16]", "-o", paths["-o"],
+                 "--report", paths["--report"]])
+    captured = capsys.readouterr()
+    assert code == 2
+    lines = captured.err.strip().splitlines()
+    assert lines == [f"onnxport: error: {option}: the directory {tmp_path / 'missing'} does not exist (create it first)"]
+    assert "capture" not in captured.err  # refused before the export started
+    assert list(tmp_path.iterdir()) == []
+
+
+class Refused:
+    """A class weights-only loading refuses to unpickle."""
+
+
+def test_checkpoint_errors_have_a_short_first_line_naming_the_cause(tmp_path):
+    cfg, out = tmp_path / "framer.toml", tmp_path / "m.onnx"
+    cfg.write_text(FRAMER_TOML.format(vocab=5))
+    pickled, truncated = tmp_path / "pickled.pt", tmp_path / "truncated.pt"
+    torch.save({"model": {"w": torch.zeros(2)}, "extra": Refused()}, pickled)
+    torch.save({"lin.weight": torch.zeros(5, 16), "lin.bias": torch.zeros(5)}, truncated)
+    truncated.write_bytes(truncated.read_bytes()[:200])
+    for ckpt, words in ((pickled, ["pickled", "test_export_cli.Refused", "refuses"]), (truncated, ["damaged or truncated"])):
+        proc = run_cli(f"{TOY}:build_framer", "-c", str(cfg), "--checkpoint", str(ckpt), "-o", str(out))
+        error = assert_user_error(proc, out, *words)
+        assert "--debug" in error  # torch's full message is one option away

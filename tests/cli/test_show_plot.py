@@ -169,3 +169,23 @@ def test_plot_refuses_an_unknown_picture_suffix(tmp_path, capsys):
     assert main(["plot", str(path), "-o", str(tmp_path / "m.xyz")]) == 2
     assert "suffix" in capsys.readouterr().err
     assert not (tmp_path / "m.xyz").exists()
+
+
+@pytest.mark.parametrize("option", ["-o", "--dot"])
+def test_plot_into_a_missing_directory_exits_2_before_rendering(scan_path, tmp_path, capsys, option):
+    missing = tmp_path / "missing" / ("m.dot" if option == "--dot" else "m.svg")
+    argv = ["plot", scan_path, option, str(missing)] + (["-o", str(tmp_path / "m.svg")] if option == "--dot" else [])
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"onnxport: error: {option}: the directory {missing.parent} does not exist (create it first)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.onnx"]  # the picture was not drawn either
+
+
+@pytest.mark.parametrize("content, message", [(b"", "is empty (0 bytes)"), (b"\x08\x07", "holds no IR version or no graph"),
+                                              (b"not protobuf at all \xff\xfe", "not a readable ONNX model")])
+def test_show_refuses_files_that_are_not_models(tmp_path, capsys, content, message):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(content)
+    assert main(["show", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.out == ""
