@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any
 
 import onnx
 import onnx_ir as ir
 
-from onnxport.errors import SaveError
-
-TWO_GB = 2 * 1024**3
+from onnxport.saving import PROTOBUF_LIMIT, save_model, serialized_size
 
 
 class ExportResult:
@@ -31,7 +28,7 @@ class ExportResult:
         validation: its ``ValidationReport`` (None when not validated).
     """
 
-    external_data_threshold = TWO_GB
+    external_data_threshold = PROTOBUF_LIMIT  # bytes of the serialized model, not of the weights alone
     _FIELDS = ("model", "program", "module", "example", "captured", "timings", "dim_names", "rewrite_notes",
                "config", "validation")
 
@@ -83,32 +80,27 @@ class ExportResult:
         """Bytes of the initializers' data."""
         return sum(v.const_value.nbytes for v in self.model.graph.initializers.values() if v.const_value is not None)
 
-    def save(self, path: str | os.PathLike, *, external_data: bool | None = None) -> str:
-        """Write the model to ``path`` atomically; returns the path.
+    def needs_external_data(self) -> bool:
+        """True when the model serialized as one protobuf message would exceed
+        ``external_data_threshold`` bytes (protobuf's limit, 2 GiB - 1): its size counts the
+        weights, the graph, the local functions and the names (``onnxport.saving.serialized_size``)."""
+        return serialized_size(self.model) > self.external_data_threshold
 
-        Weights go to ``<path>.data`` next to it when ``external_data`` is True, or when None and
-        the weights exceed ``external_data_threshold`` bytes (2 GB, protobuf's limit).
-        Raises ``SaveError`` (and leaves nothing at ``path``) when writing fails.
+    def save(self, path: str | os.PathLike, *, external_data: bool | None = None) -> str:
+        """Write the model to ``path``; returns the path.
+
+        Weights go to ``<path>.<token>.data`` (a name new to each save) beside it when ``external_data`` is True, or when
+        None and the serialized model would exceed ``external_data_threshold`` bytes (protobuf's
+        2 GiB limit). The ``.onnx`` file and its data change together: a failed or interrupted save
+        leaves the previous model readable as it was (``onnxport.saving``). Data files of an earlier
+        save at ``path`` that the new model does not read are removed.
+
+        Raises ``SaveError`` when the directory does not exist (it is not created), ``path`` is
+        a directory, or writing fails; nothing new is then left beside ``path``.
         """
-        path = os.fspath(path)
-        directory = os.path.dirname(os.path.abspath(path))
         if external_data is None:
-            external_data = self.weights_bytes() > self.external_data_threshold
-        data_name = os.path.basename(path) + ".data"
-        try:
-            os.makedirs(directory, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=directory, prefix=".onnxport-") as tmp:
-                tmp_model = os.path.join(tmp, os.path.basename(path))
-                if external_data:
-                    ir.save(self.model, tmp_model, external_data=data_name)
-                    os.replace(os.path.join(tmp, data_name), os.path.join(directory, data_name))
-                else:
-                    ir.save(self.model, tmp_model)
-                os.replace(tmp_model, path)
-        except Exception as e:  # noqa: BLE001 - any failure: nothing half-written
-            raise SaveError(f"could not save the model to {path}: {type(e).__name__}: {e}",
-                            hint="check the directory exists and is writable") from e
-        return path
+            external_data = self.needs_external_data()
+        return save_model(self.model, path, external_data)
 
     def validate(self, inputs: Any = None, sizes: Any = None, *, atol: float | None = None,
                  rtol: float | None = None):

@@ -61,7 +61,7 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, atol: float | Non
     """
     module = result.module if result.module is not None else result.program.module()
     with contextlib.ExitStack() as stack:
-        if result.weights_bytes() > result.external_data_threshold:
+        if result.needs_external_data():
             # over protobuf's 2 GB: onnxruntime reads the model from a file with external weights
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="onnxport-validate-"))
             runner = OrtRunner(result.save(os.path.join(tmp, "model.onnx"), external_data=True))
