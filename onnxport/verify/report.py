@@ -6,6 +6,9 @@ import dataclasses
 import math
 
 
+EAGER_FAILED = "eager PyTorch failed on these inputs"  # the note of a check whose inputs eager refused
+
+
 @dataclasses.dataclass(frozen=True)
 class Check:
     """One output compared on one input set."""
@@ -19,13 +22,19 @@ class Check:
     ok: bool
     note: str = ""
     why: str = ""  # why these sizes: "minimum", "above the example", "kept guard (time // 4) != 1"
-    rejected: bool = False  # eager PyTorch refused these generated sizes: reported, not compared
+    rejected: bool = False  # not compared: eager PyTorch refused these generated inputs, or no answer is defined
+
+    @property
+    def eager_refused(self) -> bool:
+        """Not compared because eager PyTorch raised on these generated inputs."""
+        return self.rejected and self.note.startswith(EAGER_FAILED)
 
 
 @dataclasses.dataclass(frozen=True)
 class ValidationReport:
     """Every comparison made; ``ok`` is True when at least one comparison ran and every comparison
-    passed (generated sizes eager PyTorch itself rejects are listed in ``rejected``, not failures)."""
+    passed (generated inputs eager PyTorch itself rejects, listed in ``rejected``, and outputs with
+    no defined answer are in ``not_compared``, not failures)."""
 
     checks: tuple[Check, ...]
 
@@ -36,7 +45,13 @@ class ValidationReport:
 
     @property
     def rejected(self) -> list[Check]:
-        """Generated size sets eager PyTorch refused (the model does not take them)."""
+        """Generated input sets eager PyTorch refused (the model does not take them)."""
+        return [c for c in self.checks if c.eager_refused]
+
+    @property
+    def not_compared(self) -> list[Check]:
+        """Every check not compared: the sets eager refused, NaN/inf sets where eager's outputs are
+        not finite, indices chosen among equal values."""
         return [c for c in self.checks if c.rejected]
 
     @property
@@ -51,7 +66,7 @@ class ValidationReport:
         head = ("inputs", "sizes", "output", "shape", "max abs", "max rel", "pass")
         rows = [head] + [(c.inputs, c.sizes + (f" ({c.why})" if c.why else ""), c.output,
                           "x".join(map(str, c.shape)) or "()", f"{c.max_abs:.2e}", f"{c.max_rel:.2e}",
-                          ("eager rejects" if c.rejected else "ok" if c.ok else "FAIL") + (f" {c.note}" if c.note else ""))
+                          (_skipped(c) if c.rejected else "ok" if c.ok else "FAIL") + (f" {c.note}" if c.note else ""))
                          for c in self.checks]
         widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
         lines = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
@@ -64,3 +79,8 @@ class ValidationReport:
         return "\n".join(lines)
 
     __repr__ = __str__
+
+
+def _skipped(c: Check) -> str:
+    """The pass column of a check not compared: eager refused the inputs, or the comparison is moot."""
+    return "eager rejects" if c.eager_refused else "not compared"
