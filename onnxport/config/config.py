@@ -52,7 +52,7 @@ from typing import Any
 import torch
 
 from onnxport.errors import ConfigError
-from onnxport.verify.inputs import InputSpec
+from onnxport.verify.inputs import MAX_ELEMENTS, InputSpec, elements
 from onnxport.verify.inputs import make_inputs as make_spec_inputs
 from onnxport.verify.sizes import validation_sizes
 
@@ -207,7 +207,21 @@ def parse_config(data: dict, source: str = "<dict>") -> ExportConfig:
     _check_lengths(cfg, where)
     _complete_dims(cfg, where)
     _parse_validate(cfg, data.get("validate", {}), where)
+    _check_input_sizes(cfg, where)
     return cfg
+
+
+def _check_input_sizes(cfg: ExportConfig, where: str) -> None:
+    """The example and the listed validation sizes make inputs onnxport can hold (``MAX_ELEMENTS``)."""
+    specs = input_specs(cfg)
+    for label, sizes in [("the example sizes", cfg.example_sizes())] + \
+            [(f"[validate] sizes {sizes_text(s)}", s) for s in (cfg.sizes if cfg.sizes_given else [])]:
+        total = elements(specs, sizes)
+        if total > MAX_ELEMENTS:
+            big = max(specs, key=lambda s: elements([s], sizes))
+            raise ConfigError(f"{where}: {label} make inputs of {total:,} elements ({big.name}: "
+                              f"{big.shape(sizes)}), more than the {MAX_ELEMENTS:,} onnxport builds",
+                              hint="give each dim in [dims] an example (and sizes) of the order a model takes")
 
 
 def _parse_dtype(text: Any, what: str) -> torch.dtype:
@@ -398,7 +412,9 @@ def default_sizes(cfg: ExportConfig, guards: list = ()) -> list[dict[str, int]]:
     before the export); with the export's ``guards``, also both sides of each guard's boundary."""
     example = cfg.example_sizes()
     ranges = {n: (r.min, r.max) for n, r in cfg.dims.items()}
-    sets = validation_sizes(example, ranges, list(guards))
+    specs = input_specs(cfg)
+    sequence = {d for s in specs for axis, d in enumerate(s.dims) if isinstance(d, str) and axis > 0}
+    sets = validation_sizes(example, ranges, list(guards), sequence=sequence, cost=lambda sizes: elements(specs, sizes))
     moved = [s for why, s in sets if all(s[n] != e for n, e in example.items())]
     return moved + [s for why, s in sets if guards and s not in moved]
 
@@ -417,7 +433,7 @@ def input_specs(cfg: ExportConfig) -> list[InputSpec]:
             if other != name and decl.lengths_of[1] in odecl.dims and decl.dims[0] in odecl.dims:
                 pads[other] = (name, odecl.dims.index(decl.dims[0]), odecl.dims.index(decl.lengths_of[1]))
     return [InputSpec(name, decl.dtype, tuple(decl.dims), low=decl.low, high=decl.high - 1,
-                      lengths_of=decl.lengths_of[1] if decl.lengths_of else None, pad=pads.get(name))
+                      lengths_of=decl.lengths_of[1] if decl.lengths_of else None, pad=pads.get(name), declared=True)
             for name, decl in cfg.inputs.items()]
 
 

@@ -1,10 +1,25 @@
-"""Input tensors at other sizes: one ``InputSpec`` per input, one ``make_inputs`` for all.
+"""Input tensors at other sizes and of other values: one ``InputSpec`` per input, one
+``make_inputs`` for all.
 
 An ``InputSpec`` says how to make one input at any sizes of the dynamic dimensions: its dtype, its
 dims (ints, dim names, or expressions over dim names such as ``2*h``) and what its values look like
 (the example's spread for floats, a range for integers, sequence lengths tied to a dim, masks).
 Specs come from an export's example inputs (``specs_from_captured``) or from an export config's
 declarations (``onnxport.config``); ``make_inputs`` builds the tensors from either.
+
+``make_inputs(..., values=KIND)`` makes values the example does not reach (``VALUE_KINDS``):
+
+* ``"example"``: floats with the example's mean and spread, integers in the example's range;
+* ``"symmetric"``: floats centred on zero, as spread as the example's values are far from it
+  (an example in [1, 2) gives values in about (-5, 5));
+* ``"zeros"``: floats exactly zero;
+* ``"large"``: floats centred on zero, ``LARGE`` times as spread (magnitudes up to about 30x);
+* ``"special"``: floats like the example with NaN, +inf and -inf at a few places each (validation
+  compares them where eager's outputs stay finite);
+* ``"range"``: integers across their plausible range: ``0..vocab - 1`` for an input indexing a
+  table (an embedding), the declared range of a config, else up to four times past the example's.
+
+Lengths stay lengths and masks stay masks (a prefix mask, made from lengths, stays one) in every kind.
 """
 
 from __future__ import annotations
@@ -18,6 +33,12 @@ import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.capture.captured import Captured, expr_of
+from onnxport.errors import ValidationError
+
+VALUE_KINDS = ("symmetric", "zeros", "large", "special", "range")
+LARGE = 10.0  # spread of the "large" values over the example's magnitude
+MAX_ELEMENTS = 1 << 28  # elements of one input set beyond which make_inputs refuses (1 GiB of float32)
+SPECIALS = (float("nan"), float("inf"), float("-inf"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,8 +53,13 @@ class InputSpec:
         low, high: integers are uniform in ``low..high`` inclusive.
         nonzero: integers hold no zeros (they may divide).
         full: bools are all True (a mask the example keeps full).
+        prefix: bools are True on a prefix of the last axis, per row (a mask made from lengths):
+            1..size steps, one row for all of them.
         lengths_of: integers are the lengths of this dim: 1..size, the longest equal to the size.
         pad: ``(lengths input, batch axis, time axis)``: the steps past each length are zero.
+        vocab: integers index the rows of a table this long (an embedding): ``"range"`` values
+            span ``0..vocab - 1``.
+        declared: ``low..high`` is a declared range (a config's): ``"range"`` values span it.
     """
 
     name: str
@@ -45,8 +71,11 @@ class InputSpec:
     high: int = 9
     nonzero: bool = False
     full: bool = False
+    prefix: bool = False
     lengths_of: str | None = None
     pad: tuple | None = None
+    vocab: int | None = None
+    declared: bool = False
 
     def shape(self, sizes: dict[str, int]) -> list[int]:
         """The shape at ``sizes`` (dim name -> size)."""
@@ -60,26 +89,64 @@ class InputSpec:
                 out.append(int(d.xreplace({s: sympy.Integer(sizes[str(s)]) for s in d.free_symbols})))
         return out
 
+    def plausible_range(self) -> tuple[int, int]:
+        """``(low, high)`` inclusive of the ``"range"`` values: the table's rows, the declared
+        range, else the example's range stretched to four times its top (and its bottom when
+        negative)."""
+        if self.vocab is not None:
+            return 0, max(self.vocab - 1, 0)
+        if self.declared:
+            return self.low, self.high
+        low = self.low * 4 if self.low < 0 else self.low
+        return low, max(self.high * 4, self.high + 16)
 
-def make_inputs(specs: list[InputSpec], sizes: dict[str, int], seed: int = 0) -> dict[str, torch.Tensor]:
+
+def elements(specs: list[InputSpec], sizes: dict[str, int]) -> int:
+    """Elements of all the inputs ``specs`` make at ``sizes``."""
+    return sum(math.prod(s.shape(sizes)) for s in specs)
+
+
+def make_inputs(specs: list[InputSpec], sizes: dict[str, int], seed: int = 0,
+                values: str = "example") -> dict[str, torch.Tensor]:
     """Random tensors for ``specs`` at ``sizes`` (dim name -> size), seeded; lengths tied to their
-    dim and, where a spec asks, the steps past each length zeroed."""
+    dim and, where a spec asks, the steps past each length zeroed. ``values`` is ``"example"`` or
+    one of ``VALUE_KINDS`` (see the module docstring).
+
+    Raises ``ValidationError`` when the inputs would hold more than ``MAX_ELEMENTS`` elements
+    (sizes of another order than a model's inputs), naming the largest input.
+    """
+    if values != "example" and values not in VALUE_KINDS:
+        raise ValueError(f"values must be 'example' or one of {VALUE_KINDS}, not {values!r}")
+    shapes = {s.name: s.shape(sizes) for s in specs}
+    total = sum(math.prod(v) for v in shapes.values())
+    if total > MAX_ELEMENTS:
+        name = max(shapes, key=lambda n: math.prod(shapes[n]))
+        raise ValidationError(
+            f"inputs at {', '.join(f'{k}={v}' for k, v in sizes.items())} would hold {total:,} elements "
+            f"({name}: {list(shapes[name])}), more than the {MAX_ELEMENTS:,} onnxport makes",
+            hint="choose smaller sizes (a config's [dims] example, min and max)")
     gen = torch.Generator().manual_seed(seed)
-    out = {s.name: _make(s, s.shape(sizes), sizes, gen) for s in specs}
+    out = {s.name: _make(s, shapes[s.name], sizes, gen, values) for s in specs}
     for s in specs:
         if s.pad is not None and s.pad[0] in out:
             _zero_padding(out[s.name], out[s.pad[0]], s.pad[1], s.pad[2])
     return out
 
 
-def _make(s: InputSpec, shape: list[int], sizes: dict, gen: torch.Generator) -> torch.Tensor:
+def _make(s: InputSpec, shape: list[int], sizes: dict, gen: torch.Generator, values: str) -> torch.Tensor:
     if s.dtype.is_floating_point:
-        return (torch.randn(shape, generator=gen) * s.std + s.mean).to(s.dtype)
+        return _floats(s, shape, gen, values).to(s.dtype)
     if s.dtype.is_complex:
         return torch.randn(shape, generator=gen, dtype=s.dtype)
     if s.dtype == torch.bool:
         if s.full:
             return torch.ones(shape, dtype=torch.bool)
+        if s.prefix and len(shape) >= 2 and shape[-1] >= 1:
+            n = shape[-1]
+            lengths = torch.randint(1, n + 1, shape[:-1], generator=gen)
+            if lengths.numel():
+                lengths.view(-1)[int(torch.randint(0, lengths.numel(), (1,), generator=gen))] = n
+            return torch.arange(n) < lengths.unsqueeze(-1)
         out = torch.rand(shape, generator=gen) > 0.5
         if out.dim() >= 2 and out.shape[-1] >= 2:
             # masks: no row all True or all False (a fully masked row is an edge case of its own,
@@ -92,10 +159,34 @@ def _make(s: InputSpec, shape: list[int], sizes: dict, gen: torch.Generator) -> 
         if out.numel():
             out[tuple(int(torch.randint(0, d, (1,), generator=gen)) for d in out.shape)] = n
         return out.to(s.dtype)
-    out = torch.randint(s.low, s.high + 1, shape, generator=gen)
+    low, high = s.plausible_range() if values == "range" else (s.low, s.high)
+    info = torch.iinfo(s.dtype)
+    low, high = max(low, info.min), min(high, info.max)
+    out = torch.randint(low, high + 1, shape, generator=gen)
+    if values == "range" and out.numel():  # both ends of the range, once each
+        out.view(-1)[0] = high
+        if out.numel() > 1:
+            out.view(-1)[-1] = low
     if s.nonzero:
-        out[out == 0] = 1 if s.high >= 1 else -1
+        out[out == 0] = 1 if high >= 1 else -1
     return out.to(s.dtype)
+
+
+def _floats(s: InputSpec, shape: list[int], gen: torch.Generator, values: str) -> torch.Tensor:
+    scale = math.sqrt(s.mean ** 2 + s.std ** 2)  # how far the example's values are from zero
+    if values == "zeros":
+        return torch.zeros(shape)
+    if values == "symmetric":
+        return torch.randn(shape, generator=gen) * max(scale, 1e-3)
+    if values == "large":
+        return torch.randn(shape, generator=gen) * (LARGE * max(scale, 1.0))
+    out = torch.randn(shape, generator=gen) * s.std + s.mean
+    if values == "special" and out.numel():
+        flat = out.view(-1)
+        places = torch.randperm(flat.numel(), generator=gen)[:max(1, flat.numel() // 8)]
+        for i, p in enumerate(places.tolist()):
+            flat[p] = SPECIALS[i % len(SPECIALS)]
+    return out
 
 
 def _zero_padding(x: torch.Tensor, lengths: torch.Tensor, b_axis: int, t_axis: int) -> None:
@@ -152,18 +243,23 @@ def dim_examples(captured: Captured, names: dict) -> tuple[dict[str, int], dict[
 def specs_from_captured(captured: Captured, names: dict) -> list[InputSpec]:
     """An ``InputSpec`` per tensor input, like the example: its dtype, its dims in the dims' names,
     floats with the example's mean and spread, integers in its range (no zeros where it has none),
-    1-D positive integers whose largest value is a dim's example size as that dim's lengths."""
+    1-D positive integers whose largest value is a dim's example size as that dim's lengths, and
+    integers the program uses to index a table (an embedding) with that table's length
+    (``verify.tables.indexed_tables``)."""
+    from onnxport.verify.tables import indexed_tables
+
     examples, _ = dim_examples(captured, names)
     by_size = {}
     for name, size in examples.items():
         by_size.setdefault(size, name)
+    tables = indexed_tables(captured)
     specs = []
     for inp in captured.inputs:
         val, t = inp.value, inp.example
         if not (isinstance(val, torch.Tensor) and isinstance(t, torch.Tensor)):
             continue
         dims = tuple(_dim(expr_of(d), names) for d in val.shape)
-        specs.append(_like(inp.name, t, dims, by_size))
+        specs.append(_like(inp.name, t, dims, by_size, tables.get(inp.name)))
     return specs
 
 
@@ -175,25 +271,37 @@ def _dim(expr: Any, names: dict) -> Any:
     return expr.xreplace({s: sympy.Symbol(names.get(s, str(s)), integer=True, positive=True) for s in expr.free_symbols})
 
 
-def _like(name: str, t: torch.Tensor, dims: tuple, by_size: dict) -> InputSpec:
+def _like(name: str, t: torch.Tensor, dims: tuple, by_size: dict, vocab: int | None = None) -> InputSpec:
     if t.dtype.is_floating_point:
-        std = float(t.float().std()) if t.numel() > 1 else 1.0
+        finite = t.float()[torch.isfinite(t.float())]
+        std = float(finite.std()) if finite.numel() > 1 else 1.0
         std = std if math.isfinite(std) and std > 0 else 1.0
-        return InputSpec(name, t.dtype, dims, mean=float(t.float().mean()) if t.numel() else 0.0, std=std)
+        mean = float(finite.mean()) if finite.numel() else 0.0
+        return InputSpec(name, t.dtype, dims, mean=mean, std=std)
     if t.dtype == torch.bool:
-        return InputSpec(name, t.dtype, dims, full=bool(t.numel() and bool(t.all())))
+        full = bool(t.numel() and bool(t.all()))
+        return InputSpec(name, t.dtype, dims, full=full, prefix=not full and _is_prefix_mask(t))
     if t.dtype.is_complex or t.numel() == 0:
-        return InputSpec(name, t.dtype, dims, low=0, high=0)
+        return InputSpec(name, t.dtype, dims, low=0, high=0, vocab=vocab)
     lo, hi = int(t.min()), int(t.max())
-    lengths_of = by_size.get(hi) if t.dim() == 1 and lo >= 1 else None
+    lengths_of = by_size.get(hi) if t.dim() == 1 and lo >= 1 and vocab is None else None
     return InputSpec(name, t.dtype, dims, low=lo, high=hi, lengths_of=lengths_of,
-                     nonzero=lo <= 0 <= hi and not bool((t == 0).any()))
+                     nonzero=lo <= 0 <= hi and not bool((t == 0).any()), vocab=vocab)
 
 
-def inputs_like_example(captured: Captured, names: dict, sizes: dict[str, int], seed: int = 0) -> tuple[tuple, dict]:
+def _is_prefix_mask(t: torch.Tensor) -> bool:
+    """Whether every row of ``t`` (along its last axis) is True on a non-empty prefix, False after."""
+    if t.dim() < 2 or t.shape[-1] < 2 or not t.numel():
+        return False
+    return bool(t[..., 0].all()) and bool((t[..., 1:] <= t[..., :-1]).all())
+
+
+def inputs_like_example(captured: Captured, names: dict, sizes: dict[str, int], seed: int = 0,
+                        values: str = "example", specs: list[InputSpec] | None = None) -> tuple[tuple, dict]:
     """``(args, kwargs)`` shaped like the export's example, every dynamic dimension at ``sizes``
-    (dim name -> size); Python values and other leaves as in the example."""
-    made = make_inputs(specs_from_captured(captured, names), sizes, seed)
+    (dim name -> size), values of the kind ``values`` (``make_inputs``); Python values and other
+    leaves as in the example. ``specs`` (by input name) replace those made from the example."""
+    made = make_inputs(specs if specs is not None else specs_from_captured(captured, names), sizes, seed, values)
     flat, spec = pytree.tree_flatten(captured.example)
     by_index = {i: made[inp.name] for i, inp in enumerate(captured.inputs) if inp.name in made}
     new_flat = [by_index.get(i, leaf) for i, leaf in enumerate(flat)]

@@ -4,7 +4,9 @@
 
 * below the example: the range minimum (at least 1), the minimum + 1, one between the minimum and
   the example;
-* above it: two sets where every dimension moves by its own amount (dims equal in the example differ);
+* above it: two sets where every dimension moves by its own amount (dims equal in the example differ),
+  and one far above: four times the example, at least ``SEQUENCE_MIN`` on sequence-like dims
+  (a dim on another axis than the first), within an element budget (``large_sizes``);
 * at each guard's boundary (``onnxport.capture.guards.Guard.boundary``): a size on each side of a condition
   the export adopted or kept, and both parities of one it proved with a ``//`` or ``%``.
 
@@ -14,13 +16,18 @@ not is moved to the nearest sizes that do, or dropped).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 MAX_BOUNDARY_SETS = 6
+GROWTH = 4  # the far set: this many times the example
+SEQUENCE_MIN = 64  # ... and at least this long on sequence-like dims
+BUDGET = 1 << 22  # elements of the far set's inputs allowed (or 4x the example's, if more)
 _SEARCH = 64  # how far a size may move to satisfy the constraints
 
 
-def validation_sizes(examples: dict[str, int], ranges: dict[str, tuple], guards: list) -> list[tuple[str, dict]]:
+def validation_sizes(examples: dict[str, int], ranges: dict[str, tuple], guards: list, *,
+                     sequence: tuple | list | set = (), cost: Callable[[dict], int] | None = None
+                     ) -> list[tuple[str, dict]]:
     """``[(why, {dim name: size})]``: the default size sets of ``validate()`` and ``onnxport export``.
 
     Args:
@@ -28,6 +35,8 @@ def validation_sizes(examples: dict[str, int], ranges: dict[str, tuple], guards:
         ranges: dim name -> ``(min, max)`` the export allows.
         guards: ``onnxport.capture.guards.Guard`` decisions of the export (their ``boundary`` and,
             when adopted, their condition).
+        sequence: the sequence-like dims (at least ``SEQUENCE_MIN`` in the far set).
+        cost: sizes -> elements of the inputs at those sizes; bounds the far set (``large_sizes``).
     """
     names = {n: n for n in examples}
     if not examples:
@@ -60,6 +69,9 @@ def validation_sizes(examples: dict[str, int], ranges: dict[str, tuple], guards:
                 v = max(lo, examples[s] - 1 - k)
             sizes[s] = v
         add("above the example", sizes)
+    far = large_sizes(examples, ranges, sequence, cost)
+    if far is not None:
+        add(*far)
     by_name = {n: s for s, n in names.items()}
     boundary = 0
     for g in guards:
@@ -70,6 +82,32 @@ def validation_sizes(examples: dict[str, int], ranges: dict[str, tuple], guards:
             add(f"{g.status} guard {g.text}", {**examples, **{by_name[n]: v for n, v in point.items()}})
             boundary += len(out) - before
     return out
+
+
+def large_sizes(examples: dict[str, int], ranges: dict[str, tuple], sequence=(),
+                cost: Callable[[dict], int] | None = None) -> tuple[str, dict] | None:
+    """``(why, sizes)`` far above the example: every dim ``GROWTH`` times its example size, sequence-like
+    dims at least ``SEQUENCE_MIN``, within the ranges. When ``cost`` says the inputs would exceed
+    ``max(BUDGET, GROWTH * cost(examples))`` elements, only the sequence-like dims grow, else only
+    one dim (sequence-like first). None when no dim can grow."""
+    def target(s: str) -> int:
+        v = GROWTH * examples[s]
+        return _clamp(max(v, SEQUENCE_MIN) if s in sequence else v, ranges.get(s))
+
+    grown = {s: target(s) for s in examples}
+    if not any(grown[s] > examples[s] for s in examples):
+        return None
+    order = [s for s in examples if s in sequence] + [s for s in examples if s not in sequence]
+    choices = [list(examples), [s for s in order if s in sequence]] + [[s] for s in order]
+    budget = max(BUDGET, GROWTH * cost(examples)) if cost is not None else None
+    for dims in choices:
+        sizes = {s: grown[s] if s in dims else examples[s] for s in examples}
+        if not dims or sizes == examples:
+            continue
+        if budget is None or cost(sizes) <= budget:
+            which = "" if len(dims) == len(examples) else f" ({', '.join(dims)} only, within {budget:,} elements)"
+            return f"{GROWTH}x the example{which}", sizes
+    return None
 
 
 def _satisfy(sizes: dict, ranges: dict, names: dict, constraints: list) -> dict | None:

@@ -103,6 +103,18 @@ def test_config_errors_name_the_key(changes, message):
     assert message in str(info.value)
 
 
+def test_an_example_too_large_to_build_is_a_config_error():
+    big = framer(dims__time={"min": 2, "max": 10**12, "example": 10**11})
+    with pytest.raises(ConfigError) as info:
+        parse_config(big)
+    first = str(info.value).splitlines()[0]
+    assert "the example sizes make inputs of" in first and "features" in first and len(first) <= 200
+    listed = framer(validate__sizes=[{"batch": 3}, {"batch": 4}, {"time": 10**10}],
+                    dims__time={"min": 2, "max": 10**12, "example": 5})
+    with pytest.raises(ConfigError, match=r"\[validate\] sizes batch=2, time=10000000000 make inputs"):
+        parse_config(listed)
+
+
 def test_bad_toml_and_missing_file(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('[inputs.x]\ndtype = float32\n')
