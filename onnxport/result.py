@@ -102,13 +102,15 @@ class ExportResult:
             external_data = self.needs_external_data()
         return save_model(self.model, path, external_data)
 
-    def validate(self, inputs: Any = None, sizes: Any = None, *, atol: float | None = None,
+    def validate(self, inputs: Any = None, sizes: Any = None, *, values: Any = None, atol: float | None = None,
                  rtol: float | None = None):
-        """Run eager PyTorch and onnxruntime on the example, other sizes and ``inputs``; see
-        ``onnxport.verify.validate``. Returns a ``ValidationReport``."""
+        """Run eager PyTorch and onnxruntime on the example, other sizes, other values and
+        ``inputs``, and compare every output (updated buffers and inputs included); see
+        ``onnxport.verify.validate`` (``values``: the value kinds, default all). Returns a
+        ``ValidationReport``; raises ``ValidationError`` when validation cannot run."""
         from onnxport.verify import validate
 
-        return validate(self, inputs=inputs, sizes=sizes, atol=atol, rtol=rtol)
+        return validate(self, inputs=inputs, sizes=sizes, values=values, atol=atol, rtol=rtol)
 
     def pretty(self, **kwargs) -> str:
         """Compact text rendering (``onnxport.pretty_onnx``)."""

@@ -11,7 +11,8 @@ import torch
 
 from onnxport.config import contract
 from onnxport.config.checkpoint import load_checkpoint
-from onnxport.config.config import ExportConfig, default_sizes, dynamic_shapes, load_config, make_inputs, sizes_text
+from onnxport.config.config import (ExportConfig, default_sizes, dynamic_shapes, input_specs, load_config, make_inputs,
+                                    sizes_text)
 from onnxport.config.target import build_model
 from onnxport.errors import ConfigError, ContractError
 from onnxport.export import to_onnx
@@ -137,13 +138,17 @@ def _validation_sizes(cfg: ExportConfig, guards: list) -> list[dict[str, int]]:
 
 
 def _validate(result, cfg: ExportConfig, example_sizes: dict, sets: list) -> ValidationReport:
-    """``onnxport.verify.validate`` on the example and the generated sets, sizes in the table."""
-    report = run_validation(result, inputs=[((), kw) for _, kw in sets], sizes=[], atol=cfg.atol, rtol=cfg.rtol)
+    """``onnxport.verify.validate`` on the example, the generated size sets and, at the example's
+    sizes, the other values of the declared inputs (``onnxport.verify.inputs.VALUE_KINDS``);
+    sizes in the table."""
+    report = run_validation(result, inputs=[((), kw) for _, kw in sets], sizes=[], atol=cfg.atol, rtol=cfg.rtol,
+                            specs=input_specs(cfg))
     texts = {f"inputs {i + 1}": sizes_text(s) for i, (s, _) in enumerate(sets)}
     checks = []
     for c in report.checks:
         if c.inputs in texts:
-            c = dataclasses.replace(c, sizes=texts[c.inputs], inputs=c.inputs.replace("inputs", "sizes"))
+            c = dataclasses.replace(c, sizes=texts[c.inputs], inputs=c.inputs.replace("inputs", "sizes"),
+                                    why="sizes from [validate]" if cfg.sizes_given else "generated sizes")
         elif c.inputs == "example":
             c = dataclasses.replace(c, sizes=sizes_text(example_sizes))
         checks.append(c)

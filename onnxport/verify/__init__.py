@@ -1,5 +1,6 @@
 """Verification: the exported model run in onnxruntime against eager PyTorch, on the example and
-on other sizes of every dynamic dimension, and the first divergence between the two.
+on other sizes of every dynamic dimension and on values the example does not reach, and the first
+divergence between the two.
 
 ``validate`` (``verify.validate``) compares; ``make_inputs`` / ``InputSpec`` (``verify.inputs``)
 make the inputs; ``validation_sizes`` (``verify.sizes``) chooses the sizes; ``find_divergence``
@@ -7,11 +8,12 @@ make the inputs; ``validation_sizes`` (``verify.sizes``) chooses the sizes; ``fi
 """
 
 from onnxport.verify.compare import TOLERANCES, compare, to_numpy
-from onnxport.verify.inputs import InputSpec, make_inputs
+from onnxport.verify.inputs import VALUE_KINDS, InputSpec, make_inputs
 from onnxport.verify.report import Check, ValidationReport
 from onnxport.verify.runner import OrtRunner
 from onnxport.verify.sizes import respecting, validation_sizes
 from onnxport.verify.validate import default_size_sets, default_sizes, tensor_leaves, validate
 
-__all__ = ["Check", "InputSpec", "OrtRunner", "TOLERANCES", "ValidationReport", "compare", "default_size_sets",
+__all__ = ["Check", "InputSpec", "OrtRunner", "TOLERANCES", "VALUE_KINDS", "ValidationReport", "compare",
+           "default_size_sets",
            "default_sizes", "make_inputs", "respecting", "tensor_leaves", "to_numpy", "validate", "validation_sizes"]

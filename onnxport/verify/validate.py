@@ -1,29 +1,48 @@
-"""Validation: onnxruntime against eager PyTorch on the example and on other sizes.
+"""Validation: onnxruntime against eager PyTorch on the example, on other sizes and on values the
+example does not reach.
 
 ``validate(result)`` builds input sets where every dynamic dimension takes other sizes than the
-export's example (``onnxport.verify.sizes``: below and above the example and at every shape
-guard's boundary, within the export's range and constraints), runs eager PyTorch and onnxruntime on
-each, and compares every output (dtype-aware tolerance, NaN-aware, shapes exact).
+export's example (``onnxport.verify.sizes``: below and above the example, four times it, and at
+every shape guard's boundary, within the export's range and constraints), and sets at the
+example's sizes with other values (``onnxport.verify.inputs.VALUE_KINDS``: sign-symmetric, zeros,
+large, NaN and infinities, integers across their range). It runs eager PyTorch and onnxruntime on
+each and compares every output, the buffers and inputs the model updates in place included
+(``compare``: dtype and shape exact, dtype-aware tolerance, NaN-aware). Each row of the report
+says which kind of input it used (``Check.why``).
+
+Not compared, and listed as such: a NaN/inf set on which eager's outputs are not all finite (the
+model defines no result there; how NaN spreads is each runtime's own), and on the sets that make
+ties (``verify.ties.TIED_KINDS``) the outputs that are indices chosen among equal values.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import tempfile
-import warnings
 from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxport.capture.patches import exclusive_capture
 from onnxport.errors import ValidationError
 from onnxport.verify.compare import compare, to_numpy
-from onnxport.verify.inputs import dim_examples, dim_names, inputs_like_example
-from onnxport.verify.report import Check, ValidationReport
+from onnxport.verify.eager import UPDATED, run_eager
+from onnxport.verify.inputs import (LARGE, VALUE_KINDS, InputSpec, dim_examples, dim_names, elements,
+                                    inputs_like_example, specs_from_captured)
+from onnxport.verify.report import EAGER_FAILED, Check, ValidationReport
 from onnxport.verify.runner import OrtRunner
 from onnxport.verify.sizes import validation_sizes
+from onnxport.verify.ties import TIED_KINDS, index_outputs
+
+VALUE_WHY = {
+    "symmetric": "sign-symmetric values",
+    "zeros": "exact zeros",
+    "large": f"large values, {LARGE:g}x the example's spread (atol {LARGE:g}x)",
+    "special": "NaN and +-inf among the values (compared where eager's outputs are finite)",
+    "range": "integers across their plausible range",
+}
 
 
 def tensor_leaves(x: Any) -> list[torch.Tensor]:
@@ -31,12 +50,15 @@ def tensor_leaves(x: Any) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
 
 
-def default_size_sets(result) -> list[tuple[str, dict]]:
-    """``[(why, {dim name: size})]``: below and above the example and at every guard's boundary,
-    within the export's ranges and adopted constraints (``onnxport.verify.sizes``)."""
+def default_size_sets(result, specs: list[InputSpec] | None = None) -> list[tuple[str, dict]]:
+    """``[(why, {dim name: size})]``: below and above the example, four times it (at least 64 on
+    sequence-like dims, within an element budget) and at every guard's boundary, within the
+    export's ranges and adopted constraints (``onnxport.verify.sizes``)."""
     names = dim_names(result.captured, result.dim_names)
     examples, ranges = dim_examples(result.captured, names)
-    return validation_sizes(examples, ranges, result.guards)
+    specs = specs if specs is not None else specs_from_captured(result.captured, names)
+    return validation_sizes(examples, ranges, result.guards, sequence=sequence_dims(specs),
+                            cost=lambda sizes: elements(specs, sizes))
 
 
 def default_sizes(result) -> list[dict]:
@@ -44,8 +66,43 @@ def default_sizes(result) -> list[dict]:
     return [sizes for _, sizes in default_size_sets(result)]
 
 
-def validate(result, inputs: Any = None, sizes: Any = None, *, atol: float | None = None,
-             rtol: float | None = None, include_example: bool = True) -> ValidationReport:
+def sequence_dims(specs: list[InputSpec]) -> set[str]:
+    """Dim names on another axis than the first of some input: time, sequence, height, width."""
+    return {d for s in specs for axis, d in enumerate(s.dims) if isinstance(d, str) and axis > 0}
+
+
+def value_kinds(specs: list[InputSpec], kinds: Any = None, program: Any = None) -> list[str]:
+    """The value kinds worth a set for these inputs: float kinds when an input is floating point,
+    ``"range"`` when an integer input is not lengths. By default, only ``"range"`` for a program
+    with a data-dependent loop (``while_loop``): a loop such as ``while x.max() > bound`` may never
+    end on values of another sign, zeros or NaN, in eager PyTorch as in onnxruntime (give such a
+    model ``inputs`` of your own)."""
+    explicit = kinds is not None
+    kinds = list(VALUE_KINDS if kinds is None else kinds)
+    unknown = [k for k in kinds if k not in VALUE_KINDS]
+    if unknown:
+        raise ValidationError(f"values {unknown} are not value kinds", hint=f"choose among {list(VALUE_KINDS)}")
+    if not explicit and program is not None and has_while_loop(program):
+        kinds = [k for k in kinds if k == "range"]
+    floats = any(s.dtype.is_floating_point for s in specs)
+    ints = any(not s.dtype.is_floating_point and not s.dtype.is_complex and s.dtype != torch.bool
+               and s.lengths_of is None for s in specs)
+    return [k for k in kinds if (k == "range" and ints) or (k != "range" and floats)]
+
+
+def has_while_loop(program) -> bool:
+    """Whether the program (its control-flow bodies included) holds a ``while_loop``."""
+    loop = getattr(torch.ops.higher_order, "while_loop", None)
+    for module in program.graph_module.modules():
+        graph = getattr(module, "graph", None)
+        if isinstance(graph, torch.fx.Graph) and any(n.op == "call_function" and n.target is loop for n in graph.nodes):
+            return True
+    return False
+
+
+def validate(result, inputs: Any = None, sizes: Any = None, *, values: Any = None, atol: float | None = None,
+             rtol: float | None = None, include_example: bool = True,
+             specs: list[InputSpec] | None = None) -> ValidationReport:
     """Compare onnxruntime with eager PyTorch.
 
     Args:
@@ -53,82 +110,120 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, atol: float | Non
         inputs: extra input sets, each ``(args, kwargs)`` or an args tuple, compared too.
         sizes: size assignments to try, each a dict ``{dim name: size}`` (unnamed dims at their
             example size); default: ``default_size_sets``.
+        values: value kinds tried at the example's sizes (``onnxport.verify.inputs.VALUE_KINDS``:
+            ``"symmetric"``, ``"zeros"``, ``"large"``, ``"special"``, ``"range"``); default all
+            that apply to the model's inputs, ``[]`` for none.
         atol, rtol: tolerances overriding the dtype defaults (float32: 1e-4 / 1e-3).
+        include_example: compare on the example inputs too.
+        specs: how to make each input (``InputSpec`` by input name), instead of from the example
+            (a config's declarations: integer ranges, lengths, padding).
 
-    Returns a ``ValidationReport`` (``.ok``, printable table). Raises ``ValidationError`` when the
-    model cannot be loaded by onnxruntime, or ``sizes`` name unknown dims, leave the export's range
-    or break its adopted constraints.
+    Returns a ``ValidationReport`` (``.ok``, printable table, one row per output and input set,
+    ``why`` saying which sizes or values the set used). Raises ``ValidationError`` when the model
+    cannot be loaded by onnxruntime, ``sizes`` name unknown dims, leave the export's range or
+    break its adopted constraints, or ``values`` names an unknown kind.
+
+    Runs under the capture lock (``capture.patches.exclusive_capture``): an export in another
+    thread changes the modules it traces while it runs, so neither runs beside the other.
     """
     module = result.module if result.module is not None else result.program.module()
     with contextlib.ExitStack() as stack:
+        stack.enter_context(exclusive_capture())
         if result.needs_external_data():
-            # over protobuf's 2 GB: onnxruntime reads the model from a file with external weights
+            # over protobuf's 2 GiB: onnxruntime reads the model from a file with external weights
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="onnxport-validate-"))
             runner = OrtRunner(result.save(os.path.join(tmp, "model.onnx"), external_data=True))
         else:
             runner = OrtRunner(result.model_proto)
-        return _compare_sets(result, module, runner, inputs, sizes, atol, rtol, include_example)
+        sets = _input_sets(result, inputs, sizes, values, include_example, specs)
+        return _compare_sets(result, module, runner, sets, atol, rtol)
 
 
-def _compare_sets(result, module, runner, inputs, sizes, atol, rtol, include_example) -> ValidationReport:
-    names = [v.name for v in result.model.graph.outputs if not v.name.endswith(".updated")]
+def _input_sets(result, inputs, sizes, values, include_example, specs) -> list[tuple[str, str, str, str, tuple]]:
+    """``(label, sizes text, why, value kind, (args, kwargs))`` of every set to compare."""
     dims = dim_names(result.captured, result.dim_names)
     examples, _ = dim_examples(result.captured, dims)
-    sets: list[tuple[str, str, str, tuple]] = []  # label, sizes, why, (args, kwargs)
+    specs = specs if specs is not None else specs_from_captured(result.captured, dims)
+    sets = []
     if include_example:
-        sets.append(("example", _fmt_sizes(examples), "", result.example))
-    size_sets = default_size_sets(result) if sizes is None else [("", _resolve_sizes(result, s, examples, dims))
-                                                                 for s in sizes]
+        sets.append(("example", _fmt_sizes(examples), "the example", "example", result.example))
+    size_sets = default_size_sets(result, specs) if sizes is None else \
+        [("given sizes", _resolve_sizes(result, s, examples, dims)) for s in sizes]
     for i, (why, s) in enumerate(size_sets):
-        sets.append((f"sizes {i + 1}", _fmt_sizes(s), why, inputs_like_example(result.captured, dims, s, seed=i + 1)))
+        made = inputs_like_example(result.captured, dims, s, seed=i + 1, specs=specs)
+        sets.append((f"sizes {i + 1}", _fmt_sizes(s), why, "example", made))
+    for i, kind in enumerate(value_kinds(specs, values, result.program)):
+        why = VALUE_WHY[kind]
+        if kind == "range":
+            spans = [f"{s.name} in {lo}..{hi}" for s in specs if s.lengths_of is None and not s.dtype.is_floating_point
+                     and s.dtype != torch.bool and not s.dtype.is_complex for lo, hi in [s.plausible_range()]]
+            why += f" ({', '.join(spans)})"
+        made = inputs_like_example(result.captured, dims, examples, seed=100 + i, values=kind, specs=specs)
+        sets.append((f"values {i + 1}", _fmt_sizes(examples), why, kind, made))
     for i, extra in enumerate(inputs or []):
-        sets.append((f"inputs {i + 1}", "", "", _input_set(extra)))
+        sets.append((f"inputs {i + 1}", "", "given inputs", "example", _input_set(extra)))
+    return sets
+
+
+def _compare_sets(result, module, runner, sets, atol, rtol) -> ValidationReport:
+    out_names = runner.output_names
+    updated = [n[:-len(UPDATED)] for n in out_names if n.endswith(UPDATED)]
+    fresh = bool(updated) or (any(s.kind.name != "USER_OUTPUT" for s in result.program.graph_signature.output_specs)
+                              if result.program is not None else True)
+    indices = index_outputs(result.program)
     checks: list[Check] = []
-    mutates = any(s.kind.name != "USER_OUTPUT" for s in result.program.graph_signature.output_specs) \
-        if result.program is not None else True
-    for label, size_text, why, (args, kwargs) in sets:
-        generated = label.startswith("sizes")
+    for label, size_text, why, kind, (args, kwargs) in sets:
+        generated = label.startswith(("sizes", "values"))
+
+        def failed(note: str, rejected: bool = False) -> None:
+            checks.append(Check(label, size_text, "*", (), float("nan"), float("nan"), False, note, why, rejected))
+
         try:
-            expected = _eager(module, mutates, args, kwargs)
+            expected, after = run_eager(module, fresh, args, kwargs, runner.input_names, updated)
         except Exception as e:  # noqa: BLE001 - eager refusing these inputs is reported, not raised
             resorted = _lengths_sorted(args, kwargs) if generated else None
             try:
                 if resorted is None:
                     raise e
-                expected = _eager(module, mutates, *resorted)
+                expected, after = run_eager(module, fresh, *resorted, runner.input_names, updated)
                 args, kwargs = resorted  # the model asks for lengths sorted longest first
-                why = (why + "; " if why else "") + "lengths sorted, as the model requires"
+                why = why + "; lengths sorted, as the model requires"
             except Exception:  # noqa: BLE001
-                checks.append(Check(label, size_text, "*", (), float("nan"), float("nan"), False,
-                                    f"eager PyTorch failed on these inputs: {type(e).__name__}: "
-                                    f"{str(e).splitlines()[0][:160] if str(e) else ''}", why, rejected=generated))
+                failed(f"{EAGER_FAILED}: {type(e).__name__}: "
+                       f"{str(e).splitlines()[0][:160] if str(e) else ''}", rejected=generated)
                 continue
         try:
             got = runner.run(tensor_leaves((args, kwargs)))
         except Exception as e:  # noqa: BLE001 - a runtime failure is a failed check, reported
-            checks.append(Check(label, size_text, "*", (), float("nan"), float("nan"), False,
-                                f"onnxruntime failed: {str(e).splitlines()[0][:200]}", why))
+            failed(f"onnxruntime failed: {str(e).splitlines()[0][:200]}")
             continue
-        got = got[:len(names)]
-        if len(got) != len(expected):
-            checks.append(Check(label, size_text, "*", (), float("nan"), float("nan"), False,
-                                f"{len(got)} ONNX outputs for {len(expected)} eager outputs", why))
+        users = [(n, g) for n, g in zip(out_names, got) if not n.endswith(UPDATED)]
+        if len(users) != len(expected):
+            failed(f"{len(users)} ONNX outputs for {len(expected)} eager outputs")
             continue
-        for name, e, g in zip(names, expected, got):
-            ma, mr, ok, note = compare(to_numpy(e), g, e.dtype, atol, rtol)
+        if kind == "special" and not all(bool(torch.isfinite(e).all()) for e in expected if e.is_floating_point()):
+            failed("eager's outputs hold NaN or infinities on these inputs (no defined value): not compared",
+                   rejected=True)
+            continue
+        tied = indices if kind in TIED_KINDS else set()
+        pairs = []
+        for i, ((n, g), e) in enumerate(zip(users, expected)):
+            if i in tied:
+                checks.append(Check(label, size_text, n, tuple(e.shape), float("nan"), float("nan"), False,
+                                    "indices among equal values: either is right, not compared", why, True))
+            else:
+                pairs.append((n, e, g))
+        for n, g in zip(out_names, got):
+            if n.endswith(UPDATED):
+                e = after.get(n[:-len(UPDATED)])
+                if e is None:
+                    failed(f"{n}: eager PyTorch has no buffer or input {n[:-len(UPDATED)]!r}")
+                    continue
+                pairs.append((n, e, g))
+        for name, e, g in pairs:
+            ma, mr, ok, note = compare(to_numpy(e), g, e.dtype, atol, rtol, scale=LARGE if kind == "large" else 1.0)
             checks.append(Check(label, size_text, name, tuple(e.shape), ma, mr, ok, note, why))
     return ValidationReport(tuple(checks))
-
-
-def _eager(module, mutates: bool, args: tuple, kwargs: dict) -> list[torch.Tensor]:
-    """Eager outputs on copies of the inputs (and of the module when it mutates its buffers), so
-    every input set starts fresh."""
-    feed_args, feed_kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), (args, kwargs))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # torch's pytree notes on deepcopy
-        run_module = copy.deepcopy(module) if mutates else module
-    with torch.no_grad():
-        return tensor_leaves(run_module(*feed_args, **feed_kwargs))
 
 
 def _lengths_sorted(args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:

@@ -86,7 +86,7 @@ def test_speech_encoder_end_to_end(tmp_path):
     assert data["ok"] is True and data["model"] == str(out)
     sizes = {c["sizes"] for c in data["checks"]}
     assert {"batch=1, time=5", "batch=3, time=57", "batch=5, time=130", "batch=2, time=23"} <= sizes
-    for line in ("sizes 3  batch=5, time=130  logits", "out_lengths"):
+    for line in ("sizes 3   batch=5, time=130 (sizes from [validate])", "exact zeros", "out_lengths"):
         assert line in proc.stdout
     # independently of the command's own validation: a size it did not try, padded sequences
     sys.path.insert(0, str(SPEECH.parent))

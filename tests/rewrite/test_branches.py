@@ -158,3 +158,27 @@ def test_unhandled_branch_is_left_alone_with_its_line():
     assert len(outer) == 1 and not outer[0].rewritten and "some paths" in outer[0].detail
     for v in (x, -x, x + 6):
         torch.testing.assert_close(rewritten(v), PartialReturn()(v))
+
+
+class NonBoolConditions(torch.nn.Module):
+    """``if`` on a number-valued tensor (true when non-zero): a sum, a count."""
+
+    def forward(self, x):
+        if x.sum():
+            y = x * 2
+        else:
+            y = x - 1
+        n_pos = (x > 0).sum()
+        if n_pos:
+            z = y + 1
+        else:
+            z = y * 3
+        return z
+
+
+def test_non_bool_conditions_take_the_branch_python_takes():
+    result = check_export(NonBoolConditions(), (torch.rand(3, 4) + 1,), ({0: Dim("n")},), rewrite_control_flow=True,
+                          inputs=[(torch.zeros(2, 4),), (-torch.rand(4, 4) - 1,), (torch.rand(1, 4) + 1,)])
+    assert count_ops(result, "If") == 2
+    rows = {c.inputs: c for c in result.validate().checks}
+    assert rows["values 2"].why == "exact zeros" and rows["values 2"].ok  # both conditions false there
