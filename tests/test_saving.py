@@ -234,3 +234,29 @@ def test_an_interrupted_save_leaves_the_old_pair(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     np.testing.assert_array_equal(run(path, 1000), W_A)
+
+
+class BigTable(__import__("torch").nn.Module):
+    """A lookup table of ``2**31 - 64`` bytes: under protobuf's limit as weights, over it as a model."""
+
+    def __init__(self, n: int):
+        import torch
+
+        super().__init__()
+        self.register_buffer("table", torch.empty(n, dtype=torch.uint8))  # untouched pages: no memory until read
+
+    def forward(self, idx):
+        return self.table[idx].to(__import__("torch").int64) + idx
+
+
+def test_model_at_the_2gib_edge_saves_and_validates(tmp_path):
+    import torch
+
+    n = 2**31 - 64
+    result = onnxport.to_onnx(BigTable(n).eval(), (torch.tensor([0, 5, n - 1]),), dynamic_shapes={"idx": {0: "k"}})
+    assert result.weights_bytes() == n and result.needs_external_data()
+    path = result.save(tmp_path / "big.onnx")  # external data chosen: inline would pass 2 GiB
+    (data,) = referenced_data(path)
+    assert os.path.getsize(tmp_path / data) == n and os.path.getsize(path) < 1 << 20
+    report = result.validate(sizes=[{"k": 2}], values=[])
+    assert report.ok, report
