@@ -82,6 +82,7 @@ def to_onnx(
     from onnxport.capture import capture, decompose
     from onnxport.finalize import finalize
     from onnxport.optimize.pipeline import optimize as run_passes
+    from onnxport.translate.inplace import translatable
     from onnxport.translate.program import build_model
     from onnxport.translate.registry import Registry
 
@@ -118,9 +119,10 @@ def to_onnx(
         captured = capture(model, args, kwargs, dynamic_shapes, strict=strict, rewritten=rewrite_control_flow,
                            other_axes=other_axes, hooks=registry.capture_hooks)
     with step("decompose"):
-        program = decompose(captured.program, registry.lookup, registry.capture_hooks)
-        if program is not captured.program:
-            captured = dataclasses.replace(captured, program=program)
+        decomposed = decompose(captured.program, registry.lookup, registry.capture_hooks,
+                               translates=lambda node: translatable(node, registry.lookup))
+        if decomposed.program is not captured.program:
+            captured = dataclasses.replace(captured, program=decomposed.program)
     with step("translate"):
         ir_model = build_model(captured, opset=opset, registry=registry, input_names=input_names,
                                output_names_=output_names, options={"inline": inline})
@@ -133,7 +135,8 @@ def to_onnx(
         module = module.module()
     return ExportResult(ir_model, program=captured.program, module=module, example=(args, kwargs),
                         captured=captured, timings=timings, dim_names=dict(ir_model.meta.get("dim_names", {})),
-                        rewrite_notes=rewrite_notes)
+                        rewrite_notes=rewrite_notes,
+                        decomposed={"local": list(decomposed.local), "whole_program": list(decomposed.whole_program)})
 
 
 def print_step(name: str, seconds: float) -> None:

@@ -29,18 +29,21 @@ class ExportResult:
         rewrite_notes: with ``rewrite_control_flow=True``, the loops and branches left as written.
         config: the export config, for a result of ``export_from_config``.
         validation: its ``ValidationReport`` (None when not validated).
+        decomposed: the ATen ops without a translation, decomposed node by node (``"local"``), and
+            those that made the whole program be decomposed by torch anew (``"whole_program"``).
     """
 
     external_data_threshold = TWO_GB
     _FIELDS = ("model", "program", "module", "example", "captured", "timings", "dim_names", "rewrite_notes",
-               "config", "validation")
+               "config", "validation", "decomposed")
 
     def __init__(self, model: ir.Model, *, program=None, module=None, example=None, captured=None,
                  timings: dict | None = None, dim_names: dict | None = None, rewrite_notes: list | None = None,
-                 config: Any = None, validation: Any = None):
+                 config: Any = None, validation: Any = None, decomposed: dict | None = None):
         values = dict(model=model, program=program, module=module, example=example, captured=captured,
                       timings=dict(timings or {}), dim_names=dict(dim_names or {}),
-                      rewrite_notes=list(rewrite_notes or []), config=config, validation=validation)
+                      rewrite_notes=list(rewrite_notes or []), config=config, validation=validation,
+                      decomposed=dict(decomposed or {"local": [], "whole_program": []}))
         for name, value in values.items():
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_proto", None)

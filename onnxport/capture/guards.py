@@ -266,9 +266,9 @@ def _simple_form(var: SizeVar, excluded: set[int]) -> str | None:
         return None
     n = var.name
     candidates = [f"{n} >= {allowed[0]}", f"{n} <= {allowed[-1]}", f"{n} >= {allowed[0]} and {n} <= {allowed[-1]}"]
-    dense = [s for s in sizes if s <= EXHAUSTIVE]
+    probe = [s for s in allowed if s < allowed[0] + 256]  # residues show on the first sizes; checked on all below
     for p in range(2, 65):
-        residues = sorted({s % p for s in dense if s not in excluded and s >= allowed[0] + p})
+        residues = sorted({s % p for s in probe if s >= allowed[0] + p})
         if not residues or len(residues) == p:
             continue
         mod = f"{n} % {p} == {residues[0]}" if len(residues) == 1 else f"{n} % {p} in {tuple(residues)}"

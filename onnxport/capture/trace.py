@@ -7,6 +7,7 @@ Entry point: ``capture(model, args, kwargs, dynamic_shapes, ...) -> Captured``.
 from __future__ import annotations
 
 import contextlib
+import re
 import warnings
 from typing import Any, Callable
 
@@ -20,7 +21,8 @@ from onnxport.capture.dynamic_shapes import (DeclaredDim, declared_dims, flat_na
 from onnxport.capture.eager_paths import transformer_encoder_as_eager
 from onnxport.capture.guard_events import decide_captured, size_vars, violation_ranges
 from onnxport.capture.guards import Guard, SizeVar, excluded_text, range_guard
-from onnxport.capture.patches import record_guards, record_specializations, size_oblivious, symbolic_math
+from onnxport.capture.patches import (defer_range_violations, record_guards, record_specializations, size_oblivious,
+                                      symbolic_math)
 from onnxport.errors import CaptureError, DynamicShapesError, SpecializationError
 
 
@@ -96,10 +98,27 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         records.clear()
         events.clear()
         torch_spec = torch_spec_for(to_dims(dynamic_shapes, {}, ranges))
+        violations: list = []
         with record_specializations(records), record_guards(events), symbolic_math(), size_oblivious(oblivious), \
-                hooks(), transformer_encoder_as_eager():
-            return torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict,
-                                       prefer_deferred_runtime_asserts_over_guards=True)
+                hooks(), transformer_encoder_as_eager(), defer_range_violations(violations):
+            program = torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict,
+                                          prefer_deferred_runtime_asserts_over_guards=True)
+        if violations:
+            _adopt_violations(violations[0])
+        return program
+
+    def _adopt_violations(e: Exception) -> None:
+        """Decide the declared ranges torch found the trace does not hold for; the ones this cannot
+        decide are raised as torch raised them."""
+        pinned = classify(e, declared, records, top, events)
+        if isinstance(pinned, SpecializationError):
+            raise e
+        decided = violation_ranges(str(e), events, declared, promised)
+        named = {n for n, _ in re.findall(r"Not all values of (\w+) = (\S+) in the specified range", str(e))}
+        if not decided or named - set(decided):
+            raise e
+        for n, v in decided.items():
+            ranges[n], promised[n], narrowed[n] = v.torch, v.promised, v.guards
 
     # attempts: as given; with the ranges torch requires of dims named without one; reasoning
     # size-obliviously when a guard is only about sizes 0 and 1

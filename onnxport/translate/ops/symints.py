@@ -44,6 +44,22 @@ def sym_size(ctx, x, dim):
     return ctx.dim(x, dim)
 
 
+@translates(aten.size.default)
+def size(ctx, x):
+    """size(Tensor self) -> SymInt[]: each axis' size, a constant where static (as ``sym_size``)."""
+    vals = ctx.meta_val if isinstance(ctx.meta_val, (list, tuple)) else [None] * ctx.rank(x)
+    out = []
+    for axis, v in enumerate(vals):
+        expr = v.node.expr if isinstance(v, torch.SymInt) else None
+        if isinstance(v, int):
+            out.append(v)
+        elif isinstance(expr, sympy.Symbol) and expr in ctx.sym_sources:
+            out.append(ctx.dim(*ctx.sym_sources[expr]))
+        else:
+            out.append(ctx.dim(x, axis))
+    return out
+
+
 @translates(aten.sym_numel.default)
 def sym_numel(ctx, x):
     return ctx.op.Size(x)
