@@ -15,6 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from third_party import import_torchvision  # noqa: E402
 
+TORCHVISION = import_torchvision()  # before transformers imports it
+
 VOCAB, WIDTH, LAYERS, HEADS, FF = 1000, 64, 2, 4, 128
 
 
@@ -26,7 +28,7 @@ def _case():
 
 # ------------------------------------------------------------------------------------ torchvision
 def _torchvision(name: str):
-    torchvision = import_torchvision()
+    torchvision = TORCHVISION
     if torchvision is None:
         raise ImportError("torchvision is not installed")
     torch.manual_seed(0)
