@@ -122,9 +122,12 @@ class ReturnnForward(torch.nn.Module):
         extern_data.assign_from_raw_tensor_dict_({n: raw[n] for n in self.input_names}, with_scalar_dyn_sizes=False,
                                                  duplicate_dims_are_excluded=True)
         _assign_batch_sizes(extern_data)
-        model = self.model.rf_module if self.is_rf else self.model
-        self.forward_step(model=model, extern_data=extern_data)
-        return self._outputs()
+        if not self.is_rf:
+            self.forward_step(model=self.model, extern_data=extern_data)
+            return self._outputs()
+        with _rf_params_as_module_params(self.model):
+            self.forward_step(model=self.model.rf_module, extern_data=extern_data)
+            return self._outputs()
 
     def _outputs(self) -> dict[str, torch.Tensor]:
         import returnn.frontend as rf
@@ -140,6 +143,30 @@ class ReturnnForward(torch.nn.Module):
                                 hint="mark each output of model_outputs (mark_as_output / mark_as_default_output) "
                                      "with the dims model_outputs gives it")
         return {n: outputs[n] for n in declared}
+
+
+@contextlib.contextmanager
+def _rf_params_as_module_params(module: torch.nn.Module):
+    """For one call, let each RF parameter hold the tensor its ``RFModuleAsPTModule`` holds under its
+    name now (the same tensor in eager mode; the parameter torch.export traces, while it traces),
+    so that the exported weights are the module's parameters with their names, not constants.
+    Semantics: ``RFModuleAsPTModule._apply`` of RETURNN, which syncs them the same way."""
+    from returnn.torch.frontend.bridge import RFModuleAsPTModule
+
+    saved = []
+    for pt in module.modules():
+        if not isinstance(pt, RFModuleAsPTModule):
+            continue
+        for name, rf_param in pt.rf_module.named_parameters(recurse=False):
+            current = getattr(pt, name, None)
+            if isinstance(current, torch.Tensor) and current is not rf_param.raw_tensor:
+                saved.append((rf_param, rf_param.raw_tensor))
+                rf_param.raw_tensor = current
+    try:
+        yield
+    finally:
+        for rf_param, raw in reversed(saved):
+            rf_param.raw_tensor = raw
 
 
 def _assign_batch_sizes(extern_data) -> None:

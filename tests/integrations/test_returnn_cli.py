@@ -44,6 +44,8 @@ def test_demo_rf_config(tmp_path, capsys):
     assert "time=301" in text and " ok" in text, text
     assert _signature(out) == [("data", ["batch", "time", 9]), ("data:size1", ["batch"]),
                                ("output", ["batch", "time", 2]), ("output:size1", ["batch"])]
+    weights = {i.name for i in onnx.load(str(out)).graph.initializer}
+    assert weights == {f"model.layers.{i}.{p}" for i in range(3) for p in ("filter", "bias")}, weights
     inputs = _inputs(3, 17, 9, seed=1)
     got, want = run_onnx(out, inputs), _eager(DEMO_RF, ckpt, inputs)
     np.testing.assert_allclose(got["output"], want["output"], atol=1e-5, rtol=1e-4)
