@@ -9,6 +9,7 @@ from onnxport.errors import (
     DynamicShapesError,
     ExportError,
     RenderError,
+    ReturnnError,
     RewriteError,
     SaveError,
     ShowInputError,
@@ -47,6 +48,13 @@ def export_from_config(config, model=None, checkpoint=None, **kwargs):
     return impl(config, model=model, checkpoint=checkpoint, **kwargs)
 
 
+def export_returnn_config(config, checkpoint=None, **kwargs):
+    """Export the model of a RETURNN config; see ``onnxport.integrations.returnn_export.export_returnn_config``."""
+    from onnxport.integrations.returnn_export import export_returnn_config as impl
+
+    return impl(config, checkpoint=checkpoint, **kwargs)
+
+
 def plot_dot(model, **kwargs):
     """Graphviz DOT text of an ONNX model; see ``onnxport.show.dot.plot_dot``."""
     from onnxport.show.dot import plot_dot as impl
@@ -56,8 +64,8 @@ def plot_dot(model, **kwargs):
 
 __all__ = [
     "CaptureError", "CheckpointError", "ConfigError", "ContractError", "ControlFlowError", "DynamicShapesError",
-    "ExportError", "ExportResult", "RenderError", "RewriteError", "SaveError", "ShowInputError",
+    "ExportError", "ExportResult", "RenderError", "ReturnnError", "RewriteError", "SaveError", "ShowInputError",
     "SpecializationError", "TargetError", "TranslationError", "UnsupportedOpError", "ValidationError",
-    "ValidationReport", "export_from_config", "find_divergence", "plot_dot", "pretty_onnx", "to_onnx", "translates",
+    "ValidationReport", "export_from_config", "export_returnn_config", "find_divergence", "plot_dot", "pretty_onnx", "to_onnx", "translates",
     "validate",
 ]

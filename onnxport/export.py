@@ -37,6 +37,7 @@ def to_onnx(
     rewrite_control_flow: bool = False,
     other_axes: str = "static",
     on_step: StepCallback | None = None,
+    capture_hooks: Callable[[], contextlib.AbstractContextManager] | None = None,
 ) -> ExportResult:
     """Export a PyTorch model to ONNX, keeping dynamic dimensions symbolic under the user's names.
 
@@ -63,6 +64,9 @@ def to_onnx(
             the model allows it, named ``<input>_dim<axis>``, static where it does not).
         on_step: called ``(step, seconds)`` as each step ends (``STEPS``: rewrite, capture,
             decompose, translate, optimize, finalize).
+        capture_hooks: ``() -> context manager`` entered while torch.export traces the model (each
+            capture attempt), after onnxport's own patches: patches a model's framework needs
+            during tracing only (``onnxport.integrations.returnn.capture_hooks``), undone on exit.
 
     Returns:
         ``ExportResult`` with ``.model`` (onnx_ir.Model), ``.model_proto``, ``.save()``, ``.validate()``.
@@ -115,9 +119,10 @@ def to_onnx(
             model = rewrite_module(model, args, kwargs)
         rewrite_notes = list(getattr(model, "onnxport_rewrite_notes", []))
     registry = Registry(opset)
+    hooks = registry.capture_hooks if capture_hooks is None else _both(registry.capture_hooks, capture_hooks)
     with step("capture"):
         captured = capture(model, args, kwargs, dynamic_shapes, strict=strict, rewritten=rewrite_control_flow,
-                           other_axes=other_axes, hooks=registry.capture_hooks)
+                           other_axes=other_axes, hooks=hooks)
     with step("decompose"):
         decomposed = decompose(captured.program, registry.lookup, registry.capture_hooks,
                                translates=lambda node: translatable(node, registry.lookup))
@@ -137,6 +142,17 @@ def to_onnx(
                         captured=captured, timings=timings, dim_names=dict(ir_model.meta.get("dim_names", {})),
                         rewrite_notes=rewrite_notes,
                         decomposed={"local": list(decomposed.local), "whole_program": list(decomposed.whole_program)})
+
+
+def _both(first: Callable, second: Callable) -> Callable:
+    """``() -> context manager`` entering ``first()`` then ``second()``."""
+
+    @contextlib.contextmanager
+    def hooks() -> Iterator[None]:
+        with first(), second():
+            yield
+
+    return hooks
 
 
 def print_step(name: str, seconds: float) -> None:

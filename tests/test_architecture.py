@@ -23,8 +23,9 @@ STAGES = {
     "verify": 5, "show": 5,
     "result": 6, "export": 6, "demo_models": 6,
     "config": 7,
-    "__init__": 8, "__main__": 9,
-    "cli": 9,
+    "integrations": 8,
+    "__init__": 9, "__main__": 10,
+    "cli": 10,
 }
 
 

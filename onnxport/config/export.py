@@ -98,22 +98,37 @@ def export_from_config(config: Any, model: Any = None, checkpoint: Any = None, *
     exported = to_onnx(module, (), example, dynamic_shapes=dynamic_shapes(cfg), input_names=list(example),
                        output_names=[n for n, _ in pairs], opset=cfg.opset, optimize=cfg.optimize,
                        inline=cfg.inline, strict=cfg.strict, on_step=report)
-    renames = contract.check_onnx_dims(cfg, exported.model)
+    def inputs_at(sizes: dict, seed: int) -> dict:
+        return _forward_kwargs(module, cfg, make_inputs(cfg, sizes, seed=seed))
 
+    return check_export(exported, cfg, module, inputs_at, validate=validate, on_step=report)
+
+
+def check_export(exported, cfg: ExportConfig, module: torch.nn.Module, inputs_at: Callable[[dict, int], dict], *,
+                 validate: bool = True, on_step: StepCallback | None = None):
+    """Check an export against its config and validate it: the ONNX dims (``contract.check_onnx_dims``),
+    the eager outputs at each validation size (``_validation_sizes``), the derived output dims, which
+    then get their declared names, and onnxruntime against eager PyTorch.
+
+    ``inputs_at(sizes, seed)``: the keyword arguments of ``module`` at ``sizes``. Returns the result
+    with ``.config`` and ``.validation`` (None when ``validate`` is False). Raises ``ContractError``.
+    """
+    renames = contract.check_onnx_dims(cfg, exported.model)
     t0 = time.perf_counter()
     sets = []
     runs = []
     for i, sizes in enumerate(_validation_sizes(cfg, exported.guards)):
         label = "sizes " + sizes_text(sizes)
-        kw = _forward_kwargs(module, cfg, make_inputs(cfg, sizes, seed=i + 1))
+        kw = inputs_at(sizes, i + 1)
         got = contract.match_outputs(cfg, _eager(module, kw, label))
         runs.append((label, sizes, contract.check_tensors(cfg, got, sizes, label)))
         sets.append((sizes, kw))
     contract.check_derived_dims(cfg, renames, runs)
     named = exported.model.clone()
     contract.rename_output_dims(named, cfg, renames)
-    validation = _validate(exported, cfg, example_sizes, sets) if validate else None
-    report("validate", time.perf_counter() - t0)
+    validation = _validate(exported, cfg, cfg.example_sizes(), sets) if validate else None
+    if on_step is not None:
+        on_step("validate", time.perf_counter() - t0)
     return exported.replace(model=named, config=cfg, validation=validation)
 
 
