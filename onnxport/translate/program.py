@@ -23,15 +23,21 @@ DOMAIN = "onnxport"  # domain of the local functions onnxport emits
 
 
 class DimNamer:
-    """Renders sympy dimension expressions with the user's names (``batch``, ``2*time``)."""
+    """Renders sympy dimension expressions with the user's names (``batch``, ``2*time``), each
+    expression once (sympy's printing is the slow part of typing the values)."""
 
     def __init__(self):
         self.names: dict[sympy.Symbol, str] = {}
+        self._rendered: dict[Any, int | str] = {}
 
     def __call__(self, expr: Any) -> int | str:
         if isinstance(expr, (int, np.integer)):
             return int(expr)
-        return symbolic.dim_names_for(self.names, expr)
+        key = (expr, len(self.names))  # names are added before translation; a new one renders anew
+        hit = self._rendered.get(key)
+        if hit is None:
+            hit = self._rendered[key] = symbolic.dim_names_for(self.names, expr)
+        return hit
 
 
 def output_names(program: torch.export.ExportedProgram, n_user: int) -> list[str]:
