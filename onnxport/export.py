@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-import warnings
 from typing import Any, Callable, Iterator
 
 import torch
@@ -93,9 +92,6 @@ def to_onnx(
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise ExportError(f"opset {opset} is not supported",
                           hint=f"use an opset from {MIN_OPSET} to {MAX_OPSET} (default 20)")
-    if isinstance(model, torch.nn.Module) and model.training:
-        warnings.warn("the model is in training mode: dropout and batch norm export their training behaviour; "
-                      "call model.eval() before to_onnx for inference", UserWarning, stacklevel=2)
     timings: dict[str, float] = {}
     report = on_step if on_step is not None else (print_step if verbose else None)
 

@@ -115,9 +115,14 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
     frames = "".join(traceback.format_list(tb))
     where = last_user_frame(frames)
     first = text.splitlines()[0] if text else repr(e)
+    hint = "make the model's forward run on the example inputs; try strict=False/True, " \
+           "or check data-dependent Python control flow (torch.cond, scan)"
+    if re.search(r"ScanOp\.__call__\(\) got an unexpected keyword argument '(dim|reverse)'", text):
+        hint = ("torch.ops.higher_order.scan(combine_fn, init, xs, additional_inputs) takes no dim or reverse: "
+                "call torch._higher_order_ops.scan.scan(combine_fn, init, xs, dim=..., reverse=...), which moves "
+                "the scanned axis and flips it for you")
     return CaptureError(f"torch.export could not capture the model: {type(e).__name__}: {first}", where=where,
-                        hint="make the model's forward run on the example inputs; try strict=False/True, "
-                             "or check data-dependent Python control flow (torch.cond, scan)")
+                        hint=hint)
 
 
 def required_ranges(text: str) -> dict[str, tuple]:

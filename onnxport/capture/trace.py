@@ -23,7 +23,7 @@ from onnxport.capture.guard_events import decide_captured, size_vars, violation_
 from onnxport.capture.guards import Guard, SizeVar, excluded_text, range_guard
 from onnxport.capture.patches import (defer_range_violations, record_guards, record_specializations, size_oblivious,
                                       symbolic_math)
-from onnxport.errors import CaptureError, DynamicShapesError, SpecializationError
+from onnxport.errors import CaptureError, DynamicShapesError, SpecializationError, user_source_line
 
 
 def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, strict: bool = False,
@@ -160,7 +160,35 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
     for guard in guards:
         if guard.status == "adopted":
             warnings.warn(adopted_warning(guard), UserWarning, stacklevel=3)
+    if model.training:
+        _warn_training_ops(program)
     return Captured(program, names, declared, (args, kwargs), guards, variables)
+
+
+_TRAINING_OPS = ("dropout", "dropout_", "native_dropout", "feature_dropout", "feature_dropout_", "alpha_dropout",
+                  "alpha_dropout_", "feature_alpha_dropout", "_native_batch_norm_legit", "_batch_norm_with_update",
+                  "batch_norm", "rrelu_with_noise", "bernoulli", "bernoulli_")
+
+
+def _warn_training_ops(program: torch.export.ExportedProgram) -> None:
+    """One warning, with the user's line, when the model left in training mode exports its
+    training behaviour: a dropout or a batch norm that computes in training mode."""
+    for node in program.graph.nodes:
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+            continue
+        name = target._schema.name.split("::")[-1]
+        if name not in _TRAINING_OPS:
+            continue
+        train = dict(zip((a.name for a in target._schema.arguments), node.args)) | dict(node.kwargs)
+        if any(train.get(k) is True for k in ("train", "training")) or name.startswith(("_native_batch_norm_legit",
+                                                                                         "_batch_norm_with_update",
+                                                                                         "bernoulli", "native_dropout")):
+            where = user_source_line(node)
+            warnings.warn("the model is in training mode and exports its training behaviour "
+                          f"({name}{f' at {where}' if where else ''}); call model.eval() before to_onnx for "
+                          "inference", UserWarning, stacklevel=4)
+            return
 
 
 def adopted_warning(guard: Guard) -> str:
