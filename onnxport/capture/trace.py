@@ -7,6 +7,7 @@ Entry point: ``capture(model, args, kwargs, dynamic_shapes, ...) -> Captured``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import warnings
 from typing import Any, Callable
@@ -21,6 +22,7 @@ from onnxport.capture.dynamic_shapes import (DeclaredDim, declared_dims, flat_na
 from onnxport.capture.eager_paths import transformer_encoder_as_eager
 from onnxport.capture.guard_events import decide_captured, size_vars, violation_ranges
 from onnxport.capture.guards import Guard, SizeVar, excluded_text, range_guard
+from onnxport.capture.probe import probe_size_one
 from onnxport.capture.patches import (defer_range_violations, record_guards, record_specializations, size_oblivious,
                                       symbolic_math)
 from onnxport.errors import CaptureError, DynamicShapesError, SpecializationError, user_source_line
@@ -157,12 +159,16 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
     variables = size_vars(user_placeholders(program), names, declared, promised)
     decided, variables = decide_captured(program, variables, events, ranges)
     guards = [g for n in narrowed for g in narrowed[n]] + decided
-    for guard in guards:
+    captured = Captured(program, names, declared, (args, kwargs), guards, variables)
+    probed, variables = probe_size_one(model, captured)
+    if probed:
+        captured = dataclasses.replace(captured, guards=guards + probed, variables=variables)
+    for guard in captured.guards:
         if guard.status == "adopted":
             warnings.warn(adopted_warning(guard), UserWarning, stacklevel=3)
     if model.training:
         _warn_training_ops(program)
-    return Captured(program, names, declared, (args, kwargs), guards, variables)
+    return captured
 
 
 _TRAINING_OPS = ("dropout", "dropout_", "native_dropout", "feature_dropout", "feature_dropout_", "alpha_dropout",

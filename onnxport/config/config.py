@@ -52,8 +52,8 @@ from typing import Any
 import torch
 
 from onnxport.errors import ConfigError
-from onnxport.verify.inputs import InputSpec
-from onnxport.verify.inputs import make_inputs as make_spec_inputs
+from onnxport.capture.inputs import InputSpec
+from onnxport.capture.inputs import make_inputs as make_spec_inputs
 from onnxport.verify.sizes import validation_sizes
 
 DTYPES: dict[str, torch.dtype] = {

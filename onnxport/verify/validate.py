@@ -20,7 +20,7 @@ from torch.utils import _pytree as pytree
 
 from onnxport.errors import ValidationError
 from onnxport.verify.compare import compare, to_numpy
-from onnxport.verify.inputs import dim_examples, dim_names, inputs_like_example
+from onnxport.capture.inputs import dim_examples, dim_names, inputs_like_example
 from onnxport.verify.report import Check, ValidationReport
 from onnxport.verify.runner import OrtRunner
 from onnxport.verify.sizes import validation_sizes

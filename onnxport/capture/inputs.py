@@ -4,7 +4,8 @@ An ``InputSpec`` says how to make one input at any sizes of the dynamic dimensio
 dims (ints, dim names, or expressions over dim names such as ``2*h``) and what its values look like
 (the example's spread for floats, a range for integers, sequence lengths tied to a dim, masks).
 Specs come from an export's example inputs (``specs_from_captured``) or from an export config's
-declarations (``onnxport.config``); ``make_inputs`` builds the tensors from either.
+declarations (``onnxport.config``); ``make_inputs`` builds the tensors from either, for capture's
+probe of the smallest sizes, for validation and for config exports.
 """
 
 from __future__ import annotations
