@@ -10,34 +10,24 @@ node's input as a use of the outer value, so ``Value.uses()`` sees it.
 
 from __future__ import annotations
 
-from typing import Iterator
-
 import numpy as np
 import onnx_ir as ir
 
 Scope = "ir.Graph | ir.Function"
 
 
-def _subgraphs(nodes) -> Iterator[ir.Graph]:
-    for node in nodes:
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.GRAPH:
-                g = attr.as_graph()
-                yield g
-                yield from _subgraphs(g)
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for g in attr.as_graphs():
-                    yield g
-                    yield from _subgraphs(g)
-
-
 def scopes(model: ir.Model) -> list:
     """Every scope of ``model``: main graph, its subgraphs, each function and its subgraphs."""
-    out: list = [model.graph, *_subgraphs(model.graph)]
+    out: list = list(model.graphs())
     for fn in model.functions.values():
         out.append(fn)
-        out.extend(_subgraphs(fn))
+        out.extend(fn.subgraphs())
     return out
+
+
+def graphs(model: ir.Model) -> list[ir.Graph]:
+    """The graph of every scope of ``model`` (a function's body graph in place of the function)."""
+    return [scope.graph if isinstance(scope, ir.Function) else scope for scope in scopes(model)]
 
 
 class ScopedPass(ir.passes.InPlacePass):
