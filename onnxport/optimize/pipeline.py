@@ -25,7 +25,7 @@ def passes(opset: int, *, attention: bool = False) -> list[ir.passes.PassBase]:
     only when ``attention`` is True.
     """
     simplify = [
-        ConstantFoldingPass(opset),
+        ConstantFoldingPass(),
         NoOpRemovalPass(),
         ShapeArithmeticPass(),
         CommonSubexpressionEliminationPass(),
