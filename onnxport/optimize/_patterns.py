@@ -56,13 +56,6 @@ NORMALIZED_FORMS = ("div", "mul", "rmul")
 
 
 # ------------------------------------------------------------------------------- checks
-def scalar(value: ir.Value | None) -> float | None:
-    """The number held by a one-element constant (not a graph input), else None."""
-    arr = const_array(value)
-    if arr is None or arr.size != 1 or arr.dtype.kind not in "fiu":
-        return None
-    return float(arr.reshape(-1)[0])
-
 
 def rank(value: ir.Value | None) -> int | None:
     """The rank of ``value`` when its shape is known, else None."""

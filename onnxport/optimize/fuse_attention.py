@@ -17,7 +17,8 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter import pattern
 
-from onnxport.optimize._patterns import FLOAT_TYPES, FusionPass, Rule, rank, scalar
+from onnxport.optimize._patterns import FLOAT_TYPES, FusionPass, Rule, rank
+from onnxport.optimize._scopes import scalar
 
 
 def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:

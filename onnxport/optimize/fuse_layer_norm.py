@@ -15,7 +15,8 @@ from onnxscript.rewriter import pattern
 
 from onnxport.optimize._norm_affine import LayerNormBias, NormScale
 from onnxport.optimize._patterns import (FLOAT_TYPES, NORMALIZED_FORMS, FusionPass, Rule, either, keeps_dims, normalized,
-                                         number, ones, rank, scalar, static_tail, trailing_axes)
+                                         number, ones, rank, static_tail, trailing_axes)
+from onnxport.optimize._scopes import scalar
 
 
 class LayerNormFormula(Rule):

@@ -9,8 +9,8 @@ Applies when the Gemm has ``transA=0``, ``alpha=beta=1`` and a ``C`` of shape [N
 a scalar, the inner Reshape keeps ``x``'s last dim, the outer Reshape restores ``x``'s leading dims
 (the same dims: static sizes or the same dim_param) and each intermediate value has no other use.
 
-No library rule does this: onnxscript's ``gemm_to_matmul_add_rule`` decides from static shapes,
-while the dims here are named (dim_params) and compared by name.
+Why ours: onnxscript's ``gemm_to_matmul_add_rule`` needs a constant target shape and static input
+dims, while the leading dims here are named (dim_params), computed at run time and compared by name.
 
 Semantics: ONNX Gemm, MatMul (numpy matmul broadcasting), Reshape
 (https://onnx.ai/onnx/operators/).
