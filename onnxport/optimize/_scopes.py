@@ -83,9 +83,10 @@ def scalar(value: ir.Value | None) -> float | None:
 
 
 def make_constant(scope, before: ir.Node, array: np.ndarray) -> ir.Value:
-    """Insert a ``Constant`` node holding ``array`` before ``before``; return its output."""
+    """Insert a ``Constant`` node holding ``array`` before ``before``; return its output (typed, with
+    its ``const_value``)."""
     tensor = ir.tensor(np.asarray(array))
-    node = ir.Node("", "Constant", [], [ir.AttrTensor("value", tensor)], num_outputs=1)
+    node = ir.node("Constant", [], {"value": tensor})
     out = node.outputs[0]
     out.type = ir.TensorType(tensor.dtype)
     out.shape = ir.Shape(tensor.shape)
@@ -96,8 +97,7 @@ def make_constant(scope, before: ir.Node, array: np.ndarray) -> ir.Value:
 
 def make_node(scope, before: ir.Node, op_type: str, inputs, attrs: dict | None = None) -> ir.Node:
     """Insert the one-output ONNX-domain node ``op_type(inputs, **attrs)`` before ``before``; return it."""
-    attributes = ir.convenience.convert_attributes({k: v for k, v in (attrs or {}).items() if v is not None})
-    node = ir.Node("", op_type, list(inputs), attributes, num_outputs=1)
+    node = ir.node(op_type, list(inputs), {k: v for k, v in (attrs or {}).items() if v is not None})
     scope.insert_before(before, node)
     return node
 
