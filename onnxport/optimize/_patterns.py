@@ -56,7 +56,6 @@ NORMALIZED_FORMS = ("div", "mul", "rmul")
 
 
 # ------------------------------------------------------------------------------- checks
-
 def rank(value: ir.Value | None) -> int | None:
     """The rank of ``value`` when its shape is known, else None."""
     return None if value is None or value.shape is None else len(value.shape)
