@@ -51,19 +51,32 @@ class ScopedPass(ir.passes.InPlacePass):
 
 
 # ------------------------------------------------------------------------------- constants
-def const_array(value: ir.Value | None) -> np.ndarray | None:
-    """The numpy value of ``value`` when it is constant (initializer or ``Constant`` output, read by
-    ``onnx_ir.convenience.get_const_tensor``).
+def _const_tensor(value: ir.Value | None) -> ir.TensorProtocol | None:
+    """The tensor of a constant ``value`` (initializer or ``Constant`` output, read by
+    ``onnx_ir.convenience.get_const_tensor``), else None.
 
     An initializer that is also a graph input can be overridden at run time: not constant.
     """
     if value is None or value.is_graph_input():
         return None
     try:
-        tensor = ir.convenience.get_const_tensor(value)
-        return None if tensor is None else tensor.numpy()
-    except Exception:  # noqa: BLE001 - attribute references, external or exotic tensors are not read
+        return ir.convenience.get_const_tensor(value)
+    except Exception:  # noqa: BLE001 - attribute references are not constants
         return None
+
+
+def const_array(value: ir.Value | None) -> np.ndarray | None:
+    """The numpy value of ``value`` when it is constant (see ``_const_tensor``)."""
+    tensor = _const_tensor(value)
+    try:
+        return None if tensor is None else tensor.numpy()
+    except Exception:  # noqa: BLE001 - external or exotic tensors are not read
+        return None
+
+
+def is_constant(value: ir.Value | None) -> bool:
+    """``value`` is a constant (see ``_const_tensor``), told without reading its data."""
+    return _const_tensor(value) is not None
 
 
 def const_ints(value: ir.Value | None) -> list[int] | None:
@@ -75,7 +88,11 @@ def const_ints(value: ir.Value | None) -> list[int] | None:
 
 
 def scalar(value: ir.Value | None) -> float | None:
-    """The number held by a one-element float/int constant, else None."""
+    """The number held by a one-element float/int constant, else None (a larger constant is not
+    read)."""
+    tensor = _const_tensor(value)
+    if tensor is None or tensor.size != 1:
+        return None
     arr = const_array(value)
     if arr is None or arr.size != 1 or arr.dtype.kind not in "fiu":
         return None

@@ -17,7 +17,7 @@ import onnx_ir as ir
 from onnxscript.rewriter import pattern
 
 from onnxport.optimize._patterns import FLOAT_TYPES, FusionPass, Rule
-from onnxport.optimize._scopes import const_array
+from onnxport.optimize._scopes import const_array, is_constant
 
 
 def _conv_bias(conv: ir.Node) -> ir.Value | None:
@@ -51,7 +51,7 @@ class ConvBatchNorm(Rule):
             return result.fail("Conv input is not a float tensor", x)
         b = _conv_bias(conv.producer())
         params = [w, scale, bias, mean, var] + ([b] if b is not None else [])
-        if any(const_array(p) is None for p in params):
+        if not all(is_constant(p) for p in params):
             return result.fail("a weight or a statistic is not constant")
         return result
 
