@@ -140,7 +140,8 @@ class ShapeArithmeticPass(ScopedPass):
 
     def _concat(self, scope, node, sources) -> bool:
         out = node.outputs[0]
-        if node.attributes.get_int("axis", 0) not in (0, -1) or out.dtype != _I64 or out.shape is None or len(out.shape) != 1:
+        if node.attributes.get_int("axis", 0) not in (0, -1) or out.dtype != _I64 or out.shape is None \
+                or len(out.shape) != 1:
             return False
         pieces: list = []  # ("shape", x, start, end) | ("const", [ints]) | ("value", v)
         for v in node.inputs:

@@ -1,10 +1,13 @@
-"""The affine step after a normalization, folded into the normalization node.
+"""What the normalization fusions share: the formula rule, and the affine step folded in after it.
 
-``Norm(x, ones) * scale`` becomes ``Norm(x, scale)`` and ``LayerNormalization(x, scale) + bias``
-becomes ``LayerNormalization(x, scale, bias)``, when ``scale`` and ``bias`` have exactly the
-normalized shape (the static dims of ``x`` from ``axis`` on) and ``x``'s dtype. The formula rules of
-``fuse_layer_norm`` and ``fuse_rms_norm`` produce ``Norm(x, ones)``; these rules then take the
-affine parameters written after the formula.
+``NormFormula`` is the base of the LayerNormalization and RMSNormalization formula rules: the
+formula over the last k axes of a float ``x`` with static normalized dims, ending with a division
+by a standard deviation in one of three forms, becomes ``Norm(x, ones, axis=-k, epsilon=eps)``.
+
+The affine step: ``Norm(x, ones) * scale`` becomes ``Norm(x, scale)`` and
+``LayerNormalization(x, scale) + bias`` becomes ``LayerNormalization(x, scale, bias)``, when
+``scale`` and ``bias`` have exactly the normalized shape (the static dims of ``x`` from ``axis`` on)
+and ``x``'s dtype; so the formula rules need not spell the affine parameters written after them.
 
 Semantics: ONNX LayerNormalization-17 and RMSNormalization-23
 (``Y = normalized(X) * Scale (+ B)``, https://onnx.ai/onnx/operators/).
@@ -15,7 +18,45 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter import pattern
 
-from onnxport.optimize._patterns import Rule, all_ones, rank, shaped, static_tail
+from onnxport.optimize._patterns import (FLOAT_TYPES, Rule, all_ones, ones, rank, shaped, static_tail,
+                                         trailing_axes)
+from onnxport.optimize._scopes import scalar
+
+
+class NormFormula(Rule):
+    """Base of a normalization formula rule: the subclass writes ``pattern`` (binding ``x``, the
+    reduction ``axes`` and ``eps``) and may add checks in ``check_formula``.
+
+    Args:
+        form: ``"div"``, ``"mul"`` or ``"rmul"`` (see ``_patterns.normalized``).
+    """
+
+    op_type = ""  # the fused operator
+
+    def __init__(self, form: str):
+        super().__init__(f"{type(self).__name__}_{form}")
+        self.form = form
+        self.root_op = "Div" if form == "div" else "Mul"
+
+    def check_formula(self, result: pattern.MatchResult, x, axes, **bindings) -> pattern.MatchResult:
+        """Checks of the subclass's formula beyond the shared ones; ``result`` unless one fails."""
+        return result
+
+    def check(self, context, x, axes, eps, **bindings) -> pattern.MatchResult:
+        result = pattern.MatchResult()
+        if x.dtype not in FLOAT_TYPES:
+            return result.fail(f"{self.op_type} takes float tensors", x)
+        k = trailing_axes(axes, x)
+        if k is None or static_tail(x, k) is None:
+            return result.fail("the mean is not over last axes of static dims", axes)
+        if scalar(eps) is None or (rank(eps) or 0) > rank(x):
+            return result.fail("epsilon is not a one-element constant", eps)
+        return self.check_formula(result, x, axes, **bindings)
+
+    def rewrite(self, op, x, axes, eps, **_):
+        k = trailing_axes(axes, x)
+        unit = ones(op, static_tail(x, k), x.dtype)
+        return getattr(op, self.op_type)(x, unit, axis=-k, epsilon=scalar(eps))
 
 
 def normalized_shape(norm: ir.Node) -> list[int] | None:
