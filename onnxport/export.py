@@ -36,6 +36,7 @@ def to_onnx(
     verbose: bool = False,
     rewrite_control_flow: bool = False,
     other_axes: str = "static",
+    relations: dict[str, str] | None = None,
     on_step: StepCallback | None = None,
 ) -> ExportResult:
     """Export a PyTorch model to ONNX, keeping dynamic dimensions symbolic under the user's names.
@@ -61,6 +62,11 @@ def to_onnx(
         other_axes: ``"static"`` (default, torch.export's rule: an axis ``dynamic_shapes`` does not
             name keeps the example's size) or ``"auto"`` (such axes are ``Dim.AUTO``: dynamic where
             the model allows it, named ``<input>_dim<axis>``, static where it does not).
+        relations: dimension name -> an expression over other dimension names, for sizes the model
+            needs related in a way ``dynamic_shapes`` cannot say: ``{"total": "past + seq"}`` for an
+            attention mask covering the cached and the new steps. Shape guards are decided with the
+            relation substituted, ``validate()`` generates only sizes satisfying it. Relations
+            torch.export derives itself (an axis of size ``2*time``) need no statement.
         on_step: called ``(step, seconds)`` as each step ends (``STEPS``: rewrite, capture,
             decompose, translate, optimize, finalize).
 
@@ -117,7 +123,7 @@ def to_onnx(
     registry = Registry(opset)
     with step("capture"):
         captured = capture(model, args, kwargs, dynamic_shapes, strict=strict, rewritten=rewrite_control_flow,
-                           other_axes=other_axes, hooks=registry.capture_hooks)
+                           other_axes=other_axes, hooks=registry.capture_hooks, relations=relations)
     with step("decompose"):
         decomposed = decompose(captured.program, registry.lookup, registry.capture_hooks,
                                translates=lambda node: translatable(node, registry.lookup))

@@ -11,6 +11,7 @@ import torch
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
+from onnxport.capture.caches import OUTPUT_PREFIX, CacheKey
 from onnxport.capture.captured import Captured, expr_of
 from onnxport.capture.dynamic_shapes import key_str
 from onnxport.errors import ExportError
@@ -35,7 +36,8 @@ class DimNamer:
 
 
 def output_names(program: torch.export.ExportedProgram, n_user: int) -> list[str]:
-    """Stable flat names of the user outputs: ``output`` / ``output_0``... / dict keys / attributes."""
+    """Stable flat names of the user outputs: ``output`` / ``output_0``... / dict keys / attributes;
+    the tensors of a returned cache ``present.0.key``... (``onnxport.capture.caches``)."""
     spec = program.call_spec.out_spec
     if spec is None:
         return [f"output_{i}" for i in range(n_user)]
@@ -47,7 +49,15 @@ def output_names(program: torch.export.ExportedProgram, n_user: int) -> list[str
     if len(leaves) == 1 and not leaves[0][0]:
         return ["output"]
     names = []
+    caches: list[tuple] = []  # the paths of the returned caches, in order
     for path, _ in leaves:
+        at = next((i for i, k in enumerate(path) if isinstance(k, CacheKey)), None)
+        if at is not None:
+            if path[:at] not in caches:
+                caches.append(path[:at])
+            n = caches.index(path[:at])
+            names.append(f"{OUTPUT_PREFIX}{'' if n == 0 else f'_{n}'}" + "".join(str(k) for k in path[at:]))
+            continue
         parts = [key_str(k) for k in path]
         if parts and parts[0].isdigit():
             parts = ["output"] + parts
