@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxport.capture.caches import sliding_window_as_full
 from onnxport.capture.relations import broken, evaluate, from_guards, missing_hint
 from onnxport.errors import ValidationError
 from onnxport.verify.compare import compare, to_numpy
@@ -148,12 +149,13 @@ def _relation_notes(checks: list[Check], examples: dict, by_label: dict, capture
 
 def _eager(module, mutates: bool, args: tuple, kwargs: dict) -> list[torch.Tensor]:
     """Eager outputs on copies of the inputs (and of the module when it mutates its buffers), so
-    every input set starts fresh."""
+    every input set starts fresh; transformers' sliding-window cache layers hold every step, as in
+    the export (``onnxport.capture.caches.sliding_window_as_full``)."""
     feed_args, feed_kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), (args, kwargs))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree notes on deepcopy
         run_module = copy.deepcopy(module) if mutates else module
-    with torch.no_grad():
+    with torch.no_grad(), sliding_window_as_full():
         return tensor_leaves(run_module(*feed_args, **feed_kwargs))
 
 
