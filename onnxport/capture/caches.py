@@ -54,9 +54,6 @@ class CacheKey(pytree.MappingKey):
     def name(self) -> str:
         return str(self.key)
 
-    def __str__(self) -> str:
-        return f".{self.key}"
-
     def get(self, cache: Any) -> Any:
         return dict(cache_leaves(cache))[self.key]
 
@@ -260,6 +257,12 @@ def expand_spec(cache: Any, spec: Any, where: str) -> Any:
             out += one(entry, [n for n in leaves if int(n.split(".")[0]) == layer])
         return out
     return one(spec, leaves)
+
+
+def is_cache_leaf(input_name: str) -> bool:
+    """True for the flat name of a tensor of a cache input (``past_key_values.0.key``)."""
+    parts = input_name.split(".")
+    return len(parts) >= 3 and parts[1].isdigit()
 
 
 def may_be_empty(input_name: str) -> bool:

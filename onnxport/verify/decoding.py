@@ -126,6 +126,11 @@ def greedy(runner: OrtRunner, start: np.ndarray, max_new_tokens: int, *, mask: n
     finished: it takes ``pad`` from then on; decoding stops when every row is finished (as
     transformers' ``generate`` does).
 
+    A decoder whose token input has one step only (``[batch, 1]``: a recurrent model's step) takes
+    the prompt one token at a time. An ``attention_mask`` input as long as the token input
+    (``[batch, seq]``, a recurrent model's) gets the mask of the new tokens; otherwise the mask of
+    every token so far (``[batch, past + seq]``).
+
     Args:
         runner: onnxruntime session of the decoder.
         start: int64 ``[batch, n]``.
@@ -138,34 +143,51 @@ def greedy(runner: OrtRunner, start: np.ndarray, max_new_tokens: int, *, mask: n
     Raises ``ValidationError`` when the decoder's layout is not one this loop feeds.
     """
     layout = Layout.of(runner)
+    inputs = {i.name: i for i in runner.session.get_inputs()}
+    one_step = inputs[layout.tokens].shape[1] == 1
+    mask_of_new = layout.mask is not None and inputs[layout.mask].shape[1] == inputs[layout.tokens].shape[1]
     batch = start.shape[0]
     mask = np.ones(start.shape, dtype=np.int64) if mask is None else mask.astype(np.int64)
     feeds: dict[str, np.ndarray] = empty_cache(runner, layout, batch, cross)
-    tokens = start.astype(np.int64)
     positions = first_positions(mask)
-    past = 0
-    unfinished = np.ones(batch, dtype=bool)
-    chosen, logits_per_step = [], []
-    out_names = runner.output_names
-    for _ in range(max_new_tokens):
+    state = {"past": 0}
+
+    def step(tokens: np.ndarray, seen: int) -> np.ndarray:
+        """Run the decoder on ``tokens`` (the last of the ``seen`` tokens); the logits of the last."""
+        n = tokens.shape[1]
         feeds[layout.tokens] = tokens
         if layout.mask:
-            feeds[layout.mask] = mask
+            feeds[layout.mask] = mask[:, seen - n:seen] if mask_of_new else mask[:, :seen]
         if layout.positions:
-            feeds[layout.positions] = positions[:, -tokens.shape[1]:]
+            feeds[layout.positions] = positions[:, seen - n:seen]
         if layout.cache_position:
-            feeds[layout.cache_position] = np.arange(past, past + tokens.shape[1], dtype=np.int64)
+            feeds[layout.cache_position] = np.arange(state["past"], state["past"] + n, dtype=np.int64)
         if layout.encoder_states and encoder_states is not None:
             feeds[layout.encoder_states] = encoder_states
         if layout.encoder_mask and encoder_mask is not None:
             feeds[layout.encoder_mask] = encoder_mask
-        missing = [i.name for i in runner.session.get_inputs() if i.name not in feeds]
+        missing = [name for name in inputs if name not in feeds]
         if missing:
             raise ValidationError(f"greedy decoding does not know what to feed the decoder's inputs {missing}",
                                   hint="the decoder's inputs are input_ids, attention_mask, position_ids, "
                                        "past_key_values.* (and encoder_hidden_states / encoder_attention_mask)")
-        result = dict(zip(out_names, runner.session.run(None, feeds)))
-        last = result[layout.logits][:, -1, :].astype(np.float32)
+        result = dict(zip(runner.output_names, runner.session.run(None, feeds)))
+        state["past"] += n
+        for name, present in layout.cache.items():
+            if present is not None:
+                feeds[name] = result[present]
+        return result[layout.logits][:, -1, :].astype(np.float32)
+
+    tokens = start.astype(np.int64)
+    if one_step:
+        for j in range(tokens.shape[1] - 1):
+            step(tokens[:, j:j + 1], j + 1)
+        tokens = tokens[:, -1:]
+    seen = start.shape[1]
+    unfinished = np.ones(batch, dtype=bool)
+    chosen, logits_per_step = [], []
+    for _ in range(max_new_tokens):
+        last = step(tokens, seen)
         logits_per_step.append(last)
         nxt = last.argmax(-1).astype(np.int64)
         if pad is not None:
@@ -173,11 +195,7 @@ def greedy(runner: OrtRunner, start: np.ndarray, max_new_tokens: int, *, mask: n
         chosen.append(nxt)
         if eos:
             unfinished &= ~np.isin(nxt, list(eos))
-        past += tokens.shape[1]
-        for name, present in layout.cache.items():
-            if present is not None:
-                feeds[name] = result[present]
-        tokens = nxt[:, None]
+        tokens, seen = nxt[:, None], seen + 1
         mask = np.concatenate([mask, np.ones((batch, 1), dtype=np.int64)], axis=1)
         positions = np.concatenate([positions, positions[:, -1:] + 1], axis=1)
         if eos and not unfinished.any():
