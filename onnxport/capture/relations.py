@@ -18,6 +18,7 @@ hints of errors and validation reports when a relation may be missing.
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any
 
 import sympy
@@ -50,7 +51,8 @@ def parse_relations(relations: dict[str, Any] | None, known: set[str] | None = N
             raise DynamicShapesError(f"relation for {name!r}: the related dimension must be a dimension name",
                                      hint='e.g. relations={"total": "past + seq"}')
         try:
-            expr = sympy.sympify(text, locals={}) if not isinstance(text, sympy.Basic) else text
+            local = {n: symbol(n) for n in re.findall(r"[A-Za-z_]\w*", text)} if isinstance(text, str) else {}
+            expr = sympy.sympify(text, locals=local) if not isinstance(text, sympy.Basic) else text
         except (sympy.SympifyError, SyntaxError, TypeError) as e:
             raise DynamicShapesError(f"relation {name} = {text!r} is not an expression over dimension names: {e}",
                                      hint='write it like "past + seq", "2*time", "time - 1"') from e

@@ -11,6 +11,7 @@ import re
 import warnings
 from typing import Any, Callable
 
+import sympy
 import torch
 
 from onnxport.capture.captured import Captured, program_input_names, user_placeholders
@@ -132,6 +133,8 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
 
     # attempts: as given; with the ranges torch requires of dims named without one; reasoning
     # size-obliviously when a guard is only about sizes 0 and 1
+    implied = _implied_ranges(related, declared)
+    ranges.update(implied)
     oblivious, first = small, None
     for _ in range(6):
         try:
@@ -171,7 +174,7 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
                       f"(the ONNX model names the axis {related[name]}); declare relations={{'{name}': "
                       f"'{related[name]}'}} to state it yourself", UserWarning, stacklevel=3)
     for name, r in ranges.items():  # ranges from torch's suggested fixes: adopted as they are
-        if name not in narrowed:
+        if name not in narrowed and implied.get(name) != r:
             promised[name] = r
             narrowed[name] = [range_guard(SizeVar(None, name, 1, None, True), r[0] or 1, r[1], None)]
     variables = size_vars(user_placeholders(program), names, declared, promised)
@@ -203,6 +206,24 @@ def _relation_hint(error, declared: list[DeclaredDim], leaves: dict[str, Any], r
     return (f"the example has {name} = {expr}{also}: if the model needs that, declare it with "
             f'relations={{"{name}": "{expr}"}} (to_onnx) or {name} = "{expr}" in a config\'s [dims]; otherwise '
             + (error.hint or ""))
+
+
+def _implied_ranges(related: dict, declared: list[DeclaredDim]) -> dict[str, tuple]:
+    """The range torch.export is given for a related dim: the least value of its expression at the
+    sizes torch traces its terms with (2 and up, or the declared minimum), for expressions that grow
+    with every term (``past + seq`` -> 4). torch would otherwise narrow the range itself while
+    tracing (a mask ``total`` at least ``past + seq``) and report it as a violation; the range
+    onnxport promises for the dim stays what its relation gives."""
+    by_name = {d.name: d for d in declared}
+    out = {}
+    for name, expr in related.items():
+        poly = sympy.Poly(expr, *expr.free_symbols) if expr.free_symbols else None
+        if poly is None or any(c < 0 for c in poly.coeffs()) or name not in by_name:
+            continue
+        lows = {s: max(2, by_name[str(s)].min) if str(s) in by_name else 2 for s in expr.free_symbols}
+        d = by_name[name]
+        out[name] = (int(expr.xreplace(lows)), d.max)
+    return out
 
 
 def _relations(relations: dict | None, declared: list[DeclaredDim], leaves: dict[str, Any]) -> dict:
