@@ -204,3 +204,30 @@ def compare_decodings(expected: np.ndarray, ref_logits: list, tokens: np.ndarray
     return GenerationReport(tuple(tuple(int(v) for v in r) for r in expected),
                             tuple(tuple(int(v) for v in r) for r in tokens), tuple(diffs), tuple(margins), first,
                             (atol, rtol), tuple(oks), note)
+
+
+def check_generation_of_file(path: str, reference: Any, max_new_tokens: int,
+                             prompts: list[list[int]] | None = None) -> GenerationReport:
+    """``check_generation`` of the decoder in the ONNX file ``path`` against ``reference.module``
+    (an ``ExportResult`` of the same transformers model, as ``onnxport validate`` builds it).
+
+    ``prompts``: token ids per row, left-padded to the longest with the model's padding id (its
+    attention mask 0 there); default: the ``input_ids`` of the reference's example inputs.
+    Raises ``ValidationError`` when no prompt is given and the example has no ``input_ids``.
+    """
+    model = reference.module
+    if prompts is None:
+        args, kwargs = reference.example
+        ids = kwargs.get("input_ids", args[0] if args and isinstance(args[0], torch.Tensor) else None)
+        if ids is None:
+            raise ValidationError("no prompt for the decoding check: the target's example has no input_ids",
+                                  hint='give one with --prompt "5 17 42"')
+        return check_generation(model, path, ids, max_new_tokens=max_new_tokens)
+    config = getattr(model, "generation_config", None)
+    pad = getattr(config, "pad_token_id", None)
+    eos = getattr(config, "eos_token_id", None)
+    pad = pad if pad is not None else (eos[0] if isinstance(eos, (list, tuple)) else eos) or 0
+    longest = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad] * (longest - len(p)) + list(p) for p in prompts], dtype=torch.long)
+    mask = torch.tensor([[0] * (longest - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long)
+    return check_generation(model, path, ids, attention_mask=mask, max_new_tokens=max_new_tokens)
