@@ -3,7 +3,8 @@ position_ids=..., past_key_values=DynamicCache(...), use_cache=True)``, from tin
 width 64, vocab 1000, seeded): exported with the cache as inputs and outputs, validated at the default
 sizes (``total = past + seq`` respected, an empty cache included), and decoded greedily in
 onnxruntime against the model's own ``generate``: 16 tokens, batch 1 and a left-padded batch 2.
-Mistral has a sliding window of 8, shorter than prompt and generated tokens together."""
+Mistral has a sliding window of 8, shorter than prompt and generated tokens together; Gemma 3 a
+sliding-window layer and a full-attention one."""
 
 import functools
 
@@ -33,6 +34,10 @@ def _config(name: str):
     if name == "mistral":
         return transformers.MistralForCausalLM, transformers.MistralConfig(num_key_value_heads=2, sliding_window=8,
                                                                            **common)
+    if name == "gemma3":  # hybrid: a sliding-window layer, then a full-attention one
+        return transformers.Gemma3ForCausalLM, transformers.Gemma3TextConfig(
+            num_key_value_heads=2, head_dim=16, sliding_window=8, layer_types=["sliding_attention", "full_attention"],
+            **common)
     return transformers.GPT2LMHeadModel, transformers.GPT2Config(vocab_size=VOCAB, n_embd=WIDTH, n_layer=LAYERS,
                                                                   n_head=HEADS, n_positions=128, **IDS)
 
@@ -65,7 +70,7 @@ def _prompts():
     return ids, mask
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2", "phi", "gpt2", "mistral"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "phi", "gpt2", "mistral", "gemma3"])
 def test_decoder_with_cache_validates_and_decodes_as_generate(name):
     model, r = exported(name)
     onnx.checker.check_model(r.model_proto, full_check=True)
