@@ -47,6 +47,8 @@ class EncoderWithCrossCache(torch.nn.Module):
         self.start_token = start_token
 
     def forward(self, **inputs: Any) -> dict:
+        """``{"encoder_hidden_states": [batch, encoder_seq, width], "cross": DynamicCache}`` of the
+        encoder inputs (``input_ids``/``attention_mask`` or ``input_features``)."""
         from transformers import DynamicCache, EncoderDecoderCache
         from transformers.modeling_outputs import BaseModelOutput
 
@@ -67,6 +69,8 @@ class DecoderWithCache(torch.nn.Module):
         self.model = model
 
     def forward(self, input_ids, encoder_hidden_states, encoder_attention_mask=None, past_key_values=None) -> dict:
+        """``{"logits": [batch, seq, vocab], "present": DynamicCache}``: the step's logits and the
+        self-attention cache grown by ``seq`` (``past_key_values``: an ``EncoderDecoderCache``)."""
         from transformers.modeling_outputs import BaseModelOutput
 
         out = self.model(decoder_input_ids=input_ids, past_key_values=past_key_values, use_cache=True,

@@ -61,6 +61,7 @@ class GenerationReport:
             and all(self.logits_ok)
 
     def to_dict(self) -> dict:
+        """The report as plain data (the tokens, the per-step differences and ``ok``), for JSON."""
         return dataclasses.asdict(self) | {"ok": self.ok}
 
     def __str__(self) -> str:
