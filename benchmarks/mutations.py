@@ -42,7 +42,7 @@ class Mutation:
     tests: list[str]  # test paths run against the mutated copy (those missing in the checkout skipped)
 
 
-VERIFY_TESTS = ["tests/verify", "tests/test_result.py", "tests/test_hostile.py"]
+VERIFY_TESTS = ["tests/verify", "tests/capture/test_inputs.py", "tests/test_result.py", "tests/test_hostile.py"]
 
 MUTATIONS = [
     # ---------------------------------------------------------------- the comparison
@@ -75,10 +75,10 @@ MUTATIONS = [
     Mutation("no_value_sets", "no inputs beyond the example's values", "onnxport/verify/validate.py",
              [("    return [k for k in kinds if (k == \"range\" and ints) or (k != \"range\" and floats)]",
                "    return []")], VERIFY_TESTS + ["tests/rewrite/test_branches.py"]),
-    Mutation("lengths_past_axis", "lengths may exceed their axis by one", "onnxport/verify/inputs.py",
+    Mutation("lengths_past_axis", "lengths may exceed their axis by one", "onnxport/capture/inputs.py",
              [("out = torch.randint(1, max(n, 1) + 1, shape, generator=gen)",
                "out = torch.randint(1, max(n, 1) + 2, shape, generator=gen)")],
-             ["tests/verify", "tests/config", "tests/cli/test_export_cli.py"]),
+             ["tests/capture/test_inputs.py", "tests/verify", "tests/config", "tests/cli/test_export_cli.py"]),
     Mutation("size_estimate_weights_only", "external data chosen by the weights' bytes alone", "onnxport/saving.py",
              [("    return serialized_size(model) > limit",
                "    return sum(v.const_value.nbytes for v in model.graph.initializers.values()) > limit")],
@@ -86,11 +86,15 @@ MUTATIONS = [
     Mutation("no_capture_lock", "exports in several threads not serialized", "onnxport/capture/patches.py",
              [("    with CAPTURE_LOCK:\n        yield\n", "    yield\n")], ["tests/capture/test_patches.py"]),
     # ---------------------------------------------------------------- exporter faults validation must see
-    Mutation("layer_norm_no_eps", "fused LayerNorm drops its epsilon", "onnxport/optimize/fuse_layer_norm.py",
-             [('{"axis": -k, "epsilon": float(eps)}', '{"axis": -k, "epsilon": 0.0}')],
+    Mutation("layer_norm_no_eps", "fused LayerNorm drops its epsilon", "onnxport/optimize/_norm.py",
+             [("return getattr(op, self.op_type)(x, unit, axis=-k, epsilon=scalar(eps))",
+               "return getattr(op, self.op_type)(x, unit, axis=-k, epsilon=0.0 if self.op_type == "
+               "\"LayerNormalization\" else scalar(eps))")],
              ["tests/optimize/test_fuse_layer_norm.py", "tests/models/test_transformer.py"]),
-    Mutation("rms_norm_no_eps", "fused RMSNorm drops its epsilon", "onnxport/optimize/fuse_rms_norm.py",
-             [('{"axis": -k, "epsilon": float(eps)}', '{"axis": -k, "epsilon": 0.0}')],
+    Mutation("rms_norm_no_eps", "fused RMSNorm drops its epsilon", "onnxport/optimize/_norm.py",
+             [("return getattr(op, self.op_type)(x, unit, axis=-k, epsilon=scalar(eps))",
+               "return getattr(op, self.op_type)(x, unit, axis=-k, epsilon=0.0 if self.op_type == "
+               "\"RMSNormalization\" else scalar(eps))")],
              ["tests/optimize/test_fuse_rms_norm.py"]),
     Mutation("branch_inverted", "if on a non-bool tensor rewritten with its branches inverted",
              "onnxport/rewrite/branches.py",

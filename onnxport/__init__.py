@@ -9,6 +9,7 @@ from onnxport.errors import (
     DynamicShapesError,
     ExportError,
     RenderError,
+    ReturnnError,
     RewriteError,
     SaveError,
     ShowInputError,
@@ -33,6 +34,14 @@ def find_divergence(model, onnx_model, inputs, **kwargs):
     return impl(model, onnx_model, inputs, **kwargs)
 
 
+def export_encoder_decoder(model, encoder_inputs, **kwargs):
+    """Export an encoder-decoder's encoder and decoder-with-cache; see
+    ``onnxport.encoder_decoder.export_encoder_decoder``."""
+    from onnxport.encoder_decoder import export_encoder_decoder as impl
+
+    return impl(model, encoder_inputs, **kwargs)
+
+
 def pretty_onnx(model, **kwargs):
     """Compact text rendering of an ONNX model; see ``onnxport.show.pretty.pretty_onnx``."""
     from onnxport.show.pretty import pretty_onnx as impl
@@ -47,6 +56,13 @@ def export_from_config(config, model=None, checkpoint=None, **kwargs):
     return impl(config, model=model, checkpoint=checkpoint, **kwargs)
 
 
+def export_returnn_config(config, checkpoint=None, **kwargs):
+    """Export the model of a RETURNN config; see ``onnxport.integrations.returnn_export.export_returnn_config``."""
+    from onnxport.integrations.returnn_export import export_returnn_config as impl
+
+    return impl(config, checkpoint=checkpoint, **kwargs)
+
+
 def plot_dot(model, **kwargs):
     """Graphviz DOT text of an ONNX model; see ``onnxport.show.dot.plot_dot``."""
     from onnxport.show.dot import plot_dot as impl
@@ -56,8 +72,8 @@ def plot_dot(model, **kwargs):
 
 __all__ = [
     "CaptureError", "CheckpointError", "ConfigError", "ContractError", "ControlFlowError", "DynamicShapesError",
-    "ExportError", "ExportResult", "RenderError", "RewriteError", "SaveError", "ShowInputError",
+    "ExportError", "ExportResult", "RenderError", "ReturnnError", "RewriteError", "SaveError", "ShowInputError",
     "SpecializationError", "TargetError", "TranslationError", "UnsupportedOpError", "ValidationError",
-    "ValidationReport", "export_from_config", "find_divergence", "plot_dot", "pretty_onnx", "to_onnx", "translates",
-    "validate",
+    "ValidationReport", "export_encoder_decoder", "export_from_config", "export_returnn_config", "find_divergence",
+    "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
 ]

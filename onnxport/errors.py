@@ -190,3 +190,9 @@ class ShowInputError(ExportError):
 
 class RewriteError(ExportError):
     """The rewritten model does not compute what the original computes (or fails where it runs)."""
+
+
+class ReturnnError(ConfigError):
+    """A RETURNN config cannot be exported: RETURNN is missing, or the config lacks what the export
+    reads (``extern_data``, ``model_outputs``, ``get_model``, ``forward_step``) or gives it in a form
+    that cannot be used."""

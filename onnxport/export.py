@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-import warnings
 from typing import Any, Callable, Iterator
 
 import torch
@@ -36,7 +35,9 @@ def to_onnx(
     verbose: bool = False,
     rewrite_control_flow: bool = False,
     other_axes: str = "static",
+    relations: dict[str, str] | None = None,
     on_step: StepCallback | None = None,
+    capture_hooks: Callable[[], contextlib.AbstractContextManager] | None = None,
 ) -> ExportResult:
     """Export a PyTorch model to ONNX, keeping dynamic dimensions symbolic under the user's names.
 
@@ -61,8 +62,16 @@ def to_onnx(
         other_axes: ``"static"`` (default, torch.export's rule: an axis ``dynamic_shapes`` does not
             name keeps the example's size) or ``"auto"`` (such axes are ``Dim.AUTO``: dynamic where
             the model allows it, named ``<input>_dim<axis>``, static where it does not).
+        relations: dimension name -> an expression over other dimension names, for sizes the model
+            needs related in a way ``dynamic_shapes`` cannot say: ``{"total": "past + seq"}`` for an
+            attention mask covering the cached and the new steps. Shape guards are decided with the
+            relation substituted, ``validate()`` generates only sizes satisfying it. Relations
+            torch.export derives itself (an axis of size ``2*time``) need no statement.
         on_step: called ``(step, seconds)`` as each step ends (``STEPS``: rewrite, capture,
             decompose, translate, optimize, finalize).
+        capture_hooks: ``() -> context manager`` entered while torch.export traces the model (each
+            capture attempt), after onnxport's own patches: patches a model's framework needs
+            during tracing only (``onnxport.integrations.returnn.capture_hooks``), undone on exit.
 
     Returns:
         ``ExportResult`` with ``.model`` (onnx_ir.Model), ``.model_proto``, ``.save()``, ``.validate()``.
@@ -92,9 +101,6 @@ def to_onnx(
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise ExportError(f"opset {opset} is not supported",
                           hint=f"use an opset from {MIN_OPSET} to {MAX_OPSET} (default 20)")
-    if isinstance(model, torch.nn.Module) and model.training:
-        warnings.warn("the model is in training mode: dropout and batch norm export their training behaviour; "
-                      "call model.eval() before to_onnx for inference", UserWarning, stacklevel=2)
     timings: dict[str, float] = {}
     report = on_step if on_step is not None else (print_step if verbose else None)
 
@@ -117,16 +123,17 @@ def to_onnx(
     with exclusive_capture():
         restore_leftovers(patch_sites())
         return _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline,
-                         strict, rewrite_control_flow, other_axes, step, timings)
+                         strict, rewrite_control_flow, other_axes, relations, capture_hooks, step, timings)
 
 
 def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline, strict,
-              rewrite_control_flow, other_axes, step, timings) -> ExportResult:
+              rewrite_control_flow, other_axes, relations, capture_hooks, step, timings) -> ExportResult:
     """The steps of ``to_onnx`` in order, each timed by ``step`` into ``timings``."""
     from onnxport.capture import capture, decompose
     from onnxport.capture.values import check_outputs
     from onnxport.finalize import finalize
     from onnxport.optimize.pipeline import optimize as run_passes
+    from onnxport.translate.inplace import translatable
     from onnxport.translate.program import build_model
     from onnxport.translate.registry import Registry
 
@@ -138,14 +145,16 @@ def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, op
             model = rewrite_module(model, args, kwargs)
         rewrite_notes = list(getattr(model, "onnxport_rewrite_notes", []))
     registry = Registry(opset)
+    hooks = registry.capture_hooks if capture_hooks is None else _both(registry.capture_hooks, capture_hooks)
     with step("capture"):
         captured = capture(model, args, kwargs, dynamic_shapes, strict=strict, rewritten=rewrite_control_flow,
-                           other_axes=other_axes, hooks=registry.capture_hooks)
+                           other_axes=other_axes, hooks=hooks, relations=relations)
         check_outputs(captured.program, module)
     with step("decompose"):
-        program = decompose(captured.program, registry.lookup, registry.capture_hooks)
-        if program is not captured.program:
-            captured = dataclasses.replace(captured, program=program)
+        decomposed = decompose(captured.program, registry.lookup, registry.capture_hooks,
+                               translates=lambda node: translatable(node, registry.lookup))
+        if decomposed.program is not captured.program:
+            captured = dataclasses.replace(captured, program=decomposed.program)
     with step("translate"):
         ir_model = build_model(captured, opset=opset, registry=registry, input_names=input_names,
                                output_names_=output_names, options={"inline": inline})
@@ -158,7 +167,19 @@ def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, op
         module = module.module()
     return ExportResult(ir_model, program=captured.program, module=module, example=(args, kwargs),
                         captured=captured, timings=timings, dim_names=dict(ir_model.meta.get("dim_names", {})),
-                        rewrite_notes=rewrite_notes)
+                        rewrite_notes=rewrite_notes,
+                        decomposed={"local": list(decomposed.local), "whole_program": list(decomposed.whole_program)})
+
+
+def _both(first: Callable, second: Callable) -> Callable:
+    """``() -> context manager`` entering ``first()`` then ``second()``."""
+
+    @contextlib.contextmanager
+    def hooks() -> Iterator[None]:
+        with first(), second():
+            yield
+
+    return hooks
 
 
 def print_step(name: str, seconds: float) -> None:

@@ -26,18 +26,21 @@ class ExportResult:
         rewrite_notes: with ``rewrite_control_flow=True``, the loops and branches left as written.
         config: the export config, for a result of ``export_from_config``.
         validation: its ``ValidationReport`` (None when not validated).
+        decomposed: the ATen ops without a translation, decomposed node by node (``"local"``), and
+            those that made the whole program be decomposed by torch anew (``"whole_program"``).
     """
 
     external_data_threshold = PROTOBUF_LIMIT  # bytes of the serialized model, not of the weights alone
     _FIELDS = ("model", "program", "module", "example", "captured", "timings", "dim_names", "rewrite_notes",
-               "config", "validation")
+               "config", "validation", "decomposed")
 
     def __init__(self, model: ir.Model, *, program=None, module=None, example=None, captured=None,
                  timings: dict | None = None, dim_names: dict | None = None, rewrite_notes: list | None = None,
-                 config: Any = None, validation: Any = None):
+                 config: Any = None, validation: Any = None, decomposed: dict | None = None):
         values = dict(model=model, program=program, module=module, example=example, captured=captured,
                       timings=dict(timings or {}), dim_names=dict(dim_names or {}),
-                      rewrite_notes=list(rewrite_notes or []), config=config, validation=validation)
+                      rewrite_notes=list(rewrite_notes or []), config=config, validation=validation,
+                      decomposed=dict(decomposed or {"local": [], "whole_program": []}))
         for name, value in values.items():
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_proto", None)
@@ -111,6 +114,29 @@ class ExportResult:
         from onnxport.verify import validate
 
         return validate(self, inputs=inputs, sizes=sizes, values=values, atol=atol, rtol=rtol)
+
+    def check_generation(self, model: Any, prompt_ids: Any = None, *, attention_mask: Any = None,
+                         max_new_tokens: int = 16, atol: float | None = None, rtol: float | None = None):
+        """Greedy decoding with this model (a decoder exported with its cache as inputs and outputs)
+        in onnxruntime against ``model``'s own greedy ``generate``, step by step: the ``present.*``
+        outputs are fed back as ``past_key_values.*``.
+
+        Args:
+            model: the transformers model the decoder was exported from (eval mode).
+            prompt_ids: int64 ``[batch, prompt]``.
+            attention_mask: ``[batch, prompt]``, 0 on (left) padding; ones when None.
+            max_new_tokens: tokens to generate.
+            atol, rtol: tolerance of the logits (default 1e-3 each).
+
+        Returns a ``GenerationReport`` (``.ok``, ``.first_difference``, printable); see
+        ``onnxport.verify.generation.check_generation``, which raises ``ValidationError`` when the
+        decoder's inputs are not a decoder's (input_ids, past_key_values.*) or generate fails.
+        """
+        from onnxport.verify.generation import LOGITS_ATOL, LOGITS_RTOL, check_generation
+
+        return check_generation(model, self.model_proto, prompt_ids, attention_mask=attention_mask,
+                                max_new_tokens=max_new_tokens, atol=LOGITS_ATOL if atol is None else atol,
+                                rtol=LOGITS_RTOL if rtol is None else rtol)
 
     def pretty(self, **kwargs) -> str:
         """Compact text rendering (``onnxport.pretty_onnx``)."""

@@ -115,9 +115,14 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
     frames = "".join(traceback.format_list(tb))
     where = last_user_frame(frames)
     first = text.splitlines()[0] if text else repr(e)
+    hint = "make the model's forward run on the example inputs; try strict=False/True, " \
+           "or check data-dependent Python control flow (torch.cond, scan)"
+    if re.search(r"ScanOp\.__call__\(\) got an unexpected keyword argument '(dim|reverse)'", text):
+        hint = ("torch.ops.higher_order.scan(combine_fn, init, xs, additional_inputs) takes no dim or reverse: "
+                "call torch._higher_order_ops.scan.scan(combine_fn, init, xs, dim=..., reverse=...), which moves "
+                "the scanned axis and flips it for you")
     return CaptureError(f"torch.export could not capture the model: {type(e).__name__}: {first}", where=where,
-                        hint="make the model's forward run on the example inputs; try strict=False/True, "
-                             "or check data-dependent Python control flow (torch.cond, scan)")
+                        hint=hint)
 
 
 def required_ranges(text: str) -> dict[str, tuple]:
@@ -126,6 +131,21 @@ def required_ranges(text: str) -> dict[str, tuple]:
     for m in re.finditer(r"(\w+) = Dim\('(\w+)'(?:, min=(\d+))?(?:, max=(\d+))?\)", text):
         if m.group(3) or m.group(4):
             out[m.group(2)] = (int(m.group(3)) if m.group(3) else None, int(m.group(4)) if m.group(4) else None)
+    return out
+
+
+def derived_dims(text: str) -> dict[str, tuple[str, int, int]]:
+    """``{name: (base, k, c)}`` from torch's suggested fixes relating one dimension to another
+    (``u = t + 1``, ``y_len = 2*x_len``, ``v = t - 1``): ``name = k*base + c``."""
+    if "Suggested fixes:" not in text:
+        return {}
+    tail = text.split("Suggested fixes:", 1)[1].split("\n\n")[0]
+    out = {}
+    for line in tail.splitlines():
+        m = re.fullmatch(r"\s*(\w+) = (?:(\d+)\*)?([A-Za-z_]\w*)(?: ([+-]) (\d+))?\s*", line)
+        if m and m.group(3) != "Dim":
+            c = int(m.group(5) or 0) * (-1 if m.group(4) == "-" else 1)
+            out[m.group(1)] = (m.group(3), int(m.group(2) or 1), c)
     return out
 
 

@@ -3,6 +3,8 @@
 - ``record_specializations``: note each symbol torch pins to a constant, with the user's line;
 - ``record_guards``: note each condition on sizes torch defers to run time and each range it
   narrows, with the user's line and whether the user's own code branched on it;
+- ``defer_range_violations``: keep the traced program when a declared range does not hold, for
+  onnxport to decide;
 - ``symbolic_math``: ``math.sqrt(x.size(1))`` and friends stay symbolic;
 - ``size_oblivious``: sizes 0 and 1 are not specialized (``backed_size_oblivious``).
 
@@ -218,6 +220,31 @@ def _tolerant_prettify(original):
             return ""
 
     return prettify_results
+
+
+@contextlib.contextmanager
+def defer_range_violations(violations: list):
+    """torch.export's check of the declared ranges, run after tracing, records its
+    ``ConstraintViolationError`` in ``violations`` instead of raising: the traced program is kept,
+    and onnxport decides each violation itself (``capture.guard_events.violation_ranges``) without
+    tracing the model a second time."""
+    from torch.export import _trace
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+    original = _trace.produce_guards_and_solve_constraints
+
+    def checked(*args, **kwargs):
+        try:
+            return original(*args, **kwargs)
+        except ConstraintViolationError as e:
+            violations.append(e)
+            return None
+
+    _trace.produce_guards_and_solve_constraints = checked
+    try:
+        yield
+    finally:
+        _trace.produce_guards_and_solve_constraints = original
 
 
 _MATH_ON_SIZES = ("sqrt", "cos", "sin", "tan", "cosh", "sinh", "tanh", "acos", "asin", "atan", "log2")

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxport.capture.caches import register_caches
 from onnxport.errors import CaptureError
 
 _CONSTANTS = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.memory_format, torch.layout,
@@ -27,7 +28,9 @@ _NUMBERS = (int, float, bool)
 
 def check_inputs(model: Any, args: tuple, kwargs: dict) -> None:
     """Raise ``CaptureError`` naming the input when an example input is neither a tensor, a Python
-    constant, nor a container torch.export can flatten (``object()``, an unregistered class)."""
+    constant, nor a container torch.export can flatten (``object()``, an unregistered class).
+    transformers' caches are registered first (``capture.caches.register_caches``), as capture does."""
+    register_caches()
     named = _named_inputs(model, args, kwargs)
     for path, leaf in pytree.tree_flatten_with_path(named)[0]:
         if isinstance(leaf, (torch.Tensor, *_CONSTANTS)) or _registered_constant(type(leaf)):

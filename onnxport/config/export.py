@@ -14,7 +14,8 @@ from onnxport.config.checkpoint import load_checkpoint
 from onnxport.config.config import (ExportConfig, default_sizes, dynamic_shapes, input_specs, load_config, make_inputs,
                                     sizes_text)
 from onnxport.config.target import build_model
-from onnxport.errors import ConfigError, ContractError
+from onnxport.capture.relations import parse_relations
+from onnxport.errors import FIRST_LINE_LIMIT, ConfigError, ContractError
 from onnxport.export import to_onnx
 from onnxport.verify import ValidationReport, respecting, validate as run_validation
 
@@ -48,8 +49,10 @@ def _eager(module: torch.nn.Module, kwargs: dict, label: str) -> Any:
             return module(**kwargs)
     except Exception as e:  # noqa: BLE001 - the model's forward failed on declared inputs
         sizes = ", ".join(f"{k}: {tuple(v.shape)} {str(v.dtype).replace('torch.', '')}" for k, v in kwargs.items())
-        raise ContractError(f"the model's forward raised on {label} ({sizes}): {type(e).__name__}: "
-                            f"{str(e).splitlines()[0] if str(e) else ''}",
+        what = f"the model's forward raised on {label}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        with_inputs = f"{what} (inputs {sizes})"  # the inputs on the first line when it stays short, else below
+        fits = len(with_inputs) <= FIRST_LINE_LIMIT
+        raise ContractError(with_inputs if fits else what, detail=None if fits else f"inputs {sizes}",
                             hint="check the declared dtypes, dims and the [dims] ranges against the model") from e
 
 
@@ -98,23 +101,38 @@ def export_from_config(config: Any, model: Any = None, checkpoint: Any = None, *
 
     exported = to_onnx(module, (), example, dynamic_shapes=dynamic_shapes(cfg), input_names=list(example),
                        output_names=[n for n, _ in pairs], opset=cfg.opset, optimize=cfg.optimize,
-                       inline=cfg.inline, strict=cfg.strict, on_step=report)
-    renames = contract.check_onnx_dims(cfg, exported.model)
+                       inline=cfg.inline, strict=cfg.strict, relations=cfg.relations or None, on_step=report)
+    def inputs_at(sizes: dict, seed: int) -> dict:
+        return _forward_kwargs(module, cfg, make_inputs(cfg, sizes, seed=seed))
 
+    return check_export(exported, cfg, module, inputs_at, validate=validate, on_step=report)
+
+
+def check_export(exported, cfg: ExportConfig, module: torch.nn.Module, inputs_at: Callable[[dict, int], dict], *,
+                 validate: bool = True, on_step: StepCallback | None = None):
+    """Check an export against its config and validate it: the ONNX dims (``contract.check_onnx_dims``),
+    the eager outputs at each validation size (``_validation_sizes``), the derived output dims, which
+    then get their declared names, and onnxruntime against eager PyTorch.
+
+    ``inputs_at(sizes, seed)``: the keyword arguments of ``module`` at ``sizes``. Returns the result
+    with ``.config`` and ``.validation`` (None when ``validate`` is False). Raises ``ContractError``.
+    """
+    renames = contract.check_onnx_dims(cfg, exported.model)
     t0 = time.perf_counter()
     sets = []
     runs = []
     for i, sizes in enumerate(_validation_sizes(cfg, exported.guards)):
         label = "sizes " + sizes_text(sizes)
-        kw = _forward_kwargs(module, cfg, make_inputs(cfg, sizes, seed=i + 1))
+        kw = inputs_at(sizes, i + 1)
         got = contract.match_outputs(cfg, _eager(module, kw, label))
         runs.append((label, sizes, contract.check_tensors(cfg, got, sizes, label)))
         sets.append((sizes, kw))
     contract.check_derived_dims(cfg, renames, runs)
     named = exported.model.clone()
     contract.rename_output_dims(named, cfg, renames)
-    validation = _validate(exported, cfg, example_sizes, sets) if validate else None
-    report("validate", time.perf_counter() - t0)
+    validation = _validate(exported, cfg, cfg.example_sizes(), sets) if validate else None
+    if on_step is not None:
+        on_step("validate", time.perf_counter() - t0)
     return exported.replace(model=named, config=cfg, validation=validation)
 
 
@@ -131,7 +149,7 @@ def _validation_sizes(cfg: ExportConfig, guards: list) -> list[dict[str, int]]:
         if broken and cfg.sizes_given:
             raise ContractError(f"[validate] sizes {sizes_text(sizes)} break the constraint {'; '.join(broken)} the "
                                 f"export adopted", hint="list sizes the model takes, or give the dim a range in [dims]")
-        moved = respecting(sizes, constraints, ranges) if broken else sizes
+        moved = respecting(sizes, constraints, ranges, parse_relations(cfg.relations)) if broken else sizes
         if moved is not None and moved not in out and moved != cfg.example_sizes():
             out.append(moved)
     return out
@@ -139,7 +157,7 @@ def _validation_sizes(cfg: ExportConfig, guards: list) -> list[dict[str, int]]:
 
 def _validate(result, cfg: ExportConfig, example_sizes: dict, sets: list) -> ValidationReport:
     """``onnxport.verify.validate`` on the example, the generated size sets and, at the example's
-    sizes, the other values of the declared inputs (``onnxport.verify.inputs.VALUE_KINDS``);
+    sizes, the other values of the declared inputs (``onnxport.capture.inputs.VALUE_KINDS``);
     sizes in the table."""
     report = run_validation(result, inputs=[((), kw) for _, kw in sets], sizes=[], atol=cfg.atol, rtol=cfg.rtol,
                             specs=input_specs(cfg))

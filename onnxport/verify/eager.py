@@ -10,6 +10,8 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxport.capture.caches import sliding_window_as_full
+
 UPDATED = ".updated"
 _NUMBERS = (bool, int, float)
 
@@ -32,7 +34,8 @@ def output_leaves(out: Any) -> list[torch.Tensor]:
 def run_eager(module: torch.nn.Module, fresh: bool, args: tuple, kwargs: dict, input_names: list[str],
               updated: list[str]) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
     """Call ``module`` on copies of the inputs (and on a copy of the module when ``fresh``: it
-    updates its buffers) without grad.
+    updates its buffers) without grad; transformers' sliding-window cache layers hold every step,
+    as in the export (``onnxport.capture.caches.sliding_window_as_full``).
 
     Args:
         input_names: the ONNX model's input names, one per tensor of ``(args, kwargs)`` in pytree order.
@@ -46,7 +49,7 @@ def run_eager(module: torch.nn.Module, fresh: bool, args: tuple, kwargs: dict, i
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree notes on deepcopy
         run_module = copy.deepcopy(module) if fresh else module
-    with torch.no_grad():
+    with torch.no_grad(), sliding_window_as_full():
         out = run_module(*feed_args, **feed_kwargs)
     state = dict(run_module.named_buffers()) | dict(run_module.named_parameters())
     leaves = [t for t in pytree.tree_leaves((feed_args, feed_kwargs)) if isinstance(t, torch.Tensor)]

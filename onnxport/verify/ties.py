@@ -11,7 +11,7 @@ import operator
 
 import torch
 
-from onnxport.verify.tables import PASS
+from onnxport.capture.tables import PASS
 
 aten = torch.ops.aten
 

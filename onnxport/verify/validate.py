@@ -4,7 +4,7 @@ example does not reach.
 ``validate(result)`` builds input sets where every dynamic dimension takes other sizes than the
 export's example (``onnxport.verify.sizes``: below and above the example, four times it, and at
 every shape guard's boundary, within the export's range and constraints), and sets at the
-example's sizes with other values (``onnxport.verify.inputs.VALUE_KINDS``: sign-symmetric, zeros,
+example's sizes with other values (``onnxport.capture.inputs.VALUE_KINDS``: sign-symmetric, zeros,
 large, NaN and infinities, integers across their range). It runs eager PyTorch and onnxruntime on
 each and compares every output, the buffers and inputs the model updates in place included
 (``compare``: dtype and shape exact, dtype-aware tolerance, NaN-aware). Each row of the report
@@ -18,6 +18,7 @@ ties (``verify.ties.TIED_KINDS``) the outputs that are indices chosen among equa
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import tempfile
 from typing import Any
@@ -25,12 +26,13 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxport.capture.inputs import (LARGE, VALUE_KINDS, InputSpec, dim_examples, dim_names, elements,
+                                     inputs_like_example, specs_from_captured)
 from onnxport.capture.patches import exclusive_capture
+from onnxport.capture.relations import broken, evaluate, from_guards, missing_hint
 from onnxport.errors import ValidationError
 from onnxport.verify.compare import compare, to_numpy
 from onnxport.verify.eager import UPDATED, run_eager
-from onnxport.verify.inputs import (LARGE, VALUE_KINDS, InputSpec, dim_examples, dim_names, elements,
-                                    inputs_like_example, specs_from_captured)
 from onnxport.verify.report import EAGER_FAILED, Check, ValidationReport
 from onnxport.verify.runner import OrtRunner
 from onnxport.verify.sizes import validation_sizes
@@ -57,8 +59,11 @@ def default_size_sets(result, specs: list[InputSpec] | None = None) -> list[tupl
     names = dim_names(result.captured, result.dim_names)
     examples, ranges = dim_examples(result.captured, names)
     specs = specs if specs is not None else specs_from_captured(result.captured, names)
-    return validation_sizes(examples, ranges, result.guards, sequence=sequence_dims(specs),
-                            cost=lambda sizes: elements(specs, sizes))
+    captured = result.captured
+    relations = {**from_guards(result.guards), **(getattr(captured, "relations", None) or {})}
+    return validation_sizes(examples, ranges, result.guards, relations=relations,
+                            empty=captured.empty_dims if captured is not None else (),
+                            sequence=sequence_dims(specs), cost=lambda sizes: elements(specs, sizes))
 
 
 def default_sizes(result) -> list[dict]:
@@ -110,7 +115,7 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, values: Any = Non
         inputs: extra input sets, each ``(args, kwargs)`` or an args tuple, compared too.
         sizes: size assignments to try, each a dict ``{dim name: size}`` (unnamed dims at their
             example size); default: ``default_size_sets``.
-        values: value kinds tried at the example's sizes (``onnxport.verify.inputs.VALUE_KINDS``:
+        values: value kinds tried at the example's sizes (``onnxport.capture.inputs.VALUE_KINDS``:
             ``"symmetric"``, ``"zeros"``, ``"large"``, ``"special"``, ``"range"``); default all
             that apply to the model's inputs, ``[]`` for none.
         atol, rtol: tolerances overriding the dtype defaults (float32: 1e-4 / 1e-3).
@@ -136,22 +141,25 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, values: Any = Non
         else:
             runner = OrtRunner(result.model_proto)
         sets = _input_sets(result, inputs, sizes, values, include_example, specs)
-        return _compare_sets(result, module, runner, sets, atol, rtol)
+        report = _compare_sets(result, module, runner, sets, atol, rtol)
+    examples, _ = dim_examples(result.captured, dim_names(result.captured, result.dim_names))
+    by_label = {label: s for label, s, *_ in sets if label.startswith("sizes")}
+    return ValidationReport(tuple(_relation_notes(list(report.checks), examples, by_label, result.captured)))
 
 
-def _input_sets(result, inputs, sizes, values, include_example, specs) -> list[tuple[str, str, str, str, tuple]]:
-    """``(label, sizes text, why, value kind, (args, kwargs))`` of every set to compare."""
+def _input_sets(result, inputs, sizes, values, include_example, specs) -> list[tuple[str, dict | None, str, str, tuple]]:
+    """``(label, {dim name: size} or None, why, value kind, (args, kwargs))`` of every set to compare."""
     dims = dim_names(result.captured, result.dim_names)
     examples, _ = dim_examples(result.captured, dims)
     specs = specs if specs is not None else specs_from_captured(result.captured, dims)
     sets = []
     if include_example:
-        sets.append(("example", _fmt_sizes(examples), "the example", "example", result.example))
+        sets.append(("example", examples, "the example", "example", result.example))
     size_sets = default_size_sets(result, specs) if sizes is None else \
         [("given sizes", _resolve_sizes(result, s, examples, dims)) for s in sizes]
     for i, (why, s) in enumerate(size_sets):
         made = inputs_like_example(result.captured, dims, s, seed=i + 1, specs=specs)
-        sets.append((f"sizes {i + 1}", _fmt_sizes(s), why, "example", made))
+        sets.append((f"sizes {i + 1}", s, why, "example", made))
     for i, kind in enumerate(value_kinds(specs, values, result.program)):
         why = VALUE_WHY[kind]
         if kind == "range":
@@ -159,9 +167,9 @@ def _input_sets(result, inputs, sizes, values, include_example, specs) -> list[t
                      and s.dtype != torch.bool and not s.dtype.is_complex for lo, hi in [s.plausible_range()]]
             why += f" ({', '.join(spans)})"
         made = inputs_like_example(result.captured, dims, examples, seed=100 + i, values=kind, specs=specs)
-        sets.append((f"values {i + 1}", _fmt_sizes(examples), why, kind, made))
+        sets.append((f"values {i + 1}", examples, why, kind, made))
     for i, extra in enumerate(inputs or []):
-        sets.append((f"inputs {i + 1}", "", "given inputs", "example", _input_set(extra)))
+        sets.append((f"inputs {i + 1}", None, "given inputs", "example", _input_set(extra)))
     return sets
 
 
@@ -172,8 +180,9 @@ def _compare_sets(result, module, runner, sets, atol, rtol) -> ValidationReport:
                               if result.program is not None else True)
     indices = index_outputs(result.program)
     checks: list[Check] = []
-    for label, size_text, why, kind, (args, kwargs) in sets:
+    for label, sizes, why, kind, (args, kwargs) in sets:
         generated = label.startswith(("sizes", "values"))
+        size_text = _fmt_sizes(sizes) if sizes is not None else ""
 
         def failed(note: str, rejected: bool = False) -> None:
             checks.append(Check(label, size_text, "*", (), float("nan"), float("nan"), False, note, why, rejected))
@@ -226,6 +235,24 @@ def _compare_sets(result, module, runner, sets, atol, rtol) -> ValidationReport:
     return ValidationReport(tuple(checks))
 
 
+def _relation_notes(checks: list[Check], examples: dict, by_label: dict, captured) -> list[Check]:
+    """The failed checks of size sets eager accepted, noted with the relations between dims that
+    hold at the example and at every set that passed but not at the failed set: a relation the
+    model may need that the export was not told (``onnxport.capture.relations``)."""
+    relations = getattr(captured, "relations", None) or {}
+    failed = {c.inputs for c in checks if not c.ok and not c.rejected}
+    passed = [by_label[label] for label in by_label if label not in failed
+              and any(c.inputs == label and not c.rejected for c in checks)]
+    out = []
+    for c in checks:
+        if c.inputs in failed and c.inputs in by_label and not c.ok:
+            text = missing_hint(examples, by_label[c.inputs], relations, holding=passed)
+            if text:
+                c = dataclasses.replace(c, note=f"{c.note}; {text}" if c.note else text)
+        out.append(c)
+    return out
+
+
 def _lengths_sorted(args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
     """The inputs with every 1-D integer tensor (sequence lengths) sorted longest first, as
     ``pack_padded_sequence(enforce_sorted=True)`` requires; None when there is none to sort."""
@@ -260,6 +287,7 @@ def _resolve_sizes(result, sizes: dict, examples: dict, dims: dict) -> dict:
         raise ValidationError(f"sizes name {unknown}, which are not dynamic dimensions of the model",
                               hint=f"the model's dynamic dimensions are {sorted(examples) or 'none'}")
     _, ranges = dim_examples(result.captured, dims)
+    relations = getattr(result.captured, "relations", None) or {}
     out = dict(examples)
     for name, value in sizes.items():
         lo, hi = ranges.get(name, (0, 1 << 30))
@@ -267,10 +295,19 @@ def _resolve_sizes(result, sizes: dict, examples: dict, dims: dict) -> dict:
             raise ValidationError(f"size {value} for {name!r} is outside the range [{lo}, {hi}] the export allows",
                                   hint=f"choose {name} within [{lo}, {hi}] or widen the Dim's min/max at export")
         out[name] = int(value)
-    broken = [g for g in result.constraints if not g.holds(out)]
-    if broken:
+    if relations:
+        free = {n: v for n, v in out.items() if n not in relations}
+        completed = evaluate({n: e for n, e in relations.items() if n in out}, free)
+        given = {n: v for n, v in sizes.items() if n in relations}
+        wrong = broken(relations, {**completed, **given})
+        if wrong:
+            raise ValidationError(f"sizes {_fmt_sizes({**completed, **given})} break the relation {'; '.join(wrong)} "
+                                  "the export declares", hint="give the independent dims only; related ones are computed")
+        out = completed
+    broken_guards = [g for g in result.constraints if not g.holds(out)]
+    if broken_guards:
         raise ValidationError(f"sizes {_fmt_sizes(out)} break the export's constraint "
-                              f"{'; '.join(str(g) for g in broken)}",
+                              f"{'; '.join(str(g) for g in broken_guards)}",
                               hint="choose sizes that satisfy result.constraints (the export holds only there)")
     return out
 

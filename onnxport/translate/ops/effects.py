@@ -15,6 +15,13 @@ from onnxport.translate.registry import translates
 _EFFECT_ONLY = {"_linalg_check_errors", "_print", "_assert_async", "_assert_scalar", "_functional_assert_async"}
 
 
+@translates(torch.ops.aten._linalg_check_errors.default)
+def linalg_check_errors(ctx, *args, **kwargs):
+    """_linalg_check_errors(Tensor info, str api_name, *, bool is_matrix): an error check, called
+    without a token where a decomposition inlines it; nothing in ONNX, which cannot raise."""
+    return None
+
+
 @translates(torch.ops.higher_order.with_effects)
 def with_effects(ctx, token, op, *args, **kwargs):
     """with_effects(token, op, *args) -> (token, *outputs of op)."""

@@ -1,7 +1,7 @@
 """Integer inputs that index a table: token ids into an embedding, ids into a lookup table.
 
 Their plausible values are the table's rows (``0..rows - 1``), whatever the example held; validation
-makes ids across that range (``verify.inputs``, values ``"range"``).
+makes ids across that range (``capture.inputs``, values ``"range"``).
 """
 
 from __future__ import annotations

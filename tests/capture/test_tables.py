@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import onnxport
-from onnxport.verify.tables import indexed_tables
+from onnxport.capture.tables import indexed_tables
 
 
 class Viewed(torch.nn.Module):

@@ -8,8 +8,7 @@ import pytest
 import torch
 
 import onnxport
-from onnxport.verify import InputSpec, make_inputs
-from onnxport.verify.inputs import LARGE, MAX_ELEMENTS, VALUE_KINDS
+from onnxport.capture.inputs import LARGE, MAX_ELEMENTS, VALUE_KINDS, InputSpec, make_inputs
 
 FEATS = InputSpec("feats", torch.float32, ("batch", "time", 4), mean=1.5, std=0.25)  # an example in about [1, 2)
 LENGTHS = InputSpec("lengths", torch.int64, ("batch",), low=1, high=6, lengths_of="time")
@@ -105,7 +104,7 @@ def test_unknown_value_kind_is_refused():
 
 def test_prefix_masks_stay_prefix_masks_with_a_full_row():
     example = torch.arange(9)[None] < torch.tensor([[9], [4], [1]])
-    from onnxport.verify.inputs import _like
+    from onnxport.capture.inputs import _like
 
     spec = _like("mask", example, ("batch", "time"), {})
     assert spec.prefix and not spec.full

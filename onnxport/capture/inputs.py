@@ -5,9 +5,11 @@ An ``InputSpec`` says how to make one input at any sizes of the dynamic dimensio
 dims (ints, dim names, or expressions over dim names such as ``2*h``) and what its values look like
 (the example's spread for floats, a range for integers, sequence lengths tied to a dim, masks).
 Specs come from an export's example inputs (``specs_from_captured``) or from an export config's
-declarations (``onnxport.config``); ``make_inputs`` builds the tensors from either.
+declarations (``onnxport.config``); ``make_inputs`` builds the tensors from either, for capture's
+probe of the smallest sizes, for validation and for config exports.
 
-``make_inputs(..., values=KIND)`` makes values the example does not reach (``VALUE_KINDS``):
+``make_inputs(..., values=KIND)`` makes values the example does not reach (``VALUE_KINDS``), for
+validation:
 
 * ``"example"``: floats with the example's mean and spread, integers in the example's range;
 * ``"symmetric"``: floats centred on zero, as spread as the example's values are far from it
@@ -17,7 +19,8 @@ declarations (``onnxport.config``); ``make_inputs`` builds the tensors from eith
 * ``"special"``: floats like the example with NaN, +inf and -inf at a few places each (validation
   compares them where eager's outputs stay finite);
 * ``"range"``: integers across their plausible range: ``0..vocab - 1`` for an input indexing a
-  table (an embedding), the declared range of a config, else up to four times past the example's.
+  table (an embedding, ``capture.tables``), the declared range of a config, else up to four
+  times past the example's.
 
 Lengths stay lengths and masks stay masks (a prefix mask, made from lengths, stays one) in every kind.
 """
@@ -33,6 +36,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.capture.captured import Captured, expr_of
+from onnxport.capture.tables import indexed_tables
 from onnxport.errors import ValidationError
 
 VALUE_KINDS = ("symmetric", "zeros", "large", "special", "range")
@@ -245,9 +249,7 @@ def specs_from_captured(captured: Captured, names: dict) -> list[InputSpec]:
     floats with the example's mean and spread, integers in its range (no zeros where it has none),
     1-D positive integers whose largest value is a dim's example size as that dim's lengths, and
     integers the program uses to index a table (an embedding) with that table's length
-    (``verify.tables.indexed_tables``)."""
-    from onnxport.verify.tables import indexed_tables
-
+    (``capture.tables.indexed_tables``)."""
     examples, _ = dim_examples(captured, names)
     by_size = {}
     for name, size in examples.items():
