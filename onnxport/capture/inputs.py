@@ -19,8 +19,8 @@ validation:
 * ``"special"``: floats like the example with NaN, +inf and -inf at a few places each (validation
   compares them where eager's outputs stay finite);
 * ``"range"``: integers across their plausible range: ``0..vocab - 1`` for an input indexing a
-  table (an embedding, ``capture.tables``), the declared range of a config, else up to four
-  times past the example's.
+  table (an embedding, ``capture.tables``), the declared range of a config, the example's own
+  for 0/1 flags (an integer attention mask), else up to four times past the example's.
 
 Lengths stay lengths and masks stay masks (a prefix mask, made from lengths, stays one) in every kind.
 """
@@ -95,11 +95,11 @@ class InputSpec:
 
     def plausible_range(self) -> tuple[int, int]:
         """``(low, high)`` inclusive of the ``"range"`` values: the table's rows, the declared
-        range, else the example's range stretched to four times its top (and its bottom when
-        negative)."""
+        range, the example's own for 0/1 flags (an integer attention mask), else the example's
+        range stretched to four times its top (and its bottom when negative)."""
         if self.vocab is not None:
             return 0, max(self.vocab - 1, 0)
-        if self.declared:
+        if self.declared or 0 <= self.low <= self.high <= 1:
             return self.low, self.high
         low = self.low * 4 if self.low < 0 else self.low
         return low, max(self.high * 4, self.high + 16)

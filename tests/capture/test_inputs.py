@@ -76,6 +76,8 @@ def test_range_values_span_a_declared_range_or_stretch_the_example():
     guessed = InputSpec("k", torch.int64, ("batch",), low=-2, high=5)
     k = make_inputs([guessed], {"batch": 40}, values="range")["k"]
     assert int(k.min()) == -8 and int(k.max()) == 21
+    flags = InputSpec("attention_mask", torch.int64, ("batch",), low=0, high=1)  # an integer mask stays 0/1
+    assert set(make_inputs([flags], {"batch": 40}, values="range")["attention_mask"].tolist()) == {0, 1}
 
 
 def test_divisors_stay_nonzero_in_every_kind():
