@@ -31,7 +31,7 @@ def expected_numpy_dtype(dtype: torch.dtype) -> np.dtype | None:
 
 
 def compare(expected: np.ndarray, got: np.ndarray, dtype: torch.dtype, atol=None, rtol=None, *,
-            scale: float = 1.0) -> tuple[float, float, bool, str]:
+            scale: float = 1.0, peak: float = 0.0) -> tuple[float, float, bool, str]:
     """(max abs error, max relative error, ok, note) of one output.
 
     Args:
@@ -40,6 +40,9 @@ def compare(expected: np.ndarray, got: np.ndarray, dtype: torch.dtype, atol=None
         atol, rtol: tolerances; default ``TOLERANCES[dtype]`` (0 for integers and bools).
         scale: the default ``atol`` is multiplied by it (inputs ``scale`` times as large give
             absolute errors as much larger); an explicit ``atol`` is taken as is.
+        peak: the default ``atol`` is at least ``peak * rtol`` times the output's largest finite
+            magnitude: where large terms cancel to a small value, the value keeps only the absolute
+            precision of the terms (an output reaching 5e5 is good to about 0.05 in float32).
 
     The dtype must be the one eager gives (``expected_numpy_dtype``), the shape equal; integers and
     bools exactly equal; floats within ``atol + rtol * |expected|``, NaN where and only where eager
@@ -53,8 +56,12 @@ def compare(expected: np.ndarray, got: np.ndarray, dtype: torch.dtype, atol=None
     if expected.size == 0:
         return 0.0, 0.0, True, ""
     d_atol, d_rtol = TOLERANCES.get(dtype, (0.0, 0.0))
-    atol = d_atol * scale if atol is None else atol
     rtol = d_rtol if rtol is None else rtol
+    if atol is None:
+        atol = d_atol * scale
+        finite = np.abs(expected[np.isfinite(expected)]) if peak and expected.dtype.kind == "f" else ()
+        if len(finite):
+            atol = max(atol, peak * rtol * float(finite.max()))
     if expected.dtype == np.bool_ or np.issubdtype(expected.dtype, np.integer):
         diff = np.abs(expected.astype(np.float64) - got.astype(np.float64))
         m = float(diff.max())

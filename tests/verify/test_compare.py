@@ -94,6 +94,15 @@ def test_scale_widens_only_the_absolute_tolerance():
     assert not check(e, np.array([0.0, 100.5], np.float32), scale=10.0)[2]
 
 
+def test_peak_widens_the_absolute_tolerance_to_a_fraction_of_the_largest_value():
+    e = torch.tensor([0.5, 5e4])
+    got = np.array([0.55, 5e4], np.float32)  # 0.05 off where large terms cancel to a small value
+    assert not check(e, got, scale=10.0)[2]  # atol 1e-3
+    assert check(e, got, scale=10.0, peak=0.01)[2]  # atol 0.01 * 1e-3 * 5e4 = 0.5
+    assert not check(e, np.array([1.5, 5e4], np.float32), scale=10.0, peak=0.01)[2]
+    assert not check(e, got, peak=0.01, atol=1e-4)[2]  # an explicit atol is taken as is
+
+
 def test_explicit_tolerances_override_the_dtype_defaults():
     e = torch.tensor([1.0])
     assert check(e, np.array([1.05], np.float32), atol=0.1)[2]
