@@ -8,7 +8,7 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from onnxport.saving import PROTOBUF_LIMIT, save_model, serialized_size
+from onnxport.saving import PROTOBUF_LIMIT, needs_external_data, save_model
 
 
 class ExportResult:
@@ -87,7 +87,7 @@ class ExportResult:
         """True when the model serialized as one protobuf message would exceed
         ``external_data_threshold`` bytes (protobuf's limit, 2 GiB - 1): its size counts the
         weights, the graph, the local functions and the names (``onnxport.saving.serialized_size``)."""
-        return serialized_size(self.model) > self.external_data_threshold
+        return needs_external_data(self.model, self.external_data_threshold)
 
     def save(self, path: str | os.PathLike, *, external_data: bool | None = None) -> str:
         """Write the model to ``path``; returns the path.

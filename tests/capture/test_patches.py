@@ -95,6 +95,31 @@ def test_a_second_export_waits_for_the_first():
     assert done.is_set() and steps[0] == "capture"
 
 
+def test_exports_in_two_threads_do_not_interleave_their_steps():
+    order = []
+    between = threading.Event()
+
+    def first_steps(step, _):
+        order.append(("first", step))
+        if step == "capture":  # the first export between two steps, outside any patch: the second still waits
+            between.set()
+            time.sleep(1.0)
+
+    def export(on_step):
+        onnxport.to_onnx(Scaled().eval(), (torch.randn(3, 9),), dynamic_shapes={"x": {0: "n"}}, on_step=on_step)
+
+    first = threading.Thread(target=export, args=(first_steps,))
+    first.start()
+    assert between.wait(timeout=300)
+    second = threading.Thread(target=export, args=(lambda step, _: order.append(("second", step)),))
+    second.start()
+    first.join(timeout=300)
+    second.join(timeout=300)
+    firsts = [i for i, (who, _) in enumerate(order) if who == "first"]
+    seconds = [i for i, (who, _) in enumerate(order) if who == "second"]
+    assert firsts and seconds and max(firsts) < min(seconds), order
+
+
 class Raises(torch.nn.Module):
     def __init__(self, error):
         super().__init__()
