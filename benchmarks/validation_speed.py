@@ -2,8 +2,9 @@
 
 For each model of ``benchmarks/models.py``: export once, then time ``result.validate()`` with its
 defaults (the example, the size sets, the value sets), and the same with the size sets only
-(``values=[]``) and the value sets only (``sizes=[]``), each the best of ``--repeat`` runs. Prints one
-row per model (seconds, input sets compared, whether it passed) and the totals.
+(``values=[]``) and the value sets only (``sizes=[]``), each the best of ``--repeat`` runs after one
+warm-up validation on the example. Prints one row per model (seconds, input sets compared,
+whether it passed) and the totals; one torch thread.
 
     python benchmarks/validation_speed.py                     # every model
     python benchmarks/validation_speed.py mlp transformer_encoder --repeat 3
@@ -42,6 +43,7 @@ def measure(name: str, repeat: int) -> dict:
         t0 = time.perf_counter()
         result = onnxport.to_onnx(case.model, case.args, dynamic_shapes=case.dynamic_shapes, **case.onnxport_kwargs)
         export = time.perf_counter() - t0
+        result.validate(sizes=[], values=[])  # warm-up: the first onnxruntime session and eager call of the process
         full, report = best(lambda: result.validate(), repeat)
         sizes, _ = best(lambda: result.validate(values=[]), repeat)
         values, _ = best(lambda: result.validate(sizes=[]), repeat)
@@ -74,7 +76,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{len(rows)} models: default validation {total:.1f}s in all, {total / len(rows):.2f}s per model on "
               f"average, {max(r['full'] for r in rows):.2f}s at most")
     if args.markdown and rows:
-        lines = ["| model | export s | validate s (default) | size sets only | value sets only | input sets | pass |",
+        import datetime
+        import os
+
+        import onnxruntime
+
+        total = sum(r["full"] for r in rows)
+        lines = [f"# Seconds of the default validate() per model\n",
+                 f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC by "
+                 f"`python benchmarks/validation_speed.py` on {os.cpu_count()} cores, one torch thread; torch "
+                 f"{torch.__version__}, onnxruntime {onnxruntime.__version__}. {len(rows)} models: "
+                 f"{total:.1f}s of default validation in all, {total / len(rows):.2f}s per model on average, "
+                 f"{max(r['full'] for r in rows):.2f}s at most. Each time is the best of {args.repeat} run(s) "
+                 "after one warm-up validation; input sets: the example, the size sets and the value sets.\n",
+                 "| model | export s | validate s (default) | size sets only | value sets only | input sets | pass |",
                  "|---|---|---|---|---|---|---|"]
         lines += [f"| {r['model']} | {r['export']:.2f} | {r['full']:.2f} | {r['sizes']:.2f} | {r['values']:.2f} | "
                   f"{r['sets']} | {r['ok']} |" for r in rows]
