@@ -83,9 +83,9 @@ def convolution_nd(ctx, x, weight, bias, stride, padding, dilation, groups: int)
     else:
         p = expand_param(padding, n, "padding")
         pads = p + p
-    x, added = _batched(ctx, x, n)
     if bias is not None:
         bias = ctx.cast(bias, x.dtype)
+    x, added = _batched(ctx, x, n)
     y = ctx.op.Conv(x, weight, bias, kernel_shape=kernel, strides=stride, pads=pads, dilations=dilation,
                     group=int(groups))
     return _unbatched(ctx, y, added)
@@ -103,9 +103,9 @@ def conv_transpose_nd(ctx, x, weight, bias, stride, padding, output_padding, gro
     dilation = expand_param(dilation, n, "dilation")
     p = expand_param(padding, n, "padding")
     output_padding = expand_param(output_padding, n, "output_padding")
-    x, added = _batched(ctx, x, n)
     if bias is not None:
         bias = ctx.cast(bias, x.dtype)
+    x, added = _batched(ctx, x, n)
     y = ctx.op.ConvTranspose(x, weight, bias, kernel_shape=kernel, strides=stride, pads=p + p,
                              dilations=dilation, output_padding=output_padding, group=int(groups))
     return _unbatched(ctx, y, added)

@@ -178,3 +178,19 @@ def test_conv_padding_modes(padding_mode):
     model = Conv(2, 3, 4, 3, padding=(1, 2), padding_mode=padding_mode)
     r = check_export(model, (torch.randn(2, 3, 7, 8),), _dyn(2, 6))
     assert count_ops(r, "Pad") == 1 and count_ops(r, "Conv") == 1
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["conv", "conv_transpose"])
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_unbatched_with_bias(n, transposed):
+    conv = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[n - 1] if transposed else \
+        (F.conv1d, F.conv2d, F.conv3d)[n - 1]
+    w = torch.randn(3, 2, *[2] * n) if transposed else torch.randn(2, 3, *[2] * n)
+    bias = torch.randn(2)
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return conv(x, w, bias, stride=2) if transposed else conv(x, w, bias, padding=1)
+
+    size = Dim("size", min=2, max=64)
+    check_export(M(), (torch.randn(3, *[5] * n),), {"x": {n: size}})
