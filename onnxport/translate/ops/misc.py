@@ -220,10 +220,15 @@ def triu(ctx, x, diagonal=0):
 @translates(aten.one_hot.default)
 def one_hot(ctx, x, num_classes=-1):
     """one_hot(Tensor self, int num_classes=-1) -> int64 [..., num_classes]: ONNX OneHot;
-    num_classes=-1 takes max(self) + 1."""
+    num_classes=-1 takes max(self) + 1. OneHot needs indices of rank >= 1: a 0-d index is made
+    [1] and the result [num_classes]."""
     x = ctx.cast(x, _I64)
+    scalar = ctx.rank(x) == 0
+    if scalar:
+        x = ctx.op.Unsqueeze(x, ctx.const([0]))
     if isinstance(num_classes, int) and num_classes < 0:
         depth = ctx.op.Add(ctx.op.ReduceMax(x, keepdims=0), ctx.scalar(1, _I64))
     else:
         depth = ctx.scalar(num_classes, _I64) if isinstance(num_classes, int) else num_classes
-    return ctx.op.OneHot(x, depth, ctx.const(np.array([0, 1], dtype=np.int64)), axis=-1)
+    out = ctx.op.OneHot(x, depth, ctx.const(np.array([0, 1], dtype=np.int64)), axis=-1)
+    return ctx.op.Squeeze(out, ctx.const([0])) if scalar else out

@@ -6,7 +6,7 @@ import onnxport
 import torch
 from torch.export import Dim
 
-from exportcheck import check_export, DTYPES, make_tensor as _make
+from exportcheck import check_export, DTYPES, Fn, make_tensor as _make
 
 
 class Conversions(torch.nn.Module):
@@ -104,6 +104,13 @@ class OneHot(torch.nn.Module):
 
 def test_one_hot():
     check_export(OneHot(), (torch.tensor([[0, 6, 2], [3, 3, 1]]),), {"i": {0: "b", 1: "t"}})
+
+
+@pytest.mark.parametrize("index", [0, 4])
+def test_one_hot_of_a_0d_index(index):
+    # ONNX OneHot takes indices of rank >= 1 only
+    fn = lambda i: (torch.nn.functional.one_hot(i, 7), torch.nn.functional.one_hot(i % 3, 3) * 2)  # noqa: E731
+    check_export(Fn(fn), (torch.tensor(index),))
 
 
 class Histc(torch.nn.Module):
