@@ -13,7 +13,7 @@ from torch.utils import _pytree as pytree
 
 from onnxport.capture import Captured
 from onnxport.dynamic_shapes import key_str
-from onnxport.errors import ExportError
+from onnxport.errors import ExportError, TranslationError
 from onnxport.translate import symbolic
 from onnxport.translate.context import TranslationContext
 from onnxport.translate.graph import graph_output, set_meta_type, translate_nodes
@@ -158,6 +158,13 @@ def build_model(captured: Captured, *, opset: int, input_names: list[str] | None
     for name, value, fx_node in zip(names_out, user_out, out_nodes):
         if value is None:
             continue
+        val = fx_node.meta.get("val") if isinstance(fx_node, torch.fx.Node) else None
+        if not isinstance(value, ir.Value) or (isinstance(val, torch.Tensor) and val.is_complex()):
+            raise TranslationError(
+                f"output {name!r} is a complex tensor; ONNX models made here carry no complex tensors "
+                "(onnxruntime runs few operators on them)", node=fx_node,
+                hint="return torch.view_as_real(z) instead and rebuild the complex tensor with "
+                     "torch.view_as_complex after running the ONNX model")
         value = graph_output(ctx, value, seen, input_set)
         value.name = name
         if isinstance(fx_node, torch.fx.Node):
