@@ -2,8 +2,8 @@
 
 Semantics: torch.median / torch.nanmedian (https://pytorch.org/docs/stable/generated/torch.median.html):
 the lower median, the ((n - 1) // 2)-th smallest; median is NaN (at the first NaN's index) where
-a slice holds a NaN, nanmedian takes the median of the slice's other values (an all-NaN slice
-gives NaN at the middle index, as PyTorch does). Built on ONNX TopK, which orders equal values by index, so ties pick the first occurrence.
+a slice holds a NaN, nanmedian takes the median of the slice's other values (NaN for an all-NaN
+slice, at index 0: PyTorch's index there depends on its selection algorithm). Built on ONNX TopK, which orders equal values by index, so ties pick the first occurrence.
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ def median_along(ctx, x: ir.Value, axis: int, keepdim: bool, ignore_nan: bool) -
     key = ctx.op.Where(nan, ctx.scalar(np.inf, x.dtype), x) if is_float else x  # NaN sorts last
     n = ctx.op.Shape(x, start=axis, end=axis + 1)
     _, order = ctx.op.TopK(key, n, axis=axis, largest=0, sorted=1, _outputs=2)
-    if is_float and ignore_nan:  # a position per slice: (count of non-NaN - 1) // 2; all NaN: (n - 1) // 2
+    if is_float and ignore_nan:  # a position per slice: (count of non-NaN - 1) // 2
         count = ctx.op.ReduceSum(ctx.op.Cast(ctx.op.Not(nan), to=I64), ctx.const([axis]), keepdims=1)
-        count = ctx.op.Where(ctx.op.Equal(count, ctx.scalar(0, I64)), n, count)
         k = ctx.op.Max(ctx.op.Div(ctx.op.Sub(count, ctx.scalar(1, I64)), ctx.scalar(2, I64)), ctx.scalar(0, I64))
     else:  # one position for every slice: (n - 1) // 2, broadcast to x's shape with 1 along axis
         k = ctx.op.Max(ctx.op.Div(ctx.op.Sub(n, ctx.scalar(1, I64)), ctx.scalar(2, I64)), ctx.scalar(0, I64))
