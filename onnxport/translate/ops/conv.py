@@ -15,7 +15,8 @@ from typing import Sequence
 import onnx_ir as ir
 import torch
 
-from onnxport.errors import TranslationError
+from onnxport.errors import TranslationError, UnsupportedOpError
+from onnxport.translate import dtypes
 from onnxport.translate.ops._common import axes_const
 from onnxport.translate.registry import translates
 
@@ -63,12 +64,21 @@ def _unbatched(ctx, y: ir.Value, added: bool) -> ir.Value:
     return ctx.op.Squeeze(y, axes_const(ctx, 0)) if added else y
 
 
+def _float_only(x: ir.Value, onnx_op: str) -> None:
+    if x.dtype is not None and not dtypes.is_float(x.dtype):
+        raise UnsupportedOpError(f"convolution of {x.dtype.name.lower()} tensors: ONNX {onnx_op} takes "
+                                 "floating-point tensors only",
+                                 hint="convert the input and weight to a float dtype (x.float()) and back after")
+
+
 def convolution_nd(ctx, x, weight, bias, stride, padding, dilation, groups: int) -> ir.Value:
     """ONNX Conv of ``x[N, C, *S]`` (or unbatched ``[C, *S]``) with ``weight[M, C/groups, *K]``.
 
     ``padding`` is a list of ints per axis (symmetric) or the strings "same" / "valid".
-    Raises TranslationError for non-constant parameters or "same" with a stride other than 1.
+    Raises TranslationError for non-constant parameters or "same" with a stride other than 1, and
+    UnsupportedOpError for integer tensors.
     """
+    _float_only(x, "Conv")
     kernel = _kernel(weight)
     n = len(kernel)
     stride = expand_param(stride, n, "stride")
@@ -97,6 +107,7 @@ def conv_transpose_nd(ctx, x, weight, bias, stride, padding, output_padding, gro
     Output size per axis: ``(S - 1) * stride - 2 * padding + dilation * (K - 1) + output_padding + 1``
     (PyTorch's formula, which is ONNX's with explicit ``pads`` and ``output_padding``).
     """
+    _float_only(x, "ConvTranspose")
     kernel = _kernel(weight)
     n = len(kernel)
     stride = expand_param(stride, n, "stride")

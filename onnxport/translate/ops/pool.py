@@ -18,7 +18,8 @@ import onnx_ir as ir
 import torch
 from torch._C import DispatchKey
 
-from onnxport.errors import TranslationError
+from onnxport.errors import TranslationError, UnsupportedOpError
+from onnxport.translate import dtypes
 from onnxport.translate.ops._common import axes_const
 from onnxport.translate.ops.conv import expand_param
 from onnxport.translate.registry import during_capture, translates
@@ -32,7 +33,12 @@ def _spatial(kernel_size) -> int:
 
 
 def _batched(ctx, x: ir.Value, n: int) -> tuple[ir.Value, bool]:
-    """``x`` with a batch axis: unbatched ``[C, *spatial]`` inputs get a leading 1."""
+    """``x`` with a batch axis: unbatched ``[C, *spatial]`` inputs get a leading 1. Integer inputs
+    are refused: onnxruntime pools floating-point tensors only."""
+    if x.dtype is not None and not dtypes.is_float(x.dtype):
+        raise UnsupportedOpError(f"pooling of {x.dtype.name.lower()} tensors: onnxruntime's pooling operators "
+                                 "take floating-point tensors only",
+                                 hint="convert the input to a float dtype (x.float()) and back after")
     if ctx.rank(x) == n + 1:
         y = ctx.op.Unsqueeze(x, axes_const(ctx, 0))
         y.type, y.shape = x.type, ir.Shape([1, *x.shape])

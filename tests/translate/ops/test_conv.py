@@ -194,3 +194,14 @@ def test_unbatched_with_bias(n, transposed):
 
     size = Dim("size", min=2, max=64)
     check_export(M(), (torch.randn(3, *[5] * n),), {"x": {n: size}})
+
+
+def test_integer_convolution_is_refused():
+    import onnxport
+
+    class M(torch.nn.Module):
+        def forward(self, x, w):
+            return F.conv1d(x, w)
+
+    with pytest.raises(onnxport.UnsupportedOpError, match="floating-point"):
+        onnxport.to_onnx(M(), (torch.randint(0, 5, (1, 2, 6)), torch.randint(0, 5, (3, 2, 2))))

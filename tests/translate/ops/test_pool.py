@@ -208,3 +208,10 @@ def test_adaptive_max_pool_values_and_indices(n, size, out):
             return (*pool(x, out, return_indices=True), pool(x[0], out))
 
     check_export(M(), (torch.randn(2, 3, *size),), {"x": {0: "batch", 1: "channels"}})
+
+
+def test_integer_pooling_is_refused():
+    import onnxport
+
+    with pytest.raises(onnxport.UnsupportedOpError, match="floating-point"):
+        onnxport.to_onnx(Fn(lambda t: F.max_pool2d(t, 2)), (torch.randint(0, 5, (1, 2, 6, 6)),))
