@@ -184,6 +184,13 @@ def angle_of_real(ctx, x):
     return ctx.op.Where(ctx.op.IsNaN(x), x, out)
 
 
+@translates(aten._conj.default, aten.conj_physical.default, aten._conj_physical.default, aten.conj.default,
+            aten.resolve_conj.default, aten.resolve_neg.default)
+def conj_of_real(ctx, x):
+    """conj / conj_physical / resolve_conj / resolve_neg(Tensor self) of a real tensor: itself."""
+    return x
+
+
 # ------------------------------------------------------------------------------ readers
 @complex_aware(aten.view_as_real.default)
 def view_as_real(ctx, z):
