@@ -32,10 +32,10 @@ def _spatial(kernel_size) -> int:
     return 1 if isinstance(kernel_size, int) else len(kernel_size)
 
 
-def _batched(ctx, x: ir.Value, n: int) -> tuple[ir.Value, bool]:
+def _batched(ctx, x: ir.Value, n: int, float_only: bool = True) -> tuple[ir.Value, bool]:
     """``x`` with a batch axis: unbatched ``[C, *spatial]`` inputs get a leading 1. Integer inputs
-    are refused: onnxruntime pools floating-point tensors only."""
-    if x.dtype is not None and not dtypes.is_float(x.dtype):
+    are refused unless ``float_only`` is False: onnxruntime averages floating-point tensors only."""
+    if float_only and x.dtype is not None and not dtypes.is_float(x.dtype):
         raise UnsupportedOpError(f"pooling of {x.dtype.name.lower()} tensors: onnxruntime's pooling operators "
                                  "take floating-point tensors only",
                                  hint="convert the input to a float dtype (x.float()) and back after")
@@ -152,7 +152,18 @@ def _slice_to(ctx, y: ir.Value, sizes: list[int], attrs: dict, outs: list[int]) 
 # ------------------------------------------------------------------------------------ max pool
 def max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode, with_indices: bool):
     """ONNX MaxPool of ``x[N, C, *S]`` (or unbatched ``[C, *S]``): out, or (out, indices) with
-    indices flattened per ``[N, C]`` plane as PyTorch returns them."""
+    indices flattened per ``[N, C]`` plane as PyTorch returns them. Integers are pooled as float64
+    (onnxruntime's MaxPool has no int64 kernel; exact up to 2^53)."""
+    if x.dtype is not None and not dtypes.is_float(x.dtype) and x.dtype != ir.DataType.BOOL:
+        res = _max_pool(ctx, ctx.cast(x, ir.DataType.DOUBLE), kernel_size, stride, padding, dilation, ceil_mode,
+                        with_indices)
+        if with_indices:
+            return ctx.cast(res[0], x.dtype), res[1]
+        return ctx.cast(res, x.dtype)
+    return _max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode, with_indices)
+
+
+def _max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode, with_indices: bool):
     n = _spatial(kernel_size)
     xb, added = _batched(ctx, x, n)
     attrs = dict(_window(kernel_size, stride, padding, dilation, n), ceil_mode=int(bool(ceil_mode)))
@@ -396,7 +407,7 @@ def adaptive_max_pool(ctx, x, output_size) -> tuple[ir.Value, ir.Value]:
     S / out)). Sizes divisible by the output: MaxPool with kernel = stride = S / out; otherwise one
     Slice + ArgMax per output cell, on static sizes."""
     n = len(output_size)
-    xb, added = _batched(ctx, x, n)
+    xb, added = _batched(ctx, x, n, float_only=False)
     sizes = _static_sizes(xb, n)
     outs = [s if o is None else o for o, s in zip(output_size, list(xb.shape)[2:])]
     if sizes is None or not all(isinstance(o, int) for o in outs):

@@ -214,4 +214,11 @@ def test_integer_pooling_is_refused():
     import onnxport
 
     with pytest.raises(onnxport.UnsupportedOpError, match="floating-point"):
-        onnxport.to_onnx(Fn(lambda t: F.max_pool2d(t, 2)), (torch.randint(0, 5, (1, 2, 6, 6)),))
+        onnxport.to_onnx(Fn(lambda t: F.avg_pool2d(t, 2)), (torch.randint(0, 5, (1, 2, 6, 6)),))
+
+
+@pytest.mark.parametrize("n", [2, 3])  # PyTorch has no integer max_pool1d kernel
+def test_integer_max_pooling(n):
+    pool = (F.max_pool1d, F.max_pool2d, F.max_pool3d)[n - 1]
+    fn = lambda t: (pool(t, 2, ceil_mode=True), *pool(t, 3, 1, 1, return_indices=True))  # noqa: E731
+    check_export(Fn(fn), (torch.randint(-1000, 1000, (2, 3, *[5] * n)),), {"x": {0: "batch", 1: "channels"}})
