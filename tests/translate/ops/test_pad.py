@@ -107,6 +107,11 @@ def test_circular_padding_of_an_empty_batch():
 
 
 @pytest.mark.parametrize("mode", ["replicate", "reflect", "circular"])
-def test_negative_amounts_crop_before_padding(mode):
+def test_negative_amounts_crop(mode):
     fn = lambda t: torch.nn.functional.pad(t, (-2, 3, 1, -1), mode=mode)  # noqa: E731
     check_export(Fn(fn), (torch.randn(2, 3, 6, 7),), {"x": {0: "batch"}})
+
+
+def test_replicate_padding_that_crops_a_whole_axis_repeats_its_last_element():
+    fn = lambda t: torch.nn.functional.pad(t, (-4, 5, 2, -6), mode="replicate")  # noqa: E731
+    check_export(Fn(fn), (torch.randn(2, 3, 6, 4),), {"x": {0: "batch"}})
