@@ -2,8 +2,8 @@
 ``aten.pad`` form of torch.nn.functional.pad.
 
 Semantics: torch.nn.functional.pad (``pad`` lists (begin, end) pairs starting from the LAST axis;
-negative amounts crop; replicate follows out[i] = x[clamp(i - begin, 0, n - 1)]) on ONNX Pad (opset 18 ``axes`` input; modes
-constant, reflect, edge). PyTorch's "reflect" excludes the edge value, as ONNX's does; "replicate"
+negative amounts crop; replicate follows out[i] = x[clamp(i - begin, 0, n - 1)]) on ONNX Pad
+(opset 18 ``axes`` input; modes constant, reflect, edge). PyTorch's "reflect" excludes the edge value, as ONNX's does; "replicate"
 is ONNX "edge"; "circular" is Slice + Concat (onnxruntime's "wrap" fails on a tensor with an
 empty axis).
 """
