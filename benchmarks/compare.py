@@ -16,12 +16,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
+import json
 import logging
 import math
 import os
 import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from contextlib import redirect_stderr, redirect_stdout
@@ -62,6 +65,8 @@ class Measure:
     max_abs: float = math.nan
     correct: bool = False
     specialized: list[str] = dataclasses.field(default_factory=list)
+    decompose: float = math.nan
+    guards: str = ""  # onnxport's decisions on the shape guards: "3 proved, 1 kept; adopted time >= 4"
 
 
 # ------------------------------------------------------------------------------------ counting
@@ -153,7 +158,7 @@ def _evaluate(proto, measure: Measure, others: list[list[torch.Tensor]], expecte
     Raises:
         RuntimeError: the model's inputs/outputs do not line up with eager's, or an output shape differs.
     """
-    runner = verify.OrtRunner(proto, threads=1)
+    runner = verify.OrtRunner(proto, threads=1)  # a model proto or the path of a saved model
     worst, ok, timed = 0.0, True, None
     for inputs, wanted in zip(others, expected):
         if len(runner.input_names) != len(inputs):
@@ -203,20 +208,30 @@ def specialized_dims(model: ir.Model, case: Case) -> list[str]:
     return out
 
 
-def _export_ours(case: Case, measure: Measure):
+def _export_ours(case: Case, measure: Measure, path: str) -> None:
     torch._dynamo.reset()  # nested higher-order ops leave tracer state behind between captures
     t0 = time.perf_counter()
     result = _quiet(onnxport.to_onnx, case.model, case.args, dynamic_shapes=case.dynamic_shapes,
                     **case.onnxport_kwargs)
     measure.seconds = time.perf_counter() - t0
     measure.capture = result.timings.get("capture", math.nan)
-    measure.own = measure.seconds - measure.capture
+    measure.decompose = result.timings.get("decompose", math.nan)
+    measure.own = measure.seconds - measure.capture - measure.decompose
     measure.nodes, measure.shape_nodes = count_nodes(result.model)
     measure.specialized = specialized_dims(result.model, case)
-    return result.model_proto
+    measure.guards = guard_summary(result.guards)
+    result.save(path)
 
 
-def _export_torch(case: Case, measure: Measure):
+def guard_summary(guards: list) -> str:
+    """``3 proved, 1 kept; adopted time >= 4``: how many shape guards were dropped (proved over the
+    declared sizes) or kept (0/1 specializations, validated), and the constraints adopted."""
+    counts = [f"{sum(g.status == s for g in guards)} {s}" for s in ("proved", "kept") if any(g.status == s for g in guards)]
+    adopted = [str(g) for g in guards if g.status == "adopted"]
+    return ", ".join(counts or ["none"]) + (f"; adopted {', '.join(adopted)}" if adopted else "")
+
+
+def _export_torch(case: Case, measure: Measure, path: str) -> None:
     torch._dynamo.reset()
     t0 = time.perf_counter()
     program = _quiet(torch.onnx.export, case.model, case.args, dynamic_shapes=_dims_for_torch(case.dynamic_shapes, {}),
@@ -224,42 +239,79 @@ def _export_torch(case: Case, measure: Measure):
     measure.seconds = time.perf_counter() - t0
     measure.nodes, measure.shape_nodes = count_nodes(program.model)
     measure.specialized = specialized_dims(program.model, case)
-    return ir.serde.serialize_model(program.model)
+    ir.save(program.model, path)
+
+
+EXPORTERS = {"onnxport": _export_ours, "torch.onnx": _export_torch}
+
+
+def export_one(name: str, exporter: str, path: str) -> Measure:
+    """In this (fresh) process: warm the exporter up on a tiny model, then export model ``name``
+    to ``path`` and measure it; a failure is recorded in the measure, not raised."""
+    warm = torch.nn.Linear(2, 2).eval()
+    if exporter == "onnxport":
+        _quiet(onnxport.to_onnx, warm, (torch.randn(1, 2),))
+    else:
+        _quiet(torch.onnx.export, warm, (torch.randn(1, 2),), dynamo=True, verbose=False)
+    measure = Measure()
+    try:
+        EXPORTERS[exporter](MODELS[name](), measure, path)
+        measure.ok = True
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        measure.error = _first_line(e)
+    return measure
+
+
+def _export_in_fresh_process(name: str, exporter: str, directory: str) -> tuple[Measure, str]:
+    path = os.path.join(directory, f"{name}.{exporter}.onnx")
+    out = os.path.join(directory, f"{name}.{exporter}.json")
+    cmd = [sys.executable, __file__, "--export-one", name, "--exporter", exporter, "--out", path]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800,
+                              env=dict(os.environ, OMP_NUM_THREADS="1"))
+    except subprocess.TimeoutExpired:
+        return Measure(error="export took over 30 minutes"), path
+    if proc.returncode != 0 or not os.path.exists(out):
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        return Measure(error=f"export process failed: {tail[0][:120]}"), path
+    with open(out) as f:
+        return Measure(**json.load(f)), path
 
 
 def bench_model(name: str, runs: int) -> tuple[Measure, Measure]:
-    """Export ``name`` with both exporters and measure both; failures are recorded, not raised.
+    """Export ``name`` with each exporter in a fresh process, then, in this one, run both models in
+    onnxruntime against eager PyTorch on other sizes and time them interleaved; failures are
+    recorded, not raised.
 
     An exporter that raises is marked failed (``ok`` False); one whose model raises in onnxruntime or
     differs from eager on the other input sets is marked wrong (``correct`` False).
     """
     case = MODELS[name]()
     sets = case.others or [other_size_inputs(case.args, case.dynamic_shapes)]
-    others = [[t for t in inputs if isinstance(t, torch.Tensor)] for inputs in sets]
+    others = [verify.tensor_leaves(inputs) for inputs in sets]
     with torch.no_grad():
-        expected = [[verify.to_numpy(t) for t in verify._tensor_leaves(case.model(*inputs))]  # noqa: SLF001
-                    for inputs in sets]
-    ours, theirs = Measure(), Measure()
+        expected = [[verify.to_numpy(t) for t in verify.tensor_leaves(case.model(*inputs))] for inputs in sets]
     timed: list = []
-    for measure, export in ((ours, _export_ours), (theirs, _export_torch)):
-        try:
-            proto = export(case, measure)
-            measure.ok = True
-        except Exception as e:  # noqa: BLE001 - reported in the table
-            measure.error = _first_line(e)
-            continue
-        try:
-            timed.append((measure, _evaluate(proto, measure, others, expected)))
-        except Exception as e:  # noqa: BLE001 - a model that cannot run at another size is wrong there
-            measure.error = _first_line(e)
-    for (m, _), ms in zip(timed, _latency_ms([t for _, t in timed], runs)):
-        m.latency_ms = ms
-    return ours, theirs
+    measures = []
+    with tempfile.TemporaryDirectory(prefix="onnxport-compare-") as directory:
+        for exporter in EXPORTERS:
+            measure, path = _export_in_fresh_process(name, exporter, directory)
+            measures.append(measure)
+            if not measure.ok:
+                continue
+            try:
+                timed.append((measure, _evaluate(path, measure, others, expected)))
+            except Exception as e:  # noqa: BLE001 - a model that cannot run at another size is wrong there
+                measure.error = _first_line(e)
+        for (m, _), ms in zip(timed, _latency_ms([t for _, t in timed], runs)):
+            m.latency_ms = ms
+    return measures[0], measures[1]
 
 
 # ------------------------------------------------------------------------------------ table
-_COLUMNS = ["model", "export s (ours: capture+own)", "torch.onnx s", "ratio", "nodes", "torch nodes", "ratio",
-            "shape nodes", "torch shape", "ORT ms", "torch ORT ms", "ratio", "max abs", "torch max abs", "status"]
+_COLUMNS = ["model", "export s (ours: capture+decompose+rest)", "torch.onnx s", "ratio", "nodes", "torch nodes", "ratio",
+            "shape nodes", "torch shape", "ORT ms", "torch ORT ms", "ratio", "max abs", "torch max abs",
+            "onnxport guards", "status"]
 
 
 def _ratio(a: float, b: float) -> float:
@@ -297,10 +349,11 @@ def build_rows(results: dict[str, tuple[Measure, Measure]]) -> list[list[str]]:
             logs["lat"].append(r_lat)
         if o.ok:
             logs["own"].append(_ratio(o.own, o.capture))
-        rows.append([name, f"{_f(o.seconds)} ({_f(o.capture)}+{_f(o.own)})", _f(t.seconds), _f(r_time),
+        rows.append([name, f"{_f(o.seconds)} ({_f(o.capture)}+{_f(o.decompose)}+{_f(o.own)})", _f(t.seconds), _f(r_time),
                      str(o.nodes or "-"), str(t.nodes or "-"), _f(r_nodes), str(o.shape_nodes if o.ok else "-"),
                      str(t.shape_nodes if t.ok else "-"), _f(o.latency_ms, 3), _f(t.latency_ms, 3), _f(r_lat),
-                     _f(o.max_abs, 6) if o.ok else "-", _f(t.max_abs, 6) if t.ok else "-", _status(o, t)])
+                     _f(o.max_abs, 6) if o.ok else "-", _f(t.max_abs, 6) if t.ok else "-", o.guards or "-",
+                     _status(o, t)])
 
     def geo(xs):
         xs = [x for x in xs if x and not math.isnan(x)]
@@ -308,7 +361,7 @@ def build_rows(results: dict[str, tuple[Measure, Measure]]) -> list[list[str]]:
 
     rows.append([f"geomean ({len(logs['time'])} both right)", f"own/capture {_f(geo(logs['own']))}", "",
                  _f(geo(logs["time"])), "", "",
-                 _f(geo(logs["nodes"])), "", "", "", "", _f(geo(logs["lat"])), "", "", ""])
+                 _f(geo(logs["nodes"])), "", "", "", "", _f(geo(logs["lat"])), "", "", "", ""])
     return rows
 
 
@@ -349,10 +402,9 @@ def describe_run(runs: int, seconds: float) -> str:
     return (f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} in one run of "
             f"`OMP_NUM_THREADS=1 python benchmarks/compare.py` ({seconds / 60:.1f} min) on a machine with "
             f"{os.cpu_count()} cores (load average at the end: {load}); torch {torch.__version__}, "
-            f"onnxruntime {onnxruntime.__version__}, onnxport opset 20 with optimize=True (control-flow "
-            f"models with inline=True, as torch.onnx.export inlines bodies; onnxport's default keeps each body "
-            f"as a local function, one call node more), torch.onnx.export "
-            f"with dynamo=True and its defaults. Latency: one onnxruntime thread, median of up to {runs} runs "
+            f"onnxruntime {onnxruntime.__version__}, both exporters at their default settings (onnxport: "
+            f"opset 20, optimize=True, control-flow bodies as local functions, whose nodes are counted; "
+            f"torch.onnx.export: dynamo=True). Latency: one onnxruntime thread, median of up to {runs} runs "
             f"after 3 warm-up runs, both exporters' models interleaved, on the first other-size input set. "
             f"Max abs error: over the other-size input sets (dynamic dimensions at sizes other than the "
             f"example's) against eager PyTorch; WRONG means an output differs (atol 1e-4, rtol 1e-3) or the "
@@ -366,30 +418,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", default=None, help="also write the table as markdown to this path")
     parser.add_argument("--runs", type=int, default=100, help="onnxruntime runs per model after warm-up")
     parser.add_argument("--note", default="", help="text added after the measurement paragraph of the markdown")
+    parser.add_argument("--export-one", metavar="MODEL", help=argparse.SUPPRESS)  # the fresh export process
+    parser.add_argument("--exporter", choices=list(EXPORTERS), help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
     ns = parser.parse_args(argv)
+    if ns.export_one:
+        measure = export_one(ns.export_one, ns.exporter, ns.out)
+        Path(ns.out[:-len(".onnx")] + ".json").write_text(json.dumps(dataclasses.asdict(measure)))
+        return 0
     names = [n for n in ns.models.split(",") if n] or list(MODELS)
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         parser.error(f"unknown models {unknown}; known: {', '.join(MODELS)}")
-    # warm both exporters up once so that one-time imports are not charged to the first model
-    warm = torch.nn.Linear(2, 2).eval()
-    _quiet(onnxport.to_onnx, warm, (torch.randn(1, 2),))
-    _quiet(torch.onnx.export, warm, (torch.randn(1, 2),), dynamo=True, verbose=False)
-    results, start = {}, time.perf_counter()
+    results, skipped, start = {}, {}, time.perf_counter()
     for name in names:
         print(f"[compare] {name}...", file=sys.stderr, flush=True)
-        results[name] = bench_model(name, ns.runs)
+        try:
+            results[name] = bench_model(name, ns.runs)
+        except ImportError as e:  # a third-party package is absent
+            skipped[name] = str(e)
     rows = build_rows(results)
     print(render_text(rows))
     if ns.markdown:
         intro = describe_run(ns.runs, time.perf_counter() - start) + (f" {ns.note}" if ns.note else "")
         Path(ns.markdown).write_text(
             "# onnxport vs torch.onnx.export (dynamo=True)\n\n" + intro + "\n\n"
-            "Export seconds: wall time of the export call; onnxport's split into torch.export capture and "
-            "its own translation and optimization. Shape nodes: Shape/Size and the integer tensors of rank "
-            "<= 1 computed from them. Ratios are onnxport / torch.onnx, lower is better; the geometric-mean "
+            "Export seconds: wall time of the export call, each exporter in a fresh process after one warm-up "
+            "export of a tiny model; onnxport's split into capture (torch.export and the guard decisions), "
+            "decompose (ops without a translation) and the rest (translation, optimization, finalization). Shape nodes: Shape/Size and the integer tensors of rank "
+            "<= 1 computed from them. onnxport guards: the conditions on sizes torch.export's trace relies on, "
+            "proved over the declared sizes (dropped), kept (torch's 0/1 specializations, checked by validation) "
+            "or adopted as constraints. Ratios are onnxport / torch.onnx, lower is better; the geometric-mean "
             "row covers the models both exporters exported and got right at other sizes.\n\n"
-            + render_markdown(rows) + "\n" + summarize(results))
+            + render_markdown(rows) + "\n" + summarize(results)
+            + "".join(f"- {n} skipped: {why}\n" for n, why in skipped.items()))
+    for name, why in skipped.items():
+        print(f"{name} skipped: {why}")
     return 0
 
 

@@ -132,9 +132,8 @@ def transformer_encoder() -> Case:
 
 
 # ------------------------------------------------------------------------------------ control flow
-# torch.onnx.export inlines control-flow bodies: onnxport's bodies are inlined too (inline=True) so
-# that node counts compare like with like; onnxport's default keeps them as local functions.
-INLINE = {"inline": True}
+# both exporters at their defaults: torch.onnx.export inlines control-flow bodies, onnxport keeps
+# each as a local function (its nodes counted with the model's)
 
 def _cdist(model: torch.nn.Module, other: tuple[int, int, int], onnxport_kwargs: dict) -> Case:
     """Pairwise distances of x [x_rows, dim] and y [y_rows, dim]; ``other``: (x_rows, y_rows, dim)
@@ -149,13 +148,13 @@ def _cdist(model: torch.nn.Module, other: tuple[int, int, int], onnxport_kwargs:
 
 def scan_cdist() -> Case:
     """examples/scan_cdist.py: pairwise distances with one scan over the rows of x."""
-    return _cdist(load_source("examples/scan_cdist.py").PairwiseDistance(), (20, 9, 7), INLINE)
+    return _cdist(load_source("examples/scan_cdist.py").PairwiseDistance(), (20, 9, 7), {})
 
 
 def loop_cdist() -> Case:
     """examples/loop_cdist.py: pairwise distances written as a Python loop over x.shape[0]; onnxport
     exports it with ``rewrite_control_flow=True`` (one Scan), torch.export alone unrolls it."""
-    return _cdist(load_source("examples/loop_cdist.py").Loop(), (11, 4, 6), {"rewrite_control_flow": True, **INLINE})
+    return _cdist(load_source("examples/loop_cdist.py").Loop(), (11, 4, 6), {"rewrite_control_flow": True})
 
 
 def scan_decoder() -> Case:
@@ -166,8 +165,7 @@ def scan_decoder() -> Case:
     gen = torch.Generator().manual_seed(0)
     args = (torch.randn(2, 7, 6, generator=gen), torch.randn(2, 16, generator=gen))
     others = [(torch.randn(4, 50, 6, generator=gen), torch.randn(4, 16, generator=gen))]
-    return Case(module.ScanDecoder().eval(), args, {"x": {0: "batch", 1: "time"}, "h0": {0: "batch"}}, others,
-                INLINE)
+    return Case(module.ScanDecoder().eval(), args, {"x": {0: "batch", 1: "time"}, "h0": {0: "batch"}}, others)
 
 
 def cond() -> Case:
@@ -179,7 +177,7 @@ def cond() -> Case:
     others = [(-torch.rand(6, 4, generator=gen) - 0.1, torch.rand(6, 4, generator=gen)),
               (torch.rand(5, 4, generator=gen) + 0.1, torch.rand(5, 4, generator=gen))]
     batch = Dim("B")
-    return Case(module.TensorPredicate().eval(), pos, {"x": {0: batch}, "y": {0: batch}}, others, INLINE)
+    return Case(module.TensorPredicate().eval(), pos, {"x": {0: batch}, "y": {0: batch}}, others)
 
 
 def cond_in_scan() -> Case:
@@ -190,8 +188,7 @@ def cond_in_scan() -> Case:
     others = [(torch.randn(9, 4, generator=gen), torch.randn(4, generator=gen)),
               (torch.randn(4, 1, generator=gen), torch.randn(1, generator=gen))]
     batch = Dim("B")
-    return Case(module.CondInScan().eval(), args, {"x": {0: Dim("T"), 1: batch}, "h": {0: batch}}, others,
-                INLINE)
+    return Case(module.CondInScan().eval(), args, {"x": {0: Dim("T"), 1: batch}, "h": {0: batch}}, others)
 
 
 def while_loop() -> Case:
@@ -202,8 +199,7 @@ def while_loop() -> Case:
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(4, 2, generator=gen)
     others = [(torch.randn(7, 2, generator=gen), torch.tensor(100.0)), (x[:1], torch.tensor(0.5))]
-    return Case(module.Accumulate().eval(), (x, torch.tensor(20.0)), {"x": {0: Dim("B")}, "limit": None}, others,
-                INLINE)
+    return Case(module.Accumulate().eval(), (x, torch.tensor(20.0)), {"x": {0: Dim("B")}, "limit": None}, others)
 
 
 # ------------------------------------------------------------------------------------ model zoo
@@ -366,6 +362,24 @@ def whisper_encoder() -> Case:
     return Case(model, (torch.randn(2, 80, 64),), {"x": {0: "batch"}})
 
 
+# ------------------------------------------------------------------------------------ third-party packages
+def i6_conformer() -> Case:
+    """i6-models ConformerEncoderV1 with its VGG4LayerActFrontendV1 (tests/models/test_i6.py's
+    build_conformer: 2 layers, width 64), features [batch, time, 80] and a sequence mask; time is
+    not a multiple of 4."""
+    module = load_source("tests/models/test_i6.py")
+    gen = torch.Generator().manual_seed(1)
+
+    def inputs(lengths, time):
+        return torch.randn(len(lengths), time, 80, generator=gen), torch.arange(time)[None] < torch.tensor(lengths)[:, None]
+
+    return Case(module.build_conformer(), inputs([37, 20], 37),
+                {"data_tensor": {0: "batch", 1: "time"}, "sequence_mask": {0: "batch", 1: "time"}},
+                [inputs([50, 31, 7], 50), inputs([250], 250)])
+
+
+from models_third_party import THIRD_PARTY  # noqa: E402  (torchvision, transformers' newer models)
+
 MODELS: dict[str, Callable[[], Case]] = {
     # core
     "mlp": mlp,
@@ -393,4 +407,7 @@ MODELS: dict[str, Callable[[], Case]] = {
     "bert": bert,
     "gpt2": gpt2,
     "llama": llama,
+    # third-party packages
+    "i6_conformer": i6_conformer,
+    **THIRD_PARTY,
 }

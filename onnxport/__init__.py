@@ -2,28 +2,34 @@
 
 from onnxport.errors import (
     CaptureError,
+    CheckpointError,
     ConfigError,
     ContractError,
     ControlFlowError,
     DynamicShapesError,
     ExportError,
+    RenderError,
+    ReturnnError,
+    RewriteError,
     SaveError,
+    ShowInputError,
     SpecializationError,
+    TargetError,
     TranslationError,
     UnsupportedOpError,
     ValidationError,
 )
 from onnxport.export import to_onnx
 from onnxport.result import ExportResult
-from onnxport.translate.registry import translates
+from onnxport.translate.registry import user_translates as translates
 from onnxport.verify import ValidationReport, validate
 
 __version__ = "0.1.0"
 
 
 def find_divergence(model, onnx_model, inputs, **kwargs):
-    """First FX node / ONNX node pair whose values differ; see ``onnxport.divergence.find_divergence``."""
-    from onnxport.divergence import find_divergence as impl
+    """First FX node / ONNX node pair whose values differ; see ``onnxport.verify.divergence.find_divergence``."""
+    from onnxport.verify.divergence import find_divergence as impl
 
     return impl(model, onnx_model, inputs, **kwargs)
 
@@ -36,10 +42,17 @@ def pretty_onnx(model, **kwargs):
 
 
 def export_from_config(config, model=None, checkpoint=None, **kwargs):
-    """Export as an export config declares; see ``onnxport.config_export.export_from_config``."""
-    from onnxport.config_export import export_from_config as impl
+    """Export as an export config declares; see ``onnxport.config.export.export_from_config``."""
+    from onnxport.config.export import export_from_config as impl
 
     return impl(config, model=model, checkpoint=checkpoint, **kwargs)
+
+
+def export_returnn_config(config, checkpoint=None, **kwargs):
+    """Export the model of a RETURNN config; see ``onnxport.integrations.returnn_export.export_returnn_config``."""
+    from onnxport.integrations.returnn_export import export_returnn_config as impl
+
+    return impl(config, checkpoint=checkpoint, **kwargs)
 
 
 def plot_dot(model, **kwargs):
@@ -50,7 +63,9 @@ def plot_dot(model, **kwargs):
 
 
 __all__ = [
-    "CaptureError", "ConfigError", "ContractError", "ControlFlowError", "DynamicShapesError", "ExportError",
-    "ExportResult", "SaveError", "export_from_config", "SpecializationError", "TranslationError", "UnsupportedOpError",
-    "ValidationError", "ValidationReport", "find_divergence", "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
+    "CaptureError", "CheckpointError", "ConfigError", "ContractError", "ControlFlowError", "DynamicShapesError",
+    "ExportError", "ExportResult", "RenderError", "ReturnnError", "RewriteError", "SaveError", "ShowInputError",
+    "SpecializationError", "TargetError", "TranslationError", "UnsupportedOpError", "ValidationError",
+    "ValidationReport", "export_from_config", "export_returnn_config", "find_divergence", "plot_dot", "pretty_onnx", "to_onnx", "translates",
+    "validate",
 ]

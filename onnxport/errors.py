@@ -112,3 +112,29 @@ class ConfigError(ExportError):
 
 class SaveError(ExportError):
     """Saving a model failed; nothing was left at the destination."""
+
+
+class TargetError(ExportError):
+    """A model target cannot be imported, is not callable, or does not build a ``torch.nn.Module``."""
+
+
+class CheckpointError(ExportError):
+    """A checkpoint cannot be read, or its keys or shapes do not fit the model."""
+
+
+class RenderError(ExportError):
+    """The graphviz ``dot`` program is missing or failed to render a picture."""
+
+
+class ShowInputError(ExportError):
+    """The object given to ``pretty_onnx`` / ``plot_dot`` is not a model, graph or function."""
+
+
+class RewriteError(ExportError):
+    """The rewritten model does not compute what the original computes (or fails where it runs)."""
+
+
+class ReturnnError(ConfigError):
+    """A RETURNN config cannot be exported: RETURNN is missing, or the config lacks what the export
+    reads (``extern_data``, ``model_outputs``, ``get_model``, ``forward_step``) or gives it in a form
+    that cannot be used."""

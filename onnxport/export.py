@@ -1,17 +1,23 @@
-"""``to_onnx``: capture -> decompose -> translate -> optimize -> finalize, nothing else."""
+"""``to_onnx``: rewrite (on request) -> capture -> decompose -> translate -> optimize -> finalize,
+each step handing its result to the next, and nothing else."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import time
-import warnings
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import torch
 
+from onnxport.errors import ExportError
 from onnxport.result import ExportResult
 
 MIN_OPSET = 18
 MAX_OPSET = 23  # the newest opset whose operators onnxport emits and tests
+STEPS = ("rewrite", "capture", "decompose", "translate", "optimize", "finalize")
+
+StepCallback = Callable[[str, float], None]  # (step name, seconds), called as each step ends
 
 
 def to_onnx(
@@ -29,6 +35,8 @@ def to_onnx(
     verbose: bool = False,
     rewrite_control_flow: bool = False,
     other_axes: str = "static",
+    on_step: StepCallback | None = None,
+    capture_hooks: Callable[[], contextlib.AbstractContextManager] | None = None,
 ) -> ExportResult:
     """Export a PyTorch model to ONNX, keeping dynamic dimensions symbolic under the user's names.
 
@@ -47,12 +55,17 @@ def to_onnx(
         optimize: run the optimization pipeline (constant folding, CSE, dead code...).
         inline: inline control-flow bodies instead of calling local functions.
         strict: capture with torch.export's strict (TorchDynamo) mode.
-        verbose: print one progress line per step with its duration.
+        verbose: print one progress line per step with its duration (``on_step`` prints them).
         rewrite_control_flow: rewrite Python loops/branches over dynamic sizes into
             scan/cond/while_loop before capture (when available).
         other_axes: ``"static"`` (default, torch.export's rule: an axis ``dynamic_shapes`` does not
             name keeps the example's size) or ``"auto"`` (such axes are ``Dim.AUTO``: dynamic where
             the model allows it, named ``<input>_dim<axis>``, static where it does not).
+        on_step: called ``(step, seconds)`` as each step ends (``STEPS``: rewrite, capture,
+            decompose, translate, optimize, finalize).
+        capture_hooks: ``() -> context manager`` entered while torch.export traces the model (each
+            capture attempt), after onnxport's own patches: patches a model's framework needs
+            during tracing only (``onnxport.integrations.returnn.capture_hooks``), undone on exit.
 
     Returns:
         ``ExportResult`` with ``.model`` (onnx_ir.Model), ``.model_proto``, ``.save()``, ``.validate()``.
@@ -62,71 +75,82 @@ def to_onnx(
         TranslationError, ControlFlowError (all ``onnxport.ExportError``).
 
     Every condition on sizes the trace relies on is decided over the declared sizes (see
-    ``onnxport.guards``): proved ones are dropped, torch's 0/1 specializations kept (validation
-    looks there), conditions a dimension named without a range needs are adopted with a warning
-    (``result.constraints``), and conditions cutting an explicit ``Dim`` range are refused.
+    ``onnxport.capture.guards``): proved ones are dropped, torch's 0/1 specializations kept
+    (validation looks there), conditions a dimension named without a range needs are adopted with a
+    warning (``result.constraints``), and conditions cutting an explicit ``Dim`` range are refused.
 
     Semantics: torch.export (https://pytorch.org/docs/stable/export.html) for capture; each ATen
     overload translated per the ONNX operator specs of the target opset.
     """
-    from onnxport import capture as capture_mod
-    from onnxport.errors import ExportError
-    from onnxport.translate import registry
+    from onnxport.capture import capture, decompose
+    from onnxport.finalize import finalize
+    from onnxport.optimize.pipeline import optimize as run_passes
+    from onnxport.translate.inplace import translatable
     from onnxport.translate.program import build_model
+    from onnxport.translate.registry import Registry
 
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise ExportError(f"opset {opset} is not supported",
                           hint=f"use an opset from {MIN_OPSET} to {MAX_OPSET} (default 20)")
-    if isinstance(model, torch.nn.Module) and model.training:
-        warnings.warn("the model is in training mode: dropout and batch norm export their training behaviour; "
-                      "call model.eval() before to_onnx for inference", UserWarning, stacklevel=2)
     timings: dict[str, float] = {}
+    report = on_step if on_step is not None else (print_step if verbose else None)
 
-    def step(name: str, t0: float) -> None:
+    @contextlib.contextmanager
+    def step(name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        yield
         timings[name] = time.perf_counter() - t0
-        if verbose:
-            print(f"[onnxport] {name}: {timings[name]:.2f}s", flush=True)
+        if report is not None:
+            report(name, timings[name])
 
     if isinstance(model, torch.export.ExportedProgram) and not args and not kwargs and model.example_inputs:
         args, kwargs = model.example_inputs
-    if isinstance(args, torch.Tensor):
-        args = (args,)
-    args = tuple(args)
-    module = model
-    rewrite_notes: list = []
+    args = (args,) if isinstance(args, torch.Tensor) else tuple(args)
+    kwargs = dict(kwargs or {})
+    module, rewrite_notes = model, []
     if rewrite_control_flow and isinstance(model, torch.nn.Module):
         from onnxport.rewrite import rewrite_module
 
-        t0 = time.perf_counter()
-        model = rewrite_module(model, args, kwargs or {})
+        with step("rewrite"):
+            model = rewrite_module(model, args, kwargs)
         rewrite_notes = list(getattr(model, "onnxport_rewrite_notes", []))
-        step("rewrite", t0)
-    t0 = time.perf_counter()
-    captured = capture_mod.capture(model, args, kwargs, dynamic_shapes, strict=strict,
-                                   rewritten=rewrite_control_flow, other_axes=other_axes)
-    step("capture", t0)
-    t0 = time.perf_counter()
-    captured.program = capture_mod.decompose(captured.program, registry.lookup)
-    step("decompose", t0)
-    t0 = time.perf_counter()
-    ir_model = build_model(captured, opset=opset, input_names=input_names, output_names_=output_names,
-                           options={"inline": inline})
-    step("translate", t0)
+    registry = Registry(opset)
+    hooks = registry.capture_hooks if capture_hooks is None else _both(registry.capture_hooks, capture_hooks)
+    with step("capture"):
+        captured = capture(model, args, kwargs, dynamic_shapes, strict=strict, rewritten=rewrite_control_flow,
+                           other_axes=other_axes, hooks=hooks)
+    with step("decompose"):
+        decomposed = decompose(captured.program, registry.lookup, registry.capture_hooks,
+                               translates=lambda node: translatable(node, registry.lookup))
+        if decomposed.program is not captured.program:
+            captured = dataclasses.replace(captured, program=decomposed.program)
+    with step("translate"):
+        ir_model = build_model(captured, opset=opset, registry=registry, input_names=input_names,
+                               output_names_=output_names, options={"inline": inline})
     if optimize:
-        from onnxport.optimize.pipeline import optimize as run_passes
-
-        t0 = time.perf_counter()
-        run_passes(ir_model, opset)
-        step("optimize", t0)
-    t0 = time.perf_counter()
-    from onnxport.finalize import finalize
-
-    finalize(ir_model, inline=inline, constraints=[str(g) for g in captured.constraints])
-    step("finalize", t0)
+        with step("optimize"):
+            run_passes(ir_model, opset)
+    with step("finalize"):
+        finalize(ir_model, inline=inline, constraints=[str(g) for g in captured.constraints])
     if isinstance(module, torch.export.ExportedProgram):
         module = module.module()
-    result = ExportResult(ir_model, program=captured.program, module=module, example=(args, dict(kwargs or {})),
-                          captured=captured, timings=timings)
-    result.dim_names = dict(ir_model.meta.get("dim_names", {}))
-    result.rewrite_notes = rewrite_notes  # what rewrite_control_flow left as written, and why
-    return result
+    return ExportResult(ir_model, program=captured.program, module=module, example=(args, kwargs),
+                        captured=captured, timings=timings, dim_names=dict(ir_model.meta.get("dim_names", {})),
+                        rewrite_notes=rewrite_notes,
+                        decomposed={"local": list(decomposed.local), "whole_program": list(decomposed.whole_program)})
+
+
+def _both(first: Callable, second: Callable) -> Callable:
+    """``() -> context manager`` entering ``first()`` then ``second()``."""
+
+    @contextlib.contextmanager
+    def hooks() -> Iterator[None]:
+        with first(), second():
+            yield
+
+    return hooks
+
+
+def print_step(name: str, seconds: float) -> None:
+    """The ``verbose=True`` progress line of one step: ``[onnxport] capture: 1.23s``."""
+    print(f"[onnxport] {name}: {seconds:.2f}s", flush=True)

@@ -1,18 +1,24 @@
-"""Finalize: inline bodies on request, sort, name values uniquely, drop unused opsets."""
+"""Finalize: inline bodies on request, constants as initializers, sort, name values uniquely, drop
+unused opsets, record the adopted constraints, and check the result with the ONNX checker."""
 
 from __future__ import annotations
 
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
-
-CONSTRAINTS_KEY = "onnxport.constraints"  # model metadata: the constraints adopted on dynamic dims
+from onnxport.errors import TranslationError
+from onnxport.metadata import CONSTRAINTS_KEY
 
 
 def finalize(model: ir.Model, *, inline: bool = False, constraints: list[str] | None = None) -> ir.Model:
     """Make ``model`` ready to serialize (in place): inlined functions when ``inline``, topological
     order, unique value names, only the opsets in use; the ``constraints`` adopted on its dynamic
-    dimensions (``time % 4 == 0``) in the metadata under ``onnxport.constraints``, joined by ``; ``."""
+    dimensions (``time % 4 == 0``) in the metadata under ``onnxport.constraints``, joined by ``; ``.
+    Ends with onnx-ir's ``CheckerPass`` (``onnx.checker``, big initializers left out).
+
+    Raises:
+        TranslationError: the model fails the ONNX checker (an exporter bug, with the checker's words).
+    """
     _restore_output_types(model)
     if constraints:
         model.metadata_props[CONSTRAINTS_KEY] = "; ".join(constraints)
@@ -20,7 +26,8 @@ def finalize(model: ir.Model, *, inline: bool = False, constraints: list[str] | 
         common.InlinePass()(model)
         common.RemoveUnusedFunctionsPass()(model)
     # constants become initializers of the main graph (a subgraph reads them from the outer
-    # scope); local functions keep their Constant nodes, which they cannot do without
+    # scope); a local function's constants become inputs its callers pass from there
+    _lift_function_constants(model)
     common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
     common.LiftSubgraphInitializersToMainGraphPass()(model)
     common.DeduplicateInitializersPass()(model)
@@ -28,7 +35,43 @@ def finalize(model: ir.Model, *, inline: bool = False, constraints: list[str] | 
     common.NameFixPass()(model)
     _declare_domains(model)
     common.RemoveUnusedOpsetsPass()(model)
+    try:
+        common.CheckerPass()(model)
+    except Exception as e:  # noqa: BLE001 - onnx.checker's ValidationError (and what wraps it)
+        raise TranslationError(f"the exported model fails the ONNX checker: {str(e).splitlines()[0][:300]}",
+                               hint="this is an exporter bug: report it with the model; "
+                                    "onnxport.pretty_onnx(result) shows the graph") from e
     return model
+
+
+def _lift_function_constants(model: ir.Model) -> None:
+    """The Constant nodes of a local function become inputs of the function, which every call
+    passes from a main-graph initializer (a call inside a Scan/If/Loop body reads it from the outer
+    scope): fewer nodes, and equal constants of several functions shared. A function called from
+    inside another function keeps its constants (its caller has no initializers to pass)."""
+    calls: dict[tuple, list[ir.Node]] = {}
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        calls.setdefault((node.domain, node.op_type, node.overload), []).append(node)
+    nested = {(n.domain, n.op_type, n.overload) for f in model.functions.values()
+              for n in ir.traversal.RecursiveGraphIterator(f)}
+    for key, function in model.functions.items():
+        if key in nested or key not in calls:
+            continue
+        for node in [n for n in function if n.op_type == "Constant" and n.domain in ("", "ai.onnx")]:
+            attr = node.attributes.get("value")
+            if attr is None or len(node.outputs) != 1:
+                continue
+            name = f"{function.name}.{node.outputs[0].name}"
+            init = ir.Value(name=name, const_value=attr.value, type=ir.TensorType(attr.value.dtype),
+                            shape=ir.Shape(attr.value.shape))
+            model.graph.register_initializer(init)
+            param = ir.Value(name=node.outputs[0].name, type=node.outputs[0].type, shape=node.outputs[0].shape)
+            function.inputs.append(param)
+            node.outputs[0].replace_all_uses_with(param)
+            function.remove(node, safe=True)
+            for call in calls[key]:
+                call.resize_inputs(len(call.inputs) + 1)
+                call.replace_input_with(len(call.inputs) - 1, init)
 
 
 def _restore_output_types(model: ir.Model) -> None:

@@ -15,35 +15,57 @@ TWO_GB = 2 * 1024**3
 
 
 class ExportResult:
-    """An exported model.
+    """An exported model, complete when built: nothing sets its attributes afterwards (a changed
+    result is a new one, ``replace``).
 
     Attributes:
         model: the ``onnx_ir.Model``.
         program: the ``torch.export.ExportedProgram`` it came from (None when loaded from a file).
         module: the eager module (for validation), or None.
         example: ``(args, kwargs)`` the export used.
+        captured: what capture handed forward (``onnxport.capture.Captured``).
         timings: seconds per step (``capture``, ``translate``, ``optimize``...).
         dim_names: torch's symbols -> the dimension names used as ONNX dim_params.
         rewrite_notes: with ``rewrite_control_flow=True``, the loops and branches left as written.
+        config: the export config, for a result of ``export_from_config``.
+        validation: its ``ValidationReport`` (None when not validated).
+        decomposed: the ATen ops without a translation, decomposed node by node (``"local"``), and
+            those that made the whole program be decomposed by torch anew (``"whole_program"``).
     """
 
     external_data_threshold = TWO_GB
+    _FIELDS = ("model", "program", "module", "example", "captured", "timings", "dim_names", "rewrite_notes",
+               "config", "validation", "decomposed")
 
     def __init__(self, model: ir.Model, *, program=None, module=None, example=None, captured=None,
-                 timings: dict | None = None):
-        self.model = model
-        self.program = program
-        self.module = module
-        self.example = example
-        self.captured = captured
-        self.timings = timings or {}
-        self.dim_names: dict = {}  # sympy symbol -> the user's dimension name
-        self.rewrite_notes: list = []  # constructs rewrite_control_flow left as written, with the reason
-        self._proto: onnx.ModelProto | None = None
+                 timings: dict | None = None, dim_names: dict | None = None, rewrite_notes: list | None = None,
+                 config: Any = None, validation: Any = None, decomposed: dict | None = None):
+        values = dict(model=model, program=program, module=module, example=example, captured=captured,
+                      timings=dict(timings or {}), dim_names=dict(dim_names or {}),
+                      rewrite_notes=list(rewrite_notes or []), config=config, validation=validation,
+                      decomposed=dict(decomposed or {"local": [], "whole_program": []}))
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_proto", None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"ExportResult.{name} is read-only: make a changed copy with result.replace({name}=...)")
+
+    def replace(self, **changes: Any) -> "ExportResult":
+        """A new result with ``changes`` (field name -> value); the others shared with this one."""
+        unknown = sorted(set(changes) - set(self._FIELDS))
+        if unknown:
+            raise TypeError(f"ExportResult has no field(s) {unknown}")
+        fields = {name: getattr(self, name) for name in self._FIELDS if name != "model"}
+        fields.update({k: v for k, v in changes.items() if k != "model"})
+        new = ExportResult(changes.get("model", self.model), **fields)
+        if "model" not in changes:
+            object.__setattr__(new, "_proto", self._proto)
+        return new
 
     @property
     def guards(self) -> list:
-        """Every condition on sizes the export relies on, decided (``onnxport.guards.Guard``:
+        """Every condition on sizes the export relies on, decided (``onnxport.capture.guards.Guard``:
         proved, kept or adopted), with the user's line."""
         return list(getattr(self.captured, "guards", None) or [])
 
@@ -57,10 +79,11 @@ class ExportResult:
     def model_proto(self) -> onnx.ModelProto:
         """The model as an ``onnx.ModelProto`` (serialized once, cached)."""
         if self._proto is None:
-            self._proto = ir.serde.serialize_model(self.model)
+            object.__setattr__(self, "_proto", ir.serde.serialize_model(self.model))
         return self._proto
 
-    def _weights_bytes(self) -> int:
+    def weights_bytes(self) -> int:
+        """Bytes of the initializers' data."""
         return sum(v.const_value.nbytes for v in self.model.graph.initializers.values() if v.const_value is not None)
 
     def save(self, path: str | os.PathLike, *, external_data: bool | None = None) -> str:
@@ -73,7 +96,7 @@ class ExportResult:
         path = os.fspath(path)
         directory = os.path.dirname(os.path.abspath(path))
         if external_data is None:
-            external_data = self._weights_bytes() > self.external_data_threshold
+            external_data = self.weights_bytes() > self.external_data_threshold
         data_name = os.path.basename(path) + ".data"
         try:
             os.makedirs(directory, exist_ok=True)

@@ -86,7 +86,7 @@ def test_validation_report_detects_a_wrong_model():
     # corrupt the exported weights: validation must fail and say where
     w = r.model.graph.initializers["w"]
     w.const_value = onnxport.translate.program._to_ir_tensor(torch.zeros(3, 128), "w")
-    r._proto = None
+    r = r.replace(model=r.model)  # a new result: its serialized model is made afresh
     report = r.validate()
     assert not report.ok
     assert "FAIL" in str(report)

@@ -16,6 +16,7 @@ examples:
   onnxport export model.py:Net --input "x: float32[batch, 3, 224, 224]" -o net.onnx
   onnxport export examples/speech_encoder.py:build_encoder --config examples/speech_encoder.toml \\
       -o enc.onnx --report report.json
+  onnxport export --returnn-config returnn.config --checkpoint epoch.100.pt -o model.onnx
 
 exit codes: 0 success; 1 validation mismatch (the ONNX file is written, the table shows where);
 2 user error (target, config, checkpoint, contract, export), nothing written to -o.
@@ -35,9 +36,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "(default: the config's target)")
     p.add_argument("-c", "--config", metavar="TOML", help="export config: [inputs.*], [outputs.*], [dims], [model], "
                    "[export], [validate] (see examples/speech_encoder.toml)")
+    p.add_argument("--returnn-config", metavar="CONFIG", help="a RETURNN config (extern_data, model_outputs, get_model, "
+                   "forward_step) instead of TARGET and --config; needs pip install 'onnxport[returnn]'")
+    p.add_argument("--size", dest="sizes", action="append", default=[], metavar="NAME=N,...",
+                   help="with --returnn-config: validation sizes, e.g. batch=1,time=9 (repeatable; default: generated)")
     p.add_argument("-o", "--output", metavar="ONNX", required=True, help="path of the ONNX file to write")
     p.add_argument("--checkpoint", metavar="PT", help="state dict loaded with torch.load(weights_only=True); its "
-                   "'model' or 'state_dict' entry when it holds several things")
+                   "'model' or 'state_dict' entry when it holds several things (a RETURNN checkpoint's 'model')")
     p.add_argument("--input", dest="inputs", action="append", default=[], metavar="DECL",
                    help='declare an input instead of a config, e.g. "x: float32[batch, 3, 224, 224]" (repeatable)')
     p.add_argument("--declare-output", dest="outputs", action="append", default=[], metavar="DECL",
@@ -63,7 +68,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 class Progress:
-    """Step display: a rich live table on a terminal once a run lasts over a second, plain
+    """Step display, fed ``(step, seconds)`` as each step ends (``export_from_config``'s
+    ``on_step``): a rich live table on a terminal once a run lasts over a second, plain
     ``onnxport: STEP N.NNs`` lines on stderr otherwise; nothing when ``quiet``."""
 
     DELAY = 1.0
@@ -91,8 +97,9 @@ class Progress:
 
         t = Table.grid(padding=(0, 2))
         for name, seconds in self.steps.items():
-            t.add_row("[green]done[/]" if seconds is not None else "[yellow]...[/]", name,
-                      f"{seconds:.2f}s" if seconds is not None else "")
+            t.add_row("[green]done[/]", name, f"{seconds:.2f}s")
+        if self.timer is not None:
+            t.add_row("[yellow]...[/]", "", "")
         return t
 
     def _start_live(self):
@@ -105,14 +112,14 @@ class Progress:
                                  redirect_stdout=False, redirect_stderr=False)
                 self.live.start()
 
-    def __call__(self, step: str, state: str, seconds: float) -> None:
+    def __call__(self, step: str, seconds: float) -> None:
         if self.quiet:
             return
         with self.lock:
-            self.steps[step] = seconds if state == "done" else None
+            self.steps[step] = seconds
             if self.live is not None:
                 self.live.update(self._render())
-            elif not self.tty and state == "done":
+            elif not self.tty:
                 print(f"onnxport: {step} {seconds:.2f}s", file=sys.stderr, flush=True)
 
     def close(self) -> None:
@@ -150,33 +157,68 @@ def _config_data(args) -> object:
     return data
 
 
+def _sizes(texts: list[str]) -> list[dict[str, int]]:
+    """``["batch=1,time=9"]`` -> ``[{"batch": 1, "time": 9}]``; ``ConfigError`` when malformed."""
+    from onnxport.errors import ConfigError
+
+    out = []
+    for text in texts:
+        sizes = {}
+        for part in text.split(","):
+            name, sep, value = part.partition("=")
+            if not sep or not name.strip().isidentifier() or not value.strip().isdigit():
+                raise ConfigError(f"--size {text!r} is not NAME=N,NAME=N", hint="e.g. --size batch=1,time=9")
+            sizes[name.strip()] = int(value)
+        out.append(sizes)
+    return out
+
+
+def _export_returnn(args, progress):
+    """The export of ``--returnn-config`` (``onnxport.integrations.returnn_export``)."""
+    from onnxport.errors import ConfigError
+    from onnxport.integrations.returnn_export import export_returnn_config
+
+    given = [o for o, v in (("TARGET", args.target), ("--config", args.config), ("--input", args.inputs),
+                            ("--model-arg", args.model_args)) if v]
+    if given:
+        raise ConfigError(f"--returnn-config and {', '.join(given)} were both given",
+                          hint="the RETURNN config's get_model and extern_data define the model and its inputs")
+    return export_returnn_config(args.returnn_config, checkpoint=args.checkpoint, validate=args.validate,
+                                 sizes=_sizes(args.sizes) or None, opset=args.opset, atol=args.atol,
+                                 rtol=args.rtol, on_step=progress)
+
+
 def _one_line(e) -> str:
     text = (getattr(e, "what", None) or str(e)).strip().replace("\n", " ")
-    hint = getattr(e, "hint", None)
-    return text + (f" (fix: {hint})" if hint else "")
+    where, hint = getattr(e, "where", None), getattr(e, "hint", None)
+    return text + (f" (at {where})" if where else "") + (f" (fix: {hint})" if hint else "")
 
 
 def run(args) -> int:
     """Run the export; returns 0, 1 (validation mismatch, file kept) or 2 (user error, nothing written)."""
-    from onnxport.cli.loader import parse_model_args
-    from onnxport.config_export import export_from_config
+    from onnxport.config import export_from_config
+    from onnxport.config.target import parse_model_args
     from onnxport.errors import ConfigError, ExportError
 
     debug = getattr(args, "debug", False)
     progress = Progress(quiet=args.quiet)
     try:
-        data = _config_data(args)
-        target = args.target
-        if target is None and not args.config:
-            raise ConfigError("no TARGET given", hint="e.g. onnxport export model.py:Net --input ...")
-        result = export_from_config(
-            data, model=target, checkpoint=args.checkpoint, model_args=parse_model_args(args.model_args),
-            validate=args.validate, on_step=progress, opset=args.opset, inline=args.inline,
-            optimize=args.optimize, strict=args.strict, atol=args.atol, rtol=args.rtol)
-        progress("save", "start", 0.0)
+        if args.returnn_config:
+            result = _export_returnn(args, progress)
+        else:
+            if args.sizes:
+                raise ConfigError("--size is for --returnn-config", hint="list validation sizes in the config's [validate]")
+            data = _config_data(args)
+            target = args.target
+            if target is None and not args.config:
+                raise ConfigError("no TARGET given", hint="e.g. onnxport export model.py:Net --input ...")
+            result = export_from_config(
+                data, model=target, checkpoint=args.checkpoint, model_args=parse_model_args(args.model_args),
+                validate=args.validate, on_step=progress, opset=args.opset, inline=args.inline,
+                optimize=args.optimize, strict=args.strict, atol=args.atol, rtol=args.rtol)
         t0 = time.perf_counter()
         result.save(args.output)
-        progress("save", "done", time.perf_counter() - t0)
+        progress("save", time.perf_counter() - t0)
     except ExportError as e:
         progress.close()
         if debug:

@@ -34,29 +34,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    import onnx_ir as ir
-
     from onnxport.cli.target import export_from_args
-    from onnxport.errors import ValidationError
-    from onnxport.result import ExportResult
+    from onnxport.verify.divergence import validate_file
 
     # the positional after MODEL.onnx is the target (add_target_arguments names it "model")
     reference = export_from_args(args, checkpoint=args.checkpoint)
-    try:
-        loaded = ir.load(args.onnx_file)
-    except Exception as e:  # noqa: BLE001
-        raise ValidationError(f"cannot read {args.onnx_file}: {type(e).__name__}: {e}",
-                              hint="give the path of an .onnx file") from e
-    candidate = ExportResult(loaded, program=reference.program, module=reference.module,
-                             example=reference.example, captured=reference.captured)
-    candidate.dim_names = getattr(reference, "dim_names", {})
-    report = candidate.validate(atol=args.atol, rtol=args.rtol)
+    report, found = validate_file(args.onnx_file, reference, atol=args.atol, rtol=args.rtol,
+                                  divergence=args.find_divergence)
     print(report)
     payload = report.to_dict()
     if not report.ok and args.find_divergence:
-        from onnxport.divergence import find_divergence
-
-        found = find_divergence(reference.module, candidate, reference.example, atol=args.atol, rtol=args.rtol)
         print()
         print(found if found is not None else "no intermediate value differs: the outputs differ only at the end")
         payload["divergence"] = None if found is None else dict(vars(found))

@@ -1,8 +1,14 @@
-"""Scopes and value surgery shared by the passes.
+"""Scopes and value surgery shared by onnxport's own passes.
 
 A *scope* is one graph-like container of nodes: the main graph, every subgraph held by a node
 attribute (If/Loop/Scan bodies), and every local function (``model.functions``) with its own
-subgraphs. ``ScopedPass`` runs a pass's ``rewrite(scope)`` on each of them.
+subgraphs; onnx-ir lists them (``Model.graphs``, ``Function.subgraphs``). ``ScopedPass`` runs a
+pass's ``rewrite(scope)`` on each of them.
+
+What stays here is onnxport's policy, which onnx-ir's convenience functions leave to the caller:
+an initializer that is also a graph input is not a constant (``const_array``), a graph output keeps
+its name and shape and is never rebound to a graph input, an initializer, another output or an
+outer-scope value (``replace_value``), dims compare as ints or dim_params (``dims``).
 
 Values used inside a subgraph but defined outside it count as used: onnx-ir records a subgraph
 node's input as a use of the outer value, so ``Value.uses()`` sees it.
@@ -10,38 +16,27 @@ node's input as a use of the outer value, so ``Value.uses()`` sees it.
 
 from __future__ import annotations
 
-from typing import Iterator
-
 import numpy as np
 import onnx_ir as ir
-
-Scope = "ir.Graph | ir.Function"
-
-
-def _subgraphs(nodes) -> Iterator[ir.Graph]:
-    for node in nodes:
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.GRAPH:
-                g = attr.as_graph()
-                yield g
-                yield from _subgraphs(g)
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for g in attr.as_graphs():
-                    yield g
-                    yield from _subgraphs(g)
 
 
 def scopes(model: ir.Model) -> list:
     """Every scope of ``model``: main graph, its subgraphs, each function and its subgraphs."""
-    out: list = [model.graph, *_subgraphs(model.graph)]
+    out: list = list(model.graphs())
     for fn in model.functions.values():
         out.append(fn)
-        out.extend(_subgraphs(fn))
+        out.extend(fn.subgraphs())
     return out
 
 
+def graphs(model: ir.Model) -> list[ir.Graph]:
+    """The graph of every scope of ``model`` (a function's body graph in place of the function)."""
+    return [scope.graph if isinstance(scope, ir.Function) else scope for scope in scopes(model)]
+
+
 class ScopedPass(ir.passes.InPlacePass):
-    """An in-place pass applying ``rewrite(scope) -> bool`` to every scope of the model."""
+    """An in-place pass applying ``rewrite(scope) -> bool`` to every scope of the model (onnx-ir's
+    passes each walk the graphs their own way; this is the walk of onnxport's passes)."""
 
     def rewrite(self, scope) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -56,28 +51,32 @@ class ScopedPass(ir.passes.InPlacePass):
 
 
 # ------------------------------------------------------------------------------- constants
-def const_array(value: ir.Value | None) -> np.ndarray | None:
-    """The numpy value of ``value`` when it is constant (initializer or ``Constant`` output).
+def _const_tensor(value: ir.Value | None) -> ir.TensorProtocol | None:
+    """The tensor of a constant ``value`` (initializer or ``Constant`` output, read by
+    ``onnx_ir.convenience.get_const_tensor``), else None.
 
     An initializer that is also a graph input can be overridden at run time: not constant.
     """
     if value is None or value.is_graph_input():
         return None
-    tensor = value.const_value
-    if tensor is None:
-        node = value.producer()
-        if node is None or node.op_type != "Constant" or node.domain != "" or len(node.attributes) != 1:
-            return None
-        try:
-            tensor = ir.convenience.get_const_tensor(value)
-        except ValueError:
-            return None
-        if tensor is None:
-            return None
     try:
-        return tensor.numpy()
-    except Exception:  # noqa: BLE001 - external or exotic tensors are not folded
+        return ir.convenience.get_const_tensor(value)
+    except Exception:  # noqa: BLE001 - attribute references are not constants
         return None
+
+
+def const_array(value: ir.Value | None) -> np.ndarray | None:
+    """The numpy value of ``value`` when it is constant (see ``_const_tensor``)."""
+    tensor = _const_tensor(value)
+    try:
+        return None if tensor is None else tensor.numpy()
+    except Exception:  # noqa: BLE001 - external or exotic tensors are not read
+        return None
+
+
+def is_constant(value: ir.Value | None) -> bool:
+    """``value`` is a constant (see ``_const_tensor``), told without reading its data."""
+    return _const_tensor(value) is not None
 
 
 def const_ints(value: ir.Value | None) -> list[int] | None:
@@ -89,23 +88,22 @@ def const_ints(value: ir.Value | None) -> list[int] | None:
 
 
 def scalar(value: ir.Value | None) -> float | None:
-    """The number held by a one-element float/int constant, else None."""
+    """The number held by a one-element float/int constant, else None (a larger constant is not
+    read)."""
+    tensor = _const_tensor(value)
+    if tensor is None or tensor.size != 1:
+        return None
     arr = const_array(value)
     if arr is None or arr.size != 1 or arr.dtype.kind not in "fiu":
         return None
     return float(arr.reshape(-1)[0])
 
 
-def is_scalar_const(value: ir.Value | None, target: float, rel: float = 1e-3) -> bool:
-    """``value`` is a constant with a single element close to ``target``."""
-    v = scalar(value)
-    return v is not None and abs(v - target) <= rel * max(abs(target), 1e-12)
-
-
 def make_constant(scope, before: ir.Node, array: np.ndarray) -> ir.Value:
-    """Insert a ``Constant`` node holding ``array`` before ``before``; return its output."""
+    """Insert a ``Constant`` node holding ``array`` before ``before``; return its output (typed, with
+    its ``const_value``)."""
     tensor = ir.tensor(np.asarray(array))
-    node = ir.Node("", "Constant", [], [ir.AttrTensor("value", tensor)], num_outputs=1)
+    node = ir.node("Constant", [], {"value": tensor})
     out = node.outputs[0]
     out.type = ir.TensorType(tensor.dtype)
     out.shape = ir.Shape(tensor.shape)
@@ -116,8 +114,7 @@ def make_constant(scope, before: ir.Node, array: np.ndarray) -> ir.Value:
 
 def make_node(scope, before: ir.Node, op_type: str, inputs, attrs: dict | None = None) -> ir.Node:
     """Insert the one-output ONNX-domain node ``op_type(inputs, **attrs)`` before ``before``; return it."""
-    attributes = ir.convenience.convert_attributes({k: v for k, v in (attrs or {}).items() if v is not None})
-    node = ir.Node("", op_type, list(inputs), attributes, num_outputs=1)
+    node = ir.node(op_type, list(inputs), {k: v for k, v in (attrs or {}).items() if v is not None})
     scope.insert_before(before, node)
     return node
 
@@ -217,22 +214,7 @@ def producer_op(value: ir.Value | None, op_type: str) -> ir.Node | None:
     return None
 
 
-def attr_int(node: ir.Node, name: str, default: int | None = None) -> int | None:
-    """Integer attribute ``name`` of ``node``, or ``default`` when absent."""
-    a = node.attributes.get(name)
-    return default if a is None else int(a.value)
 
-
-def attr_float(node: ir.Node, name: str, default: float | None = None) -> float | None:
-    """Float attribute ``name`` of ``node``, or ``default`` when absent."""
-    a = node.attributes.get(name)
-    return default if a is None else float(a.value)
-
-
-def attr_ints(node: ir.Node, name: str, default=None):
-    """Integer-list attribute ``name`` of ``node`` as a list, or ``default`` when absent."""
-    a = node.attributes.get(name)
-    return default if a is None else [int(v) for v in a.value]
 
 
 def axes_of(node: ir.Node) -> list[int] | None:
@@ -240,7 +222,8 @@ def axes_of(node: ir.Node) -> list[int] | None:
     form) or its ``axes`` attribute; None when neither is known."""
     if len(node.inputs) > 1 and node.inputs[1] is not None:
         return const_ints(node.inputs[1])
-    return attr_ints(node, "axes")
+    axes = node.attributes.get_ints("axes")
+    return None if axes is None else list(axes)
 
 
 def normalized_axes(axes: list[int], rank: int) -> list[int]:
@@ -251,8 +234,8 @@ def normalized_axes(axes: list[int], rank: int) -> list[int]:
 def shape_bounds(node: ir.Node, rank: int) -> tuple[int, int]:
     """(start, end) of a ``Shape`` node reading a rank-``rank`` input: its ``start``/``end``
     attributes, negative ones counted from the end, clamped to [0, rank] (ONNX Shape-15 spec)."""
-    start = attr_int(node, "start", 0)
-    end = attr_int(node, "end", rank)
+    start = node.attributes.get_int("start", 0)
+    end = node.attributes.get_int("end", rank)
     start = max(0, min(rank, start + rank if start < 0 else start))
     end = max(0, min(rank, end + rank if end < 0 else end))
     return start, end

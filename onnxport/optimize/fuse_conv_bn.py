@@ -1,11 +1,12 @@
 """BatchNormalization (inference) folded into the Conv before it.
 
-``BatchNormalization(Conv(x, W, B), scale, bias, mean, var, epsilon)`` with all parameters constant
-and the Conv used only there becomes ``Conv(x, W * f, (B - mean) * f + bias)`` where
-``f = scale / sqrt(var + epsilon)`` per output channel. The folded weights replace the originals (initializers
-keep their names).
+``BatchNormalization(Conv(x, W, B), scale, bias, mean, var, epsilon)`` with every parameter
+constant, a float ``x`` and the Conv used only there becomes ``Conv(x, W * f, (B - mean) * f + bias)``
+where ``f = scale / sqrt(var + epsilon)`` per output channel (computed in float64). A weight or bias
+initializer read only by this Conv takes the folded values and keeps its name; otherwise the
+folded values are new constants.
 
-Semantics: ONNX Conv and BatchNormalization (inference mode, ``training_mode=0``)
+Semantics: ONNX Conv and BatchNormalization-15 in inference mode (``training_mode=0``)
 (https://onnx.ai/onnx/operators/onnx__BatchNormalization.html).
 """
 
@@ -13,54 +14,64 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
+from onnxscript.rewriter import pattern
 
-from onnxport.optimize._patterns import FLOAT_TYPES
-from onnxport.optimize._scopes import (ScopedPass, attr_float, attr_int, const_array, make_constant, producer_op, prune,
-                                       replace_value, single_use)
+from onnxport.optimize._patterns import FLOAT_TYPES, FusionPass, Rule
+from onnxport.optimize._scopes import const_array, is_constant
 
 
-def _updated(scope, conv, value, array: np.ndarray):
-    """``value`` holding ``array`` now: an initializer used only by ``conv`` keeps its name and takes
-    the new data; otherwise a new constant."""
+def _conv_bias(conv: ir.Node) -> ir.Value | None:
+    return conv.inputs[2] if len(conv.inputs) > 2 else None
+
+
+def _updated(op, value: ir.Value | None, array: np.ndarray) -> ir.Value:
+    """``value`` holding ``array`` now when it is an initializer read only by the matched Conv (it
+    keeps its name), else a new constant."""
     if value is not None and value.is_initializer() and not value.is_graph_input() and len(value.uses()) == 1:
         value.const_value = ir.tensor(array, name=value.name)
         return value
-    return make_constant(scope, conv, array)
+    return op.Constant(value=ir.tensor(array))
 
 
-class ConvBatchNormFusionPass(ScopedPass):
-    """Fold inference BatchNormalization into the preceding Conv in every scope."""
+class ConvBatchNorm(Rule):
+    """``BatchNormalization(Conv(x, W[, B]), ...)`` -> ``Conv(x, W', B')``."""
 
-    def rewrite(self, scope) -> bool:
-        modified = False
-        for bn in list(scope):
-            if bn.graph is None or bn.op_type != "BatchNormalization" or bn.domain != "":
-                continue
-            if len(bn.outputs) != 1 or attr_int(bn, "training_mode", 0) != 0:
-                continue
-            conv = producer_op(bn.inputs[0], "Conv")
-            if conv is None or not single_use(bn.inputs[0]) or conv.inputs[0].dtype not in FLOAT_TYPES:
-                continue
-            params = [const_array(v) for v in bn.inputs[1:5]]
-            w = const_array(conv.inputs[1])
-            b = const_array(conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] is not None else None
-            if w is None or any(p is None for p in params) or (len(conv.inputs) > 2 and conv.inputs[2] is not None
-                                                               and b is None):
-                continue
-            scale, bias, mean, var = (p.astype(np.float64) for p in params)
-            eps = attr_float(bn, "epsilon", 1e-5)
-            f = scale / np.sqrt(var + eps)
-            new_w = (w.astype(np.float64) * f.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
-            b64 = b.astype(np.float64) if b is not None else np.zeros_like(f)
-            new_b = ((b64 - mean) * f + bias).astype(w.dtype)
-            old = [v.producer() for v in conv.inputs[1:] if v is not None]
-            conv.replace_input_with(1, _updated(scope, conv, conv.inputs[1], new_w))
-            if len(conv.inputs) < 3:
-                conv.resize_inputs(3)
-            conv.replace_input_with(2, _updated(scope, conv, conv.inputs[2], new_b))
-            if replace_value(bn.outputs[0], conv.outputs[0]):
-                prune(bn)
-                for p in old:
-                    prune(p)
-                modified = True
-        return modified
+    root_op = "BatchNormalization"
+
+    def pattern(self, op, x, w, scale, bias, mean, var):
+        conv = op.Conv(x, w, _allow_other_inputs=True, _outputs=["conv"])
+        return op.BatchNormalization(conv, scale, bias, mean, var, _outputs=["bn"])
+
+    def check(self, context, x, w, scale, bias, mean, var, conv, bn, **_) -> pattern.MatchResult:
+        result = pattern.MatchResult()
+        node = bn.producer()
+        if len(node.outputs) != 1 or node.attributes.get_int("training_mode", 0) != 0:
+            return result.fail("BatchNormalization in training mode", node)
+        if x.dtype not in FLOAT_TYPES:
+            return result.fail("Conv input is not a float tensor", x)
+        b = _conv_bias(conv.producer())
+        params = [w, scale, bias, mean, var] + ([b] if b is not None else [])
+        if not all(is_constant(p) for p in params):
+            return result.fail("a weight or a statistic is not constant")
+        return result
+
+    def rewrite(self, op, x, w, scale, bias, mean, var, conv, bn, **_):
+        node = conv.producer()
+        weights, b = const_array(w), _conv_bias(node)
+        s, beta, mu, v = (const_array(p).astype(np.float64) for p in (scale, bias, mean, var))
+        f = s / np.sqrt(v + bn.producer().attributes.get_float("epsilon", 1e-5))
+        new_w = (weights.astype(np.float64) * f.reshape((-1,) + (1,) * (weights.ndim - 1))).astype(weights.dtype)
+        b64 = const_array(b).astype(np.float64) if b is not None else np.zeros_like(f)
+        new_b = ((b64 - mu) * f + beta).astype(weights.dtype)
+        return op.Conv(x, _updated(op, w, new_w), _updated(op, b, new_b), **node.attributes)
+
+
+RULES = [ConvBatchNorm()]
+
+
+class ConvBatchNormFusionPass(FusionPass):
+    """Fold inference BatchNormalization into the preceding Conv in the main graph, subgraphs and
+    local functions."""
+
+    def __init__(self):
+        super().__init__(RULES, frozenset({"BatchNormalization"}))

@@ -1,109 +1,90 @@
-"""Gelu fusion (opset >= 20) from the erf and tanh formulas.
+"""Gelu fusion (opset >= 20): the erf and tanh formulas become ``Gelu``.
 
-- erf: ``0.5 * x * (1 + erf(x / sqrt(2)))`` (``x * 0.7071...`` too, products in any grouping);
-- tanh: ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`` -> ``Gelu(approximate="tanh")``.
+- erf: ``0.5 * x * (1 + erf(x / sqrt(2)))`` (``x * 0.7071...`` too) -> ``Gelu(x)``;
+- tanh: ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`` (``x^3`` as ``Pow(x, 3)`` or
+  ``x * x * x``) -> ``Gelu(x, approximate="tanh")``.
 
-Semantics: ONNX Gelu (https://onnx.ai/onnx/operators/onnx__Gelu.html); torch.nn.GELU.
+The two outer products may be grouped as ``(0.5 * x) * p``, ``(x * p) * 0.5`` or ``x * (0.5 * p)``;
+every product and sum may take its operands in either order and a product by ``c`` may be written
+as a division by ``1 / c``. ``x`` is a float tensor.
+
+Semantics: ONNX Gelu-20 (https://onnx.ai/onnx/operators/onnx__Gelu.html); torch.nn.GELU.
 """
 
 from __future__ import annotations
 
 import math
 
-from onnxport.optimize._patterns import FLOAT_TYPES, only_consumer, operands, scalar
-from onnxport.optimize._scopes import ScopedPass, is_scalar_const, make_node, producer_op, prune, replace_value
+from onnxscript.rewriter import pattern
 
+from onnxport.optimize._patterns import (FLOAT_TYPES, FusionPass, Rule, either, keeps_rank, number,
+                                         reads_overridable_constant, scaled)
+
+_SQRT_HALF = 1.0 / math.sqrt(2.0)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
-def _other(node, value):
-    """The input of a two-input ``node`` that is not ``value`` (None when ``value`` is not one)."""
-    a, b = node.inputs
-    return b if a is value else a if b is value else None
+def _erf_term(op, x):
+    """``1 + erf(x / sqrt(2))``."""
+    return either(op, "Add", op.Erf(scaled(op, x, _SQRT_HALF)), number(1.0))
 
 
-def _scaled_by(value, target: float):
-    """``x`` when ``value`` is ``x * target`` (or ``x / (1 / target)``)."""
-    node = producer_op(value, "Mul")
-    if node is not None:
-        pair = operands(node, first_test=lambda v: is_scalar_const(v, target))
-        return pair[1] if pair is not None else None
-    node = producer_op(value, "Div")
-    if node is not None and is_scalar_const(node.inputs[1], 1.0 / target):
-        return node.inputs[0]
-    return None
+def _tanh_term(op, x):
+    """``1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))``."""
+    cube = pattern.OrValue([op.Pow(x, number(3.0)), either(op, "Mul", op.Mul(x, x), x)])
+    inner = either(op, "Add", x, scaled(op, cube, 0.044715))
+    return either(op, "Add", op.Tanh(scaled(op, inner, _SQRT_2_OVER_PI)), number(1.0))
 
 
-def _cube(value, x) -> bool:
-    node = producer_op(value, "Pow")
-    if node is not None:
-        return node.inputs[0] is x and scalar(node.inputs[1]) == 3.0
-    node = producer_op(value, "Mul")
-    if node is None:
-        return False
-    a, b = node.inputs
-    sq = producer_op(a, "Mul") if b is x else producer_op(b, "Mul") if a is x else None
-    return sq is not None and sq.inputs[0] is x and sq.inputs[1] is x
+class GeluFormula(Rule):
+    """``0.5 * x * term`` with one grouping of the products and one operand order of the last.
+
+    Args:
+        approximate: ``"none"`` (erf formula) or ``"tanh"``.
+        grouping: ``"half_x"`` for ``(0.5 * x) * term``, ``"x_term"`` for ``(x * term) * 0.5``,
+            ``"half_term"`` for ``x * (0.5 * term)``.
+        swap: the last product takes its operands in the other order.
+    """
+
+    def __init__(self, approximate: str, grouping: str, swap: bool):
+        super().__init__(f"Gelu_{approximate}_{grouping}{'_swapped' if swap else ''}")
+        self._approximate, self._grouping, self._swap = approximate, grouping, swap
+        self.root_op = "Mul"
+
+    def pattern(self, op, x):
+        term = (_tanh_term if self._approximate == "tanh" else _erf_term)(op, x)
+        if self._grouping == "half_x":
+            a, b = scaled(op, x, 0.5), term
+        elif self._grouping == "x_term":
+            a, b = either(op, "Mul", x, term), number(0.5)
+        else:
+            a, b = x, either(op, "Mul", number(0.5), term)
+        return op.Mul(b, a) if self._swap else op.Mul(a, b)
+
+    def check(self, context, x, **_) -> pattern.MatchResult:
+        result = pattern.MatchResult()
+        if x.dtype not in FLOAT_TYPES:
+            return result.fail("Gelu takes float tensors", x)
+        if not keeps_rank(context, x):
+            return result.fail("a constant of higher rank broadcasts x", x)
+        if reads_overridable_constant(context):
+            return result.fail("a constant of the formula is a graph input")
+        return result
+
+    def rewrite(self, op, x, **_):
+        if self._approximate == "tanh":
+            return op.Gelu(x, approximate="tanh")
+        return op.Gelu(x)
 
 
-def _erf_argument(node):
-    return _scaled_by(node.inputs[0], 1.0 / math.sqrt(2.0))
+RULES = [GeluFormula(approximate, grouping, swap)
+         for approximate in ("none", "tanh")
+         for grouping in ("half_x", "x_term", "half_term")
+         for swap in (False, True)]
 
 
-def _tanh_argument(node):
-    inner = _scaled_by(node.inputs[0], _SQRT_2_OVER_PI)
-    add = producer_op(inner, "Add") if inner is not None else None
-    if add is None:
-        return None
-    for x, cubic in (add.inputs, reversed(add.inputs)):
-        c = _scaled_by(cubic, 0.044715)
-        if c is not None and _cube(c, x):
-            return x
-    return None
+class GeluFusionPass(FusionPass):
+    """Fuse the Gelu formulas into ``Gelu`` in the main graph, subgraphs and local functions."""
 
-
-class GeluFusionPass(ScopedPass):
-    """Fuse the Gelu formulas into ``Gelu`` in every scope (opset 20 models)."""
-
-    def rewrite(self, scope) -> bool:
-        modified = False
-        for node in list(scope):
-            if node.graph is None or node.domain != "" or node.op_type not in ("Erf", "Tanh"):
-                continue
-            x = _erf_argument(node) if node.op_type == "Erf" else _tanh_argument(node)
-            if x is None or x.dtype not in FLOAT_TYPES:
-                continue
-            top = self._outer_product(node.outputs[0], x)
-            if top is None:
-                continue
-            attrs = {"approximate": "tanh"} if node.op_type == "Tanh" else {}
-            gelu = make_node(scope, top.producer(), "Gelu", [x], attrs)
-            if replace_value(top, gelu.outputs[0]):
-                prune(top.producer())
-                modified = True
-            else:
-                scope.remove(gelu, safe=True)
-        return modified
-
-    @staticmethod
-    def _outer_product(fn_out, x):
-        """The value ``0.5 * x * (1 + fn_out)`` in any grouping of the two products, or None."""
-        add = only_consumer(fn_out, "Add")
-        if add is None or not is_scalar_const(_other(add, fn_out), 1.0):
-            return None
-        m1 = only_consumer(add.outputs[0], "Mul")
-        if m1 is None:
-            return None
-        other = _other(m1, add.outputs[0])
-        if other is x or is_scalar_const(other, 0.5):  # (x * (1 + f)) * 0.5 or (0.5 * (1 + f)) * x
-            m2 = only_consumer(m1.outputs[0], "Mul")
-            if m2 is None:
-                return None
-            rest = _other(m2, m1.outputs[0])
-            want_half = other is x
-            if (want_half and is_scalar_const(rest, 0.5)) or (not want_half and rest is x):
-                return m2.outputs[0]
-            return None
-        if _scaled_by(other, 0.5) is x:  # (x * 0.5) * (1 + f)
-            return m1.outputs[0]
-        return None
+    def __init__(self):
+        super().__init__(RULES, frozenset({"Erf", "Tanh"}))

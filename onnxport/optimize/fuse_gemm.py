@@ -1,21 +1,23 @@
 """MatMul + Add into Gemm for 2-D operands.
 
-``Add(MatMul(a[M, K], b[K, N]), c)`` with ``c`` of shape [N], [1, N], [M, N] or a scalar, the
-MatMul used only by the Add, becomes ``Gemm(a, b, c)``; a ``Transpose`` of ``b`` used only there
-becomes ``transB=1``.
+``Add(MatMul(a[M, K], b[K, N]), c)`` (either order of the Add) with ``c`` of shape [N], [1, N],
+[M, N], [1], [M, 1] or a scalar and of ``a``'s float dtype becomes ``Gemm(a, b, c)``; a
+``Transpose`` producing ``b`` and used only there becomes ``transB=1``. The MatMul must be used
+only by the Add.
 
-Semantics: ONNX Gemm (https://onnx.ai/onnx/operators/onnx__Gemm.html), C unidirectionally
+Semantics: ONNX Gemm-13 (https://onnx.ai/onnx/operators/onnx__Gemm.html), C unidirectionally
 broadcast to (M, N).
 """
 
 from __future__ import annotations
 
-from onnxport.optimize._patterns import FLOAT_TYPES, operands
-from onnxport.optimize._scopes import (ScopedPass, attr_ints, make_node, producer_op, prune, replace_value,
-                                       single_use)
+from onnxscript.rewriter import pattern
+
+from onnxport.optimize._patterns import FLOAT_TYPES, FusionPass, Rule, rank
 
 
 def _c_fits(c, m, n) -> bool:
+    """``c`` broadcasts unidirectionally to (m, n)."""
     if c.shape is None:
         return False
     dims = list(c.shape)
@@ -26,31 +28,50 @@ def _c_fits(c, m, n) -> bool:
     return len(dims) == 2 and dims[0] in (1, m) and dims[1] in (1, n)
 
 
-class GemmFusionPass(ScopedPass):
-    """Fuse 2-D ``MatMul`` + ``Add`` into ``Gemm`` in every scope."""
+class MatMulAdd(Rule):
+    """``MatMul(a, b) + c`` -> ``Gemm(a, b, c)``, or ``MatMul(a, Transpose(w)) + c`` ->
+    ``Gemm(a, w, c, transB=1)``.
 
-    def rewrite(self, scope) -> bool:
-        modified = False
-        for node in list(scope):
-            if node.graph is None or node.op_type != "Add" or node.domain != "":
-                continue
-            pair = operands(node, "MatMul")
-            if pair is None or not single_use(pair[0]):
-                continue
-            mm_out, c = pair
-            a, b = mm_out.producer().inputs
-            if a.shape is None or b.shape is None or len(a.shape) != 2 or len(b.shape) != 2:
-                continue
-            if a.dtype not in FLOAT_TYPES or c.dtype != a.dtype or not _c_fits(c, a.shape[0], b.shape[1]):
-                continue
-            trans_b = 0
-            t = producer_op(b, "Transpose")
-            if t is not None and attr_ints(t, "perm") in (None, [1, 0]) and single_use(b):
-                b, trans_b = t.inputs[0], 1
-            gemm = make_node(scope, node, "Gemm", [a, b, c], {"transB": trans_b} if trans_b else {})
-            if replace_value(node.outputs[0], gemm.outputs[0]):
-                prune(node)
-                modified = True
-            else:
-                scope.remove(gemm, safe=True)
-        return modified
+    Args:
+        trans_b: match a transposed second operand.
+        swap: ``c + MatMul(...)``.
+    """
+
+    def __init__(self, trans_b: bool, swap: bool):
+        super().__init__(f"MatMulAdd{'_transB' if trans_b else ''}{'_swapped' if swap else ''}")
+        self._trans_b, self._swap = trans_b, swap
+        self.root_op = "Add"
+
+    def pattern(self, op, a, b, c):
+        if self._trans_b:
+            b = op.Transpose(b, _outputs=["bt"])
+        mm = op.MatMul(a, b, _outputs=["mm"])
+        return op.Add(c, mm) if self._swap else op.Add(mm, c)
+
+    def check(self, context, a, b, c, mm, bt=None, **_) -> pattern.MatchResult:
+        result = pattern.MatchResult()
+        if bt is not None and list(bt.producer().attributes.get_ints("perm", [1, 0])) != [1, 0]:
+            return result.fail("the Transpose is not a 2-D transposition", bt)
+        second = mm.producer().inputs[1]
+        if rank(a) != 2 or rank(second) != 2:
+            return result.fail("Gemm multiplies 2-D operands")
+        if a.dtype not in FLOAT_TYPES or c.dtype != a.dtype:
+            return result.fail("operands are not of one float dtype", c)
+        if not _c_fits(c, a.shape[0], second.shape[1]):
+            return result.fail("c does not broadcast to (M, N)", c)
+        return result
+
+    def rewrite(self, op, a, b, c, **_):
+        if self._trans_b:
+            return op.Gemm(a, b, c, transB=1)
+        return op.Gemm(a, b, c)
+
+
+RULES = [MatMulAdd(trans_b, swap) for trans_b in (True, False) for swap in (False, True)]
+
+
+class GemmFusionPass(FusionPass):
+    """Fuse 2-D ``MatMul`` + ``Add`` into ``Gemm`` in the main graph, subgraphs and local functions."""
+
+    def __init__(self):
+        super().__init__(RULES, frozenset({"MatMul"}))

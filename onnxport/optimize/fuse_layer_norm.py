@@ -1,56 +1,50 @@
 """LayerNormalization fusion (opset >= 17) from the mean / variance formula.
 
-Matches ``(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps)`` (also ``* Reciprocal(Sqrt(...))``,
-``Pow(d, 2)`` or ``Mul(d, d)``) over the last k axes, with an optional ``* scale`` and ``+ bias`` of
-the normalized shape, and replaces it by ``LayerNormalization(x, scale, bias, axis=-k, epsilon)``.
+Matches ``(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps)`` over the last k axes of a float
+``x`` whose normalized dims are static (the square as ``Pow(d, 2)`` or ``d * d``, the division
+as ``/ Sqrt(...)`` or ``* Reciprocal(Sqrt(...))``, ``eps`` a one-element constant), and replaces
+it by ``LayerNormalization(x, ones, axis=-k, epsilon=eps)``; a following ``* scale`` and
+``+ bias`` of the normalized shape are then folded in (see ``_norm``).
 
-Semantics: ONNX LayerNormalization (https://onnx.ai/onnx/operators/onnx__LayerNormalization.html).
+Semantics: ONNX LayerNormalization-17 (https://onnx.ai/onnx/operators/onnx__LayerNormalization.html).
 """
 
 from __future__ import annotations
 
-import numpy as np
+from onnxscript.rewriter import pattern
 
-from onnxport.optimize._patterns import (FLOAT_TYPES, affine, normalizer, NormalizerFusion, reduce_mean_axes,
-                                         squared, static_tail, trailing)
-from onnxport.optimize._scopes import make_constant, make_node, producer_op, prune, replace_value
+from onnxport.optimize._norm import LayerNormBias, NormFormula, NormScale
+from onnxport.optimize._patterns import (NORMALIZED_FORMS, FusionPass, either, keeps_dims, normalized, number,
+                                         trailing_axes)
 
 
-class LayerNormFusionPass(NormalizerFusion):
-    """Fuse the layer-norm formula into ``LayerNormalization`` in every scope."""
+class LayerNormFormula(NormFormula):
+    """The layer-norm formula ending with one form of the division (see ``NormFormula``)."""
 
-    def _fuse(self, scope, node) -> bool:
-        found = normalizer(node)
-        if found is None:
-            return False
-        d, var, eps = found
-        sub = producer_op(d, "Sub")
-        if sub is None:
-            return False
-        x, mean = sub.inputs
-        if x.shape is None or x.dtype not in FLOAT_TYPES:
-            return False
-        rank = len(x.shape)
-        axes = reduce_mean_axes(mean.producer(), rank)
-        if axes is None or mean.producer().inputs[0] is not x:
-            return False
-        var_node = producer_op(var, "ReduceMean")
-        if var_node is None or reduce_mean_axes(var_node, rank) != axes or squared(var_node.inputs[0]) is not d:
-            return False
-        k = trailing(axes, rank)
-        norm_shape = static_tail(x, k) if k else None
-        if norm_shape is None:
-            return False
-        out, scale, bias = affine(node.outputs[0], norm_shape)
-        last = out.producer()
-        if scale is None:
-            scale = make_constant(scope, last, np.ones(norm_shape, dtype=x.dtype.numpy()))
-        if scale.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
-            return False
-        inputs = [x, scale] + ([bias] if bias is not None else [])
-        ln = make_node(scope, last, "LayerNormalization", inputs, {"axis": -k, "epsilon": float(eps)})
-        if not replace_value(out, ln.outputs[0]):
-            scope.remove(ln, safe=True)
-            return False
-        prune(last)
-        return True
+    op_type = "LayerNormalization"
+
+    def pattern(self, op, x, axes, var_axes, eps):
+        d = op.Sub(x, op.ReduceMean(x, axes, _outputs=["mean"]))
+        square = pattern.OrValue([op.Pow(d, number(2.0)), op.Mul(d, d)])
+        var = op.ReduceMean(square, var_axes, _outputs=["var"])
+        return normalized(op, d, op.Sqrt(either(op, "Add", var, eps)), self.form)
+
+    def check_formula(self, result, x, axes, var_axes, mean, var, **_) -> pattern.MatchResult:
+        if not (keeps_dims(mean.producer()) and keeps_dims(var.producer())):
+            return result.fail("a mean drops the reduced axes")
+        if trailing_axes(var_axes, x) != trailing_axes(axes, x):
+            return result.fail("the means are not over the same axes", var_axes)
+        return result
+
+
+RULES = [*(LayerNormFormula(form) for form in NORMALIZED_FORMS),
+         *(NormScale("LayerNormalization", swap) for swap in (False, True)),
+         *(LayerNormBias(swap) for swap in (False, True))]
+
+
+class LayerNormFusionPass(FusionPass):
+    """Fuse the layer-norm formula into ``LayerNormalization`` in the main graph, subgraphs and
+    local functions."""
+
+    def __init__(self):
+        super().__init__(RULES, frozenset({"ReduceMean", "LayerNormalization"}))

@@ -1,52 +1,45 @@
 """RMSNormalization fusion (opset >= 23) from the root-mean-square formula.
 
-Matches ``x * Reciprocal(Sqrt(mean(x^2) + eps))`` (or ``x / Sqrt(...)``) over the last k axes
-with an optional ``* scale`` of the normalized shape, and replaces it by
-``RMSNormalization(x, scale, axis=-k, epsilon)``.
+Matches ``x / sqrt(mean(x^2) + eps)`` over the last k axes of a float ``x`` whose normalized dims
+are static (the square as ``Pow(x, 2)`` or ``x * x``, the division as ``/ Sqrt(...)`` or
+``* Reciprocal(Sqrt(...))``, ``eps`` a one-element constant), and replaces it by
+``RMSNormalization(x, ones, axis=-k, epsilon=eps)``; a following ``* scale`` of the normalized shape
+is then folded in (see ``_norm``).
 
-Semantics: ONNX RMSNormalization (https://onnx.ai/onnx/operators/onnx__RMSNormalization.html).
+Semantics: ONNX RMSNormalization-23 (https://onnx.ai/onnx/operators/onnx__RMSNormalization.html).
 """
 
 from __future__ import annotations
 
-import numpy as np
+from onnxscript.rewriter import pattern
 
-from onnxport.optimize._patterns import (FLOAT_TYPES, normalizer, NormalizerFusion, only_consumer, operands,
-                                         reduce_mean_axes, squared, static_tail, trailing)
-from onnxport.optimize._scopes import make_constant, make_node, producer_op, prune, replace_value
+from onnxport.optimize._norm import NormFormula, NormScale
+from onnxport.optimize._patterns import NORMALIZED_FORMS, FusionPass, either, keeps_dims, normalized, number
 
 
-class RMSNormFusionPass(NormalizerFusion):
-    """Fuse the RMS-norm formula into ``RMSNormalization`` in every scope (opset 23 models)."""
+class RMSNormFormula(NormFormula):
+    """The RMS-norm formula ending with one form of the division (see ``NormFormula``)."""
 
-    def _fuse(self, scope, node) -> bool:
-        found = normalizer(node)
-        if found is None:
-            return False
-        x, var, eps = found
-        if x.shape is None or x.dtype not in FLOAT_TYPES or producer_op(x, "Sub") is not None:
-            return False
-        rank = len(x.shape)
-        var_node = producer_op(var, "ReduceMean")
-        axes = reduce_mean_axes(var_node, rank)
-        if axes is None or squared(var_node.inputs[0]) is not x:
-            return False
-        k = trailing(axes, rank)
-        norm_shape = static_tail(x, k) if k else None
-        if norm_shape is None:
-            return False
-        out, scale = node.outputs[0], None
-        mul = only_consumer(out, "Mul")
-        pair = operands(mul, first_test=lambda v: v.shape is not None and list(v.shape) == norm_shape) \
-            if mul is not None else None
-        if pair is not None and pair[1] is out and pair[0].dtype == x.dtype:
-            scale, out = pair[0], mul.outputs[0]
-        last = out.producer()
-        if scale is None:
-            scale = make_constant(scope, last, np.ones(norm_shape, dtype=x.dtype.numpy()))
-        rms = make_node(scope, last, "RMSNormalization", [x, scale], {"axis": -k, "epsilon": float(eps)})
-        if not replace_value(out, rms.outputs[0]):
-            scope.remove(rms, safe=True)
-            return False
-        prune(last)
-        return True
+    op_type = "RMSNormalization"
+
+    def pattern(self, op, x, axes, eps):
+        square = pattern.OrValue([op.Pow(x, number(2.0)), op.Mul(x, x)])
+        mean_square = op.ReduceMean(square, axes, _outputs=["mean_square"])
+        return normalized(op, x, op.Sqrt(either(op, "Add", mean_square, eps)), self.form)
+
+    def check_formula(self, result, x, axes, mean_square, **_) -> pattern.MatchResult:
+        if not keeps_dims(mean_square.producer()):
+            return result.fail("the mean drops the reduced axes")
+        return result
+
+
+RULES = [*(RMSNormFormula(form) for form in NORMALIZED_FORMS),
+         *(NormScale("RMSNormalization", swap) for swap in (False, True))]
+
+
+class RMSNormFusionPass(FusionPass):
+    """Fuse the RMS-norm formula into ``RMSNormalization`` in the main graph, subgraphs and local
+    functions (opset 23 models)."""
+
+    def __init__(self):
+        super().__init__(RULES, frozenset({"ReduceMean", "RMSNormalization"}))

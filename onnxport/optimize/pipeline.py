@@ -1,4 +1,11 @@
-"""The optimization pipeline: the passes, in order, in one place."""
+"""The optimization pipeline: the passes, in order, in one place.
+
+Library passes: onnx-ir's CSE (run on every graph by ``cse``), dead-node and unused-function
+removal, constant lifting and initializer deduplication; onnxscript's constant folder (in
+``constant_folding``, after the named weight transposes) and its pattern rewriter, on which the
+fusion rules are written. onnxport's own: shape arithmetic and no-op removal, which compare named
+dims (their module docstrings say why no library pass does the same).
+"""
 
 from __future__ import annotations
 
@@ -25,7 +32,7 @@ def passes(opset: int, *, attention: bool = False) -> list[ir.passes.PassBase]:
     only when ``attention`` is True.
     """
     simplify = [
-        ConstantFoldingPass(opset),
+        ConstantFoldingPass(),
         NoOpRemovalPass(),
         ShapeArithmeticPass(),
         CommonSubexpressionEliminationPass(),
@@ -57,6 +64,5 @@ def optimize(model: ir.Model, opset: int, *, attention: bool = False) -> ir.Mode
         opset: its default-domain opset; decides which fusions apply.
         attention: fuse scaled-dot-product attention patterns into ``Attention`` (opset >= 23).
     """
-    for p in passes(opset, attention=attention):
-        p(model)
+    ir.passes.Sequential(*passes(opset, attention=attention))(model)
     return model

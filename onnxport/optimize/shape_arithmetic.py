@@ -15,6 +15,12 @@
 - ``Expand(x, computed)`` takes a constant shape when every result dim is static or equal to the
   aligned dim of ``x`` (then ``1``).
 
+Why ours: the sizes here are named (dim_params), and equal names are equal sizes. onnxscript's
+``fold_constants`` tracks shape values through Shape/Gather/Concat but replaces them only when every
+dim is static; its ``materialize_reshape_shape_rule`` makes a Reshape's shape constant only with at
+most one symbolic dim (written ``-1``), never copying a named dim with ``0``; no library pass reads
+each named size from one place or merges the pieces of a shape list into Shape slices.
+
 Semantics: ONNX Shape (start/end), Gather, Concat, Reshape (allowzero), Expand (bidirectional
 broadcasting) specs (https://onnx.ai/onnx/operators/).
 """
@@ -24,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from onnxport.optimize._scopes import (ScopedPass, attr_int, const_array, const_ints, make_constant, make_node,
+from onnxport.optimize._scopes import (ScopedPass, const_array, const_ints, make_constant, make_node,
                                        producer_op, remove_if_unused, replace_value, shape_bounds)
 
 _I64 = ir.DataType.INT64
@@ -37,8 +43,8 @@ def _shape_range(node: ir.Node) -> tuple[ir.Value, int, int | None] | None:
     if x is None:
         return None
     if x.shape is None:  # unknown rank: only a non-negative start with no end is understood
-        start = attr_int(node, "start", 0)
-        return (x, start, None) if start >= 0 and attr_int(node, "end") is None else None
+        start = node.attributes.get_int("start", 0)
+        return (x, start, None) if start >= 0 and node.attributes.get_int("end") is None else None
     rank = len(x.shape)
     start, end = shape_bounds(node, rank)
     return x, start, end
@@ -92,7 +98,7 @@ class ShapeArithmeticPass(ScopedPass):
 
     def _gather(self, scope, node, sources) -> bool:
         shape_node = producer_op(node.inputs[0], "Shape")
-        if shape_node is None or attr_int(node, "axis", 0) != 0:
+        if shape_node is None or node.attributes.get_int("axis", 0) != 0:
             return False
         rng = _shape_range(shape_node)
         idx_arr = const_ints(node.inputs[1])
@@ -134,7 +140,8 @@ class ShapeArithmeticPass(ScopedPass):
 
     def _concat(self, scope, node, sources) -> bool:
         out = node.outputs[0]
-        if attr_int(node, "axis", 0) not in (0, -1) or out.dtype != _I64 or out.shape is None or len(out.shape) != 1:
+        if node.attributes.get_int("axis", 0) not in (0, -1) or out.dtype != _I64 or out.shape is None \
+                or len(out.shape) != 1:
             return False
         pieces: list = []  # ("shape", x, start, end) | ("const", [ints]) | ("value", v)
         for v in node.inputs:

@@ -20,14 +20,10 @@ from typing import Any
 
 import torch
 
-from onnxport.errors import ExportError
+from onnxport.errors import RewriteError
 from onnxport.rewrite.module import RewriteNote, rewrite_function, rewrite_tree, warn_notes
 
 __all__ = ["RewriteError", "RewriteNote", "rewrite_module", "rewrite_function"]
-
-
-class RewriteError(ExportError):
-    """The rewritten model does not compute what the original computes (or fails where it runs)."""
 
 
 def rewrite_module(model: torch.nn.Module, args: Any = (), kwargs: dict | None = None, *,

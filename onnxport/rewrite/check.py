@@ -90,7 +90,7 @@ def check_equivalent(model: torch.nn.Module, new: torch.nn.Module, args: tuple, 
                      rewritten: list) -> None:
     """Raise ``RewriteError`` when ``new`` fails or differs from ``model`` on the example inputs, or
     on the first random input set of other sizes that ``model`` itself accepts."""
-    from onnxport.rewrite import RewriteError
+    from onnxport.errors import RewriteError
 
     where = rewritten[0].where
     files = {n.where.rsplit(":", 2)[0] for n in rewritten}

@@ -22,7 +22,7 @@ from typing import Any
 
 import onnx_ir as ir
 
-from onnxport.errors import ExportError
+from onnxport.errors import RenderError
 from onnxport.show import summary as S
 from onnxport.show.load import load
 
@@ -47,10 +47,6 @@ _STYLE = {
 INSTALL_HINT = ("install graphviz so that `dot` is on PATH: `apt-get install graphviz` (Debian/Ubuntu), "
                 "`brew install graphviz` (macOS), `conda install graphviz`, or https://graphviz.org/download/; "
                 "the DOT text returned without `path` needs no graphviz")
-
-
-class RenderError(ExportError):
-    """The graphviz ``dot`` program is missing or failed to render a picture."""
 
 
 def plot_dot(model: Any, *, path: str | os.PathLike | None = None, format: str = "png",

@@ -18,11 +18,7 @@ from typing import Any, Union
 import onnx
 import onnx_ir as ir
 
-from onnxport.errors import ExportError
-
-
-class ShowInputError(ExportError):
-    """The object given to ``pretty_onnx`` / ``plot_dot`` is not a model, graph or function."""
+from onnxport.errors import ShowInputError
 
 
 @dataclass

@@ -28,13 +28,12 @@ from typing import Any
 
 import onnx_ir as ir
 
-from onnxport.finalize import CONSTRAINTS_KEY
+from onnxport.metadata import CONSTRAINTS_KEY, SOURCE_KEY
 from onnxport.show import summary as S
 from onnxport.show.load import Loaded, load
 
 #: nodes deeper than this are drawn at this indentation (their depth number stays exact)
 MAX_INDENT = 12
-_SOURCE_KEY = "source"
 
 
 def pretty_onnx(model: Any, *, shapes: bool = True, max_values: int = 5) -> str:
@@ -117,7 +116,7 @@ class _Renderer:
         pending: list[tuple[str, Any]] = []
         source = None
         for node in graph:
-            src = node.metadata_props.get(_SOURCE_KEY)
+            src = node.metadata_props.get(SOURCE_KEY)
             if src and src != source:
                 out.append(pad + f"# {src}")
             source = src or source

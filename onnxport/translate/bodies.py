@@ -164,7 +164,7 @@ def body_function(ctx: TranslationContext, gm: torch.fx.GraphModule, kind: str, 
 
     namer = ctx.dim_namer
     child = TranslationContext(ctx.opset, functions=ctx.functions, options=ctx.options, name=name,
-                               dim_namer=namer)
+                               dim_namer=namer, registry=ctx.registry)
     inputs: list[ir.Value] = []
     for ph, take in zip(phs, takes):
         val = ph.meta.get("val")

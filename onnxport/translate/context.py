@@ -13,9 +13,9 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
+from onnxport.metadata import SOURCE_KEY
 from onnxport.translate import dtypes, symbolic
 
-_SOURCE_KEY = "source"
 
 
 class _OpBuilder:
@@ -42,11 +42,12 @@ class TranslationContext:
         options: export options (``inline``...) shared by nested contexts.
         dim_namer: renders a sympy dimension expression as an int or a dim_param string
             (``program.DimNamer``); defaults to the parent's.
+        registry: the export's ``translate.registry.Registry``; defaults to the parent's.
     """
 
     def __init__(self, opset: int, *, parent: "TranslationContext | None" = None,
                  functions: dict | None = None, options: dict | None = None, name: str = "main",
-                 dim_namer: Any = None):
+                 dim_namer: Any = None, registry: Any = None):
         self.opset = opset
         self.parent = parent
         self.name = name
@@ -55,6 +56,7 @@ class TranslationContext:
         self.functions = functions if functions is not None else {}
         self.options = options or {}
         self.dim_namer = dim_namer if dim_namer is not None or parent is None else parent.dim_namer
+        self.registry = registry if registry is not None or parent is None else parent.registry
         self.op = _OpBuilder(self)
         self.current_node: torch.fx.Node | None = None
         self._source: str | None = None
@@ -85,7 +87,7 @@ class TranslationContext:
         for i, out in enumerate(node.outputs):
             out.name = self.fresh_name(f"{op_type.lower()}")
         if self._source:
-            node.metadata_props[_SOURCE_KEY] = self._source
+            node.metadata_props[SOURCE_KEY] = self._source
         self.nodes.append(node)
         return node.outputs[0] if num_outputs == 1 else tuple(node.outputs)
 

@@ -1,38 +1,32 @@
-"""torch dtype <-> ONNX data type, and PyTorch's type promotion."""
+"""torch dtype <-> ONNX data type (onnx-ir's torch adapters: every dtype both have, unsigned and
+float8 types included), and the type groups translations test."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
 import torch
-
-TORCH_TO_ONNX: dict[torch.dtype, ir.DataType] = {
-    torch.float32: ir.DataType.FLOAT,
-    torch.float64: ir.DataType.DOUBLE,
-    torch.float16: ir.DataType.FLOAT16,
-    torch.bfloat16: ir.DataType.BFLOAT16,
-    torch.int64: ir.DataType.INT64,
-    torch.int32: ir.DataType.INT32,
-    torch.int16: ir.DataType.INT16,
-    torch.int8: ir.DataType.INT8,
-    torch.uint8: ir.DataType.UINT8,
-    torch.bool: ir.DataType.BOOL,
-    torch.complex64: ir.DataType.COMPLEX64,
-    torch.complex128: ir.DataType.COMPLEX128,
-}
-ONNX_TO_TORCH = {v: k for k, v in TORCH_TO_ONNX.items()}
+from onnx_ir.tensor_adapters import from_torch_dtype, to_torch_dtype
 
 FLOAT_TYPES = {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
-INT_TYPES = {ir.DataType.INT64, ir.DataType.INT32, ir.DataType.INT16, ir.DataType.INT8, ir.DataType.UINT8}
+INT_TYPES = {ir.DataType.INT64, ir.DataType.INT32, ir.DataType.INT16, ir.DataType.INT8, ir.DataType.UINT8,
+             ir.DataType.UINT16, ir.DataType.UINT32, ir.DataType.UINT64}
 
 
 def onnx_dtype(dtype: torch.dtype) -> ir.DataType:
-    """ONNX element type of a torch dtype (raises KeyError for unsupported ones)."""
-    return TORCH_TO_ONNX[dtype]
+    """ONNX element type of a torch dtype (raises KeyError for one ONNX lacks)."""
+    try:
+        return from_torch_dtype(dtype)
+    except TypeError as e:
+        raise KeyError(dtype) from e
 
 
 def torch_dtype(dtype: ir.DataType) -> torch.dtype:
-    return ONNX_TO_TORCH[dtype]
+    """torch dtype of an ONNX element type (raises KeyError for one torch lacks)."""
+    try:
+        return to_torch_dtype(dtype)
+    except TypeError as e:
+        raise KeyError(dtype) from e
 
 
 def numpy_dtype(dtype: ir.DataType) -> np.dtype:

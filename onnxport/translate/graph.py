@@ -10,11 +10,11 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import ExportError, TranslationError, UnsupportedOpError, user_source_line
-from onnxport.translate import dtypes, registry, symbolic
+from onnxport.metadata import FX_NODE_KEY
+from onnxport.translate import dtypes, inplace, symbolic
 from onnxport.translate.context import TranslationContext
 
 
-FX_NODE_KEY = "fx_node"  # value metadata: the FX node whose result the value holds
 
 
 def set_meta_type(value: ir.Value, val: Any, dim_name) -> None:
@@ -139,11 +139,30 @@ def type_new_outputs(nodes: list[ir.Node], opset: int) -> None:
                     o.shape = ir.serde.deserialize_type_proto_for_shape(tp)
 
 
+def _in_place(functional, node: torch.fx.Node):
+    """The translation of an in-place op from its functional one: the result in ``self``'s dtype,
+    and every later read of ``self`` reading it (``translate.inplace``)."""
+    def fn(ctx, self, *args, **kwargs):
+        out = functional(ctx, self, *args, **kwargs)
+        if isinstance(out, ir.Value) and isinstance(self, ir.Value) and self.dtype is not None \
+                and out.dtype is not None and out.dtype != self.dtype:
+            out = ctx.cast(out, self.dtype)
+        for written in inplace.alias_chain(node):
+            ctx.values[written] = out
+        return out
+
+    return fn
+
+
 def _translate_one(ctx: TranslationContext, node: torch.fx.Node) -> Any:
     if node.target is operator.getitem:
         seq = ctx.values_of(node.args[0])
         return seq[node.args[1]]
-    fn = registry.lookup(node.target)
+    fn = ctx.registry.lookup(node.target)
+    if fn is None and inplace.mutates_locally(node):
+        functional = ctx.registry.lookup(inplace.functional_of(node.target))
+        if functional is not None:
+            fn = _in_place(functional, node)
     if fn is None:
         raise UnsupportedOpError(
             f"no ONNX translation for {_describe(node)}",

@@ -11,26 +11,33 @@ import torch
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
-from onnxport.capture import Captured
-from onnxport.dynamic_shapes import key_str
+from onnxport.capture.captured import Captured, expr_of
+from onnxport.capture.dynamic_shapes import key_str
 from onnxport.errors import ExportError, TranslationError
 from onnxport.translate import symbolic
 from onnxport.translate.context import TranslationContext
 from onnxport.translate.graph import graph_output, set_meta_type, translate_nodes
+from onnxport.translate.registry import Registry
 
 DOMAIN = "onnxport"  # domain of the local functions onnxport emits
 
 
 class DimNamer:
-    """Renders sympy dimension expressions with the user's names (``batch``, ``2*time``)."""
+    """Renders sympy dimension expressions with the user's names (``batch``, ``2*time``), each
+    expression once (sympy's printing is the slow part of typing the values)."""
 
     def __init__(self):
         self.names: dict[sympy.Symbol, str] = {}
+        self._rendered: dict[Any, int | str] = {}
 
     def __call__(self, expr: Any) -> int | str:
         if isinstance(expr, (int, np.integer)):
             return int(expr)
-        return symbolic.dim_names_for(self.names, expr)
+        key = (expr, len(self.names))  # names are added before translation; a new one renders anew
+        hit = self._rendered.get(key)
+        if hit is None:
+            hit = self._rendered[key] = symbolic.dim_names_for(self.names, expr)
+        return hit
 
 
 def output_names(program: torch.export.ExportedProgram, n_user: int) -> list[str]:
@@ -54,31 +61,36 @@ def output_names(program: torch.export.ExportedProgram, n_user: int) -> list[str
     return names
 
 
-def build_model(captured: Captured, *, opset: int, input_names: list[str] | None = None,
+def build_model(captured: Captured, *, opset: int, registry: Registry, input_names: list[str] | None = None,
                 output_names_: list[str] | None = None, options: dict | None = None) -> ir.Model:
     """Translate ``captured.program`` into an onnx_ir.Model (not yet optimized).
 
-    Raises ``ExportError`` subclasses from the translations; ``input_names``/``output_names_``
-    override the flat names (their lengths must match the tensor inputs/outputs).
+    Args:
+        captured: what capture handed forward.
+        opset: the ONNX default-domain opset.
+        registry: the export's translations (``Registry(opset)``).
+        input_names, output_names_: names overriding the flat ones (one per tensor input/output).
+        options: export options shared by nested contexts (``inline``).
+
+    Raises ``ExportError`` subclasses from the translations, and when ``input_names`` /
+    ``output_names_`` do not match the tensor inputs/outputs in number.
     """
     program = captured.program
     namer = DimNamer()
-    ctx = TranslationContext(opset, options=options or {}, dim_namer=namer)
+    ctx = TranslationContext(opset, options=options or {}, dim_namer=namer, registry=registry)
     graph_nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     inputs: list[ir.Value] = []
     initializers: list[ir.Value] = []
 
-    user_specs = [s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
-    names = list(captured.input_names)
-    if len(names) != len(user_specs):
-        names = [getattr(s.arg, "name", f"input_{i}") for i, s in enumerate(user_specs)]
-    tensor_inputs = [(n, s) for n, s in zip(names, user_specs) if isinstance(graph_nodes[s.arg.name].meta.get("val"), torch.Tensor)]
+    user = captured.inputs
+    names = [inp.name for inp in user]
+    tensor_inputs = [inp.name for inp in user if isinstance(inp.value, torch.Tensor)]
     if input_names is not None:
         if len(input_names) != len(tensor_inputs):
             raise ExportError(
                 f"input_names has {len(input_names)} names but the model has {len(tensor_inputs)} tensor inputs "
-                f"({', '.join(n for n, _ in tensor_inputs)})", hint="give one name per tensor input, in order")
-        rename = dict(zip([n for n, _ in tensor_inputs], input_names))
+                f"({', '.join(tensor_inputs)})", hint="give one name per tensor input, in order")
+        rename = dict(zip(tensor_inputs, input_names))
         names = [rename.get(n, n) for n in names]
         captured_decl = [(rename.get(d.input_name, d.input_name), d) for d in captured.declared]
     else:
@@ -86,28 +98,26 @@ def build_model(captured: Captured, *, opset: int, input_names: list[str] | None
     declared = {(n, d.axis): d.name for n, d in captured_decl}
 
     # name the symbols after the user's dims
-    for name, spec in zip(names, user_specs):
-        val = graph_nodes[spec.arg.name].meta.get("val")
-        if isinstance(val, torch.Tensor):
-            for axis, d in enumerate(val.shape):
-                expr = symbolic.expr_of(d)
+    for name, inp in zip(names, user):
+        if isinstance(inp.value, torch.Tensor):
+            for axis, d in enumerate(inp.value.shape):
+                expr = expr_of(d)
                 if isinstance(expr, sympy.Symbol) and expr not in namer.names:
                     namer.names[expr] = declared.get((name, axis), f"{name}_dim{axis}")
 
-    for name, spec in zip(names, user_specs):
-        node = graph_nodes[spec.arg.name]
-        val = node.meta.get("val")
+    for name, inp in zip(names, user):
+        val = inp.value
         if isinstance(val, torch.Tensor):
             value = ir.Value(name=name)
             set_meta_type(value, val, namer)
             inputs.append(value)
-            ctx.values[node] = value
+            ctx.values[inp.node] = value
             for axis, d in enumerate(val.shape):
-                expr = symbolic.expr_of(d)
+                expr = expr_of(d)
                 if isinstance(expr, sympy.Symbol) and expr not in ctx.sym_sources:
                     ctx.sym_sources[expr] = (value, axis)
         else:
-            ctx.values[node] = val  # Python constants (int, float, bool, None) stay constants
+            ctx.values[inp.node] = val  # Python constants (int, float, bool, None) stay constants
 
     state = program.state_dict
     for spec in program.graph_signature.input_specs:
@@ -142,7 +152,7 @@ def build_model(captured: Captured, *, opset: int, input_names: list[str] | None
                               f"outputs ({', '.join(names_out)})", hint="give one name per output, in order")
         names_out = list(output_names_)
     # state updates (buffer and input mutations) follow the user outputs as extra outputs
-    input_by_placeholder = {s.arg.name: n for n, s in zip(names, user_specs)}
+    input_by_placeholder = {inp.node.name: n for n, inp in zip(names, user)}
     for value, spec, fx_node in zip(outs, out_specs, _output_args(program.graph)):
         if spec.kind == OutputKind.BUFFER_MUTATION:
             names_out.append(f"{spec.target}.updated")

@@ -15,6 +15,8 @@ import onnx_ir as ir
 import sympy
 import torch
 
+from onnxport.capture.captured import expr_of  # noqa: F401  (translations read it from here)
+
 _INT64 = ir.DataType.INT64
 
 
@@ -83,13 +85,6 @@ def shape_list(ctx, items: Sequence[Any]) -> ir.Value:
     out = ctx.op.Concat(*parts, axis=0)
     n = sum(p.shape[0] if p.shape is not None and isinstance(p.shape[0], int) else 0 for p in parts)
     return _typed(out, [n]) if all(p.shape is not None and isinstance(p.shape[0], int) for p in parts) else out
-
-
-def expr_of(val: Any) -> Any:
-    """The sympy expression behind a SymInt/SymBool/SymFloat (or the Python value itself)."""
-    if isinstance(val, (torch.SymInt, torch.SymBool, torch.SymFloat)):
-        return val.node.expr
-    return val
 
 
 def dim_names_for(symbol_names: dict[sympy.Symbol, str], expr: Any) -> str | int:

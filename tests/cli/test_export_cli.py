@@ -140,7 +140,7 @@ def test_input_declarations(tmp_path, capsys):
     assert [(v.name, dims_of(v)) for v in g.input] == [("x", ["batch", 16])]
     assert [(v.name, dims_of(v)) for v in g.output] == [("scores", ["batch", 4])]
     data = json.loads(report.read_text())
-    assert data["ok"] and len({c["inputs"] for c in data["checks"]}) == 4
+    assert data["ok"] and len({c["inputs"] for c in data["checks"]}) >= 4  # the example and three sizes or more
     assert "batch=1" in {c["sizes"] for c in data["checks"]}
 
 
@@ -187,27 +187,33 @@ def test_help_is_complete(capsys):
     assert "export" in capsys.readouterr().out
 
 
-def test_progress_steps_from_export_lines(capsys):
-    import io
-
+def test_progress_steps_reach_the_callback_in_order(tmp_path, capsys):
     from onnxport.cli.export import Progress
-    from onnxport.config_export import _StepStream
+    from onnxport.config import export_from_config
 
-    calls, other = [], io.StringIO()
-    stream = _StepStream(lambda *a: calls.append(a), other)
-    stream.write("[onnxport] capture: 1.50s\n[onnxport] trans")
-    stream.write("late: 0.25s\nuser print\n")
-    assert calls == [("capture", "done", 1.5), ("decompose", "start", 0.0), ("translate", "done", 0.25),
-                     ("optimize", "start", 0.0)]
-    assert other.getvalue() == "user print\n"
+    calls = []
+    cfg = tmp_path / "framer.toml"
+    cfg.write_text(FRAMER_TOML.format(vocab=5))
+    export_from_config(str(cfg), model=f"{TOY}:build_framer", on_step=lambda *a: calls.append(a))
+    assert [c[0] for c in calls] == ["build", "capture", "decompose", "translate", "optimize", "finalize", "validate"]
+    assert all(isinstance(s, float) and s >= 0 for _, s in calls)
     progress = Progress()  # stdout is captured, not a terminal: plain lines on stderr
-    progress("capture", "start", 0.0)
-    progress("capture", "done", 1.5)
+    progress("capture", 1.5)
     progress.close()
     assert capsys.readouterr().err == "onnxport: capture 1.50s\n"
     quiet = Progress(quiet=True)
-    quiet("capture", "done", 1.5)
+    quiet("capture", 1.5)
     assert capsys.readouterr().err == ""
+
+
+def test_verbose_export_prints_one_line_per_step(capsys):
+    import onnxport
+
+    onnxport.to_onnx(torch.nn.Linear(3, 2).eval(), (torch.randn(2, 3),), verbose=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["[onnxport] capture", "[onnxport] decompose",
+                                                      "[onnxport] translate", "[onnxport] optimize",
+                                                      "[onnxport] finalize"]
 
 
 def test_options_over_the_config(tmp_path, capsys):
@@ -222,3 +228,35 @@ def test_options_over_the_config(tmp_path, capsys):
     assert {o.domain: o.version for o in proto.opset_import}[""] == 18
     assert [dims_of(v) for v in proto.graph.output] == [["batch", "out_time", 3], ["batch"]]
     assert json.loads(report.read_text())["ok"] is None
+
+
+PAIRS_TOML = """
+[inputs.x]
+dtype = "float32"
+dims = ["batch", "time", 16]
+[outputs.output]
+dtype = "float32"
+dims = ["batch", "half", 16]
+[dims]
+time = {time}
+"""
+
+
+def test_a_dim_without_a_range_adopts_what_the_model_needs(tmp_path, capsys):
+    cfg, out, report = tmp_path / "pairs.toml", tmp_path / "p.onnx", tmp_path / "r.json"
+    cfg.write_text(PAIRS_TOML.format(time="{ example = 10 }"))
+    with pytest.warns(UserWarning, match=r"time % 2 == 0 only .*toy_models.py.* excludes time = 1, 3, 5"):
+        code = main(["export", f"{TOY}:build_pairs", "-c", str(cfg), "-o", str(out), "--report", str(report)])
+    assert code == 0, capsys.readouterr().err
+    sizes = [c["sizes"] for c in json.loads(report.read_text())["checks"]]
+    times = [int(s.split("time=")[1].split(",")[0]) for s in sizes if "time=" in s]
+    assert len(set(times)) >= 3 and all(t % 2 == 0 for t in times)
+    assert {p.key: p.value for p in onnx.load(out).metadata_props}["onnxport.constraints"] == "time % 2 == 0"
+
+
+def test_a_declared_range_the_model_cannot_take_exits_2_with_the_line_and_sizes(tmp_path, capsys):
+    cfg, out = tmp_path / "pairs.toml", tmp_path / "p.onnx"
+    cfg.write_text(PAIRS_TOML.format(time="{ min = 2, max = 64, example = 10 }"))
+    assert main(["export", f"{TOY}:build_pairs", "-c", str(cfg), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "time % 2 == 0" in err and "time = 3, 5" in err and "toy_models.py" in err and not out.exists()

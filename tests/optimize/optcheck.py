@@ -72,3 +72,12 @@ def ops(model: ir.Model) -> Counter:
     for f in model.functions.values():
         c.update(n.op_type for n in ir.traversal.RecursiveGraphIterator(f))
     return c
+
+
+def rules_fired(model: ir.Model, op_type: str) -> list[str]:
+    """The rewrite-rule names recorded on each ``op_type`` node (main graph, subgraphs, local
+    functions): onnxscript's rewriter tags the nodes a rule creates with the rule's name."""
+    from onnxscript.rewriter import RULE_NAME_TAG
+
+    nodes = [n for g in (model.graph, *model.functions.values()) for n in ir.traversal.RecursiveGraphIterator(g)]
+    return [n.metadata_props.get(RULE_NAME_TAG, "") for n in nodes if n.op_type == op_type]

@@ -45,9 +45,9 @@ def relu(ctx, x):
     return ctx.op.Max(x, ctx.scalar(0, x.dtype))
 
 
-@translates(aten.gelu.default)
+@translates(aten.gelu.default, opset=(None, 19))
 def gelu(ctx, x, approximate="none"):
-    """gelu(Tensor self, str approximate="none"): ONNX Gelu (opset >= 20), else its formula.
+    """gelu(Tensor self, str approximate="none") as its formula (before opset 20).
 
     ``none``: ``x * 0.5 * (1 + erf(x / sqrt(2)))``; ``tanh``:
     ``x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`` (torch.nn.functional.gelu).
@@ -55,8 +55,6 @@ def gelu(ctx, x, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise TranslationError(f"gelu approximate={approximate!r} is not a PyTorch mode",
                                hint='use approximate="none" or "tanh"')
-    if ctx.opset >= 20 and _native(x):
-        return ctx.op.Gelu(x, approximate=approximate)
     dt = x.dtype
     half = ctx.op.Mul(x, ctx.scalar(0.5, dt))
     if approximate == "none":
@@ -66,6 +64,15 @@ def gelu(ctx, x, approximate="none"):
         poly = ctx.op.Add(x, ctx.op.Mul(cube, ctx.scalar(0.044715, dt)))
         inner = ctx.op.Tanh(ctx.op.Mul(poly, ctx.scalar(math.sqrt(2 / math.pi), dt)))
     return ctx.op.Mul(half, ctx.op.Add(inner, ctx.scalar(1.0, dt)))
+
+
+@translates(aten.gelu.default, opset=(20, None))
+def gelu_20(ctx, x, approximate="none"):
+    """gelu(Tensor self, str approximate="none"): ONNX Gelu (opset 20), its formula for the dtypes
+    Gelu does not take."""
+    if approximate in ("none", "tanh") and _native(x):
+        return ctx.op.Gelu(x, approximate=approximate)
+    return gelu(ctx, x, approximate)
 
 
 @translates(aten.silu.default)

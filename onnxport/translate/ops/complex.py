@@ -95,26 +95,34 @@ def real_dtype(ctx) -> ir.DataType:
     return dtypes.onnx_dtype(COMPLEX_TO_REAL.get(val.dtype, val.dtype))
 
 
+def _dispatcher(fn: Callable, real: Callable | None, target: Any) -> Callable:
+    """``fn`` on complex values (a ``ComplexAsReal`` argument or a complex result), ``real``
+    otherwise."""
+
+    def dispatch(ctx, *args, **kwargs):
+        flat = list(args) + list(kwargs.values())
+        if any(isinstance(a, ComplexAsReal) for a in flat) or _is_complex(ctx.meta_val):
+            return fn(ctx, *args, **kwargs)
+        if real is None:
+            raise UnsupportedOpError(f"no ONNX translation for {target} on real tensors")
+        return real(ctx, *args, **kwargs)
+
+    dispatch.__name__ = dispatch.__qualname__ = f"{fn.__name__}_complex_aware"
+    dispatch.__doc__ = fn.__doc__
+    return dispatch
+
+
 def complex_aware(*targets) -> Callable[[Callable], Callable]:
     """Register ``fn`` for ``targets`` on complex values: it runs when an argument is a
     ``ComplexAsReal`` or the result is complex; otherwise the translation registered before (the
-    real-valued one) runs."""
+    real-valued one) for the export's opset runs. One dispatcher per opset range of the real-valued
+    translations, so the opset still chooses among them."""
 
     def deco(fn: Callable) -> Callable:
         for target in targets:
-            real_translation = registry.registered().get(target)
-
-            def dispatch(ctx, *args, _fn=fn, _real=real_translation, _target=target, **kwargs):
-                flat = list(args) + list(kwargs.values())
-                if any(isinstance(a, ComplexAsReal) for a in flat) or _is_complex(ctx.meta_val):
-                    return _fn(ctx, *args, **kwargs)
-                if _real is None:
-                    raise UnsupportedOpError(f"no ONNX translation for {_target} on real tensors")
-                return _real(ctx, *args, **kwargs)
-
-            dispatch.__name__ = f"{fn.__name__}_complex_aware"
-            dispatch.__doc__ = fn.__doc__
-            translates(target)(dispatch)
+            earlier = registry.builtin_translations(target) or [registry.Translation(None)]
+            for real in reversed(earlier):  # the oldest first: the registry keeps the latest first
+                translates(target, opset=real.opsets)(_dispatcher(fn, real.fn, target))
             COMPLEX_READERS.add(target)
         return fn
 

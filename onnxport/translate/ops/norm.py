@@ -295,22 +295,31 @@ def instance_norm(ctx, x, weight, bias, running_mean, running_var, use_input_sta
 def rms_norm_value(ctx, x, normalized_shape, weight, eps):
     """``x / sqrt(mean(x^2 over the last k axes) + eps) * weight``; eps None is the dtype's
     machine epsilon (torch.finfo). RMSNormalization when the opset is 23 or newer."""
+    if ctx.opset >= 23:
+        return rms_norm_23(ctx, x, normalized_shape, weight, eps)
+    return rms_norm(ctx, x, normalized_shape, weight, eps)
+
+
+@translates(aten.rms_norm.default, opset=(None, 22))
+def rms_norm(ctx, x, normalized_shape, weight=None, eps=None):
+    """aten::rms_norm(input, normalized_shape, weight?, eps?) as its formula (before opset 23)."""
     axes = _normalized_axes(ctx, x, normalized_shape)
     if eps is None:
         eps = float(torch.finfo(dtypes.torch_dtype(x.dtype)).eps)
-    if ctx.opset >= 23:
-        scale = ctx.cast(weight, x.dtype) if weight is not None else _filled(
-            ctx, _static(normalized_shape, "normalized_shape"), 1.0, x.dtype)
-        return ctx.op.RMSNormalization(x, scale, axis=axes[0], epsilon=float(eps))
     ms = ctx.op.ReduceMean(ctx.op.Mul(x, x), axes_const(ctx, axes), keepdims=1)
     y = ctx.op.Mul(x, ctx.op.Reciprocal(ctx.op.Sqrt(ctx.op.Add(ms, ctx.scalar(eps, x.dtype)))))
     return ctx.op.Mul(y, ctx.cast(weight, x.dtype)) if weight is not None else y
 
 
-@translates(aten.rms_norm.default)
-def rms_norm(ctx, x, normalized_shape, weight=None, eps=None):
-    """aten::rms_norm(input, normalized_shape, weight?, eps?)."""
-    return rms_norm_value(ctx, x, normalized_shape, weight, eps)
+@translates(aten.rms_norm.default, opset=(23, None))
+def rms_norm_23(ctx, x, normalized_shape, weight=None, eps=None):
+    """aten::rms_norm(input, normalized_shape, weight?, eps?): ONNX RMSNormalization (opset 23)."""
+    axes = _normalized_axes(ctx, x, normalized_shape)
+    if eps is None:
+        eps = float(torch.finfo(dtypes.torch_dtype(x.dtype)).eps)
+    scale = ctx.cast(weight, x.dtype) if weight is not None else _filled(
+        ctx, _static(normalized_shape, "normalized_shape"), 1.0, x.dtype)
+    return ctx.op.RMSNormalization(x, scale, axis=axes[0], epsilon=float(eps))
 
 
 @translates(aten._fused_rms_norm.default)

@@ -86,15 +86,15 @@ def _pack(input, lengths, batch_first=False, enforce_sorted=True):
 def _pad(sequence, batch_first=False, padding_value=0.0, total_length=None):
     if not isinstance(sequence, PaddedSequence):
         return _PAD(sequence, batch_first, padding_value, total_length)
-    if total_length is None:
-        raise UnsupportedOpError(
-            "pad_packed_sequence without total_length returns max(lengths) steps, a size that depends on "
-            "the lengths' values", hint="pass total_length=<the padded input's time size> (x.shape[1] for "
-                                        "batch-first input)")
     out = sequence.data
+    if total_length is None:  # max(lengths) steps: a size the ONNX model computes from the lengths
+        steps = sequence.lengths.max().item()
+        torch._check(steps >= 0)
+        torch._check(steps <= out.shape[0])
+        out = out.narrow(0, 0, steps)
     if padding_value != 0:
-        steps = torch.arange(out.shape[0], device=out.device).unsqueeze(1)
-        valid = (steps < sequence.lengths.unsqueeze(0)).unsqueeze(-1)
+        frames = torch.arange(out.shape[0], device=out.device).unsqueeze(1)
+        valid = (frames < sequence.lengths.unsqueeze(0)).unsqueeze(-1)
         out = out.masked_fill(~valid, padding_value)
     return (out.transpose(0, 1) if batch_first else out), sequence.lengths
 

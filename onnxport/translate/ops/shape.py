@@ -93,6 +93,19 @@ def permute(ctx, x, dims):
     return ctx.op.Transpose(x, perm=[norm_axis(d, rank) for d in dims])
 
 
+@translates(aten.movedim.int, aten.movedim.intlist)
+def movedim(ctx, x, source, destination):
+    """movedim(Tensor self, int[]|int source, int[]|int destination): ONNX Transpose moving each
+    source axis to its destination, the others keeping their order (torch.movedim)."""
+    rank = ctx.rank(x)
+    src = [norm_axis(d, rank) for d in (source if isinstance(source, (list, tuple)) else [source])]
+    dst = [norm_axis(d, rank) for d in (destination if isinstance(destination, (list, tuple)) else [destination])]
+    rest = iter(a for a in range(rank) if a not in src)
+    placed = dict(zip(dst, src))
+    perm = [placed[i] if i in placed else next(rest) for i in range(rank)]
+    return x if perm == list(range(rank)) else ctx.op.Transpose(x, perm=perm)
+
+
 @translates(aten.transpose.int, aten.transpose_copy.int)
 def transpose(ctx, x, dim0, dim1):
     """transpose.int(Tensor self, int dim0, int dim1): ONNX Transpose swapping two axes."""

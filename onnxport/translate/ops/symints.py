@@ -44,6 +44,22 @@ def sym_size(ctx, x, dim):
     return ctx.dim(x, dim)
 
 
+@translates(aten.size.default)
+def size(ctx, x):
+    """size(Tensor self) -> SymInt[]: each axis' size, a constant where static (as ``sym_size``)."""
+    vals = ctx.meta_val if isinstance(ctx.meta_val, (list, tuple)) else [None] * ctx.rank(x)
+    out = []
+    for axis, v in enumerate(vals):
+        expr = v.node.expr if isinstance(v, torch.SymInt) else None
+        if isinstance(v, int):
+            out.append(v)
+        elif isinstance(expr, sympy.Symbol) and expr in ctx.sym_sources:
+            out.append(ctx.dim(*ctx.sym_sources[expr]))
+        else:
+            out.append(ctx.dim(x, axis))
+    return out
+
+
 @translates(aten.sym_numel.default)
 def sym_numel(ctx, x):
     return ctx.op.Size(x)
@@ -64,10 +80,28 @@ def mul(ctx, a, b):
     return ctx.op.Mul(*_same(ctx, a, b))
 
 
+def _non_negative(arg) -> bool:
+    """An FX argument known to be >= 0: an int, or a SymInt whose range (from the shape
+    environment's size ranges) starts at 0 or above."""
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
+    if isinstance(val, int):
+        return val >= 0
+    if isinstance(val, torch.SymInt):
+        try:
+            return bool(val.node.shape_env.bound_sympy(val.node.expr).lower >= 0)
+        except Exception:  # noqa: BLE001 - unknown range: not known non-negative
+            return False
+    return False
+
+
 @translates(operator.floordiv)
 def floordiv(ctx, a, b):
-    """Python floor division (rounds toward -inf), unlike ONNX Div on ints (toward 0)."""
+    """Python floor division (rounds toward -inf), unlike ONNX Div on ints (toward 0); ONNX Div
+    alone where both operands are known non-negative (sizes), where the two agree."""
+    node = ctx.current_node
     a, b = _same(ctx, a, b)
+    if a.dtype == _I64 and node is not None and all(_non_negative(x) for x in node.args[:2]):
+        return ctx.op.Div(a, b)
     if a.dtype == _I64:
         q = ctx.op.Div(a, b)
         r = ctx.op.Mod(a, b, fmod=0)

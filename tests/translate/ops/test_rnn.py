@@ -90,13 +90,15 @@ def test_packed_sequence_uses_sequence_lens(kind, with_state):
     assert count_ops(r, onnx_op) == 2
 
 
-def test_packed_sequence_needs_total_length():
-    model = _Packed(torch.nn.GRU(8, 16, batch_first=True), total_length=False)
+def test_packed_sequence_without_total_length_unpacks_to_the_longest_length():
+    model = _Packed(torch.nn.GRU(8, 16, batch_first=True), total_length=False).eval()
     x, lengths = torch.randn(3, 5, 8), torch.tensor([5, 2, 3])
-    with pytest.raises(onnxport.errors.ExportError, match="total_length"):
-        onnxport.to_onnx(model.eval(), (x, lengths), dynamic_shapes={"x": {0: "batch", 1: "time"},
-                                                                     "lengths": {0: "batch"}})
-    assert model.eval()(x, lengths)[0].shape == (3, 5, 16)  # eager packing is left as it was
+    r = check_export(model, (x, lengths), {"x": {0: "batch", 1: "time"}, "lengths": {0: "batch"}})
+    report = r.validate(inputs=[(torch.randn(2, 9, 8), torch.tensor([4, 6]))], sizes=[])
+    assert report.ok, report
+    out = [c for c in report.checks if c.inputs == "inputs 1"][0]
+    assert out.shape == (2, 6, 16)  # max(lengths) steps, not the padded 9
+    assert model(x, lengths)[0].shape == (3, 5, 16)  # eager packing is left as it was
 
 
 def test_packed_sequence_by_imported_name():

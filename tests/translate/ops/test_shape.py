@@ -163,3 +163,14 @@ class DiagonalWrites(torch.nn.Module):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_diagonal_and_as_strided_scatter(dtype):
     check_export(DiagonalWrites(), (_make((2, 4, 4), dtype), _make((2, 4), dtype)), {"x": {0: "b"}, "s": {0: "b"}})
+
+
+class MoveDims(torch.nn.Module):
+    def forward(self, x):  # [b, t, 4, 3]
+        return torch.movedim(x, 1, -1), torch.movedim(x, (0, 3), (2, 0)), x.movedim(2, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_movedim(dtype):
+    r = check_export(MoveDims(), (_make((2, 5, 4, 3), dtype),), {"x": {0: "b", 1: "t"}})
+    assert torch.ops.aten.movedim.int in {n.target for n in r.program.graph.nodes}  # translated, not decomposed

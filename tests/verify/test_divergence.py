@@ -4,7 +4,7 @@ import onnx
 import torch
 
 import onnxport
-from onnxport.divergence import find_divergence
+from onnxport.verify.divergence import find_divergence
 from onnxport.translate.registry import override
 
 

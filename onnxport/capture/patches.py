@@ -3,6 +3,8 @@
 - ``record_specializations``: note each symbol torch pins to a constant, with the user's line;
 - ``record_guards``: note each condition on sizes torch defers to run time and each range it
   narrows, with the user's line and whether the user's own code branched on it;
+- ``defer_range_violations``: keep the traced program when a declared range does not hold, for
+  onnxport to decide;
 - ``symbolic_math``: ``math.sqrt(x.size(1))`` and friends stay symbolic;
 - ``size_oblivious``: sizes 0 and 1 are not specialized (``backed_size_oblivious``).
 """
@@ -64,6 +66,7 @@ class GuardEvent:
     sources: tuple = ()
     where: str | None = None
     branch: str | None = None
+    cause: Any = None  # for a range: the condition torch solved for the symbol (sympy boolean), if known
 
 
 _TORCH_INIT = os.path.join("torch", "__init__.py")
@@ -94,11 +97,24 @@ def record_guards(events: list):
 
     original_defer = ss.ShapeEnv.guard_or_defer_runtime_assert
     original_range = ss.ShapeEnv._update_var_to_range
+    original_rel = ss.ShapeEnv._maybe_guard_rel
     seen: set[int] = set()
+    causes: list = []  # the conditions being applied, innermost last
+
+    def guard_rel(self, expr):
+        causes.append(expr)
+        try:
+            return original_rel(self, expr)
+        finally:
+            causes.pop()
 
     def defer(self, orig_expr, msg, fx_node=None):
         before = self.num_deferred_runtime_asserts
-        out = original_defer(self, orig_expr, msg, fx_node)
+        causes.append(orig_expr)
+        try:
+            out = original_defer(self, orig_expr, msg, fx_node)
+        finally:
+            causes.pop()
         if self.num_deferred_runtime_asserts != before:
             try:
                 where, branch = user_frame(), branch_frame()
@@ -119,18 +135,46 @@ def record_guards(events: list):
             try:
                 sources = tuple(s.name for s in self.var_to_sources.get(symbol, []))
                 events.append(GuardEvent("range", symbol=symbol, lower=new.lower, upper=new.upper, sources=sources,
-                                         where=user_frame(), branch=branch_frame()))
+                                         where=user_frame(), branch=branch_frame(),
+                                         cause=causes[-1] if causes else None))
             except Exception:  # noqa: BLE001 - recording must never change capture
                 pass
         return out
 
     ss.ShapeEnv.guard_or_defer_runtime_assert = defer
     ss.ShapeEnv._update_var_to_range = narrow
+    ss.ShapeEnv._maybe_guard_rel = guard_rel
     try:
         yield
     finally:
         ss.ShapeEnv.guard_or_defer_runtime_assert = original_defer
         ss.ShapeEnv._update_var_to_range = original_range
+        ss.ShapeEnv._maybe_guard_rel = original_rel
+
+
+@contextlib.contextmanager
+def defer_range_violations(violations: list):
+    """torch.export's check of the declared ranges, run after tracing, records its
+    ``ConstraintViolationError`` in ``violations`` instead of raising: the traced program is kept,
+    and onnxport decides each violation itself (``capture.guard_events.violation_ranges``) without
+    tracing the model a second time."""
+    from torch.export import _trace
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+    original = _trace.produce_guards_and_solve_constraints
+
+    def checked(*args, **kwargs):
+        try:
+            return original(*args, **kwargs)
+        except ConstraintViolationError as e:
+            violations.append(e)
+            return None
+
+    _trace.produce_guards_and_solve_constraints = checked
+    try:
+        yield
+    finally:
+        _trace.produce_guards_and_solve_constraints = original
 
 
 _MATH_ON_SIZES = ("sqrt", "cos", "sin", "tan", "cosh", "sinh", "tanh", "acos", "asin", "atan", "log2")

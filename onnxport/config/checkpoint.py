@@ -8,14 +8,10 @@ from typing import Any
 
 import torch
 
-from onnxport.errors import ExportError
+from onnxport.errors import CheckpointError
 
 _STATE_KEYS = ("model", "state_dict", "model_state_dict", "module")
 _SHOWN = 8
-
-
-class CheckpointError(ExportError):
-    """A checkpoint cannot be read, or its keys or shapes do not fit the model."""
 
 
 def _is_state_dict(obj: Any) -> bool:
@@ -30,6 +26,12 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     Raises ``CheckpointError`` when the file is missing, is not a weights-only torch file, or
     holds no state dict.
     """
+    return state_dict_in(read_checkpoint(path), os.fspath(path))
+
+
+def read_checkpoint(path: str | os.PathLike) -> Any:
+    """Load ``path`` with ``torch.load(weights_only=True)`` on the CPU and return what it holds.
+    Raises ``CheckpointError`` when the file is missing or is not a weights-only torch file."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise CheckpointError(f"checkpoint {path} does not exist", hint="check the --checkpoint path")
@@ -40,6 +42,12 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"checkpoint {path} cannot be read with torch.load(weights_only=True): {first}",
                               hint="save it with torch.save(model.state_dict(), path); pickled objects "
                                    "other than tensors and containers are not loaded") from e
+    return obj
+
+
+def state_dict_in(obj: Any, path: str) -> dict[str, torch.Tensor]:
+    """The state dict in a loaded checkpoint ``obj`` (see ``read_state_dict``); ``CheckpointError``
+    when there is none."""
     if _is_state_dict(obj):
         return dict(obj)
     if isinstance(obj, dict):
@@ -65,7 +73,11 @@ def load_checkpoint(model: torch.nn.Module, path: str | os.PathLike) -> torch.nn
     keys have none. Raises ``CheckpointError`` listing missing keys, unexpected keys and shape
     mismatches (name, checkpoint shape, model shape).
     """
-    state = read_state_dict(path)
+    return load_state(model, read_state_dict(path), os.fspath(path))
+
+
+def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: str) -> torch.nn.Module:
+    """Load the state dict ``state`` (read from ``source``) into ``model`` as ``load_checkpoint`` does."""
     own = model.state_dict()
     if state and all(k.startswith("module.") for k in state) and not any(k.startswith("module.") for k in own):
         state = {k[len("module."):]: v for k, v in state.items()}
@@ -81,7 +93,7 @@ def load_checkpoint(model: torch.nn.Module, path: str | os.PathLike) -> torch.nn
             parts.append(f"unexpected keys: {_listed(unexpected)}")
         if shapes:
             parts.append(f"shape mismatches (checkpoint vs model): {_listed(shapes)}")
-        raise CheckpointError(f"checkpoint {os.fspath(path)} does not fit the model: " + "; ".join(parts),
+        raise CheckpointError(f"checkpoint {source} does not fit the model: " + "; ".join(parts),
                               hint="build the model with the arguments it was trained with (--model-arg or [model])")
     model.load_state_dict(state, strict=True)
     return model

@@ -52,6 +52,9 @@ from typing import Any
 import torch
 
 from onnxport.errors import ConfigError
+from onnxport.capture.inputs import InputSpec
+from onnxport.capture.inputs import make_inputs as make_spec_inputs
+from onnxport.verify.sizes import validation_sizes
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32, "float": torch.float32, "float64": torch.float64, "double": torch.float64,
@@ -389,70 +392,39 @@ def _parse_validate(cfg: ExportConfig, table: Any, where: str) -> None:
     cfg.sizes = out
 
 
-def default_sizes(cfg: ExportConfig) -> list[dict[str, int]]:
-    """Three size sets unlike the example: every dim at another size (its min, its max capped at
-    a few times the example, and a size in between) when its range allows."""
+def default_sizes(cfg: ExportConfig, guards: list = ()) -> list[dict[str, int]]:
+    """The validation size sets of ``onnxport.verify.sizes.validation_sizes`` within the [dims]
+    ranges: without ``guards``, those that move every dim away from the example (the sets known
+    before the export); with the export's ``guards``, also both sides of each guard's boundary."""
     example = cfg.example_sizes()
-    if not example:
-        return []
-    picks: dict[str, list[int]] = {}
-    for name, e in example.items():
-        r = cfg.dims[name]
-        hi = min(r.max, max(4 * e, e + 8))
-        candidates = [r.min, hi, (e + hi + 1) // 2, e + 1, max(r.min, e - 1), r.min + 1]
-        seen: list[int] = []
-        for c in candidates:
-            if r.min <= c <= r.max and c != e and c not in seen:
-                seen.append(c)
-        picks[name] = seen or [e]
-    return [{n: p[i % len(p)] for n, p in picks.items()} for i in range(3)]
+    ranges = {n: (r.min, r.max) for n, r in cfg.dims.items()}
+    sets = validation_sizes(example, ranges, list(guards))
+    moved = [s for why, s in sets if all(s[n] != e for n, e in example.items())]
+    return moved + [s for why, s in sets if guards and s not in moved]
 
 
 # ------------------------------------------------------------------------------------ inputs
-def make_inputs(cfg: ExportConfig, sizes: dict[str, int], seed: int = 0) -> dict[str, torch.Tensor]:
-    """Random inputs of the declared dtypes and dims at ``sizes`` (dim name -> size).
-
-    Floats are standard normal, integers uniform in ``low..high-1``, bools fair coins. A lengths
-    input tied to ``TENSOR.DIM`` holds values between 1 and that dim's size, the longest equal to
-    it; the padded steps (past each length) of every input along that dim are zero (or False), as
-    in a batch of padded sequences.
-    """
-    gen = torch.Generator().manual_seed(seed)
-    out: dict[str, torch.Tensor] = {}
-    for name, decl in cfg.inputs.items():
-        shape = [d if isinstance(d, int) else sizes[d] for d in decl.dims]
-        if decl.lengths_of is not None:
-            n = sizes[decl.lengths_of[1]]
-            t = torch.randint(1, n + 1, shape, generator=gen)
-            if t.numel():
-                t[int(torch.randint(0, t.numel(), (1,), generator=gen))] = n
-            out[name] = t.to(decl.dtype)
-        elif decl.dtype.is_floating_point:
-            out[name] = torch.randn(shape, generator=gen).to(decl.dtype)
-        elif decl.dtype == torch.bool:
-            out[name] = torch.rand(shape, generator=gen) < 0.5
-        else:
-            out[name] = torch.randint(decl.low, decl.high, shape, generator=gen).to(decl.dtype)
+def input_specs(cfg: ExportConfig) -> list[InputSpec]:
+    """An ``onnxport.verify.InputSpec`` per declared input: its dtype and dims; floats standard
+    normal, integers uniform in ``low..high-1``; a lengths input tied to ``TENSOR.DIM`` holds values
+    between 1 and that dim's size, the longest equal to it, and the steps past each length of every
+    input along that dim and the lengths' own dim are zero, as in a batch of padded sequences."""
+    pads = {}
     for name, decl in cfg.inputs.items():
         if decl.lengths_of is None:
             continue
         for other, odecl in cfg.inputs.items():  # every input along that dim and the lengths' dim
             if other != name and decl.lengths_of[1] in odecl.dims and decl.dims[0] in odecl.dims:
-                _zero_padding(out[other], odecl, decl, out[name])
-    return out
+                pads[other] = (name, odecl.dims.index(decl.dims[0]), odecl.dims.index(decl.lengths_of[1]))
+    return [InputSpec(name, decl.dtype, tuple(decl.dims), low=decl.low, high=decl.high - 1,
+                      lengths_of=decl.lengths_of[1] if decl.lengths_of else None, pad=pads.get(name))
+            for name, decl in cfg.inputs.items()]
 
 
-def _zero_padding(x: torch.Tensor, xdecl: TensorDecl, ldecl: TensorDecl, lengths: torch.Tensor) -> None:
-    t_axis = xdecl.dims.index(ldecl.lengths_of[1])
-    b_axis = xdecl.dims.index(ldecl.dims[0])
-    steps = torch.arange(x.shape[t_axis])
-    valid = steps.unsqueeze(0) < lengths.to(torch.int64).unsqueeze(1)  # [b, t]
-    shape = [1] * x.dim()
-    shape[b_axis], shape[t_axis] = valid.shape
-    if b_axis > t_axis:
-        valid = valid.t()
-        shape[t_axis], shape[b_axis] = valid.shape
-    x.masked_fill_(~valid.reshape(shape), 0)
+def make_inputs(cfg: ExportConfig, sizes: dict[str, int], seed: int = 0) -> dict[str, torch.Tensor]:
+    """Random inputs of the declared dtypes and dims at ``sizes`` (dim name -> size), seeded
+    (``input_specs``, made by ``onnxport.verify.make_inputs``)."""
+    return make_spec_inputs(input_specs(cfg), sizes, seed)
 
 
 def dynamic_shapes(cfg: ExportConfig) -> dict[str, dict[int, Any]]:

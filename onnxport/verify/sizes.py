@@ -5,7 +5,7 @@
 * below the example: the range minimum (at least 1), the minimum + 1, one between the minimum and
   the example;
 * above it: two sets where every dimension moves by its own amount (dims equal in the example differ);
-* at each guard's boundary (``onnxport.guards.Guard.boundary``): a size on each side of a condition
+* at each guard's boundary (``onnxport.capture.guards.Guard.boundary``): a size on each side of a condition
   the export adopted or kept, and both parities of one it proved with a ``//`` or ``%``.
 
 Every set lies within the export's ranges and satisfies its adopted constraints (a set that does
@@ -20,16 +20,16 @@ MAX_BOUNDARY_SETS = 6
 _SEARCH = 64  # how far a size may move to satisfy the constraints
 
 
-def validation_sizes(examples: dict, ranges: dict, names: dict, guards: list) -> list[tuple[str, dict]]:
-    """``[(why, {symbol: size})]``: the default size sets of ``validate()``.
+def validation_sizes(examples: dict[str, int], ranges: dict[str, tuple], guards: list) -> list[tuple[str, dict]]:
+    """``[(why, {dim name: size})]``: the default size sets of ``validate()`` and ``onnxport export``.
 
     Args:
-        examples: symbol -> the example's size.
-        ranges: symbol -> ``(min, max)`` the export allows.
-        names: symbol -> the user's dim name (what guards speak of).
-        guards: ``onnxport.guards.Guard`` decisions of the export (their ``boundary`` and, when
-            adopted, their condition).
+        examples: dim name -> the example's size.
+        ranges: dim name -> ``(min, max)`` the export allows.
+        guards: ``onnxport.capture.guards.Guard`` decisions of the export (their ``boundary`` and,
+            when adopted, their condition).
     """
+    names = {n: n for n in examples}
     if not examples:
         return []
     constraints = [g for g in guards if g.status == "adopted"]
@@ -106,6 +106,6 @@ def _ok(sizes: dict, names: dict, constraints: list) -> bool:
 
 def respecting(sizes: dict[str, int], constraints: list, ranges: dict[str, tuple] | None = None) -> dict[str, int] | None:
     """Named sizes (dim name -> size) moved to the nearest ones that satisfy ``constraints``
-    (``onnxport.guards.Guard``) within ``ranges`` (name -> (min, max)); None when none are near."""
+    (``onnxport.capture.guards.Guard``) within ``ranges`` (name -> (min, max)); None when none are near."""
     names = {n: n for n in sizes}
     return _satisfy(dict(sizes), ranges or {}, names, constraints)

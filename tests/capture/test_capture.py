@@ -209,8 +209,32 @@ def test_opset_outside_the_supported_range():
 
 def test_training_mode_is_warned_about():
     model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Dropout(0.5)).train()
-    with pytest.warns(UserWarning, match="training mode"):
+    with pytest.warns(UserWarning, match="training mode") as caught:
         onnxport.to_onnx(model, (torch.randn(2, 3),))
+    assert any("dropout" in str(w.message) for w in caught)
+
+
+def test_training_mode_without_training_behaviour_is_not_warned_about():
+    import warnings
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU()).train()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        onnxport.to_onnx(model, (torch.randn(2, 3),))
+    assert not [w for w in caught if "training mode" in str(w.message)]
+
+
+def test_scan_with_dim_says_which_call_takes_it():
+    class Seed(torch.nn.Module):
+        def forward(self, x, y):
+            def combine_fn(y, xi):
+                return [y.clone(), ((y - xi.reshape(1, -1)) ** 2).sum(1)]
+
+            return torch.ops.higher_order.scan(combine_fn, [y], [x], dim=0, reverse=False, additional_inputs=[])[1]
+
+    with pytest.raises(onnxport.CaptureError) as info:
+        onnxport.to_onnx(Seed(), (torch.randn(3, 4), torch.randn(5, 4)))
+    assert "torch._higher_order_ops.scan.scan" in info.value.hint and "dim=0" in info.value.where
 
 
 def test_negative_axes_in_dynamic_shapes():

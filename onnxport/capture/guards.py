@@ -48,7 +48,7 @@ class SizeVar:
 
     symbol: sympy.Symbol  # torch's symbol (``s27``)
     name: str  # the user's name (``time``)
-    lo: int  # declared minimum (at least 1)
+    lo: int  # declared minimum (sizes are checked from 1 on: torch.export does not trace size 0)
     hi: int | None  # declared maximum, None for unbounded
     adoptable: bool  # named without a range: constraints the model needs are adopted, not refused
 
@@ -56,8 +56,9 @@ class SizeVar:
         """Sizes checked for this dimension: every size from ``lo`` up to ``limit``, then sizes
         spread geometrically up to the maximum (or ``SPREAD_TO``)."""
         top = self.hi if self.hi is not None else SPREAD_TO
-        out = list(range(self.lo, min(top, limit) + 1))
-        s = max(limit, self.lo)
+        lo = max(1, self.lo)
+        out = list(range(lo, min(top, limit) + 1))
+        s = max(limit, lo)
         while s < top:
             s = min(top, int(s * 1.5) + 7)
             out.append(s)
@@ -173,7 +174,7 @@ def check(expr: sympy.Basic, variables: dict[sympy.Symbol, SizeVar]) -> Outcome:
 def _proved_by_ranges(expr: sympy.Basic, variables: list[SizeVar]) -> bool:
     from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
-    ranges = {v.symbol: ValueRanges(v.lo, v.hi if v.hi is not None else sympy.oo) for v in variables}
+    ranges = {v.symbol: ValueRanges(max(1, v.lo), v.hi if v.hi is not None else sympy.oo) for v in variables}
     try:
         bound = bound_sympy(expr, ranges)
     except Exception:  # noqa: BLE001 - an expression range analysis cannot take is evaluated instead
@@ -207,24 +208,40 @@ def excluded_text(excluded: Iterable[dict], limit: int = SHOWN) -> str:
     return ", ".join("(" + ", ".join(f"{k}={v}" for k, v in d.items()) + ")" for d in shown) + more
 
 
+def compares_with_one(expr: sympy.Basic) -> bool:
+    """``a != b``, or a size expression compared with 1 (``e > 1``, ``e >= 2``, ``256*e > 256``,
+    ``3*e > 1``):
+    the conditions torch assumes to pick one trace among equivalent ones ("is this size 1?", "is
+    this slice the whole axis?"), as opposed to ``e >= 1`` or ``time % 4 == 0``, which a model needs."""
+    if isinstance(expr, sympy.Ne):
+        return True
+    if not isinstance(expr, (sympy.StrictGreaterThan, sympy.StrictLessThan, sympy.GreaterThan, sympy.LessThan)):
+        return False
+    greater = isinstance(expr, (sympy.StrictGreaterThan, sympy.GreaterThan))
+    diff = sympy.expand(expr.lhs - expr.rhs if greater else expr.rhs - expr.lhs)
+    k = diff.as_coeff_Add()[0]
+    rest = diff - k
+    if not rest.free_symbols:
+        return False
+    c = sympy.gcd_terms(rest).as_coeff_Mul()[0]
+    if not (c.is_Number and c > 0):
+        return False
+    # the condition reads c*e > -k (strict) or c*e >= -k: "c*e > 1" or "e > 1", as ">= 2" when not strict
+    strict = isinstance(expr, (sympy.StrictGreaterThan, sympy.StrictLessThan))
+    return -k in ((1, c) if strict else (2, 2 * c))
+
+
 def kept_kind(expr: sympy.Basic, outcome: Outcome) -> bool:
-    """A condition torch assumes to pick one trace among equivalent ones, not one the model needs:
-    ``a != b`` (two sizes differ: "is this size 1?", "is this slice the whole axis?"), and
-    ``e > 1`` / ``e >= 2`` of a size expression excluding a few small sizes only (its 0/1
-    specialization). Eager PyTorch usually runs the same computation at the excluded sizes, so
-    they stay in the export's range and validation compares onnxruntime with eager there."""
-    if not outcome.excluded:
+    """A condition torch assumes to pick one trace among equivalent ones, not one the model needs
+    (``compares_with_one``), excluding sizes the trace may well hold for: a ``!=`` anywhere, a
+    comparison with 1 at a few small sizes only. Eager PyTorch usually runs the same computation
+    there, so those sizes stay in the export's range and validation compares onnxruntime with
+    eager PyTorch on both sides."""
+    if not outcome.excluded or not compares_with_one(expr):
         return False
     if isinstance(expr, sympy.Ne):
         return True
-    if any(max(p) >= SMALL for p in outcome.excluded) or not outcome.complete:
-        return False
-    if isinstance(expr, (sympy.StrictGreaterThan, sympy.StrictLessThan, sympy.GreaterThan, sympy.LessThan)):
-        big, small = (expr.lhs, expr.rhs) if isinstance(expr, (sympy.StrictGreaterThan, sympy.GreaterThan)) \
-            else (expr.rhs, expr.lhs)
-        strict = isinstance(expr, (sympy.StrictGreaterThan, sympy.StrictLessThan))
-        return small.is_Integer and not big.is_Integer and (int(small) == 1 if strict else int(small) == 2)
-    return False
+    return outcome.complete and all(max(p) < SMALL for p in outcome.excluded)
 
 
 def readable(expr: sympy.Basic, outcome: Outcome, variables: dict[sympy.Symbol, SizeVar]) -> tuple[str, str, tuple]:
@@ -249,9 +266,9 @@ def _simple_form(var: SizeVar, excluded: set[int]) -> str | None:
         return None
     n = var.name
     candidates = [f"{n} >= {allowed[0]}", f"{n} <= {allowed[-1]}", f"{n} >= {allowed[0]} and {n} <= {allowed[-1]}"]
-    dense = [s for s in sizes if s <= EXHAUSTIVE]
+    probe = [s for s in allowed if s < allowed[0] + 256]  # residues show on the first sizes; checked on all below
     for p in range(2, 65):
-        residues = sorted({s % p for s in dense if s not in excluded and s >= allowed[0] + p})
+        residues = sorted({s % p for s in probe if s >= allowed[0] + p})
         if not residues or len(residues) == p:
             continue
         mod = f"{n} % {p} == {residues[0]}" if len(residues) == 1 else f"{n} % {p} in {tuple(residues)}"
@@ -270,7 +287,7 @@ def boundary_points(expr: sympy.Basic, outcome: Outcome, status: str, variables:
     the two sizes around the first multiple of the divisor past the minimum."""
     if len(outcome.symbols) != 1:
         return tuple(outcome.excluded[:1]) if status == "kept" else ()
-    lo = variables[outcome.symbols[0]].lo
+    lo = max(1, variables[outcome.symbols[0]].lo)
     if not outcome.excluded:
         divisors = sorted({int(a.args[1]) for a in expr.atoms(sympy.Function)
                            if len(a.args) == 2 and a.args[1].is_Integer and int(a.args[1]) >= 2})
@@ -351,17 +368,34 @@ def boundary_of(expr: sympy.Basic, outcome: Outcome, status: str, variables: dic
 def range_guard(var: SizeVar, lower: int, upper: int | None, where: str | None) -> Guard:
     """The adopted range ``lower..upper`` of ``var`` (narrowed from its declared one) as a Guard."""
     parts, excluded = [], []
-    if lower > var.lo:
+    lo = max(1, var.lo)
+    if lower > lo:
         parts.append(f"{var.name} >= {lower}")
-        excluded += [{var.name: s} for s in range(var.lo, min(lower, var.lo + SHOWN + 1))]
+        excluded += [{var.name: s} for s in range(lo, min(lower, lo + SHOWN + 1))]
     if upper is not None and (var.hi is None or upper < var.hi):
         parts.append(f"{var.name} <= {upper}")
         excluded += [{var.name: upper + 1}]
-    text = " and ".join(parts) or f"{var.name} >= {var.lo}"
+    text = " and ".join(parts) or f"{var.name} >= {lo}"
     boundary = tuple({var.name: s} for s in (lower - 1, lower) if s >= 1) + \
         (tuple({var.name: s} for s in (upper, upper + 1)) if upper is not None and upper < (var.hi or SPREAD_TO) else ())
     return Guard(text, "adopted", where, tuple(excluded), boundary, "range narrowed by torch.export", text,
                  (var.name,))
+
+
+def kept_range_guard(var: SizeVar, lower: int, upper: int | None, cause: Any, where: str | None) -> Guard:
+    """torch traced ``var`` for ``lower..upper`` only, from one of its 0/1 specializations
+    (``cause``, e.g. ``time//4 > 1``): the export keeps ``var.lo..var.hi``, and validation looks
+    at the sizes torch left out."""
+    if cause is not None and cause.free_symbols == {var.symbol}:
+        text = python_text(cause, {var.symbol: var.name})
+    else:
+        text = " and ".join([f"{var.name} >= {lower}"] + ([f"{var.name} <= {upper}"] if upper is not None else []))
+    lo = max(1, var.lo)
+    excluded = [{var.name: s} for s in range(lo, min(lower, lo + SHOWN + 1))]
+    if upper is not None and (var.hi is None or upper < var.hi):
+        excluded.append({var.name: upper + 1})
+    boundary = tuple({var.name: s} for s in (lower - 1, lower, lo) if s >= lo)
+    return Guard(text, "kept", where, tuple(excluded), boundary, "range torch.export traced", "True", ())
 
 
 def branch_error(text: str, excluded: tuple, branch: str):
@@ -384,5 +418,6 @@ def range_error(text: str, excluded: tuple, where: str | None, variables: list[S
         f"the model requires {text}, which the declared range ({declared}) does not guarantee: "
         f"it excludes {excluded_text(excluded)}",
         where=where,
-        hint="declare a range the model takes (Dim(name, min=..., max=...)), or name the dimension by a plain "
-             "string to let onnxport adopt the constraint with a warning")
+        hint="declare a range the model takes (Dim(name, min=..., max=...), or min/max in a config's [dims]), "
+             "or give the dimension no range (a plain-string name, a config dim without min/max) to let "
+             "onnxport adopt the constraint with a warning")

@@ -17,8 +17,9 @@ import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.errors import ValidationError, user_source_line
-from onnxport.translate.graph import FX_NODE_KEY
-from onnxport.verify import OrtRunner, compare, to_numpy
+from onnxport.metadata import FX_NODE_KEY
+from onnxport.verify.compare import compare, to_numpy
+from onnxport.verify.runner import OrtRunner
 
 
 @dataclasses.dataclass
@@ -68,13 +69,11 @@ def find_divergence(model: torch.nn.Module | None, onnx_model: Any, inputs: Any,
 
     Raises ``ValidationError`` when the ONNX model carries no FX node labels (not exported by onnxport).
     """
-    from onnxport.result import ExportResult
-
     if isinstance(inputs, tuple) and len(inputs) == 2 and isinstance(inputs[1], dict):
         args, kwargs = inputs
     else:
         args, kwargs = (tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)), {}
-    if isinstance(onnx_model, ExportResult):
+    if hasattr(onnx_model, "model_proto") and getattr(onnx_model, "program", None) is not None:
         program, proto = onnx_model.program, onnx_model.model_proto
     else:
         proto = onnx.load(onnx_model) if isinstance(onnx_model, str) else onnx_model
@@ -130,3 +129,27 @@ def _run_fx(program: torch.export.ExportedProgram, args: tuple, kwargs: dict) ->
     with torch.no_grad():
         Recorder(module).run(*flat)
     return values
+
+
+def validate_file(path: str, reference: Any, *, atol: float | None = None, rtol: float | None = None,
+                  divergence: bool = False) -> tuple[Any, Divergence | None]:
+    """Validate the ONNX model in the file ``path`` against ``reference``, an ``ExportResult`` of
+    the same PyTorch model (its program, module and example inputs), and on a mismatch find the
+    first divergence when ``divergence``.
+
+    Returns ``(ValidationReport, Divergence or None)``. Raises ``ValidationError`` when the file
+    cannot be read.
+    """
+    import onnx_ir as ir
+
+    try:
+        loaded = ir.load(path)
+    except Exception as e:  # noqa: BLE001
+        raise ValidationError(f"cannot read {path}: {type(e).__name__}: {e}",
+                              hint="give the path of an .onnx file") from e
+    candidate = reference.replace(model=loaded)
+    report = candidate.validate(atol=atol, rtol=rtol)
+    found = None
+    if not report.ok and divergence:
+        found = find_divergence(reference.module, candidate, reference.example, atol=atol, rtol=rtol)
+    return report, found

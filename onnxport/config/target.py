@@ -1,4 +1,13 @@
-"""Resolve ``module.path:callable`` and ``path/to/file.py:callable`` targets to a built module."""
+"""Model targets: ``module.path:callable`` and ``path/to/file.py:callable`` resolved to a built
+module, and exported on the fly (what ``onnxport show`` / ``plot`` / ``validate`` look at).
+
+A target's inputs come from, in order:
+
+1. an export config or ``--input`` declarations, exported exactly as ``onnxport export`` does
+   (``onnxport.config.export_from_config``, without validation);
+2. otherwise an ``example_inputs()`` function in the factory's module, returning
+   ``(args, dynamic_shapes)`` as ``onnxport.to_onnx`` takes them.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +21,7 @@ from typing import Any, Callable
 
 import torch
 
-from onnxport.errors import ExportError
-
-
-class TargetError(ExportError):
-    """A model target cannot be imported, is not callable, or does not build a ``torch.nn.Module``."""
+from onnxport.errors import TargetError
 
 
 def parse_model_args(pairs: list[str]) -> dict[str, Any]:
@@ -110,3 +115,69 @@ def build_model(target: str | Callable[..., Any] | torch.nn.Module, kwargs: dict
         raise TargetError(f"{name} returned a {type(model).__name__}, not a torch.nn.Module",
                           hint="TARGET must be a module class or a function returning a module")
     return model.eval()
+
+
+ONNX_SUFFIXES = (".onnx", ".onnxtxt", ".pb")
+
+
+def is_onnx_file(spec: str) -> bool:
+    """True when ``spec`` names an ONNX file (by suffix, or an existing file that is not Python)."""
+    if spec.lower().endswith(ONNX_SUFFIXES):
+        return True
+    return os.path.isfile(spec) and not spec.endswith(".py")
+
+
+def export_target(target: str, *, config: Any = None, inputs: list[str] | None = None,
+                  model_args: dict | None = None, opset: int | None = None, checkpoint: Any = None):
+    """Build the module ``target`` names and export it with ``onnxport.to_onnx``.
+
+    Args:
+        target: ``file.py:factory`` or ``module.path:factory``.
+        config: an export config (path, dict) as ``onnxport export --config`` takes it.
+        inputs: ``--input`` declarations (``"x: float32[batch, 16]"``) instead of a config.
+        model_args: keyword arguments of the factory.
+        opset: ONNX opset (default: the config's, else 20).
+        checkpoint: a state dict file loaded into the built module (``torch.load(weights_only=True)``).
+
+    Returns:
+        ``onnxport.ExportResult``.
+
+    Raises:
+        TargetError: the target does not resolve, or neither a config, ``--input`` declarations nor
+            an ``example_inputs()`` function gives the inputs; ``example_inputs()`` returns no
+            ``(args, dynamic_shapes)`` pair. ``ConfigError`` and export errors as raised by the export.
+    """
+    if ":" not in target:
+        raise TargetError(f"{target!r} is neither an ONNX file nor a Python target",
+                          hint="give model.onnx, path/to/file.py:factory or module.path:factory")
+    if config is not None or inputs:
+        from onnxport.config import config_from_declarations, export_from_config
+
+        data = config if config is not None else config_from_declarations(list(inputs))
+        return export_from_config(data, model=target, checkpoint=checkpoint, model_args=model_args, validate=False,
+                                  opset=opset)
+    factory = resolve_target(target)
+    module_obj = sys.modules.get(getattr(factory, "__module__", ""), None)
+    example = getattr(module_obj, "example_inputs", None)
+    where = getattr(module_obj, "__file__", None) or target.rpartition(":")[0]
+    if not callable(example):
+        raise TargetError(
+            f"no inputs to export {target}: its module defines no example_inputs()",
+            hint=f"define example_inputs() in {where} returning (args, dynamic_shapes), "
+                 f"or declare inputs with --input \"x: float32[batch, 16]\" or --config export.toml")
+    module = build_model(factory, model_args or {})
+    if checkpoint is not None:
+        from onnxport.config.checkpoint import load_checkpoint
+
+        module = load_checkpoint(module, checkpoint)
+    try:
+        pair = example()
+    except Exception as e:  # noqa: BLE001 - the user's function raised
+        raise TargetError(f"example_inputs() of {where} failed: {type(e).__name__}: {e}") from e
+    if not (isinstance(pair, tuple) and len(pair) == 2):
+        raise TargetError(f"example_inputs() of {where} returned a {type(pair).__name__}, not (args, dynamic_shapes)",
+                          hint="return a pair, e.g. ((torch.randn(2, 16),), {'x': {0: 'batch'}})")
+    args, dynamic_shapes = pair
+    from onnxport.export import to_onnx
+
+    return to_onnx(module, args, dynamic_shapes=dynamic_shapes, opset=opset or 20)

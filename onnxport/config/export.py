@@ -2,46 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import inspect
-import io
-import re
-import sys
 import time
 from typing import Any, Callable
 
 import torch
 
-from onnxport import contract
-from onnxport.config import ExportConfig, load_config, make_inputs, sizes_text
+from onnxport.config import contract
+from onnxport.config.checkpoint import load_checkpoint
+from onnxport.config.config import ExportConfig, default_sizes, dynamic_shapes, load_config, make_inputs, sizes_text
+from onnxport.config.target import build_model
 from onnxport.errors import ConfigError, ContractError
+from onnxport.export import to_onnx
+from onnxport.verify import ValidationReport, respecting, validate as run_validation
 
-StepCallback = Callable[[str, str, float], None]  # (step, "start" | "done", seconds)
-_STEP_LINE = re.compile(r"^\[onnxport\] (\w+): ([0-9.]+)s$")
-_PIPELINE = ("capture", "decompose", "translate", "optimize", "finalize")
-
-
-class _StepStream(io.TextIOBase):
-    """Reads ``to_onnx(verbose=True)`` step lines and reports them; passes other text through."""
-
-    def __init__(self, on_step: StepCallback, passthrough):
-        self.on_step = on_step
-        self.passthrough = passthrough
-        self.buffer_text = ""
-
-    def write(self, text: str) -> int:
-        self.buffer_text += text
-        while "\n" in self.buffer_text:
-            line, self.buffer_text = self.buffer_text.split("\n", 1)
-            m = _STEP_LINE.match(line.strip())
-            if m:
-                self.on_step(m.group(1), "done", float(m.group(2)))
-                following = _PIPELINE[_PIPELINE.index(m.group(1)) + 1:] if m.group(1) in _PIPELINE else ()
-                if following:
-                    self.on_step(following[0], "start", 0.0)
-            else:
-                self.passthrough.write(line + "\n")
-        return len(text)
+StepCallback = Callable[[str, float], None]  # (step, seconds), called as each step ends
 
 
 def _forward_kwargs(module: torch.nn.Module, cfg: ExportConfig, tensors: dict[str, torch.Tensor]) -> dict:
@@ -85,34 +61,29 @@ def export_from_config(config: Any, model: Any = None, checkpoint: Any = None, *
         config: path of a TOML config, its dict, or an ``ExportConfig`` (see ``onnxport.config``).
         model: a ``torch.nn.Module``, a callable building one, or a target string
             (``pkg.module:build`` / ``file.py:Net``); default: the config's ``target``.
-        checkpoint: path of a state dict loaded into the model (``onnxport.checkpoint``).
+        checkpoint: path of a state dict loaded into the model (``onnxport.config.checkpoint``).
         model_args: keyword arguments of the factory, over the config's ``[model]`` table.
         validate: compare onnxruntime with eager PyTorch on the config's validation sizes.
-        on_step: called ``(step, "start"|"done", seconds)`` for capture, translate, optimize, validate...
+        on_step: called ``(step, seconds)`` as each step ends: build, the export's steps
+            (``onnxport.export.STEPS``), validate.
         overrides: ``opset``, ``inline``, ``optimize``, ``strict``, ``atol``, ``rtol`` over the config.
 
     Returns the ``ExportResult`` with ONNX inputs/outputs named and dimensioned exactly as
-    declared, plus ``.config`` and ``.validation`` (a ``ValidationReport``, or None).
+    declared, its ``.config`` and ``.validation`` (a ``ValidationReport``, or None).
 
     Raises ``ConfigError``, ``ContractError``, ``CheckpointError``, ``TargetError`` and the
     export's own errors (all ``onnxport.ExportError``).
     """
-    from onnxport.checkpoint import load_checkpoint
-    from onnxport.cli.loader import build_model
-    from onnxport.config import dynamic_shapes
-    from onnxport.export import to_onnx
-
     cfg = load_config(config)
     for key, value in overrides.items():
         if key not in ("opset", "inline", "optimize", "strict", "atol", "rtol"):
             raise TypeError(f"export_from_config got an unexpected keyword argument {key!r}")
         if value is not None:
             setattr(cfg, key, value)
-    step = on_step or (lambda *a: None)
+    report = on_step or (lambda *a: None)
     target = model if model is not None else cfg.target
     if target is None:
         raise ConfigError(f"config {cfg.source} names no model", hint="pass a model or set target = \"file.py:build\"")
-    step("build", "start", 0.0)
     t0 = time.perf_counter()
     kwargs = {} if isinstance(target, torch.nn.Module) else {**cfg.model_args, **(model_args or {})}
     module = build_model(target, kwargs)
@@ -122,67 +93,73 @@ def export_from_config(config: Any, model: Any = None, checkpoint: Any = None, *
     example = _forward_kwargs(module, cfg, make_inputs(cfg, example_sizes, seed=0))
     pairs = contract.match_outputs(cfg, _eager(module, example, "the example"))
     contract.check_tensors(cfg, pairs, example_sizes)
-    step("build", "done", time.perf_counter() - t0)
+    report("build", time.perf_counter() - t0)
 
-    step("capture", "start", 0.0)
-    stream = _StepStream(step, sys.stdout)
-    with contextlib.redirect_stdout(stream) if on_step else contextlib.nullcontext():
-        result = to_onnx(module, (), example, dynamic_shapes=dynamic_shapes(cfg), input_names=list(example),
-                         output_names=[n for n, _ in pairs], opset=cfg.opset, optimize=cfg.optimize,
-                         inline=cfg.inline, strict=cfg.strict, verbose=on_step is not None)
-    renames = contract.check_onnx_dims(cfg, result.model)
+    exported = to_onnx(module, (), example, dynamic_shapes=dynamic_shapes(cfg), input_names=list(example),
+                       output_names=[n for n, _ in pairs], opset=cfg.opset, optimize=cfg.optimize,
+                       inline=cfg.inline, strict=cfg.strict, on_step=report)
+    def inputs_at(sizes: dict, seed: int) -> dict:
+        return _forward_kwargs(module, cfg, make_inputs(cfg, sizes, seed=seed))
 
-    step("validate", "start", 0.0)
+    return check_export(exported, cfg, module, inputs_at, validate=validate, on_step=report)
+
+
+def check_export(exported, cfg: ExportConfig, module: torch.nn.Module, inputs_at: Callable[[dict, int], dict], *,
+                 validate: bool = True, on_step: StepCallback | None = None):
+    """Check an export against its config and validate it: the ONNX dims (``contract.check_onnx_dims``),
+    the eager outputs at each validation size (``_validation_sizes``), the derived output dims, which
+    then get their declared names, and onnxruntime against eager PyTorch.
+
+    ``inputs_at(sizes, seed)``: the keyword arguments of ``module`` at ``sizes``. Returns the result
+    with ``.config`` and ``.validation`` (None when ``validate`` is False). Raises ``ContractError``.
+    """
+    renames = contract.check_onnx_dims(cfg, exported.model)
     t0 = time.perf_counter()
     sets = []
     runs = []
-    for i, sizes in enumerate(_within_constraints(cfg, result.constraints)):
+    for i, sizes in enumerate(_validation_sizes(cfg, exported.guards)):
         label = "sizes " + sizes_text(sizes)
-        kw = _forward_kwargs(module, cfg, make_inputs(cfg, sizes, seed=i + 1))
+        kw = inputs_at(sizes, i + 1)
         got = contract.match_outputs(cfg, _eager(module, kw, label))
         runs.append((label, sizes, contract.check_tensors(cfg, got, sizes, label)))
         sets.append((sizes, kw))
     contract.check_derived_dims(cfg, renames, runs)
-    contract.rename_output_dims(result.model, cfg, renames)
-    result._proto = None
-    result.config = cfg
-    result.validation = None
-    if validate:
-        result.validation = _validate(result, cfg, example_sizes, sets)
-    step("validate", "done", time.perf_counter() - t0)
-    return result
+    named = exported.model.clone()
+    contract.rename_output_dims(named, cfg, renames)
+    validation = _validate(exported, cfg, cfg.example_sizes(), sets) if validate else None
+    if on_step is not None:
+        on_step("validate", time.perf_counter() - t0)
+    return exported.replace(model=named, config=cfg, validation=validation)
 
 
-def _within_constraints(cfg: ExportConfig, constraints: list) -> list[dict[str, int]]:
-    """The config's validation sizes under the export's adopted constraints: generated sets moved
-    to the nearest sizes that satisfy them; a set the config lists that breaks one is an error."""
-    from onnxport.sizes import respecting
-
-    if not constraints:
-        return list(cfg.sizes)
+def _validation_sizes(cfg: ExportConfig, guards: list) -> list[dict[str, int]]:
+    """The config's validation sizes: those it lists (each checked against the export's adopted
+    constraints), else the generated ones (``config.default_sizes``, the guards' boundaries
+    included), moved to the nearest sizes that satisfy the constraints."""
+    constraints = [g for g in guards if g.status == "adopted"]
     ranges = {n: (r.min, r.max) for n, r in cfg.dims.items()}
+    sets = cfg.sizes if cfg.sizes_given else default_sizes(cfg, guards)
     out = []
-    for sizes in cfg.sizes:
+    for sizes in sets:
         broken = [str(g) for g in constraints if not g.holds(sizes)]
         if broken and cfg.sizes_given:
             raise ContractError(f"[validate] sizes {sizes_text(sizes)} break the constraint {'; '.join(broken)} the "
                                 f"export adopted", hint="list sizes the model takes, or give the dim a range in [dims]")
         moved = respecting(sizes, constraints, ranges) if broken else sizes
-        if moved is not None and moved not in out:
+        if moved is not None and moved not in out and moved != cfg.example_sizes():
             out.append(moved)
     return out
 
 
-def _validate(result, cfg: ExportConfig, example_sizes: dict, sets: list):
-    """Run ``onnxport.verify.validate`` on the example and the generated sets, sizes in the table."""
-    from onnxport.verify import validate
-
-    report = validate(result, inputs=[((), kw) for _, kw in sets], sizes=[], atol=cfg.atol, rtol=cfg.rtol)
+def _validate(result, cfg: ExportConfig, example_sizes: dict, sets: list) -> ValidationReport:
+    """``onnxport.verify.validate`` on the example and the generated sets, sizes in the table."""
+    report = run_validation(result, inputs=[((), kw) for _, kw in sets], sizes=[], atol=cfg.atol, rtol=cfg.rtol)
     texts = {f"inputs {i + 1}": sizes_text(s) for i, (s, _) in enumerate(sets)}
+    checks = []
     for c in report.checks:
         if c.inputs in texts:
-            c.sizes = texts[c.inputs]
-            c.inputs = c.inputs.replace("inputs", "sizes")
+            c = dataclasses.replace(c, sizes=texts[c.inputs], inputs=c.inputs.replace("inputs", "sizes"))
         elif c.inputs == "example":
-            c.sizes = sizes_text(example_sizes)
-    return report
+            c = dataclasses.replace(c, sizes=sizes_text(example_sizes))
+        checks.append(c)
+    return ValidationReport(tuple(checks))

@@ -1,0 +1,197 @@
+"""Benchmark models built from third-party packages' own classes, seeded random weights, nothing
+downloaded: torchvision classifiers, Hugging Face wav2vec2, T5, Phi and a Llama decoder with its
+key/value cache as inputs. A factory raises ``ImportError`` when its package is absent
+(``compare.py`` skips the model with a note)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+from torch.export import Dim
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from third_party import import_torchvision  # noqa: E402
+
+TORCHVISION = import_torchvision()  # before transformers imports it
+
+VOCAB, WIDTH, LAYERS, HEADS, FF = 1000, 64, 2, 4, 128
+
+
+def _case():
+    from models import Case
+
+    return Case
+
+
+# ------------------------------------------------------------------------------------ torchvision
+def _torchvision(name: str):
+    torchvision = TORCHVISION
+    if torchvision is None:
+        raise ImportError("torchvision is not installed")
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)().eval()
+    gen = torch.Generator().manual_seed(0)
+    return _case()(model, (torch.randn(2, 3, 64, 64, generator=gen),), {"x": {0: "batch", 2: "height", 3: "width"}},
+                   [(torch.randn(1, 3, 57, 80, generator=gen),), (torch.randn(3, 3, 97, 64, generator=gen),)])
+
+
+def resnet18():
+    """torchvision resnet18, dynamic batch, height and width."""
+    return _torchvision("resnet18")
+
+
+def mobilenet_v3_small():
+    """torchvision mobilenet_v3_small, dynamic batch, height and width."""
+    return _torchvision("mobilenet_v3_small")
+
+
+def efficientnet_b0():
+    """torchvision efficientnet_b0, dynamic batch, height and width."""
+    return _torchvision("efficientnet_b0")
+
+
+# ------------------------------------------------------------------------------------ Hugging Face
+class _Field(torch.nn.Module):
+    """A Hugging Face model called with keyword inputs, returning one field of its output."""
+
+    def __init__(self, model: torch.nn.Module, names: tuple[str, ...], field: str):
+        super().__init__()
+        self.model, self.names, self.field = model, names, field
+
+    def forward(self, *inputs):
+        return getattr(self.model(**dict(zip(self.names, inputs))), self.field)
+
+
+class Wav2Vec2(_Field):
+    def forward(self, input_values):
+        return super().forward(input_values)
+
+
+def wav2vec2():
+    """Tiny Wav2Vec2Model (conv feature encoder, 2 layers, width 64) on raw audio, dynamic batch and
+    samples; last_hidden_state."""
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.Wav2Vec2Config(hidden_size=WIDTH, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                      intermediate_size=FF, conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3),
+                                      num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+                                      do_stable_layer_norm=True, feat_extract_norm="layer")
+    model = Wav2Vec2(transformers.Wav2Vec2Model(cfg), ("input_values",), "last_hidden_state").eval()
+    gen = torch.Generator().manual_seed(0)
+    return _case()(model, (torch.randn(2, 1600, generator=gen),), {"input_values": {0: "batch", 1: "samples"}},
+                   [(torch.randn(3, 2400, generator=gen),), (torch.randn(1, 997, generator=gen),)])
+
+
+class Seq2Seq(_Field):
+    def forward(self, input_ids, attention_mask, decoder_input_ids):
+        return super().forward(input_ids, attention_mask, decoder_input_ids)
+
+
+def t5():
+    """Tiny T5ForConditionalGeneration, encoder-decoder forward: logits of decoder_input_ids given the
+    source; dynamic batch, source and target lengths."""
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.T5Config(vocab_size=VOCAB, d_model=WIDTH, d_kv=16, d_ff=FF, num_layers=LAYERS,
+                                num_decoder_layers=LAYERS, num_heads=HEADS, decoder_start_token_id=0)
+    model = Seq2Seq(transformers.T5ForConditionalGeneration(cfg), ("input_ids", "attention_mask", "decoder_input_ids"),
+                    "logits").eval()
+    gen = torch.Generator().manual_seed(0)
+
+    def inputs(batch, src, tgt):
+        mask = torch.ones(batch, src, dtype=torch.int64)
+        mask[0, src - 2:] = 0
+        return (torch.randint(0, VOCAB, (batch, src), generator=gen), mask,
+                torch.randint(0, VOCAB, (batch, tgt), generator=gen))
+
+    dims = {"input_ids": {0: "batch", 1: "source"}, "attention_mask": {0: "batch", 1: "source"},
+            "decoder_input_ids": {0: "batch", 1: "target"}}
+    return _case()(model, inputs(2, 9, 5), dims, [inputs(3, 13, 7), inputs(1, 4, 2)])
+
+
+class CausalLM(_Field):
+    def forward(self, input_ids, attention_mask):
+        return super().forward(input_ids, attention_mask)
+
+
+def phi():
+    """Tiny PhiForCausalLM (2 layers, width 64, partial rotary), logits."""
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.PhiConfig(vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=FF, num_hidden_layers=LAYERS,
+                                 num_attention_heads=HEADS, max_position_embeddings=128, pad_token_id=0)
+    model = CausalLM(transformers.PhiForCausalLM(cfg), ("input_ids", "attention_mask"), "logits").eval()
+    gen = torch.Generator().manual_seed(0)
+
+    def inputs(batch, seq):
+        mask = torch.ones(batch, seq, dtype=torch.int64)
+        mask[-1, seq - 3:] = 0
+        return torch.randint(0, VOCAB, (batch, seq), generator=gen), mask
+
+    seq = Dim("seq", max=128)
+    return _case()(model, inputs(2, 9), {"input_ids": {0: "batch", 1: seq}, "attention_mask": {0: "batch", 1: seq}},
+                   [inputs(3, 17), inputs(1, 4)])
+
+
+class CachedDecoder(torch.nn.Module):
+    """One decoding step of a causal LM with its key/value cache as inputs and outputs: the cache
+    comes in as one key and one value tensor per layer ``[batch, kv_heads, past, head_dim]`` and
+    goes out with the step appended (``past + seq``)."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, past_keys, past_values):
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        for layer, (k, v) in enumerate(zip(past_keys, past_values)):
+            cache.update(k, v, layer)
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, use_cache=True)
+        present = out.past_key_values
+        keys = tuple(present.layers[i].keys for i in range(len(past_keys)))
+        values = tuple(present.layers[i].values for i in range(len(past_keys)))
+        return out.logits, keys, values
+
+
+def llama_cache():
+    """Tiny LlamaForCausalLM (2 layers, 4 heads, 2 key/value heads) decoding with its cache as
+    inputs: input_ids [batch, seq], attention_mask [batch, past + seq], past keys/values per layer."""
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=FF, num_hidden_layers=LAYERS,
+                                   num_attention_heads=HEADS, num_key_value_heads=2, max_position_embeddings=128,
+                                   pad_token_id=0)
+    model = CachedDecoder(transformers.LlamaForCausalLM(cfg)).eval()
+    gen = torch.Generator().manual_seed(0)
+    head = WIDTH // HEADS
+
+    def inputs(batch, past, seq):
+        ids = torch.randint(0, VOCAB, (batch, seq), generator=gen)
+        mask = torch.ones(batch, past + seq, dtype=torch.int64)
+        kv = tuple(torch.randn(batch, 2, past, head, generator=gen) for _ in range(LAYERS))
+        return ids, mask, kv, tuple(t.clone() for t in kv)
+
+    past_dim = {0: "batch", 2: "past"}
+    dims = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
+            "past_keys": (past_dim,) * LAYERS, "past_values": (past_dim,) * LAYERS}
+    return _case()(model, inputs(2, 5, 3), dims, [inputs(3, 9, 1), inputs(1, 2, 4)])
+
+
+THIRD_PARTY = {
+    "resnet18": resnet18,
+    "mobilenet_v3_small": mobilenet_v3_small,
+    "efficientnet_b0": efficientnet_b0,
+    "wav2vec2": wav2vec2,
+    "t5": t5,
+    "phi": phi,
+    "llama_cache": llama_cache,
+}

@@ -1,0 +1,155 @@
+"""What torch.export's failures mean for the user: each becomes an ``ExportError`` naming the
+input, axis and dimension, the user's line and what to do."""
+
+from __future__ import annotations
+
+import re
+import traceback
+from typing import Any
+
+from onnxport.capture.dynamic_shapes import DeclaredDim
+from onnxport.errors import CaptureError, DynamicShapesError, ExportError, SpecializationError, last_user_frame
+
+
+def source_matches(sources: list[str], input_name: str, axis: int, top_name: str) -> bool:
+    """Whether one of torch's symbol sources (``L['x'].size()[1]``) is axis ``axis`` of the input."""
+    for s in sources:
+        if f".size()[{axis}]" in s and (f"['{top_name}']" in s or f"['{input_name}']" in s):
+            return True
+    return False
+
+
+REWRITTEN_HINT = ("rewrite_control_flow=True left this construct as written (see the warning listing what "
+                   "it did not rewrite and why): write it with torch.ops.higher_order.scan, torch.cond or "
+                   "while_loop, or drop the axis from dynamic_shapes if the size really is fixed")
+
+
+def specialization_error(d: DeclaredDim, value: int | None, where: str | None, top_name: str) -> SpecializationError:
+    const = f" became the constant {value}" if value is not None else " became a constant"
+    if value in (0, 1):
+        return SpecializationError(
+            f"axis {d.axis} of input {d.input_name!r}, declared dynamic as {d.name!r}, has size {value} in the "
+            f"example inputs: torch.export specializes sizes 0 and 1, so the dimension cannot stay dynamic",
+            where=where,
+            hint=f"give an example input whose axis {d.axis} has size 2 or more; onnxport validates other sizes "
+                 f"(1 included) afterwards",
+        )
+    return SpecializationError(
+        f"axis {d.axis} of input {d.input_name!r}, declared dynamic as {d.name!r},{const} during capture: "
+        f"the model's code forces it to one size, so the ONNX model would only work for that size",
+        where=where,
+        hint=(
+            "rewrite the Python loop or branch over this size with torch.ops.higher_order.scan "
+            "(or torch.cond / while_loop), or pass rewrite_control_flow=True to to_onnx; "
+            f"if the size really is fixed, drop axis {d.axis} of {top_name!r} from dynamic_shapes"
+        ),
+    )
+
+
+def top_level_name(d: DeclaredDim, top: list[tuple[str, Any]]) -> str:
+    for n, _ in top:
+        if d.input_name == n or d.input_name.startswith(n + "_"):
+            return n
+    return d.input_name
+
+
+def _pinned(text: str, declared: list[DeclaredDim], events: list, top) -> SpecializationError | None:
+    """A range violation whose narrowed range is one size: the model's code pinned the dimension
+    (a Python loop over it, ``int()`` of it)."""
+    for name, source in re.findall(r"Not all values of (\w+) = (\S+) in the specified range", text):
+        pinned = [ev for ev in events if ev.kind == "range" and source in ev.sources and ev.upper == ev.lower]
+        d = next((d for d in declared if d.name == name), None)
+        if pinned and d is not None:
+            return specialization_error(d, int(pinned[0].lower), pinned[0].branch or pinned[0].where, top_level_name(d, top))
+    return None
+
+
+def classify(e: Exception, declared: list[DeclaredDim], records: list, top, events: list = ()) -> Exception:
+    inner = e
+    while inner is not None and not isinstance(inner, ExportError):
+        inner = inner.__cause__ or inner.__context__
+    if isinstance(inner, ExportError):  # raised on purpose by a capture hook: keep it whole
+        return inner
+    text = str(e)
+    m = re.search(r"tracing inferred a static shape of (\d+) for dimension inputs\['(\w+)'\]\.shape\[(\d+)\]", text)
+    if m:  # Dim.DYNAMIC pinned to one size
+        value, top_name, axis = int(m.group(1)), m.group(2), int(m.group(3))
+        d = next((d for d in declared if d.input_name == top_name and d.axis == axis), None)
+        source = f"L['{top_name}'].size()[{axis}]"
+        pinned = [ev for ev in events if ev.kind == "range" and source in ev.sources and ev.upper == ev.lower]
+        where = (pinned[0].branch or pinned[0].where) if pinned else next(
+            (f for srcs, _, f in records if source_matches(srcs, top_name, axis, top_name)), None)
+        if d is not None:
+            return specialization_error(d, value, where, top_name)
+    if "Constraints violated" in text or "specialized it to be a constant" in text:
+        pinned = _pinned(text, declared, events, top)
+        if pinned is not None:
+            return pinned
+        m = re.search(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((-?\d+)\)", text)
+        name, value = (m.group(1), int(m.group(2))) if m else (None, None)
+        for d in declared:
+            if name is not None and (d.name == name or source_matches([name], d.input_name, d.axis, top_level_name(d, top))):
+                where = None
+                for sources, const, frame in records:
+                    if source_matches(sources, d.input_name, d.axis, top_level_name(d, top)):
+                        where, value = frame, const if value is None else value
+                        break
+                if where is None and records:
+                    where = records[0][2]
+                return specialization_error(d, value, where, top_level_name(d, top))
+        guard = re.search(r"Not all values of (\w+) = (\S+) in the specified range(?: [^\n]*?)? satisfy the generated guard (.+?)\.?\n", text)
+        if guard:
+            return DynamicShapesError(
+                _pretty_sources(f"dimension {guard.group(1)} ({guard.group(2)}) cannot take every size: the model's "
+                                f"code requires {guard.group(3).strip()}"),
+                hint=(_suggested_fixes(text) or "narrow the dimension's range with Dim(name, min=..., max=...)")
+                + "; if the model branches on this size, write the branch with torch.cond (or pass "
+                  "rewrite_control_flow=True)",
+            )
+        return SpecializationError(text.split("\n\nThe error above")[0], hint=_suggested_fixes(text) or None)
+    if "dynamic_shapes" in text or "Dim" in type(e).__name__ or "Expected dynamic_shapes" in text:
+        return DynamicShapesError(f"torch.export rejected dynamic_shapes: {text.splitlines()[0] if text else e!r}",
+                                  hint="check the spec against torch.export's dynamic_shapes documentation")
+    where = None
+    tb = traceback.extract_tb(e.__traceback__) if e.__traceback__ else []
+    frames = "".join(traceback.format_list(tb))
+    where = last_user_frame(frames)
+    first = text.splitlines()[0] if text else repr(e)
+    hint = "make the model's forward run on the example inputs; try strict=False/True, " \
+           "or check data-dependent Python control flow (torch.cond, scan)"
+    if re.search(r"ScanOp\.__call__\(\) got an unexpected keyword argument '(dim|reverse)'", text):
+        hint = ("torch.ops.higher_order.scan(combine_fn, init, xs, additional_inputs) takes no dim or reverse: "
+                "call torch._higher_order_ops.scan.scan(combine_fn, init, xs, dim=..., reverse=...), which moves "
+                "the scanned axis and flips it for you")
+    return CaptureError(f"torch.export could not capture the model: {type(e).__name__}: {first}", where=where,
+                        hint=hint)
+
+
+def required_ranges(text: str) -> dict[str, tuple]:
+    """``{name: (min, max)}`` from torch's suggested fixes ``time = Dim('time', min=7)``."""
+    out = {}
+    for m in re.finditer(r"(\w+) = Dim\('(\w+)'(?:, min=(\d+))?(?:, max=(\d+))?\)", text):
+        if m.group(3) or m.group(4):
+            out[m.group(2)] = (int(m.group(3)) if m.group(3) else None, int(m.group(4)) if m.group(4) else None)
+    return out
+
+
+def is_size_guard(error: Exception) -> bool:
+    """A guard error about a size being 0 or 1 (``!= 1``, ``!= 0``, ``>= 2``)."""
+    text = getattr(error, "what", "")
+    return isinstance(error, DynamicShapesError) and "cannot take every size" in text and \
+        any(k in text for k in ("!= 1", "!= 0", ">= 2", "> 1"))
+
+
+def _pretty_sources(text: str) -> str:
+    """``L['x'].size()[1]`` -> ``x.shape[1]`` in torch's messages."""
+    return re.sub(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]", r"\1.shape[\2]", text)
+
+
+def _suggested_fixes(text: str) -> str:
+    """torch.export's "Suggested fixes:" lines, joined."""
+    if "Suggested fixes:" not in text:
+        return ""
+    tail = text.split("Suggested fixes:", 1)[1].split("\n\n")[0]
+    fixes = [line.strip() for line in tail.splitlines() if line.strip()]
+    return "torch.export suggests: " + "; ".join(fixes) if fixes else ""

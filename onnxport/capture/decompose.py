@@ -1,0 +1,164 @@
+"""Decomposition of the ops that have no translation, to ops that have one.
+
+Each node whose op has no translation is decomposed alone: its decomposition (torch's table,
+``torch.export.default_decompositions()`` without the ops that translate) is traced on the node's
+own fake inputs, sizes symbolic as in the program, and the traced nodes replace it in place, in
+the main graph and in control-flow bodies. The whole program is decomposed again by torch
+(``ExportedProgram.run_decompositions``, which traces the model anew) only when a node cannot be
+decomposed alone: a mutation of an input or buffer, which only torch's functionalization expresses,
+or an op without a decomposition of its own.
+
+Semantics: PyTorch's decompositions (``torch._decomp``), which define the op in core ATen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import operator
+from typing import Any, Callable
+
+import torch
+from torch.utils import _pytree as pytree
+
+
+@dataclasses.dataclass(frozen=True)
+class Decomposition:
+    """What ``decompose`` did: the program, the ops it decomposed node by node, and the ops that made
+    it decompose the whole program (empty when it did not)."""
+
+    program: torch.export.ExportedProgram
+    local: tuple[str, ...] = ()
+    whole_program: tuple[str, ...] = ()
+
+
+def decompose(program: torch.export.ExportedProgram, has_translation: Callable[[Any], Any],
+              hooks: Callable[[], Any] = contextlib.nullcontext,
+              translates: Callable[[torch.fx.Node], bool] | None = None) -> Decomposition:
+    """Decompose the ops without a translation (in the main graph and in control-flow bodies); a
+    program whose every op translates is returned unchanged.
+
+    Args:
+        program: the captured program (its graph is changed in place by local decompositions).
+        has_translation: ``overload -> translation or None`` (``Registry.lookup``).
+        hooks: ``() -> context manager`` entered around a whole-program decomposition
+            (``Registry.capture_hooks``: the ops kept whole during capture stay whole there).
+        translates: ``node -> bool``, whether a node translates as it is (default: its overload
+            has a translation); an in-place op the translation handles counts as translated.
+    """
+    translates = translates or (lambda n: has_translation(n.target) is not None)
+    pending = [(gm, n) for gm, n in _nodes(program.graph_module)
+               if isinstance(n.target, torch._ops.OpOverload) and not translates(n)]
+    if not pending:
+        return Decomposition(program)
+    table = {op: fn for op, fn in _default_table().items() if has_translation(op) is None}
+    blocking = sorted({str(n.target) for _, n in pending if not _local_ok(n, table)})
+    traced = []
+    for gm, node in pending if not blocking else ():
+        try:
+            traced.append((gm, node, _trace(node, table)))
+        except Exception:  # noqa: BLE001 - a decomposition that does not trace alone: torch's whole path
+            blocking.append(str(node.target))
+    if blocking:
+        whole = torch.export.default_decompositions()
+        for op in list(whole.keys()):
+            if has_translation(op) is not None:
+                whole.pop(op)
+        with hooks():
+            return Decomposition(program.run_decompositions(whole), whole_program=tuple(sorted(set(blocking))))
+    touched = set()
+    for gm, node, graph_of_node in traced:
+        _splice(gm.graph, node, graph_of_node)
+        touched.add(gm)
+    for gm in touched:
+        gm.graph.lint()
+        gm.recompile()
+    return Decomposition(program, local=tuple(sorted({str(n.target) for _, n in pending})))
+
+
+@functools.lru_cache(maxsize=1)
+def _default_table() -> dict:
+    """torch.export's default decomposition table (built once: it takes about a second)."""
+    return dict(torch.export.default_decompositions())
+
+
+def _nodes(gm: torch.fx.GraphModule):
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function":
+            yield gm, node
+        elif node.op == "get_attr":
+            sub = getattr(gm, node.target, None)
+            if isinstance(sub, torch.fx.GraphModule):
+                yield from _nodes(sub)
+
+
+def _local_ok(node: torch.fx.Node, table: dict) -> bool:
+    """The node can be decomposed alone: torch has a decomposition for it, it writes to no tensor
+    (functionalization's business), and its inputs carry fake values to trace with."""
+    schema = node.target._schema
+    if any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
+        return False
+    if node.target not in table and not node.target.has_kernel_for_dispatch_key(
+            torch._C.DispatchKey.CompositeImplicitAutograd):
+        return False
+    leaves = pytree.tree_leaves((node.args, node.kwargs))
+    return all("val" in a.meta for a in leaves if isinstance(a, torch.fx.Node)) and "val" in node.meta
+
+
+def _trace(node: torch.fx.Node, table: dict) -> tuple[torch.fx.GraphModule, list]:
+    """The node's decomposition traced on its fake inputs: the graph and the node inputs feeding
+    its placeholders, in order."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    leaves, spec = pytree.tree_flatten((node.args, node.kwargs))
+    inputs = [a for a in leaves if isinstance(a, torch.fx.Node)]
+    vals = [a.meta["val"] for a in inputs]
+    fn = table.get(node.target, node.target.decompose)
+
+    def run(*traced):
+        it = iter(traced)
+        args, kwargs = pytree.tree_unflatten([next(it) if isinstance(a, torch.fx.Node) else a for a in leaves], spec)
+        return fn(*args, **kwargs)
+
+    fake = next((v.fake_mode for v in vals if isinstance(v, torch.Tensor) and hasattr(v, "fake_mode")), None)
+    with fake if fake is not None else contextlib.nullcontext():
+        gm = make_fx(run, decomposition_table=table, tracing_mode="real")(*vals)
+    return gm, inputs
+
+
+def _splice(graph: torch.fx.Graph, node: torch.fx.Node, traced: tuple[torch.fx.GraphModule, list]) -> None:
+    """Replace ``node`` in ``graph`` by the nodes of its traced decomposition."""
+    gm, inputs = traced
+    env: dict[torch.fx.Node, Any] = {}
+    placeholders = [p for p in gm.graph.nodes if p.op == "placeholder"]
+    env.update(zip(placeholders, inputs))
+    result: Any = None
+    with graph.inserting_before(node):
+        for sub in gm.graph.nodes:
+            if sub.op == "placeholder":
+                continue
+            if sub.op == "output":
+                result = pytree.tree_map_only(torch.fx.Node, lambda a: env[a], sub.args[0])
+                break
+            if sub.op == "get_attr":  # a constant the decomposition made: kept on the owning module
+                name = f"_onnxport_decomposed_{len(graph.nodes)}_{sub.target}"
+                setattr(graph.owning_module, name, getattr(gm, sub.target))
+                copied = graph.get_attr(name)
+            else:
+                copied = graph.node_copy(sub, lambda a: env[a])
+            copied.meta = dict(sub.meta)
+            for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
+                if key in node.meta:
+                    copied.meta[key] = node.meta[key]
+            env[sub] = copied
+    if isinstance(result, (list, tuple)):
+        for user in list(node.users):
+            if user.target is operator.getitem:
+                user.replace_all_uses_with(result[user.args[1]])
+                graph.erase_node(user)
+        if node.users:
+            raise RuntimeError(f"{node.target} is read other than by index after its decomposition")
+    else:
+        node.replace_all_uses_with(result)
+    graph.erase_node(node)

@@ -1,0 +1,167 @@
+"""Guards met during capture, decided: the conditions torch.export deferred to run time, the ranges
+it narrowed, and the range violations it raised for named dimensions.
+
+``capture`` records ``GuardEvent``s while torch.export traces (``capture_patches.record_guards``);
+the functions here turn them into ``guards.Guard`` decisions (see ``onnxport.capture.guards``):
+
+* ``violation_ranges``: torch refused a declared range (``Not all values of time ... satisfy 4 <=
+  time``): the range to retry torch with, and what onnxport promises in it (a condition the model
+  needs, adopted; one of torch's 0/1 specializations, kept for validation to check); an error
+  naming the user's branch or line when the dimension has an explicit range;
+* ``decide_captured``: after capture, every range torch narrowed without saying (``Dim.DYNAMIC``,
+  ``Dim.AUTO``) compared with the declared one, then every deferred condition decided over the
+  sizes the export promises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+import sympy
+import torch
+
+from onnxport.capture import guards as G
+from onnxport.capture.patches import GuardEvent
+from onnxport.capture.dynamic_shapes import DeclaredDim, int_oo_or_none
+
+_VIOLATION = re.compile(r"Not all values of (\w+) = (\S+) in the specified range")
+
+
+@dataclasses.dataclass
+class Narrowing:
+    """How torch narrowed one dimension's range, split by why."""
+
+    promised: tuple  # (lo, hi) the export holds for: declared, cut by the conditions the model needs
+    torch: tuple  # (lo, hi) torch.export traced with
+    guards: list  # the adopted range (if any) and the kept 0/1 specialization (if any)
+
+
+def _declared_var(d: DeclaredDim, symbol: Any, promised: dict[str, tuple]) -> G.SizeVar:
+    lo, hi = d.min, d.max
+    if d.name in promised:
+        p_lo, p_hi = promised[d.name]
+        lo, hi = max(lo, p_lo or 0), p_hi if hi is None else (hi if p_hi is None else min(hi, p_hi))
+    return G.SizeVar(symbol, d.name, lo, hi, adoptable=not d.ranged)
+
+
+def size_vars(placeholders: list, names: list[str], declared: list[DeclaredDim],
+              promised: dict[str, tuple]) -> dict[sympy.Symbol, G.SizeVar]:
+    """torch's symbol -> the declared dimension it stands for (``promised``: ranges narrowed so far)."""
+    by_input = dict(zip(names, placeholders))
+    out: dict[sympy.Symbol, G.SizeVar] = {}
+    for d in declared:
+        node = by_input.get(d.input_name)
+        val = node.meta.get("val") if node is not None else None
+        if not isinstance(val, torch.Tensor) or d.axis >= val.dim():
+            continue
+        size = val.shape[d.axis]
+        expr = size.node.expr if isinstance(size, torch.SymInt) else None
+        if isinstance(expr, sympy.Symbol) and expr not in out:
+            out[expr] = _declared_var(d, expr, promised)
+    return out
+
+
+def narrowing(var: G.SizeVar, events: list[GuardEvent]) -> Narrowing:
+    """Split the range ``events`` of one dimension: conditions the model needs (adopted, or refused
+    for an explicit range) and torch's 0/1 specializations (kept: validation looks there).
+
+    Raises:
+        SpecializationError: the user's code branched on the size (names the ``if``).
+        DynamicShapesError: the dimension has an explicit range a condition the model needs cuts.
+    """
+    def bounds(evs):
+        lower = max([int(e.lower) for e in evs] + [var.lo])
+        uppers = [u for u in (int_oo_or_none(e.upper) for e in evs) if u is not None] + \
+            ([var.hi] if var.hi is not None else [])
+        return lower, min(uppers) if uppers else None
+
+    needed = [e for e in events if e.cause is None or not G.compares_with_one(e.cause)]
+    lo, hi = bounds(needed)
+    t_lo, t_hi = bounds(events)
+    guards = []
+    branch = next((e.branch for e in events if e.branch), None)
+    if lo > var.lo or (hi is not None and hi != var.hi):
+        guard = G.range_guard(var, lo, hi, needed[-1].where if needed else None)
+        if branch:
+            raise G.branch_error(guard.text, guard.excluded, branch)
+        if not var.adoptable:
+            raise G.range_error(guard.text, guard.excluded, guard.where, [var])
+        guards.append(guard)
+    if t_lo > lo or (t_hi is not None and t_hi != hi):
+        kept = [e for e in events if e not in needed]
+        guard = G.kept_range_guard(dataclasses.replace(var, symbol=events[0].symbol, lo=lo, hi=hi), t_lo, t_hi,
+                                   kept[-1].cause if kept else None, kept[-1].where if kept else None)
+        if branch:
+            raise G.branch_error(guard.text, guard.excluded, branch)
+        guards.append(guard)
+    return Narrowing((lo, hi), (t_lo, t_hi), guards)
+
+
+def violation_ranges(text: str, events: list[GuardEvent], declared: list[DeclaredDim],
+                     promised: dict[str, tuple]) -> dict[str, Narrowing]:
+    """For each dimension torch says cannot take its declared range: how to retry (the range torch
+    narrowed it to) and what the export promises (see ``narrowing``)."""
+    out = {}
+    for name, source in _VIOLATION.findall(text):
+        dims = [d for d in declared if d.name == name]
+        mine = [e for e in events if e.kind == "range" and source in e.sources]
+        if not dims or not mine:
+            continue
+        if any(int_oo_or_none(e.upper) is not None and int(e.lower) >= int_oo_or_none(e.upper) for e in mine):
+            continue  # pinned to one size: a specialization, reported as such
+        out[name] = narrowing(_declared_var(dims[0], None, promised), mine)
+    return out
+
+
+def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy.Symbol, G.SizeVar],
+                    events: list[GuardEvent], traced: dict[str, tuple]) -> tuple[list[G.Guard], dict[sympy.Symbol, G.SizeVar]]:
+    """Decide every range torch narrowed beyond the declared one (``Dim.DYNAMIC``, ``Dim.AUTO``),
+    then every condition it deferred while tracing, over the sizes the export promises
+    (``traced``: dim name -> the range torch.export was given, where it differs from the declared one).
+
+    Returns the guards and the variables with their promised ranges. Raises
+    ``SpecializationError`` (a branch of the user's code on a size) or ``DynamicShapesError`` (a
+    condition cutting an explicit range).
+    """
+    guards: list[G.Guard] = []
+    variables = dict(variables)
+    for symbol, var in list(variables.items()):
+        vr = program.range_constraints.get(symbol)
+        if vr is None:
+            continue
+        lower, upper = int(vr.lower), int_oo_or_none(vr.upper)
+        given_lo, given_hi = traced.get(var.name, (None, None))
+        floor = max(var.lo, 2, given_lo or 0)
+        ceiling = min([h for h in (var.hi, given_hi) if h is not None], default=None)
+        if not (lower > floor or (upper is not None and (ceiling is None or upper < ceiling))):
+            continue
+        mine = [e for e in events if e.kind == "range" and e.symbol == symbol]
+        if not mine:
+            mine = [GuardEvent("range", symbol=symbol, lower=lower, upper=vr.upper)]
+        n = narrowing(var, mine)
+        guards += n.guards
+        variables[symbol] = dataclasses.replace(var, lo=n.promised[0], hi=n.promised[1])
+    env = _shape_env(program)
+    conditions = []
+    for e in events:
+        if e.kind == "assert":
+            expr = e.expr
+            if env is not None:
+                try:
+                    expr = env.simplify(expr)
+                except Exception:  # noqa: BLE001 - the expression as recorded is still right
+                    pass
+            conditions.append((expr, e.where, e.branch))
+    return guards + G.decide(conditions, variables), variables
+
+
+def _shape_env(program):
+    for node in program.graph.nodes:
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            for size in val.shape:
+                if isinstance(size, torch.SymInt):
+                    return size.node.shape_env
+    return None

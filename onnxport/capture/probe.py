@@ -1,0 +1,75 @@
+"""The smallest sizes, run in eager PyTorch: does the model take size 1 where the export would
+promise it?
+
+torch.export traces a model assuming every dynamic size is at least 2: a check the model makes of
+size 1 (a pooling window that would not fit, a reshape that needs two frames) is decided by that
+assumption and never recorded as a guard. For every dimension the export would promise from size 1
+on, the model runs once in eager PyTorch at size 1 (the other dimensions at the example's sizes,
+inputs made like the example's, ``capture.inputs``): when PyTorch itself refuses, the dimension
+starts at 2 (adopted with a warning naming the error and the user's line, or refused for an
+explicit range), so the export never promises sizes the model does not take.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import traceback
+from typing import Any
+
+import torch
+
+from onnxport.capture.captured import Captured
+from onnxport.capture.guards import Guard, SizeVar, range_error
+from onnxport.capture.inputs import dim_examples, dim_names, inputs_like_example
+from onnxport.errors import last_user_frame
+
+
+def probe_size_one(model: Any, captured: Captured) -> tuple[list[Guard], dict]:
+    """Run ``model`` at size 1 of each dimension ``captured`` would promise from 1 on.
+
+    Returns the guards adopted (``name >= 2``) and the variables with their minimum raised.
+
+    Raises:
+        DynamicShapesError: PyTorch refuses size 1 of a dimension whose explicit range includes it.
+    """
+    variables = dict(captured.variables)
+    small = [s for s, v in variables.items() if v.lo <= 1 and (v.hi is None or v.hi >= 2)]
+    if not small or not isinstance(model, torch.nn.Module):
+        return [], variables
+    names = dim_names(captured)
+    examples, _ = dim_examples(captured, names)
+    guards = []
+    errors = {}
+    if _runs(model, captured, names, {**examples, **{variables[s].name: 1 for s in small}}) is not None:
+        errors = {s: _runs(model, captured, names, {**examples, variables[s].name: 1}) for s in small}
+    for symbol, error in errors.items():
+        if error is None:
+            continue
+        var = variables[symbol]
+        where, message = error
+        text = f"{var.name} >= 2"
+        if not var.adoptable:
+            raise range_error(text, ({var.name: 1},), where, [var])
+        guards.append(Guard(text, "adopted", where, ({var.name: 1},), ({var.name: 2},),
+                            f"PyTorch refuses {var.name} = 1: {message}", text, (var.name,)))
+        variables[symbol] = dataclasses.replace(var, lo=2)
+    return guards, variables
+
+
+def _runs(model: torch.nn.Module, captured: Captured, names: dict, sizes: dict) -> tuple[str | None, str] | None:
+    """None when eager PyTorch runs the model at ``sizes``; else (the user's line, the error)."""
+    try:
+        args, kwargs = inputs_like_example(captured, names, sizes, seed=0)
+    except Exception:  # noqa: BLE001 - inputs cannot be made at these sizes: nothing to learn
+        return None
+    mutates = any(s.kind.name != "USER_OUTPUT" for s in captured.program.graph_signature.output_specs)
+    runner = copy.deepcopy(model) if mutates else model
+    try:
+        with torch.no_grad():
+            runner(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - the model refuses these sizes
+        frames = "".join(traceback.format_list(traceback.extract_tb(e.__traceback__)))
+        first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        return last_user_frame(frames), f"{type(e).__name__}: {first}"
+    return None

@@ -1,0 +1,110 @@
+"""In-place ATen overloads (``aten.relu_.default``, ``aten.add_.Tensor``, ``aten.silu_.default``) as
+their functional form, the mutation made explicit.
+
+torch.export's training IR keeps the in-place variants that ``nn.ReLU(inplace=True)``, ``x += y``
+and friends call. Where the mutated tensor is an intermediate value that nothing else aliases,
+``y = op_(x, ...)`` is ``y = op(x, ...)`` cast to ``x``'s dtype, and every later read of ``x`` reads
+``y``: the translation of the functional overload serves, and no decomposition (which re-traces the
+whole program) is needed. A mutation of a graph input or buffer, or of a view, is left to torch's
+functionalization (``capture.decompose``), which adds the ``<name>.updated`` outputs.
+
+Semantics: PyTorch's in-place convention (``Tensor.op_`` writes ``op``'s result into ``self``,
+keeping ``self``'s dtype and shape).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable
+
+import torch
+
+
+def functional_of(target: Any) -> Any:
+    """The functional overload of an in-place ATen overload (``aten.relu_.default`` ->
+    ``aten.relu.default``), or None when ``target`` is not one or has none."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return None
+    schema = target._schema
+    name = schema.name.split("::")[-1]
+    if not name.endswith("_") or name.endswith("__") or not schema.arguments:
+        return None
+    first = schema.arguments[0]
+    if first.alias_info is None or not first.alias_info.is_write:
+        return None
+    packet = getattr(torch.ops.aten, name[:-1], None)
+    overload = getattr(packet, target._overloadname, None) if packet is not None else None
+    return overload if isinstance(overload, torch._ops.OpOverload) else None
+
+
+def _aliases(node: torch.fx.Node) -> bool:
+    """The node's result is a view of another tensor (its schema returns an alias)."""
+    target = node.target
+    if target is operator.getitem:
+        return False
+    if not isinstance(target, torch._ops.OpOverload):
+        return True  # higher-order ops and the like: assumed to alias
+    if target.overloadpacket is torch.ops.aten.to and node.args and isinstance(node.args[0], torch.fx.Node):
+        before, after = node.args[0].meta.get("val"), node.meta.get("val")  # a cast copies
+        if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor) and before.dtype != after.dtype:
+            return False
+    returns = target._schema.returns
+    return bool(returns) and returns[0].alias_info is not None
+
+
+def alias_chain(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The tensors an in-place op writes: its ``self``, and back through the in-place ops that
+    produced it to the first tensor (``relu_(add_(x, y))`` writes ``add_`` and ``x``)."""
+    chain = []
+    current = node.args[0] if node.args else None
+    while isinstance(current, torch.fx.Node):
+        chain.append(current)
+        if current.op == "call_function" and functional_of(current.target) is not None and current.args:
+            current = current.args[0]
+        else:
+            break
+    return chain
+
+
+_DROPOUTS = ("dropout_", "feature_dropout_", "alpha_dropout_", "feature_alpha_dropout_")
+
+
+def writes_nothing(node: torch.fx.Node) -> bool:
+    """An in-place op that leaves its tensor as it is: dropout at inference (``train=False``) or
+    with ``p=0``."""
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload) or target._schema.name.split("::")[-1] not in _DROPOUTS:
+        return False
+    p, train = (list(node.args[1:3]) + [node.kwargs.get("p"), node.kwargs.get("train")])[:2]
+    return train is False or p == 0
+
+
+def mutates_locally(node: torch.fx.Node) -> bool:
+    """``node`` is an in-place op whose mutated tensor is an intermediate value: produced by a
+    non-view op (through other in-place ops), not a graph input or buffer, and not viewed by any
+    other node; or one that writes nothing (``writes_nothing``)."""
+    if functional_of(node.target) is None:
+        return False
+    if writes_nothing(node):
+        return True
+    chain = alias_chain(node)
+    if not chain:
+        return False
+    base = chain[-1]
+    if base.op != "call_function" or _aliases(base):
+        return False
+    for member in chain:
+        for user in member.users:
+            if user is node or user in chain or functional_of(user.target) is not None:
+                continue
+            if isinstance(user.target, torch._ops.OpOverload) and _aliases(user):
+                return False
+    return True
+
+
+def translatable(node: torch.fx.Node, lookup: Callable[[Any], Any]) -> bool:
+    """Whether ``node`` translates without decomposition: its overload has a translation, or it is
+    an in-place op mutating an intermediate value whose functional overload has one."""
+    if lookup(node.target) is not None:
+        return True
+    return mutates_locally(node) and lookup(functional_of(node.target)) is not None

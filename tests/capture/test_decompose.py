@@ -1,0 +1,56 @@
+"""Ops without a translation decomposed node by node (the program is not traced again), torch's
+whole-program decomposition kept for the mutations only functionalization expresses."""
+
+from __future__ import annotations
+
+import torch
+
+from exportcheck import check_export, count_ops
+from onnxport.translate.registry import override
+
+aten = torch.ops.aten
+
+
+class Gated(torch.nn.Module):
+    def forward(self, x, y):  # x: [b, t], y: [b, u] with u even
+        return torch.nn.functional.silu(x)[:, :3] + torch.nn.functional.glu(y, -1).sum(-1, keepdim=True)
+
+
+def test_ops_without_translation_are_decomposed_alone():
+    with override({aten.silu.default: None, aten.glu.default: None}):
+        r = check_export(Gated(), (torch.randn(3, 8), torch.randn(3, 6)), {"x": {0: "b", 1: "t"}, "y": {0: "b"}})
+    assert r.decomposed == {"local": ["aten.glu.default", "aten.silu.default"], "whole_program": []}
+    targets = {n.target for n in r.program.graph.nodes}
+    assert aten.sigmoid.default in targets and aten.silu.default not in targets
+    assert count_ops(r, "Sigmoid") == 2
+
+
+class Scanned(torch.nn.Module):
+    def forward(self, x):  # x: [b, t]
+        def step(carry, row):
+            y = torch.nn.functional.silu(row) + carry
+            return [y.clone(), y.clone()]
+
+        _, ys = torch.ops.higher_order.scan(step, [torch.zeros_like(x[0])], [x], additional_inputs=[])
+        return ys
+
+
+def test_ops_inside_control_flow_bodies_are_decomposed_alone():
+    with override({aten.silu.default: None}):
+        r = check_export(Scanned(), (torch.randn(4, 5),), {"x": {0: "b", 1: "t"}})
+    assert r.decomposed["local"] == ["aten.silu.default"] and r.decomposed["whole_program"] == []
+
+
+class Counter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(2))
+
+    def forward(self, x):
+        self.calls[0].add_(1)  # a write through a view of a buffer
+        return x * 2 + self.calls[0]
+
+
+def test_a_mutation_through_a_view_decomposes_the_whole_program_and_says_why():
+    r = check_export(Counter().eval(), (torch.randn(3, 2),), {"x": {0: "b"}})
+    assert r.decomposed["whole_program"] == ["aten.add_.Tensor"]

@@ -1,0 +1,118 @@
+"""``onnxport export --returnn-config``: RETURNN's demo-rf style (RF model) and demo-torch style (pure
+PyTorch model) configs end to end, the exit codes, and what is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import torch
+
+from returnn_helpers import CONFIGS, DEMO_RF, DEMO_TORCH, run_onnx, save_checkpoint
+
+from onnxport.cli import main
+from onnxport.integrations.returnn_config import load_returnn_config
+from onnxport.integrations.returnn_export import build_returnn_model
+
+SIZES = ["--size", "batch=1,time=9", "--size", "batch=2,time=23", "--size", "batch=5,time=50",
+         "--size", "batch=4,time=301"]
+
+
+def _signature(path) -> list:
+    m = onnx.load(str(path))
+    dims = lambda v: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]  # noqa: E731
+    return [(v.name, dims(v)) for v in list(m.graph.input) + list(m.graph.output)]
+
+
+def _eager(config, ckpt, inputs) -> dict:
+    with torch.no_grad():
+        return {k: v.numpy() for k, v in build_returnn_model(load_returnn_config(config), ckpt)(inputs).items()}
+
+
+def _inputs(batch: int, time: int, features: int, seed: int) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, time + 1, (batch,), generator=g, dtype=torch.int32)
+    lengths[0] = time
+    data = torch.randn(batch, time, features, generator=g) * (torch.arange(time)[None, :, None] < lengths[:, None, None])
+    return {"data": data, "data:size1": lengths}
+
+
+def test_demo_rf_config(tmp_path, capsys):
+    ckpt, out = tmp_path / "epoch.001.pt", tmp_path / "demo_rf.onnx"
+    save_checkpoint(DEMO_RF, ckpt, seed=3)
+    assert main(["export", "--returnn-config", str(DEMO_RF), "--checkpoint", str(ckpt), "-o", str(out), *SIZES]) == 0
+    text = capsys.readouterr().out
+    assert "time=301" in text and " ok" in text, text
+    assert _signature(out) == [("data", ["batch", "time", 9]), ("data:size1", ["batch"]),
+                               ("output", ["batch", "time", 2]), ("output:size1", ["batch"])]
+    weights = {i.name for i in onnx.load(str(out)).graph.initializer}
+    assert weights == {f"model.layers.{i}.{p}" for i in range(3) for p in ("filter", "bias")}, weights
+    inputs = _inputs(3, 17, 9, seed=1)
+    got, want = run_onnx(out, inputs), _eager(DEMO_RF, ckpt, inputs)
+    np.testing.assert_allclose(got["output"], want["output"], atol=1e-5, rtol=1e-4)
+    np.testing.assert_array_equal(got["output:size1"], want["output:size1"])
+
+
+def test_demo_torch_config_a_pure_pytorch_model(tmp_path, capsys):
+    ckpt, out = tmp_path / "epoch.001.pt", tmp_path / "demo_torch.onnx"
+    save_checkpoint(DEMO_TORCH, ckpt, seed=4)
+    assert main(["export", "--returnn-config", str(DEMO_TORCH), "--checkpoint", str(ckpt), "-o", str(out),
+                 *SIZES]) == 0
+    assert "time=301" in capsys.readouterr().out
+    assert _signature(out) == [("data", ["batch", "time", 9]), ("data:size1", ["batch"]),
+                               ("output", ["batch", "out_time", 2]), ("output:size1", ["batch"])]
+    inputs = _inputs(2, 40, 9, seed=2)
+    got, want = run_onnx(out, inputs), _eager(DEMO_TORCH, ckpt, inputs)
+    np.testing.assert_allclose(got["output"], want["output"], atol=1e-5, rtol=1e-4)
+    np.testing.assert_array_equal(got["output:size1"], inputs["data:size1"].numpy())
+
+
+def test_validation_mismatch_exits_1_with_the_file_written(tmp_path, capsys):
+    out = tmp_path / "demo_rf.onnx"
+    assert main(["export", "--returnn-config", str(DEMO_RF), "-o", str(out), "--atol", "0", "--rtol", "0",
+                 "--size", "batch=2,time=23", "--size", "batch=4,time=301"]) == 1
+    assert "validation mismatch" in capsys.readouterr().err
+    assert out.exists()
+
+
+def _refused(capsys, out, *args) -> str:
+    assert main(["export", *args, "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("onnxport: error: "), err
+    assert not out.exists()
+    return err
+
+
+def test_config_without_model_outputs(tmp_path, capsys):
+    config = tmp_path / "no_outputs.py"
+    config.write_text(DEMO_RF.read_text().replace("model_outputs = ", "declared_outputs = "))
+    err = _refused(capsys, tmp_path / "m.onnx", "--returnn-config", str(config))
+    assert "defines no model_outputs" in err and "fix:" in err
+
+
+def test_forward_step_marking_another_output(tmp_path, capsys):
+    config = tmp_path / "renamed.py"
+    config.write_text(DEMO_RF.read_text().replace('model_outputs = {"output"', 'model_outputs = {"logits"'))
+    err = _refused(capsys, tmp_path / "m.onnx", "--returnn-config", str(config))
+    assert "logits" in err and "output" in err
+
+
+def test_checkpoint_of_another_model(tmp_path, capsys):
+    ckpt = tmp_path / "torch.pt"
+    save_checkpoint(DEMO_TORCH, ckpt, seed=0)
+    err = _refused(capsys, tmp_path / "m.onnx", "--returnn-config", str(DEMO_RF), "--checkpoint", str(ckpt))
+    assert "does not fit the model" in err and "get_model" in err
+
+
+def test_returnn_config_with_a_target(tmp_path, capsys):
+    err = _refused(capsys, tmp_path / "m.onnx", "model.py:Net", "--returnn-config", str(DEMO_RF))
+    assert "--returnn-config and TARGET" in err
+
+
+def test_missing_config_file(tmp_path, capsys):
+    err = _refused(capsys, tmp_path / "m.onnx", "--returnn-config", str(CONFIGS / "nowhere.py"))
+    assert "does not exist" in err
+
+
+def test_size_of_an_unknown_dim(tmp_path, capsys):
+    err = _refused(capsys, tmp_path / "m.onnx", "--returnn-config", str(DEMO_RF), "--size", "frames=3")
+    assert "frames" in err

@@ -1,0 +1,34 @@
+"""Third-party model packages, imported so that their model classes work beside this torch build.
+
+The torchvision wheel the package index serves for torch 2.13 carries compiled ops (``nms``,
+``roi_align``...) that do not load with the CPU torch, and its import fails registering their meta
+kernels (``operator torchvision::nms does not exist``). The model definitions do not need those ops:
+``import_torchvision`` imports the package without the meta registrations in that case, so that
+torchvision (and transformers, which imports it when installed) work. Nothing else is changed.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+
+def import_torchvision():
+    """``torchvision``, or None when it is not installed."""
+    try:
+        import torchvision
+
+        return torchvision
+    except ImportError:
+        return None
+    except RuntimeError as e:
+        if "torchvision::" not in str(e):
+            raise
+    for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+        del sys.modules[name]
+    stub = types.ModuleType("torchvision._meta_registrations")
+    stub.__doc__ = "meta kernels of torchvision's compiled ops, which this torch build cannot load"
+    sys.modules["torchvision._meta_registrations"] = stub
+    import torchvision
+
+    return torchvision

@@ -1,0 +1,55 @@
+"""In-place ops of torch.export's training IR translated as their functional form (no
+decomposition of the program), and the mutations only torch's functionalization can express left to it."""
+
+from __future__ import annotations
+
+import torch
+
+from exportcheck import check_export, count_ops
+
+aten = torch.ops.aten
+
+
+class Block(torch.nn.Module):
+    """ResNet-style: conv, ReLU(inplace=True), a residual added in place, dropout in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(4, 4, 3, padding=1)
+        self.act = torch.nn.ReLU(inplace=True)
+        self.drop = torch.nn.Dropout(0.3, inplace=True)
+
+    def forward(self, x):
+        y = self.conv(x)
+        y += x  # add_ on the conv's output
+        y = self.act(y)  # relu_ of the add_, the same tensor written twice
+        z = self.drop(y.flatten(1))  # dropout_ on a view: writes nothing at inference
+        return y * 2, z, torch.nn.functional.silu(x.clone(), inplace=True).int().add_(3)
+
+
+def test_in_place_ops_translate_without_decomposing():
+    r = check_export(Block().eval(), (torch.randn(2, 4, 7),), {"x": {0: "batch", 2: "time"}})
+    targets = {n.target for n in r.program.graph.nodes}
+    assert {aten.relu_.default, aten.add_.Tensor, aten.dropout_.default, aten.silu_.default} <= targets
+    assert count_ops(r, "Relu") == 1
+
+
+class Counter(torch.nn.Module):
+    """Mutates a buffer and a view of an intermediate: left to torch's functionalization."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(3))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        y = x * 2
+        v = y[:, :1]
+        y.mul_(3)  # read afterwards through the view v
+        return y + self.calls, v
+
+
+def test_mutations_of_buffers_and_views_still_follow_pytorch():
+    r = check_export(Counter().eval(), (torch.randn(4, 3),), {"x": {0: "batch"}})
+    assert [v.name for v in r.model.graph.outputs][-1] == "calls.updated"
+    assert aten.mul_.Tensor not in {n.target for n in r.program.graph.nodes}  # functionalized
