@@ -34,6 +34,14 @@ def find_divergence(model, onnx_model, inputs, **kwargs):
     return impl(model, onnx_model, inputs, **kwargs)
 
 
+def export_encoder_decoder(model, encoder_inputs, **kwargs):
+    """Export an encoder-decoder's encoder and decoder-with-cache; see
+    ``onnxport.encoder_decoder.export_encoder_decoder``."""
+    from onnxport.encoder_decoder import export_encoder_decoder as impl
+
+    return impl(model, encoder_inputs, **kwargs)
+
+
 def pretty_onnx(model, **kwargs):
     """Compact text rendering of an ONNX model; see ``onnxport.show.pretty.pretty_onnx``."""
     from onnxport.show.pretty import pretty_onnx as impl
@@ -66,6 +74,6 @@ __all__ = [
     "CaptureError", "CheckpointError", "ConfigError", "ContractError", "ControlFlowError", "DynamicShapesError",
     "ExportError", "ExportResult", "RenderError", "ReturnnError", "RewriteError", "SaveError", "ShowInputError",
     "SpecializationError", "TargetError", "TranslationError", "UnsupportedOpError", "ValidationError",
-    "ValidationReport", "export_from_config", "export_returnn_config", "find_divergence", "plot_dot", "pretty_onnx", "to_onnx", "translates",
-    "validate",
+    "ValidationReport", "export_encoder_decoder", "export_from_config", "export_returnn_config", "find_divergence",
+    "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
 ]

@@ -35,6 +35,7 @@ def to_onnx(
     verbose: bool = False,
     rewrite_control_flow: bool = False,
     other_axes: str = "static",
+    relations: dict[str, str] | None = None,
     on_step: StepCallback | None = None,
     capture_hooks: Callable[[], contextlib.AbstractContextManager] | None = None,
 ) -> ExportResult:
@@ -61,6 +62,11 @@ def to_onnx(
         other_axes: ``"static"`` (default, torch.export's rule: an axis ``dynamic_shapes`` does not
             name keeps the example's size) or ``"auto"`` (such axes are ``Dim.AUTO``: dynamic where
             the model allows it, named ``<input>_dim<axis>``, static where it does not).
+        relations: dimension name -> an expression over other dimension names, for sizes the model
+            needs related in a way ``dynamic_shapes`` cannot say: ``{"total": "past + seq"}`` for an
+            attention mask covering the cached and the new steps. Shape guards are decided with the
+            relation substituted, ``validate()`` generates only sizes satisfying it. Relations
+            torch.export derives itself (an axis of size ``2*time``) need no statement.
         on_step: called ``(step, seconds)`` as each step ends (``STEPS``: rewrite, capture,
             decompose, translate, optimize, finalize).
         capture_hooks: ``() -> context manager`` entered while torch.export traces the model (each
@@ -118,7 +124,7 @@ def to_onnx(
     hooks = registry.capture_hooks if capture_hooks is None else _both(registry.capture_hooks, capture_hooks)
     with step("capture"):
         captured = capture(model, args, kwargs, dynamic_shapes, strict=strict, rewritten=rewrite_control_flow,
-                           other_axes=other_axes, hooks=hooks)
+                           other_axes=other_axes, hooks=hooks, relations=relations)
     with step("decompose"):
         decomposed = decompose(captured.program, registry.lookup, registry.capture_hooks,
                                translates=lambda node: translatable(node, registry.lookup))

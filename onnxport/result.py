@@ -121,6 +121,29 @@ class ExportResult:
 
         return validate(self, inputs=inputs, sizes=sizes, atol=atol, rtol=rtol)
 
+    def check_generation(self, model: Any, prompt_ids: Any = None, *, attention_mask: Any = None,
+                         max_new_tokens: int = 16, atol: float | None = None, rtol: float | None = None):
+        """Greedy decoding with this model (a decoder exported with its cache as inputs and outputs)
+        in onnxruntime against ``model``'s own greedy ``generate``, step by step: the ``present.*``
+        outputs are fed back as ``past_key_values.*``.
+
+        Args:
+            model: the transformers model the decoder was exported from (eval mode).
+            prompt_ids: int64 ``[batch, prompt]``.
+            attention_mask: ``[batch, prompt]``, 0 on (left) padding; ones when None.
+            max_new_tokens: tokens to generate.
+            atol, rtol: tolerance of the logits (default 1e-3 each).
+
+        Returns a ``GenerationReport`` (``.ok``, ``.first_difference``, printable); see
+        ``onnxport.verify.generation.check_generation``, which raises ``ValidationError`` when the
+        decoder's inputs are not a decoder's (input_ids, past_key_values.*) or generate fails.
+        """
+        from onnxport.verify.generation import LOGITS_ATOL, LOGITS_RTOL, check_generation
+
+        return check_generation(model, self.model_proto, prompt_ids, attention_mask=attention_mask,
+                                max_new_tokens=max_new_tokens, atol=LOGITS_ATOL if atol is None else atol,
+                                rtol=LOGITS_RTOL if rtol is None else rtol)
+
     def pretty(self, **kwargs) -> str:
         """Compact text rendering (``onnxport.pretty_onnx``)."""
         from onnxport.show.pretty import pretty_onnx

@@ -21,7 +21,7 @@ STAGES = {
     "optimize": 3,
     "finalize": 4,
     "verify": 5, "show": 5,
-    "result": 6, "export": 6, "demo_models": 6,
+    "result": 6, "export": 6, "demo_models": 6, "encoder_decoder": 6,
     "config": 7,
     "integrations": 8,
     "__init__": 9, "__main__": 10,

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxport.capture.caches import may_be_empty
 from onnxport.capture.dynamic_shapes import DeclaredDim
 from onnxport.capture.guards import Guard, SizeVar
 
@@ -46,6 +47,8 @@ class Captured:
         example: ``(args, kwargs)`` the export was given.
         guards: every condition on sizes the trace relies on, decided (``capture.guards``).
         variables: torch's symbol -> ``SizeVar``: the sizes the export holds for.
+        relations: dim name -> its sympy expression over other dim names (``total = past + seq``),
+            as the user declared them (``onnxport.capture.relations``).
     """
 
     program: torch.export.ExportedProgram
@@ -54,6 +57,7 @@ class Captured:
     example: tuple = ((), {})
     guards: list[Guard] = dataclasses.field(default_factory=list)
     variables: dict[Any, SizeVar] = dataclasses.field(default_factory=dict)
+    relations: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def inputs(self) -> list[UserInput]:
@@ -63,6 +67,14 @@ class Captured:
         leaves = pytree.tree_leaves(self.example)
         leaves = leaves + [None] * (len(nodes) - len(leaves))
         return [UserInput(n, node, leaf) for n, node, leaf in zip(names, nodes, leaves)]
+
+    @property
+    def empty_dims(self) -> set[str]:
+        """Names of the dims that may be 0: the cached length of a key/value cache input
+        (``onnxport.capture.caches.may_be_empty``), 0 at the first step of decoding."""
+        ranks = {inp.name: inp.example.dim() for inp in self.inputs if isinstance(inp.example, torch.Tensor)}
+        return {d.name for d in self.declared
+                if may_be_empty(d.input_name) and d.input_name in ranks and d.axis == ranks[d.input_name] - 2}
 
     @property
     def constraints(self) -> list[Guard]:

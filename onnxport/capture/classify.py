@@ -134,6 +134,21 @@ def required_ranges(text: str) -> dict[str, tuple]:
     return out
 
 
+def derived_dims(text: str) -> dict[str, tuple[str, int, int]]:
+    """``{name: (base, k, c)}`` from torch's suggested fixes relating one dimension to another
+    (``u = t + 1``, ``y_len = 2*x_len``, ``v = t - 1``): ``name = k*base + c``."""
+    if "Suggested fixes:" not in text:
+        return {}
+    tail = text.split("Suggested fixes:", 1)[1].split("\n\n")[0]
+    out = {}
+    for line in tail.splitlines():
+        m = re.fullmatch(r"\s*(\w+) = (?:(\d+)\*)?([A-Za-z_]\w*)(?: ([+-]) (\d+))?\s*", line)
+        if m and m.group(3) != "Dim":
+            c = int(m.group(5) or 0) * (-1 if m.group(4) == "-" else 1)
+            out[m.group(1)] = (m.group(3), int(m.group(2) or 1), c)
+    return out
+
+
 def is_size_guard(error: Exception) -> bool:
     """A guard error about a size being 0 or 1 (``!= 1``, ``!= 0``, ``>= 2``)."""
     text = getattr(error, "what", "")

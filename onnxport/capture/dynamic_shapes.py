@@ -15,6 +15,7 @@ import torch
 from torch.export import Dim
 from torch.utils import _pytree as pytree
 
+from onnxport.capture.caches import CacheKey, cache_input_name, cache_leaves, expand_spec, is_cache
 from onnxport.errors import DynamicShapesError
 
 
@@ -38,10 +39,17 @@ class DeclaredDim:
 
 
 
-def to_dims(spec: Any, names: dict[str, Any], ranges: dict[str, tuple] | None = None) -> Any:
+def to_dims(spec: Any, names: dict[str, Any], ranges: dict[str, tuple] | None = None,
+            derived: dict[str, tuple] | None = None) -> Any:
     """Replace every string in a dynamic_shapes spec by a ``Dim`` of that name (one per name),
     with the ``(min, max)`` of ``ranges`` for the names listed there; a ``Dim`` object named in
-    ``ranges`` is replaced by one with that range."""
+    ``ranges`` is replaced by one with that range. A string named in ``derived`` (name ->
+    ``(base, k, c)``) becomes torch's derived dim ``k*base + c``."""
+    if isinstance(spec, str) and spec in (derived or {}) and spec not in names:
+        base, k, c = derived[spec]
+        root = to_dims(base, names, ranges, derived)
+        scaled = root * k if k != 1 else root
+        names[spec] = scaled + c if c else scaled
     if type(spec) is Dim and spec.__name__ in (ranges or {}):
         if spec.__name__ not in names:
             lo, hi = ranges[spec.__name__]
@@ -58,9 +66,9 @@ def to_dims(spec: Any, names: dict[str, Any], ranges: dict[str, tuple] | None = 
             names[spec] = Dim(spec, min=lo, max=hi) if lo is not None or hi is not None else Dim(spec)
         return names[spec]
     if isinstance(spec, dict):
-        return {k: to_dims(v, names, ranges) for k, v in spec.items()}
+        return {k: to_dims(v, names, ranges, derived) for k, v in spec.items()}
     if isinstance(spec, (list, tuple)):
-        return type(spec)(to_dims(v, names, ranges) for v in spec)
+        return type(spec)(to_dims(v, names, ranges, derived) for v in spec)
     return spec
 
 
@@ -106,14 +114,36 @@ def key_str(k: Any) -> str:
     return str(k)
 
 
+def leaf_name(name: str, path: tuple) -> str:
+    """The flat name of the leaf at ``path`` under the top-level input ``name``: parts joined by
+    ``_`` (``batch_input_ids``, ``x_0``); the tensors of a cache by ``.`` after the cache's name
+    (``past_key_values.0.key``, ``onnxport.capture.caches``)."""
+    out = name
+    for i, k in enumerate(path):
+        if isinstance(k, CacheKey):
+            out = (cache_input_name(out) if i == 0 else out) + f".{k.name}"
+        else:
+            out += f"_{key_str(k)}"
+    return out
+
+
 def flat_names(top: list[tuple[str, Any]]) -> list[tuple[str, Any, str]]:
     """Flatten named top-level inputs: (flat name, leaf, top-level name) in pytree order."""
     out = []
     for name, value in top:
         leaves, _ = pytree.tree_flatten_with_path(value)
         for path, leaf in leaves:
-            flat = "_".join([name] + [key_str(k) for k in path])
-            out.append((flat, leaf, name))
+            out.append((leaf_name(name, path), leaf, name))
+    return out
+
+
+def expand_caches(top: list[tuple[str, Any]], per_input: dict[str, Any]) -> dict[str, Any]:
+    """``per_input`` (input name -> spec) with the spec of each cache input expanded to one entry
+    per tensor (``onnxport.capture.caches.expand_spec``: one spec may name the dims of all layers)."""
+    out = dict(per_input)
+    for name, value in top:
+        if is_cache(value) and out.get(name) is not None:
+            out[name] = expand_spec(value, out[name], name)
     return out
 
 
@@ -145,6 +175,8 @@ def positive_axes(value: Any, spec: Any) -> Any:
     """The spec of one input with negative axis keys (``{-1: "k"}``) made positive, as torch wants."""
     if spec is None:
         return None
+    if is_cache(value) and isinstance(spec, (list, tuple)):
+        return [positive_axes(t, s) for (_, t), s in zip(cache_leaves(value), spec)]
     if isinstance(value, torch.Tensor) and isinstance(spec, dict):
         return {(a % value.dim() if isinstance(a, int) and a < 0 and value.dim() else a): d for a, d in spec.items()}
     if isinstance(value, dict) and isinstance(spec, dict):
@@ -165,6 +197,10 @@ def other_axes_auto(value: Any, spec: Any) -> Any:
         else:
             named = {}
         return {a: named[a] if named.get(a) is not None else Dim.AUTO for a in range(value.dim())} or None
+    if is_cache(value):
+        leaves = cache_leaves(value)
+        return [other_axes_auto(t, spec[i] if isinstance(spec, (list, tuple)) else None)
+                for i, (_, t) in enumerate(leaves)]
     if isinstance(value, dict) and (spec is None or isinstance(spec, dict)):
         return {k: other_axes_auto(v, (spec or {}).get(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)) and (spec is None or isinstance(spec, (list, tuple))):
@@ -178,6 +214,7 @@ def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any],
     """The axes declared dynamic in ``per_input`` (input name -> spec, strings already made
     ``Dim``s; ``strings``: the names the user gave as plain strings)."""
     declared: list[DeclaredDim] = []
+    top_names = {n for n, _ in top}
 
     def walk(prefix: str, value: Any, spec: Any) -> None:
         if spec is None:
@@ -207,7 +244,11 @@ def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any],
                     hi = None if int_oo_or_none(d.max) is None else int(d.max)
                     declared.append(DeclaredDim(prefix, axis, d.__name__, True, "dim", int(getattr(d, "min", 0) or 0), hi))
             return
-        if isinstance(value, dict) and isinstance(spec, dict):
+        if is_cache(value) and isinstance(spec, (list, tuple)):
+            base = cache_input_name(prefix) if prefix in top_names else prefix
+            for (name, t), s in zip(cache_leaves(value), spec):
+                walk(f"{base}.{name}", t, s)
+        elif isinstance(value, dict) and isinstance(spec, dict):
             for k in value:
                 walk(f"{prefix}_{k}", value[k], spec.get(k))
         elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):

@@ -25,6 +25,7 @@ import torch
 from onnxport.capture import guards as G
 from onnxport.capture.patches import GuardEvent
 from onnxport.capture.dynamic_shapes import DeclaredDim, int_oo_or_none
+from onnxport.capture.relations import resolve, symbol
 
 _VIOLATION = re.compile(r"Not all values of (\w+) = (\S+) in the specified range")
 
@@ -93,7 +94,7 @@ def narrowing(var: G.SizeVar, events: list[GuardEvent]) -> Narrowing:
         kept = [e for e in events if e not in needed]
         guard = G.kept_range_guard(dataclasses.replace(var, symbol=events[0].symbol, lo=lo, hi=hi), t_lo, t_hi,
                                    kept[-1].cause if kept else None, kept[-1].where if kept else None)
-        if branch:
+        if branch and not G.in_installed_package(branch):
             raise G.branch_error(guard.text, guard.excluded, branch)
         guards.append(guard)
     return Narrowing((lo, hi), (t_lo, t_hi), guards)
@@ -116,10 +117,13 @@ def violation_ranges(text: str, events: list[GuardEvent], declared: list[Declare
 
 
 def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy.Symbol, G.SizeVar],
-                    events: list[GuardEvent], traced: dict[str, tuple]) -> tuple[list[G.Guard], dict[sympy.Symbol, G.SizeVar]]:
+                    events: list[GuardEvent], traced: dict[str, tuple],
+                    relations: dict[str, sympy.Expr] | None = None) -> tuple[list[G.Guard], dict[sympy.Symbol, G.SizeVar]]:
     """Decide every range torch narrowed beyond the declared one (``Dim.DYNAMIC``, ``Dim.AUTO``),
     then every condition it deferred while tracing, over the sizes the export promises
-    (``traced``: dim name -> the range torch.export was given, where it differs from the declared one).
+    (``traced``: dim name -> the range torch.export was given, where it differs from the declared one),
+    each related dimension replaced by its expression (``relations``: dim name -> sympy expression
+    over dim names, ``onnxport.capture.relations``).
 
     Returns the guards and the variables with their promised ranges. Raises
     ``SpecializationError`` (a branch of the user's code on a size) or ``DynamicShapesError`` (a
@@ -144,6 +148,7 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
         guards += n.guards
         variables[symbol] = dataclasses.replace(var, lo=n.promised[0], hi=n.promised[1])
     env = _shape_env(program)
+    subs = relation_substitutions(variables, relations or {})
     conditions = []
     for e in events:
         if e.kind == "assert":
@@ -153,8 +158,23 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
                     expr = env.simplify(expr)
                 except Exception:  # noqa: BLE001 - the expression as recorded is still right
                     pass
+            if subs and isinstance(expr, sympy.Basic) and expr.free_symbols & subs.keys():
+                expr = expr.xreplace(subs)
             conditions.append((expr, e.where, e.branch))
     return guards + G.decide(conditions, variables), variables
+
+
+def relation_substitutions(variables: dict[sympy.Symbol, G.SizeVar],
+                           relations: dict[str, sympy.Expr]) -> dict[sympy.Symbol, sympy.Expr]:
+    """torch's symbol of each related dimension -> its expression over torch's symbols of the others
+    (relations whose dimensions all have a symbol)."""
+    by_name = {v.name: s for s, v in variables.items()}
+    out = {}
+    for name, expr in resolve(relations, dict(relations)).items():
+        names = {str(s) for s in expr.free_symbols}
+        if name in by_name and names <= by_name.keys():
+            out[by_name[name]] = expr.xreplace({symbol(n): by_name[n] for n in names})
+    return out
 
 
 def _shape_env(program):

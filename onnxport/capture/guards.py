@@ -341,10 +341,10 @@ def decide(conditions: list[tuple[sympy.Basic, str | None, str | None]],
             guards.append(Guard(python, "proved", where, (), boundary_of(expr, outcome, "proved", variables), method,
                                 python, names))
             continue
-        if branch:
+        if branch and not (kept_kind(expr, outcome) and in_installed_package(branch)):
             raise branch_error(text, excluded, branch)
         if kept_kind(expr, outcome):
-            status, text = "kept", python
+            status, text, where = "kept", python, branch or where
         elif all(variables[s].adoptable for s in outcome.symbols):
             status = "adopted"
         else:
@@ -352,6 +352,15 @@ def decide(conditions: list[tuple[sympy.Basic, str | None, str | None]],
         guards.append(Guard(text, status, where, excluded, boundary_of(expr, outcome, status, variables), outcome.method,
                             python, names))
     return guards
+
+
+def in_installed_package(where: str) -> bool:
+    """True when the line ``where`` (``file:line in func: code``) is in an installed package
+    (``site-packages``), not in the user's own files: a branch there on torch's 0/1
+    specialization (``q_length == 1``) cannot be rewritten by the user; the export keeps the sizes
+    on both sides and validation compares them."""
+    path = where.split(":", 1)[0]
+    return "site-packages" in path or "dist-packages" in path
 
 
 def _allowed(point: tuple, symbols: tuple, variables: dict, adopted: list[Guard]) -> bool:

@@ -22,6 +22,7 @@ import torch
 from onnxport.capture.captured import Captured
 from onnxport.capture.guards import Guard, SizeVar, range_error
 from onnxport.capture.inputs import dim_examples, dim_names, inputs_like_example
+from onnxport.capture.relations import evaluate
 from onnxport.errors import last_user_frame
 
 
@@ -34,15 +35,20 @@ def probe_size_one(model: Any, captured: Captured) -> tuple[list[Guard], dict]:
         DynamicShapesError: PyTorch refuses size 1 of a dimension whose explicit range includes it.
     """
     variables = dict(captured.variables)
-    small = [s for s, v in variables.items() if v.lo <= 1 and (v.hi is None or v.hi >= 2)]
+    related = captured.relations
+    small = [s for s, v in variables.items() if v.lo <= 1 and (v.hi is None or v.hi >= 2) and v.name not in related]
     if not small or not isinstance(model, torch.nn.Module):
         return [], variables
     names = dim_names(captured)
     examples, _ = dim_examples(captured, names)
     guards = []
     errors = {}
-    if _runs(model, captured, names, {**examples, **{variables[s].name: 1 for s in small}}) is not None:
-        errors = {s: _runs(model, captured, names, {**examples, variables[s].name: 1}) for s in small}
+    def at_one(*symbols) -> dict[str, int]:  # related dims (total = past + seq) follow their terms
+        return evaluate(related, {**examples, **{variables[s].name: 1 for s in symbols}}) if related else \
+            {**examples, **{variables[s].name: 1 for s in symbols}}
+
+    if _runs(model, captured, names, at_one(*small)) is not None:
+        errors = {s: _runs(model, captured, names, at_one(s)) for s in small}
     for symbol, error in errors.items():
         if error is None:
             continue

@@ -12,12 +12,14 @@ import re
 import warnings
 from typing import Any, Callable
 
+import sympy
 import torch
 
 from onnxport.capture.captured import Captured, program_input_names, user_placeholders
-from onnxport.capture.classify import (REWRITTEN_HINT, classify, is_size_guard, required_ranges, source_matches,
-                                       specialization_error, top_level_name)
-from onnxport.capture.dynamic_shapes import (DeclaredDim, declared_dims, flat_names, other_axes_auto,
+from onnxport.capture.classify import (REWRITTEN_HINT, classify, derived_dims, is_size_guard, required_ranges,
+                                       source_matches, specialization_error, top_level_name)
+from onnxport.capture.caches import register_caches, sliding_window_as_full
+from onnxport.capture.dynamic_shapes import (DeclaredDim, declared_dims, expand_caches, flat_names, other_axes_auto,
                                              positive_axes, signature_names, spec_for, string_names, to_dims)
 from onnxport.capture.eager_paths import transformer_encoder_as_eager
 from onnxport.capture.guard_events import decide_captured, size_vars, violation_ranges
@@ -25,12 +27,14 @@ from onnxport.capture.guards import Guard, SizeVar, excluded_text, range_guard
 from onnxport.capture.probe import probe_size_one
 from onnxport.capture.patches import (defer_range_violations, record_guards, record_specializations, size_oblivious,
                                       symbolic_math)
+from onnxport.capture.relations import broken, candidates, parse_relations, symbol
+from onnxport.capture.signature import explicit_signature
 from onnxport.errors import CaptureError, DynamicShapesError, SpecializationError, user_source_line
 
 
 def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, strict: bool = False,
             rewritten: bool = False, other_axes: str = "static",
-            hooks: Callable[[], Any] = contextlib.nullcontext) -> Captured:
+            hooks: Callable[[], Any] = contextlib.nullcontext, relations: dict | None = None) -> Captured:
     """Run ``torch.export.export`` and check that every declared dynamic axis stayed symbolic.
 
     Args:
@@ -44,9 +48,12 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         hooks: ``() -> context manager`` entered while torch.export traces: the translation
             registry's capture hooks (``Registry.capture_hooks``), keeping whole the ops it translates
             whole (an LSTM, a packed sequence).
+        relations: dim name -> expression over other dim names (``{"total": "past + seq"}``,
+            ``onnxport.capture.relations``): the shape guards are decided with them substituted.
 
     Raises:
-        DynamicShapesError: the spec names unknown inputs or axes, or is malformed.
+        DynamicShapesError: the spec names unknown inputs or axes, or is malformed; a relation
+            names unknown dims or does not hold at the example.
         SpecializationError: a declared dynamic axis came out constant (with the user's line).
         CaptureError: the model's forward raised or torch.export failed otherwise.
     """
@@ -61,17 +68,19 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         return Captured(model, [n for n, _ in top], _declared_from_program(model), (args, kwargs))
     if not isinstance(model, torch.nn.Module):
         raise CaptureError(f"to_onnx takes a torch.nn.Module or an ExportedProgram, not {type(model).__name__}")
+    register_caches()
     top = signature_names(model, args, kwargs)
     strings = string_names(dynamic_shapes)
     ranges: dict[str, tuple] = {}  # the range torch.export is given for a dim it narrowed (a conv stack needs time >= 7)
     promised: dict[str, tuple] = {}  # ... and the range the export holds for (torch's 0/1 specializations kept)
+    derived: dict[str, tuple] = {}  # dims torch.export relates to another (u = t + 1): name -> (base, k, c)
     narrowed: dict[str, list[Guard]] = {}
 
     if other_axes not in ("static", "auto"):
         raise DynamicShapesError(f"other_axes must be 'static' or 'auto', not {other_axes!r}")
 
     def per_input(spec) -> dict[str, Any]:
-        per = spec_for(spec, top)
+        per = expand_caches(top, spec_for(spec, top))
         normalized = {n: positive_axes(v, per.get(n)) for n, v in top}
         if other_axes == "auto":
             normalized = {n: other_axes_auto(v, normalized[n]) for n, v in top}
@@ -89,6 +98,7 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
     declared = declared_dims(top, per_input(spec), strings)
     flat = flat_names(top)
     names = [f for f, _, _ in flat]
+    related = _relations(relations, declared, {f: leaf for f, leaf, _ in flat})
     records: list = []
     events: list = []
     leaves = {f: leaf for f, leaf, _ in flat}
@@ -99,10 +109,11 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         torch._dynamo.reset()  # tracer state left by an earlier capture breaks nested control flow
         records.clear()
         events.clear()
-        torch_spec = torch_spec_for(to_dims(dynamic_shapes, {}, ranges))
+        torch_spec = torch_spec_for(to_dims(dynamic_shapes, {}, ranges, derived))
         violations: list = []
         with record_specializations(records), record_guards(events), symbolic_math(), size_oblivious(oblivious), \
-                hooks(), transformer_encoder_as_eager(), defer_range_violations(violations):
+                hooks(), transformer_encoder_as_eager(), defer_range_violations(violations), \
+                explicit_signature(model, args, kwargs), sliding_window_as_full():
             program = torch.export.export(model, args, kwargs, dynamic_shapes=torch_spec, strict=strict,
                                           prefer_deferred_runtime_asserts_over_guards=True)
         if violations:
@@ -124,12 +135,19 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
 
     # attempts: as given; with the ranges torch requires of dims named without one; reasoning
     # size-obliviously when a guard is only about sizes 0 and 1
+    implied = _implied_ranges(related, declared)
+    ranges.update(implied)
     oblivious, first = small, None
     for _ in range(6):
         try:
             program = export(oblivious)
             break
         except Exception as e:  # noqa: BLE001 - classified below, original chained
+            related_now = {n: d for n, d in derived_dims(str(e)).items()
+                           if n in strings and d[0] in strings and n not in derived and n not in related}
+            if related_now:  # torch.export derives a relation between dims named without a range
+                derived.update(related_now)
+                continue
             error = classify(e, declared, records, top, events)
             if rewritten and isinstance(error, SpecializationError) and error.hint and \
                     "rewrite_control_flow" in error.hint:
@@ -152,14 +170,25 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
     else:
         raise first[0] from first[1]
     _check_specialization(program, names, declared, records, top)
+    for name, (base, k, c) in derived.items():
+        related[name] = k * symbol(base) + c
+        warnings.warn(f"torch.export relates {name} to {base}: {name} = {related[name]}; onnxport adopted this relation "
+                      f"(the ONNX model names the axis {related[name]}); declare relations={{'{name}': "
+                      f"'{related[name]}'}} to state it yourself", UserWarning, stacklevel=3)
     for name, r in ranges.items():  # ranges from torch's suggested fixes: adopted as they are
-        if name not in narrowed:
+        if name not in narrowed and implied.get(name) != r:
             promised[name] = r
             narrowed[name] = [range_guard(SizeVar(None, name, 1, None, True), r[0] or 1, r[1], None)]
     variables = size_vars(user_placeholders(program), names, declared, promised)
-    decided, variables = decide_captured(program, variables, events, ranges)
+    try:
+        decided, variables = decide_captured(program, variables, events, ranges, related)
+    except (SpecializationError, DynamicShapesError) as e:
+        hint = _relation_hint(e, declared, leaves, related)
+        if hint is None:
+            raise
+        raise type(e)(e.what, where=e.where, hint=hint) from e
     guards = [g for n in narrowed for g in narrowed[n]] + decided
-    captured = Captured(program, names, declared, (args, kwargs), guards, variables)
+    captured = Captured(program, names, declared, (args, kwargs), guards, variables, related)
     probed, variables = probe_size_one(model, captured)
     if probed:
         captured = dataclasses.replace(captured, guards=guards + probed, variables=variables)
@@ -195,6 +224,56 @@ def _warn_training_ops(program: torch.export.ExportedProgram) -> None:
                           f"({name}{f' at {where}' if where else ''}); call model.eval() before to_onnx for "
                           "inference", UserWarning, stacklevel=4)
             return
+
+
+
+def _relation_hint(error, declared: list[DeclaredDim], leaves: dict[str, Any], related: dict) -> str | None:
+    """The error's hint with the relations the example's sizes satisfy among the dims the failed
+    condition reads (``total = past + seq``): sizes related that way may be what the model needs."""
+    example = {d.name: int(leaves[d.input_name].shape[d.axis]) for d in declared
+               if isinstance(leaves.get(d.input_name), torch.Tensor)}
+    named = set(re.findall(r"\w+", error.what))
+    found = [(n, e) for n, e in candidates(example) if n not in related and {n, *re.findall(r"[A-Za-z_]\w*", e)} <= named]
+    if not found:
+        return None
+    name, expr = found[0]
+    also = "".join(f" or {n} = {e}" for n, e in found[1:3])
+    return (f"the example has {name} = {expr}{also}: if the model needs that, declare it with "
+            f'relations={{"{name}": "{expr}"}} (to_onnx) or {name} = "{expr}" in a config\'s [dims]; otherwise '
+            + (error.hint or ""))
+
+
+def _implied_ranges(related: dict, declared: list[DeclaredDim]) -> dict[str, tuple]:
+    """The range torch.export is given for a related dim: the least value of its expression at the
+    sizes torch traces its terms with (2 and up, or the declared minimum), for expressions that grow
+    with every term (``past + seq`` -> 4). torch would otherwise narrow the range itself while
+    tracing (a mask ``total`` at least ``past + seq``) and report it as a violation; the range
+    onnxport promises for the dim stays what its relation gives."""
+    by_name = {d.name: d for d in declared}
+    out = {}
+    for name, expr in related.items():
+        poly = sympy.Poly(expr, *expr.free_symbols) if expr.free_symbols else None
+        if poly is None or any(c < 0 for c in poly.coeffs()) or name not in by_name:
+            continue
+        lows = {s: max(2, by_name[str(s)].min) if str(s) in by_name else 2 for s in expr.free_symbols}
+        d = by_name[name]
+        out[name] = (int(expr.xreplace(lows)), d.max)
+    return out
+
+
+def _relations(relations: dict | None, declared: list[DeclaredDim], leaves: dict[str, Any]) -> dict:
+    """The user's relations parsed, checked against the declared dims and the example's sizes."""
+    if not relations:
+        return {}
+    related = parse_relations(relations, {d.name for d in declared})
+    example = {d.name: int(leaves[d.input_name].shape[d.axis]) for d in declared
+               if isinstance(leaves.get(d.input_name), torch.Tensor)}
+    wrong = broken(related, example)
+    if wrong:
+        sizes = ", ".join(f"{n}={v}" for n, v in example.items())
+        raise DynamicShapesError(f"the example inputs do not satisfy the relation {'; '.join(wrong)} ({sizes})",
+                                 hint="give example inputs whose sizes satisfy the relations, or correct the relation")
+    return related
 
 
 def adopted_warning(guard: Guard) -> str:

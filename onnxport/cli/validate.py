@@ -15,7 +15,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
         description="Run the ONNX file in onnxruntime and the PyTorch target in eager mode on the target's example "
                     "inputs and on other sizes of every dynamic dimension, and print the comparison. With "
                     "--find-divergence, a mismatch is traced to the first FX node / ONNX node pair that differs. "
-                    "Exit codes: 0 all match, 1 mismatch, 2 user error.",
+                    "With --generate N, a decoder exported with its cache (past_key_values.* in, present.* out) "
+                    "also decodes N tokens greedily in onnxruntime, compared step by step with the model's own "
+                    "generate. Exit codes: 0 all match, 1 mismatch, 2 user error.",
     )
     p.add_argument("onnx_file", metavar="MODEL.onnx", help="the ONNX file to check")
     add_target_arguments(p)
@@ -29,6 +31,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="on a mismatch, report the first node whose values differ, with the model's source line")
     p.add_argument("--atol", type=float, help="absolute tolerance (default by dtype: 1e-4 for float32)")
     p.add_argument("--rtol", type=float, help="relative tolerance (default by dtype: 1e-3 for float32)")
+    p.add_argument("--generate", type=int, metavar="N",
+                   help="also decode N tokens greedily in onnxruntime and compare them with the model's generate "
+                        "(a transformers model whose decoder was exported with its cache)")
+    p.add_argument("--prompt", action="append", default=[], metavar="IDS",
+                   help='token ids of a prompt, e.g. "5 17 42" (repeatable: a batch, left-padded to the longest); '
+                        "default: the target's example input_ids")
     p.add_argument("--report", metavar="JSON", help="write the comparison as JSON")
     return p
 
@@ -47,8 +55,33 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(found if found is not None else "no intermediate value differs: the outputs differ only at the end")
         payload["divergence"] = None if found is None else dict(vars(found))
+    ok = report.ok
+    if args.generate:
+        from onnxport.verify.generation import check_generation_of_file
+
+        generated = check_generation_of_file(args.onnx_file, reference, args.generate, _prompts(args.prompt))
+        print()
+        print(generated)
+        payload["generation"] = generated.to_dict()
+        ok = ok and generated.ok
     if args.report:
         with open(args.report, "w") as f:
             json.dump(payload, f, indent=2, default=str)
-    print("\nall outputs match" if report.ok else "\nMISMATCH")
-    return 0 if report.ok else 1
+    print("\nall outputs match" if ok else "\nMISMATCH")
+    return 0 if ok else 1
+
+
+def _prompts(texts: list[str]) -> list[list[int]] | None:
+    """``["5 17 42", "8, 9"]`` -> ``[[5, 17, 42], [8, 9]]``; None when no ``--prompt`` was given."""
+    from onnxport.errors import ValidationError
+
+    out = []
+    for text in texts:
+        try:
+            out.append([int(t) for t in text.replace(",", " ").split()])
+        except ValueError as e:
+            raise ValidationError(f"--prompt {text!r} is not a list of token ids",
+                                  hint='write token ids separated by spaces, e.g. --prompt "5 17 42"') from e
+        if not out[-1]:
+            raise ValidationError("--prompt is empty", hint='give token ids, e.g. --prompt "5 17 42"')
+    return out or None

@@ -26,6 +26,7 @@ A config is a TOML file (read with ``tomllib``) or the equivalent dict::
     [dims]                        # sizes per named dim, for export and validation
     batch = { min = 1, max = 16, example = 2 }
     time = { min = 16, max = 1000 }
+    total = "past + seq"          # a relation: total is computed from past and seq
 
     [export]                      # to_onnx options
     opset = 20
@@ -51,9 +52,10 @@ from typing import Any
 
 import torch
 
-from onnxport.errors import ConfigError
 from onnxport.capture.inputs import InputSpec
 from onnxport.capture.inputs import make_inputs as make_spec_inputs
+from onnxport.capture.relations import broken, evaluate, parse_relations
+from onnxport.errors import ConfigError, DynamicShapesError
 from onnxport.verify.sizes import validation_sizes
 
 DTYPES: dict[str, torch.dtype] = {
@@ -128,6 +130,7 @@ class ExportConfig:
     strict: bool = False
     sizes: list[dict[str, int]] = dataclasses.field(default_factory=list)
     sizes_given: bool = False  # the [validate] table lists the sizes (else they are generated)
+    relations: dict[str, str] = dataclasses.field(default_factory=dict)  # dim -> expression ([dims] total = "...")
     atol: float | None = None
     rtol: float | None = None
     source: str = "<dict>"
@@ -181,7 +184,11 @@ def load_config(config: str | os.PathLike | dict) -> ExportConfig:
 def parse_config(data: dict, source: str = "<dict>") -> ExportConfig:
     """Check a config dict (as read from TOML) and build the ``ExportConfig``.
 
+    A ``[dims]`` entry that is a string relates its dim to others (``total = "past + seq"``):
+    its example and validation sizes are computed from theirs (``onnxport.capture.relations``).
+
     Raises ``ConfigError`` for: unknown sections or keys, a dtype or dim of the wrong kind, a
+    relation that does not parse or names dims no input declares, a
     ``lengths_of`` that names no input axis or that is not a 1-D integer tensor, two length
     inputs for one dim, a 0-d integer input standing for a dim's size (the batch size is never an
     input of its own), min > max, an example or validation size outside its range, fewer than
@@ -193,8 +200,10 @@ def parse_config(data: dict, source: str = "<dict>") -> ExportConfig:
         raise ConfigError(f"{where}: unknown section(s) {unknown}", hint=f"sections are {sorted(_TOP_KEYS)}")
     inputs = _parse_tensors(data.get("inputs"), "inputs", where, required=True)
     outputs = _parse_tensors(data.get("outputs"), "outputs", where, required=False)
-    dims = _parse_dims(data.get("dims", {}), where)
-    cfg = ExportConfig(inputs=inputs, outputs=outputs, dims=dims, source=source)
+    table = data.get("dims", {})
+    relations = {k: v for k, v in table.items() if isinstance(v, str)} if isinstance(table, dict) else {}
+    dims = _parse_dims({k: v for k, v in table.items() if k not in relations} if relations else table, where)
+    cfg = ExportConfig(inputs=inputs, outputs=outputs, dims=dims, source=source, relations=relations)
     target = data.get("target")
     if target is not None and not isinstance(target, str):
         raise ConfigError(f"{where}: target must be a string like 'pkg.module:build' or 'file.py:Net'")
@@ -342,8 +351,14 @@ def _complete_dims(cfg: ExportConfig, where: str) -> None:
     if unknown:
         raise ConfigError(f"{where}: [dims] names {unknown}, which no input declares",
                           hint=f"[dims] sets the sizes of input dims: {cfg.input_dims}")
+    try:
+        related = parse_relations(cfg.relations, set(cfg.input_dims))
+    except DynamicShapesError as e:
+        raise ConfigError(f"{where}: [dims] {e.what}", hint=e.hint) from e
     for name in cfg.input_dims:
         r = cfg.dims.setdefault(name, DimRange(name))
+        if name in related:
+            continue
         if r.example is None:
             r.example = min(max(2, r.min) + 1, r.max)
         if not r.min <= r.example <= r.max:
@@ -351,6 +366,10 @@ def _complete_dims(cfg: ExportConfig, where: str) -> None:
         if r.example < 2:
             raise ConfigError(f"{where}: [dims] {name}: the example size must be 2 or more (torch.export "
                               "specializes sizes 0 and 1)", hint=f"set {name} = {{ max = ... }} to 2 or more")
+    if related:
+        examples = evaluate(related, {n: cfg.dims[n].example for n in cfg.input_dims if n not in related})
+        for name in related:
+            cfg.dims[name].example = examples[name]
 
 
 def _parse_validate(cfg: ExportConfig, table: Any, where: str) -> None:
@@ -384,6 +403,14 @@ def _parse_validate(cfg: ExportConfig, table: Any, where: str) -> None:
             if not isinstance(v, int) or isinstance(v, bool) or not r.min <= v <= r.max:
                 raise ConfigError(f"{what}: {k} = {v!r} is outside {r.min}..{r.max}")
             full[k] = v
+        if cfg.relations:
+            related = parse_relations(cfg.relations)
+            given = dict(full)
+            full = evaluate(related, {k: v for k, v in full.items() if k not in related})
+            wrong = broken(related, {**full, **{k: v for k, v in s.items() if k in related}})
+            if wrong:
+                raise ConfigError(f"{what}: {sizes_text(given)} breaks the relation {'; '.join(wrong)}",
+                                  hint="give the independent dims only: related ones are computed")
         if full == example:
             raise ConfigError(f"{what}: equals the export's example sizes {example}",
                               hint="validate on other sizes, so that a size frozen by the export shows")
@@ -398,8 +425,8 @@ def default_sizes(cfg: ExportConfig, guards: list = ()) -> list[dict[str, int]]:
     before the export); with the export's ``guards``, also both sides of each guard's boundary."""
     example = cfg.example_sizes()
     ranges = {n: (r.min, r.max) for n, r in cfg.dims.items()}
-    sets = validation_sizes(example, ranges, list(guards))
-    moved = [s for why, s in sets if all(s[n] != e for n, e in example.items())]
+    sets = validation_sizes(example, ranges, list(guards), relations=parse_relations(cfg.relations))
+    moved = [s for why, s in sets if all(s[n] != e for n, e in example.items() if n not in cfg.relations)]
     return moved + [s for why, s in sets if guards and s not in moved]
 
 

@@ -13,6 +13,7 @@ from onnxport.config import contract
 from onnxport.config.checkpoint import load_checkpoint
 from onnxport.config.config import ExportConfig, default_sizes, dynamic_shapes, load_config, make_inputs, sizes_text
 from onnxport.config.target import build_model
+from onnxport.capture.relations import parse_relations
 from onnxport.errors import ConfigError, ContractError
 from onnxport.export import to_onnx
 from onnxport.verify import ValidationReport, respecting, validate as run_validation
@@ -97,7 +98,7 @@ def export_from_config(config: Any, model: Any = None, checkpoint: Any = None, *
 
     exported = to_onnx(module, (), example, dynamic_shapes=dynamic_shapes(cfg), input_names=list(example),
                        output_names=[n for n, _ in pairs], opset=cfg.opset, optimize=cfg.optimize,
-                       inline=cfg.inline, strict=cfg.strict, on_step=report)
+                       inline=cfg.inline, strict=cfg.strict, relations=cfg.relations or None, on_step=report)
     def inputs_at(sizes: dict, seed: int) -> dict:
         return _forward_kwargs(module, cfg, make_inputs(cfg, sizes, seed=seed))
 
@@ -145,7 +146,7 @@ def _validation_sizes(cfg: ExportConfig, guards: list) -> list[dict[str, int]]:
         if broken and cfg.sizes_given:
             raise ContractError(f"[validate] sizes {sizes_text(sizes)} break the constraint {'; '.join(broken)} the "
                                 f"export adopted", hint="list sizes the model takes, or give the dim a range in [dims]")
-        moved = respecting(sizes, constraints, ranges) if broken else sizes
+        moved = respecting(sizes, constraints, ranges, parse_relations(cfg.relations)) if broken else sizes
         if moved is not None and moved not in out and moved != cfg.example_sizes():
             out.append(moved)
     return out

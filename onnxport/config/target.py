@@ -6,7 +6,9 @@ A target's inputs come from, in order:
 1. an export config or ``--input`` declarations, exported exactly as ``onnxport export`` does
    (``onnxport.config.export_from_config``, without validation);
 2. otherwise an ``example_inputs()`` function in the factory's module, returning
-   ``(args, dynamic_shapes)`` as ``onnxport.to_onnx`` takes them.
+   ``(args, dynamic_shapes)`` as ``onnxport.to_onnx`` takes them, or a dict with any of ``args``,
+   ``kwargs``, ``dynamic_shapes`` and ``relations`` (a Hugging Face call with its cache:
+   ``{"kwargs": {"input_ids": ..., "past_key_values": cache, "use_cache": True}, ...}``).
 """
 
 from __future__ import annotations
@@ -144,8 +146,9 @@ def export_target(target: str, *, config: Any = None, inputs: list[str] | None =
 
     Raises:
         TargetError: the target does not resolve, or neither a config, ``--input`` declarations nor
-            an ``example_inputs()`` function gives the inputs; ``example_inputs()`` returns no
-            ``(args, dynamic_shapes)`` pair. ``ConfigError`` and export errors as raised by the export.
+            an ``example_inputs()`` function gives the inputs; ``example_inputs()`` returns neither an
+            ``(args, dynamic_shapes)`` pair nor a dict of ``to_onnx`` arguments. ``ConfigError`` and
+            export errors as raised by the export.
     """
     if ":" not in target:
         raise TargetError(f"{target!r} is neither an ONNX file nor a Python target",
@@ -174,10 +177,16 @@ def export_target(target: str, *, config: Any = None, inputs: list[str] | None =
         pair = example()
     except Exception as e:  # noqa: BLE001 - the user's function raised
         raise TargetError(f"example_inputs() of {where} failed: {type(e).__name__}: {e}") from e
-    if not (isinstance(pair, tuple) and len(pair) == 2):
-        raise TargetError(f"example_inputs() of {where} returned a {type(pair).__name__}, not (args, dynamic_shapes)",
+    keys = {"args", "kwargs", "dynamic_shapes", "relations"}
+    if isinstance(pair, dict) and pair and set(pair) <= keys:
+        call = dict(pair)
+    elif isinstance(pair, tuple) and len(pair) == 2:
+        call = {"args": pair[0], "dynamic_shapes": pair[1]}
+    else:
+        raise TargetError(f"example_inputs() of {where} returned a {type(pair).__name__}, not (args, dynamic_shapes) "
+                          f"nor a dict with keys among {sorted(keys)}",
                           hint="return a pair, e.g. ((torch.randn(2, 16),), {'x': {0: 'batch'}})")
-    args, dynamic_shapes = pair
     from onnxport.export import to_onnx
 
-    return to_onnx(module, args, dynamic_shapes=dynamic_shapes, opset=opset or 20)
+    return to_onnx(module, call.get("args", ()), call.get("kwargs"), dynamic_shapes=call.get("dynamic_shapes"),
+                   relations=call.get("relations"), opset=opset or 20)

@@ -466,7 +466,7 @@ def _rewrite_for(node: ast.For, ctx, dynamic: bool) -> list[ast.stmt]:
     uses = _IndexUses(i, changing, fresh)
     body = [ast.fix_missing_locations(uses.visit(s)) for s in body]
     stored = N.stored_names(body) - {i}
-    late = sorted(n for n in stored - before if n in after)
+    late = sorted(n for n in stored - before if n in after and not ctx.rebound_before_read(node, n))
     if late:
         raise _Refuse(f"{', '.join(late)} first bound inside the loop and read after it")
     exposed = N.read_before_write(body)

@@ -83,6 +83,22 @@ class FunctionContext:
             found |= N.stored_names(loop.body)
         return found
 
+    def rebound_before_read(self, node: ast.stmt, name: str) -> bool:
+        """True when, after the statement ``node`` (outside any loop), ``name`` is assigned anew
+        (``name = <expression not reading name>``) in ``node``'s block before anything reads or
+        conditionally binds it: the value ``node`` leaves in ``name`` is never read."""
+        path = _path_to(self.func, node)
+        if self.loops or not path:
+            return False
+        _, block, index = path[-1]
+        for s in block[index + 1:]:
+            if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
+                    and s.targets[0].id == name:
+                return name not in N.loaded_names([s.value])
+            if name in N.loaded_names([s]) or name in N.stored_names([s]):
+                return False
+        return False
+
     def used_after(self, node: ast.AST) -> set[str]:
         """Names read after ``node`` ends, or anywhere in an enclosing loop (its next iteration)."""
         found = set()
@@ -214,11 +230,12 @@ class _SuperAndMangling(ast.NodeTransformer):
         return node
 
 
-def rewrite_function(fn: Callable, cls: type | None, notes: list) -> Callable | None:
+def rewrite_function(fn: Callable, cls: type | None, notes: list, calls: dict | None = None) -> Callable | None:
     """Rewrite the control flow of one function; return the new function, or None when nothing changed.
 
     ``fn`` is a plain function (a method taken from its class); ``cls`` its class (for ``super()``).
-    Notes about every construct seen are appended to ``notes``.
+    ``calls``: module-level functions ``fn`` calls by name, rewritten (name -> new function): the
+    new function calls those instead. Notes about every construct seen are appended to ``notes``.
     """
     fn = inspect.unwrap(fn)
     try:
@@ -237,7 +254,8 @@ def rewrite_function(fn: Callable, cls: type | None, notes: list) -> Callable | 
     ctx = FunctionContext(func, filename)
     func.body = _BlockRewriter(ctx).block(func.body)
     notes.extend(ctx.notes)
-    if not any(n.rewritten for n in ctx.notes):
+    calls = {k: v for k, v in (calls or {}).items() if k in _global_calls(func)}
+    if not any(n.rewritten for n in ctx.notes) and not calls:
         return None
     if ctx.stacked_lists:
         _StackCalls(ctx.stacked_lists).visit(func)
@@ -250,6 +268,7 @@ def rewrite_function(fn: Callable, cls: type | None, notes: list) -> Callable | 
     free = {f"{N.GENERATED_PREFIX}loops": loops, f"{N.GENERATED_PREFIX}while_loops": while_loops,
             f"{N.GENERATED_PREFIX}branches": branches, f"{N.GENERATED_PREFIX}class": cls}
     free.update(inspect.getclosurevars(fn).nonlocals)
+    free.update(calls)
     factory = ast.FunctionDef(name=f"{N.GENERATED_PREFIX}factory", args=ast.arguments(
         posonlyargs=[], args=[ast.arg(k) for k in free], kwonlyargs=[], kw_defaults=[], defaults=[]),
         body=[func, ast.Return(ast.Name(func.name, ast.Load()))], decorator_list=[], returns=None,
@@ -263,6 +282,57 @@ def rewrite_function(fn: Callable, cls: type | None, notes: list) -> Callable | 
     new.__defaults__ = fn.__defaults__
     new.__kwdefaults__ = fn.__kwdefaults__
     return new
+
+
+def _global_calls(func: ast.FunctionDef) -> set[str]:
+    """Names ``func`` calls as ``name(...)`` that it neither takes as a parameter nor binds itself:
+    module-level functions (or builtins)."""
+    local = set(N.parameters(func)) | N.stored_names(func.body)
+    return {node.func.id for node in ast.walk(func)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in local}
+
+
+def _has_loop(fn: Callable) -> bool:
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    return any(isinstance(node, (ast.For, ast.While)) for node in ast.walk(tree))
+
+
+def rewritten_calls(fn: Callable, notes: list, cache: dict) -> dict[str, Callable]:
+    """The module-level functions with a loop that ``fn`` calls by name, rewritten: name -> the
+    rewritten function (``cache``: function -> rewritten or None), e.g. a selective scan written as
+    a Python loop in a function the model's ``forward`` calls. Functions of torch and onnxport are
+    left as they are; a decorated function is rewritten unwrapped (its decorator, such as a kernel
+    dispatcher, is not called)."""
+    fn = inspect.unwrap(fn)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    func = tree.body[0] if tree.body and isinstance(tree.body[0], ast.FunctionDef) else None
+    if func is None:
+        return {}
+    out = {}
+    for name in sorted(_global_calls(func)):
+        target = fn.__globals__.get(name)
+        target = inspect.unwrap(target) if callable(target) else None
+        if not isinstance(target, types.FunctionType) or (target.__module__ or "").startswith(("torch", "onnxport")) \
+                or not _has_loop(target):
+            continue
+        if target not in cache:
+            cache[target] = None  # a recursive call sees the function as it is
+            try:
+                new = rewrite_function(target, None, notes, rewritten_calls(target, notes, cache))
+            except (SyntaxError, ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
+                notes.append(RewriteNote("function", f"{target.__code__.co_filename}:{target.__code__.co_firstlineno} "
+                                         f"in {target.__name__}", False, f"not rewritten ({type(e).__name__}: {e})"))
+                new = None
+            cache[target] = new
+        if cache[target] is not None:
+            out[name] = cache[target]
+    return out
 
 
 def _called_methods(fn: Callable, cls: type) -> list[str]:
@@ -298,7 +368,7 @@ def _rewrite_class_methods(cls: type, notes: list, cache: dict) -> type | None:
         if not isinstance(fn, types.FunctionType) or (fn.__module__ or "").startswith("torch."):
             continue  # torch's own methods (inherited forward of Sequential...) are left as they are
         try:
-            new = rewrite_function(fn, cls, notes)
+            new = rewrite_function(fn, cls, notes, rewritten_calls(fn, notes, cache.setdefault("functions", {})))
         except (SyntaxError, ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
             # a source form the rewriter does not understand: the method keeps its original code
             notes.append(RewriteNote("function", f"{fn.__code__.co_filename}:{fn.__code__.co_firstlineno} in "

@@ -11,6 +11,7 @@ import torch
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
+from onnxport.capture.caches import OUTPUT_PREFIX, CacheKey, is_cache_leaf
 from onnxport.capture.captured import Captured, expr_of
 from onnxport.capture.dynamic_shapes import key_str
 from onnxport.errors import ExportError, TranslationError
@@ -41,7 +42,8 @@ class DimNamer:
 
 
 def output_names(program: torch.export.ExportedProgram, n_user: int) -> list[str]:
-    """Stable flat names of the user outputs: ``output`` / ``output_0``... / dict keys / attributes."""
+    """Stable flat names of the user outputs: ``output`` / ``output_0``... / dict keys / attributes;
+    the tensors of a returned cache ``present.0.key``... (``onnxport.capture.caches``)."""
     spec = program.call_spec.out_spec
     if spec is None:
         return [f"output_{i}" for i in range(n_user)]
@@ -53,7 +55,15 @@ def output_names(program: torch.export.ExportedProgram, n_user: int) -> list[str
     if len(leaves) == 1 and not leaves[0][0]:
         return ["output"]
     names = []
+    caches: list[tuple] = []  # the paths of the returned caches, in order
     for path, _ in leaves:
+        at = next((i for i, k in enumerate(path) if isinstance(k, CacheKey)), None)
+        if at is not None:
+            if path[:at] not in caches:
+                caches.append(path[:at])
+            n = caches.index(path[:at])
+            names.append(f"{OUTPUT_PREFIX}{'' if n == 0 else f'_{n}'}" + "".join(f".{k.key}" for k in path[at:]))
+            continue
         parts = [key_str(k) for k in path]
         if parts and parts[0].isdigit():
             parts = ["output"] + parts
@@ -153,11 +163,15 @@ def build_model(captured: Captured, *, opset: int, registry: Registry, input_nam
         names_out = list(output_names_)
     # state updates (buffer and input mutations) follow the user outputs as extra outputs
     input_by_placeholder = {inp.node.name: n for n, inp in zip(names, user)}
+    returned = {id(n) for n in out_nodes}
     for value, spec, fx_node in zip(outs, out_specs, _output_args(program.graph)):
         if spec.kind == OutputKind.BUFFER_MUTATION:
             names_out.append(f"{spec.target}.updated")
         elif spec.kind == OutputKind.USER_INPUT_MUTATION:
-            names_out.append(f"{input_by_placeholder.get(spec.target, spec.target)}.updated")
+            name = input_by_placeholder.get(spec.target, spec.target)
+            if is_cache_leaf(name) and id(fx_node) in returned:
+                continue  # a cache updated in place and returned: its present.* output is the update
+            names_out.append(f"{name}.updated")
         else:
             continue
         user_out.append(value)

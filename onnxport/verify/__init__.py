@@ -3,16 +3,19 @@ on other sizes of every dynamic dimension, and the first divergence between the 
 
 ``validate`` (``verify.validate``) compares; ``make_inputs`` / ``InputSpec`` (``capture.inputs``,
 shared with capture's probes and config exports) make the inputs; ``validation_sizes``
-(``verify.sizes``) chooses the sizes; ``find_divergence``
-(``verify.divergence``) locates the first differing node.
+(``verify.sizes``) chooses the sizes; ``find_divergence`` (``verify.divergence``) locates the first
+differing node; ``check_generation`` (``verify.generation``) compares greedy decoding in
+onnxruntime with the model's ``generate``.
 """
 
 from onnxport.capture.inputs import InputSpec, make_inputs
 from onnxport.verify.compare import TOLERANCES, compare, to_numpy
+from onnxport.verify.generation import GenerationReport, check_generation
 from onnxport.verify.report import Check, ValidationReport
 from onnxport.verify.runner import OrtRunner
 from onnxport.verify.sizes import respecting, validation_sizes
 from onnxport.verify.validate import default_size_sets, default_sizes, tensor_leaves, validate
 
-__all__ = ["Check", "InputSpec", "OrtRunner", "TOLERANCES", "ValidationReport", "compare", "default_size_sets",
+__all__ = ["Check", "GenerationReport", "InputSpec", "OrtRunner", "TOLERANCES", "ValidationReport", "check_generation",
+           "compare", "default_size_sets",
            "default_sizes", "make_inputs", "respecting", "tensor_leaves", "to_numpy", "validate", "validation_sizes"]

@@ -6,21 +6,28 @@
   the example;
 * above it: two sets where every dimension moves by its own amount (dims equal in the example differ);
 * at each guard's boundary (``onnxport.capture.guards.Guard.boundary``): a size on each side of a condition
-  the export adopted or kept, and both parities of one it proved with a ``//`` or ``%``.
+  the export adopted or kept, and both parities of one it proved with a ``//`` or ``%``;
+* an empty cache: size 0 for each dimension that may be empty (the cached length of a key/value
+  cache, ``onnxport.capture.caches``), at the example's and at the minimum sizes of the others.
 
-Every set lies within the export's ranges and satisfies its adopted constraints (a set that does
-not is moved to the nearest sizes that do, or dropped).
+Only independent dimensions are chosen: a related one (``total = past + seq``,
+``onnxport.capture.relations``) is computed from them. Every set lies within the export's ranges
+and satisfies its adopted constraints (a set that does not is moved to the nearest sizes that do,
+or dropped).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from onnxport.capture.relations import evaluate
+
 MAX_BOUNDARY_SETS = 6
 _SEARCH = 64  # how far a size may move to satisfy the constraints
 
 
-def validation_sizes(examples: dict[str, int], ranges: dict[str, tuple], guards: list) -> list[tuple[str, dict]]:
+def validation_sizes(examples: dict[str, int], ranges: dict[str, tuple], guards: list, *,
+                     relations: dict | None = None, empty: Any = ()) -> list[tuple[str, dict]]:
     """``[(why, {dim name: size})]``: the default size sets of ``validate()`` and ``onnxport export``.
 
     Args:
@@ -28,17 +35,20 @@ def validation_sizes(examples: dict[str, int], ranges: dict[str, tuple], guards:
         ranges: dim name -> ``(min, max)`` the export allows.
         guards: ``onnxport.capture.guards.Guard`` decisions of the export (their ``boundary`` and,
             when adopted, their condition).
+        relations: dim name -> sympy expression over other dim names: these dims are computed.
+        empty: names of the dims that may be 0 (a cache's cached length).
     """
-    names = {n: n for n in examples}
     if not examples:
         return []
+    related = {n: e for n, e in (relations or {}).items() if n in examples}
     constraints = [g for g in guards if g.status == "adopted"]
-    symbols = list(examples)
+    symbols = [s for s in examples if s not in related]
+    zero = {s for s in empty if s in symbols}
     out: list[tuple[str, dict]] = []
     seen = {tuple(examples[s] for s in symbols)}
 
     def add(why: str, sizes: dict) -> None:
-        fixed = _satisfy(sizes, ranges, names, constraints)
+        fixed = _satisfy({s: sizes[s] for s in symbols}, ranges, constraints, related, zero)
         if fixed is None:
             return
         key = tuple(fixed[s] for s in symbols)
@@ -60,30 +70,50 @@ def validation_sizes(examples: dict[str, int], ranges: dict[str, tuple], guards:
                 v = max(lo, examples[s] - 1 - k)
             sizes[s] = v
         add("above the example", sizes)
-    by_name = {n: s for s, n in names.items()}
     boundary = 0
     for g in guards:
         for point in g.boundary:
-            if boundary >= MAX_BOUNDARY_SETS or not all(n in by_name for n in point):
+            if boundary >= MAX_BOUNDARY_SETS or not all(n in symbols for n in point):
                 continue
             before = len(out)
-            add(f"{g.status} guard {g.text}", {**examples, **{by_name[n]: v for n, v in point.items()}})
+            add(f"{g.status} guard {g.text}", {**examples, **point})
             boundary += len(out) - before
+    for s in sorted(zero):
+        name = f"empty: {s} = 0"
+        add(name, {**examples, s: 0})
+        add(name, {**{t: lows[t] for t in symbols}, s: 0})
     return out
 
 
-def _satisfy(sizes: dict, ranges: dict, names: dict, constraints: list) -> dict | None:
-    """``sizes`` moved into the ranges and, dimension by dimension, to the nearest sizes that
-    satisfy every constraint; None when no such sizes are near."""
-    sizes = {s: _clamp(v, ranges.get(s)) for s, v in sizes.items()}
-    if _ok(sizes, names, constraints):
-        return sizes
+def _satisfy(sizes: dict, ranges: dict, constraints: list, related: dict | None = None,
+             zero: Any = ()) -> dict | None:
+    """``sizes`` of the independent dims moved into the ranges and, dimension by dimension, to the
+    nearest sizes that satisfy every constraint, completed with the related dims (each within its
+    range); None when no such sizes are near."""
+    related = related or {}
+
+    def clamp(s: str, v: int) -> int:
+        return 0 if v == 0 and s in zero else _clamp(v, ranges.get(s))
+
+    def full(trial: dict) -> dict | None:
+        out = evaluate(related, trial) if related else dict(trial)
+        for n in related:
+            lo, hi = ranges.get(n, (1, None))
+            if out[n] < max(lo, 0) or (hi is not None and out[n] > hi):
+                return None
+        return out if _ok(out, constraints) else None
+
+    sizes = {s: clamp(s, v) for s, v in sizes.items()}
+    done = full(sizes)
+    if done is not None:
+        return done
     for s in sizes:
         for delta in _deltas():
             trial = dict(sizes)
-            trial[s] = _clamp(sizes[s] + delta, ranges.get(s))
-            if _ok(trial, names, constraints):
-                return trial
+            trial[s] = clamp(s, sizes[s] + delta)
+            done = full(trial)
+            if done is not None:
+                return done
     return None
 
 
@@ -99,13 +129,14 @@ def _clamp(v: int, r: Any) -> int:
     return min(v, hi) if hi is not None else v
 
 
-def _ok(sizes: dict, names: dict, constraints: list) -> bool:
-    named = {names[s]: v for s, v in sizes.items() if s in names}
-    return all(g.holds(named) for g in constraints)
+def _ok(sizes: dict, constraints: list) -> bool:
+    return all(g.holds(sizes) for g in constraints)
 
 
-def respecting(sizes: dict[str, int], constraints: list, ranges: dict[str, tuple] | None = None) -> dict[str, int] | None:
+def respecting(sizes: dict[str, int], constraints: list, ranges: dict[str, tuple] | None = None,
+               relations: dict | None = None) -> dict[str, int] | None:
     """Named sizes (dim name -> size) moved to the nearest ones that satisfy ``constraints``
-    (``onnxport.capture.guards.Guard``) within ``ranges`` (name -> (min, max)); None when none are near."""
-    names = {n: n for n in sizes}
-    return _satisfy(dict(sizes), ranges or {}, names, constraints)
+    (``onnxport.capture.guards.Guard``) within ``ranges`` (name -> (min, max)), the dims
+    ``relations`` defines computed from the others; None when none are near."""
+    related = {n: e for n, e in (relations or {}).items() if n in sizes}
+    return _satisfy({n: v for n, v in sizes.items() if n not in related}, ranges or {}, constraints, related)

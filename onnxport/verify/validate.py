@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import os
 import tempfile
 import warnings
@@ -18,6 +19,8 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxport.capture.caches import sliding_window_as_full
+from onnxport.capture.relations import broken, evaluate, from_guards, missing_hint
 from onnxport.errors import ValidationError
 from onnxport.verify.compare import compare, to_numpy
 from onnxport.capture.inputs import dim_examples, dim_names, inputs_like_example
@@ -36,7 +39,10 @@ def default_size_sets(result) -> list[tuple[str, dict]]:
     within the export's ranges and adopted constraints (``onnxport.verify.sizes``)."""
     names = dim_names(result.captured, result.dim_names)
     examples, ranges = dim_examples(result.captured, names)
-    return validation_sizes(examples, ranges, result.guards)
+    captured = result.captured
+    relations = {**from_guards(result.guards), **(getattr(captured, "relations", None) or {})}
+    return validation_sizes(examples, ranges, result.guards, relations=relations,
+                            empty=captured.empty_dims if captured is not None else ())
 
 
 def default_sizes(result) -> list[dict]:
@@ -79,10 +85,13 @@ def _compare_sets(result, module, runner, inputs, sizes, atol, rtol, include_exa
         sets.append(("example", _fmt_sizes(examples), "", result.example))
     size_sets = default_size_sets(result) if sizes is None else [("", _resolve_sizes(result, s, examples, dims))
                                                                  for s in sizes]
+    by_label = {}
     for i, (why, s) in enumerate(size_sets):
         sets.append((f"sizes {i + 1}", _fmt_sizes(s), why, inputs_like_example(result.captured, dims, s, seed=i + 1)))
+        by_label[f"sizes {i + 1}"] = s
     for i, extra in enumerate(inputs or []):
         sets.append((f"inputs {i + 1}", "", "", _input_set(extra)))
+
     checks: list[Check] = []
     mutates = any(s.kind.name != "USER_OUTPUT" for s in result.program.graph_signature.output_specs) \
         if result.program is not None else True
@@ -117,17 +126,36 @@ def _compare_sets(result, module, runner, inputs, sizes, atol, rtol, include_exa
         for name, e, g in zip(names, expected, got):
             ma, mr, ok, note = compare(to_numpy(e), g, e.dtype, atol, rtol)
             checks.append(Check(label, size_text, name, tuple(e.shape), ma, mr, ok, note, why))
-    return ValidationReport(tuple(checks))
+    return ValidationReport(tuple(_relation_notes(checks, examples, by_label, result.captured)))
+
+
+def _relation_notes(checks: list[Check], examples: dict, by_label: dict, captured) -> list[Check]:
+    """The failed checks of size sets eager accepted, noted with the relations between dims that
+    hold at the example and at every set that passed but not at the failed set: a relation the
+    model may need that the export was not told (``onnxport.capture.relations``)."""
+    relations = getattr(captured, "relations", None) or {}
+    failed = {c.inputs for c in checks if not c.ok and not c.rejected}
+    passed = [by_label[label] for label in by_label if label not in failed
+              and any(c.inputs == label and not c.rejected for c in checks)]
+    out = []
+    for c in checks:
+        if c.inputs in failed and c.inputs in by_label and not c.ok:
+            text = missing_hint(examples, by_label[c.inputs], relations, holding=passed)
+            if text:
+                c = dataclasses.replace(c, note=f"{c.note}; {text}" if c.note else text)
+        out.append(c)
+    return out
 
 
 def _eager(module, mutates: bool, args: tuple, kwargs: dict) -> list[torch.Tensor]:
     """Eager outputs on copies of the inputs (and of the module when it mutates its buffers), so
-    every input set starts fresh."""
+    every input set starts fresh; transformers' sliding-window cache layers hold every step, as in
+    the export (``onnxport.capture.caches.sliding_window_as_full``)."""
     feed_args, feed_kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), (args, kwargs))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree notes on deepcopy
         run_module = copy.deepcopy(module) if mutates else module
-    with torch.no_grad():
+    with torch.no_grad(), sliding_window_as_full():
         return tensor_leaves(run_module(*feed_args, **feed_kwargs))
 
 
@@ -165,6 +193,7 @@ def _resolve_sizes(result, sizes: dict, examples: dict, dims: dict) -> dict:
         raise ValidationError(f"sizes name {unknown}, which are not dynamic dimensions of the model",
                               hint=f"the model's dynamic dimensions are {sorted(examples) or 'none'}")
     _, ranges = dim_examples(result.captured, dims)
+    relations = getattr(result.captured, "relations", None) or {}
     out = dict(examples)
     for name, value in sizes.items():
         lo, hi = ranges.get(name, (0, 1 << 30))
@@ -172,10 +201,19 @@ def _resolve_sizes(result, sizes: dict, examples: dict, dims: dict) -> dict:
             raise ValidationError(f"size {value} for {name!r} is outside the range [{lo}, {hi}] the export allows",
                                   hint=f"choose {name} within [{lo}, {hi}] or widen the Dim's min/max at export")
         out[name] = int(value)
-    broken = [g for g in result.constraints if not g.holds(out)]
-    if broken:
+    if relations:
+        free = {n: v for n, v in out.items() if n not in relations}
+        completed = evaluate({n: e for n, e in relations.items() if n in out}, free)
+        given = {n: v for n, v in sizes.items() if n in relations}
+        wrong = broken(relations, {**completed, **given})
+        if wrong:
+            raise ValidationError(f"sizes {_fmt_sizes({**completed, **given})} break the relation {'; '.join(wrong)} "
+                                  "the export declares", hint="give the independent dims only; related ones are computed")
+        out = completed
+    broken_guards = [g for g in result.constraints if not g.holds(out)]
+    if broken_guards:
         raise ValidationError(f"sizes {_fmt_sizes(out)} break the export's constraint "
-                              f"{'; '.join(str(g) for g in broken)}",
+                              f"{'; '.join(str(g) for g in broken_guards)}",
                               hint="choose sizes that satisfy result.constraints (the export holds only there)")
     return out
 

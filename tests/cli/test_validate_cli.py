@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 import onnxport
@@ -97,3 +98,47 @@ def test_validate_with_the_checkpoint_the_file_was_exported_with(tmp_path):
     assert _cli("validate", onnx_path, f"{target}:build").returncode == 1  # fresh weights differ
     out = _cli("validate", onnx_path, f"{target}:build", "--checkpoint", str(tmp_path / "ckpt.pt"))
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _decoder_file(tmp_path, reversed_head: bool = False):
+    """The example decoder (examples/decoder_with_cache.py) exported to a file, its vocabulary
+    projection reversed on request (a decoder that computes something else)."""
+    import importlib.util
+    from pathlib import Path
+
+    import onnx
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "decoder_with_cache.py"
+    spec = importlib.util.spec_from_file_location("decoder_with_cache_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    call = example.example_inputs()
+    r = onnxport.to_onnx(example.build(), kwargs=call["kwargs"], dynamic_shapes=call["dynamic_shapes"],
+                         relations=call["relations"])
+    proto = r.model_proto
+    if reversed_head:
+        head = next(t for t in proto.graph.initializer if t.name.startswith("lm_head"))
+        values = onnx.numpy_helper.to_array(head)
+        values = values[::-1].copy() if values.shape[0] == example.VOCAB else values[:, ::-1].copy()
+        head.CopyFrom(onnx.numpy_helper.from_array(values, head.name))
+    onnx.save(proto, str(tmp_path / "decoder.onnx"))
+    return str(path), str(tmp_path / "decoder.onnx")
+
+
+def test_validate_generate_decodes_as_the_models_generate(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    from onnxport.cli import main
+
+    target, onnx_path = _decoder_file(tmp_path)
+    code = main(["validate", onnx_path, f"{target}:build", "--generate", "8", "--prompt", "5 17 42 9",
+                 "--prompt", "8 64", "--report", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "generation matches" in out and "all outputs match" in out
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["generation"]["ok"] is True and len(report["generation"]["got"]) == 2
+
+    _, broken = _decoder_file(tmp_path, reversed_head=True)
+    code = main(["validate", broken, f"{target}:build", "--generate", "4"])
+    out = capsys.readouterr().out
+    assert code == 1 and "first differing step: 0" in out and "MISMATCH" in out

@@ -1,0 +1,60 @@
+"""Forward signatures with ``**kwargs``: the keyword inputs a call passes made explicit while
+torch.export traces.
+
+Hugging Face models declare ``forward(self, input_ids=None, ..., **kwargs)`` and read further
+inputs (``past_key_values``, ``encoder_outputs``...) from ``**kwargs``. torch.export binds the
+``dynamic_shapes`` spec to the parameters of the signature, where such inputs are one ``kwargs``
+bundle; with the signature made explicit, each keyword input is an input of its own, named as the
+call names it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Any, Iterator
+
+import torch
+
+
+def absorbed_keywords(model: Any, kwargs: dict) -> list[str]:
+    """The keys of ``kwargs`` that ``model.forward`` takes only through its ``**kwargs``."""
+    fn = model.forward if isinstance(model, torch.nn.Module) else model
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return []
+    if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return []
+    named = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return [k for k in kwargs if k not in named]
+
+
+@contextlib.contextmanager
+def explicit_signature(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
+    """While active, ``model.forward`` (an ``nn.Module`` instance's) has a signature of the
+    positional parameters ``args`` fills and one parameter per key of ``kwargs``, when forward takes
+    some of those keys through ``**kwargs``; otherwise nothing changes. The instance is restored
+    on exit."""
+    if not isinstance(model, torch.nn.Module) or not absorbed_keywords(model, kwargs):
+        yield
+        return
+    original = model.forward
+    params = list(inspect.signature(original).parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:len(args)]
+    explicit = [inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in positional]
+    explicit += [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=None) for k in kwargs]
+
+    def forward(*a: Any, **kw: Any) -> Any:
+        return original(*a, **kw)
+
+    forward.__signature__ = inspect.Signature(explicit)
+    had = "forward" in model.__dict__
+    model.forward = forward
+    try:
+        yield
+    finally:
+        if had:
+            model.forward = original
+        else:
+            del model.forward

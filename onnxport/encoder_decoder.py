@@ -1,0 +1,207 @@
+"""Encoder-decoder models (T5, BART/Marian, Whisper) exported as the two models a decoding loop runs:
+an encoder, and a decoder that takes its cache as inputs.
+
+``export_encoder_decoder(model, encoder_inputs)`` exports, from one transformers
+``*ForConditionalGeneration`` model:
+
+* the **encoder**: the encoder inputs as given (``input_ids`` + ``attention_mask``, or
+  ``input_features``) -> ``encoder_hidden_states`` ``[batch, encoder_seq, width]`` and the
+  cross-attention cache every decoder step reads, ``present.<i>.encoder.key`` / ``.value``
+  ``[batch, heads, encoder_seq, head_dim]`` (the keys and values the decoder's cross-attention
+  computes from the encoder's output, computed once);
+* the **decoder with cache**: ``input_ids`` ``[batch, seq]``, ``encoder_hidden_states``,
+  ``encoder_attention_mask`` ``[batch, encoder_seq]`` (when the encoder takes a mask),
+  ``past_key_values.<i>.decoder.key`` / ``.value`` ``[batch, heads, past, head_dim]`` (empty at
+  the first step) and ``past_key_values.<i>.encoder.key`` / ``.value`` (the encoder's cross-attention
+  cache) -> ``logits`` ``[batch, seq, vocab]`` and ``present.<i>.decoder.key`` / ``.value``
+  ``[batch, heads, past + seq, head_dim]``.
+
+Both come from Hugging Face calls as written: the decoder is ``model(decoder_input_ids=...,
+encoder_outputs=..., attention_mask=..., past_key_values=EncoderDecoderCache(...), use_cache=True)``
+(``onnxport.capture.caches``). The names follow optimum's and onnxruntime-genai's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import torch
+
+from onnxport.errors import ExportError
+from onnxport.export import to_onnx
+from onnxport.result import ExportResult
+
+
+class EncoderWithCrossCache(torch.nn.Module):
+    """The encoder and the cross-attention keys and values of every decoder layer.
+
+    The cross-attention cache is what one decoder step on an empty ``EncoderDecoderCache``
+    computes from the encoder's output; the rest of that step does not reach the outputs and is
+    removed from the exported graph."""
+
+    def __init__(self, model: torch.nn.Module, start_token: int):
+        super().__init__()
+        self.model = model
+        self.start_token = start_token
+
+    def forward(self, **inputs: Any) -> dict:
+        """``{"encoder_hidden_states": [batch, encoder_seq, width], "cross": DynamicCache}`` of the
+        encoder inputs (``input_ids``/``attention_mask`` or ``input_features``)."""
+        from transformers import DynamicCache, EncoderDecoderCache
+        from transformers.modeling_outputs import BaseModelOutput
+
+        hidden = self.model.get_encoder()(**inputs).last_hidden_state
+        start = torch.full((hidden.shape[0], 1), self.start_token, dtype=torch.long, device=hidden.device)
+        out = self.model(decoder_input_ids=start, encoder_outputs=BaseModelOutput(last_hidden_state=hidden),
+                         attention_mask=inputs.get("attention_mask"),
+                         past_key_values=EncoderDecoderCache(DynamicCache(), DynamicCache()), use_cache=True)
+        return {"encoder_hidden_states": hidden, "cross": out.past_key_values.cross_attention_cache}
+
+
+class DecoderWithCache(torch.nn.Module):
+    """One decoding step: new tokens, the encoder's output and mask, the self- and cross-attention
+    cache -> logits and the grown self-attention cache."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, encoder_hidden_states, encoder_attention_mask=None, past_key_values=None) -> dict:
+        """``{"logits": [batch, seq, vocab], "present": DynamicCache}``: the step's logits and the
+        self-attention cache grown by ``seq`` (``past_key_values``: an ``EncoderDecoderCache``)."""
+        from transformers.modeling_outputs import BaseModelOutput
+
+        out = self.model(decoder_input_ids=input_ids, past_key_values=past_key_values, use_cache=True,
+                         encoder_outputs=BaseModelOutput(last_hidden_state=encoder_hidden_states),
+                         attention_mask=encoder_attention_mask)
+        return {"logits": out.logits, "present": out.past_key_values.self_attention_cache}
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderDecoderExport:
+    """The encoder and the decoder-with-cache of one encoder-decoder model (see the module docstring)."""
+
+    encoder: ExportResult
+    decoder: ExportResult
+
+    def save(self, directory: str | os.PathLike) -> tuple[str, str]:
+        """Write ``encoder.onnx`` and ``decoder.onnx`` into ``directory`` (created); returns both paths.
+        Raises ``SaveError``."""
+        directory = os.fspath(directory)
+        return (self.encoder.save(os.path.join(directory, "encoder.onnx")),
+                self.decoder.save(os.path.join(directory, "decoder.onnx")))
+
+    def validate(self, **kwargs: Any):
+        """Both models against eager PyTorch at their default sizes (``ExportResult.validate``), in
+        one ``ValidationReport`` whose rows say which model (``encoder: sizes 2``)."""
+        from onnxport.verify import ValidationReport
+
+        checks = []
+        for part, result in (("encoder", self.encoder), ("decoder", self.decoder)):
+            checks += [dataclasses.replace(c, inputs=f"{part}: {c.inputs}") for c in result.validate(**kwargs).checks]
+        return ValidationReport(tuple(checks))
+
+    def check_generation(self, model: torch.nn.Module, encoder_inputs: dict, *, max_new_tokens: int = 16,
+                         atol: float | None = None, rtol: float | None = None):
+        """The encoder once, then greedy decoding with the decoder in onnxruntime, against the
+        model's own greedy ``generate(**encoder_inputs)``, step by step
+        (``onnxport.verify.generation.check_generation``). Returns a ``GenerationReport``."""
+        from onnxport.verify.generation import LOGITS_ATOL, LOGITS_RTOL, check_generation
+
+        return check_generation(model, self.decoder.model_proto, encoder=self.encoder.model_proto,
+                                encoder_inputs=encoder_inputs, max_new_tokens=max_new_tokens,
+                                atol=LOGITS_ATOL if atol is None else atol, rtol=LOGITS_RTOL if rtol is None else rtol)
+
+
+def _start_token(model: torch.nn.Module) -> int:
+    for source in (getattr(model, "generation_config", None), getattr(model, "config", None)):
+        start = getattr(source, "decoder_start_token_id", None)
+        if start is not None:
+            return int(start)
+    raise ExportError(f"{type(model).__name__} has no decoder_start_token_id in its generation config or config",
+                      hint="set model.generation_config.decoder_start_token_id")
+
+
+def default_encoder_dims(encoder_inputs: dict) -> dict:
+    """``batch`` on axis 0 of every encoder input, ``encoder_seq`` on axis 1 of 2-D integer inputs
+    (token ids and their mask); other axes (Whisper's mel bins and frames) static."""
+    dims = {}
+    for name, t in encoder_inputs.items():
+        axes = {0: "batch"}
+        if t.dim() == 2 and not t.dtype.is_floating_point:
+            axes[1] = "encoder_seq"
+        dims[name] = axes
+    return dims
+
+
+def export_encoder_decoder(model: torch.nn.Module, encoder_inputs: dict, *, dynamic_shapes: dict | None = None,
+                           past: int = 3, **options: Any) -> EncoderDecoderExport:
+    """Export an encoder-decoder's encoder and its decoder-with-cache (see the module docstring).
+
+    Args:
+        model: a transformers ``*ForConditionalGeneration`` (T5, BART, Marian, Whisper...) in eval mode.
+        encoder_inputs: the encoder's example inputs by name, as ``generate`` takes them:
+            ``input_ids`` int64 ``[batch, encoder_seq]`` and ``attention_mask``, or Whisper's
+            ``input_features`` float ``[batch, mel_bins, frames]``.
+        dynamic_shapes: the encoder inputs' dynamic axes; default ``default_encoder_dims``.
+        past: cached steps of the decoder's example (its new tokens: 2).
+        options: further ``onnxport.to_onnx`` arguments (``opset``, ``optimize``...).
+
+    Returns an ``EncoderDecoderExport`` (``.encoder``, ``.decoder``, ``.save(dir)``, ``.validate()``,
+    ``.check_generation(model, encoder_inputs)``).
+
+    Raises ``ExportError`` (no decoder start token) and the errors of ``to_onnx``.
+    """
+    from transformers import DynamicCache, EncoderDecoderCache
+
+    start = _start_token(model)
+    enc_dims = dynamic_shapes if dynamic_shapes is not None else default_encoder_dims(encoder_inputs)
+    encoder_module = EncoderWithCrossCache(model, start).eval()
+    with torch.no_grad():
+        enc_out = encoder_module(**encoder_inputs)
+    hidden, cross = enc_out["encoder_hidden_states"], enc_out["cross"]
+    layers = len(cross.layers)
+    enc_names = ["encoder_hidden_states"] + [f"present.{i}.encoder.{kv}" for i in range(layers) for kv in ("key", "value")]
+    encoder = to_onnx(encoder_module, kwargs=dict(encoder_inputs), dynamic_shapes=enc_dims, output_names=enc_names,
+                      **options)
+
+    length = encoder.model.graph.outputs[0].shape[1]
+    enc_seq = "encoder_seq" if not isinstance(length, int) else None
+    mask = encoder_inputs.get("attention_mask")
+    batch = hidden.shape[0]
+    gen = torch.Generator().manual_seed(0)
+    vocab = model.config.get_text_config(decoder=True).vocab_size
+    with torch.no_grad():
+        cache = EncoderDecoderCache(DynamicCache(), _copy(cross))
+        first = torch.cat([torch.full((batch, 1), start), torch.randint(0, vocab, (batch, past - 1), generator=gen)], 1)
+        model(decoder_input_ids=first, past_key_values=cache, use_cache=True, attention_mask=mask,
+              encoder_outputs=_base_output(hidden))
+    along = {0: "batch", 1: enc_seq} if enc_seq else {0: "batch"}  # [batch, encoder_seq, ...]
+    kwargs = dict(input_ids=torch.randint(0, vocab, (batch, 2), generator=gen), encoder_hidden_states=hidden)
+    dims = {"input_ids": {0: "batch", 1: "seq"}, "encoder_hidden_states": along}
+    if mask is not None:
+        kwargs["encoder_attention_mask"], dims["encoder_attention_mask"] = mask, along
+    kwargs["past_key_values"] = cache
+    dims["past_key_values"] = {"decoder": {0: "batch", 2: "past"},
+                               "encoder": {0: "batch", 2: enc_seq} if enc_seq else {0: "batch"}}
+    dec_names = ["logits"] + [f"present.{i}.decoder.{kv}" for i in range(layers) for kv in ("key", "value")]
+    decoder = to_onnx(DecoderWithCache(model).eval(), kwargs=kwargs, dynamic_shapes=dims, output_names=dec_names,
+                      **options)
+    return EncoderDecoderExport(encoder, decoder)
+
+
+def _copy(cache: Any) -> Any:
+    from transformers import DynamicCache
+
+    out = DynamicCache()
+    for i, layer in enumerate(cache.layers):
+        out.update(layer.keys.clone(), layer.values.clone(), i)
+    return out
+
+
+def _base_output(hidden: torch.Tensor) -> Any:
+    from transformers.modeling_outputs import BaseModelOutput
+
+    return BaseModelOutput(last_hidden_state=hidden)
