@@ -106,14 +106,17 @@ def _local_ok(node: torch.fx.Node, table: dict) -> bool:
     return all("val" in a.meta for a in leaves if isinstance(a, torch.fx.Node)) and "val" in node.meta
 
 
-def _trace(node: torch.fx.Node, table: dict) -> tuple[torch.fx.GraphModule, list]:
-    """The node's decomposition traced on its fake inputs: the graph and the node inputs feeding
-    its placeholders, in order."""
+def _node_inputs(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The nodes among ``node``'s arguments, in order (the placeholders of its decomposition)."""
+    return [a for a in pytree.tree_leaves((node.args, node.kwargs)) if isinstance(a, torch.fx.Node)]
+
+
+def _trace(node: torch.fx.Node, table: dict) -> torch.fx.GraphModule:
+    """The node's decomposition traced on its fake inputs (a placeholder per ``_node_inputs``)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     leaves, spec = pytree.tree_flatten((node.args, node.kwargs))
-    inputs = [a for a in leaves if isinstance(a, torch.fx.Node)]
-    vals = [a.meta["val"] for a in inputs]
+    vals = [a.meta["val"] for a in _node_inputs(node)]
     fn = table.get(node.target, node.target.decompose)
 
     def run(*traced):
@@ -123,16 +126,15 @@ def _trace(node: torch.fx.Node, table: dict) -> tuple[torch.fx.GraphModule, list
 
     fake = next((v.fake_mode for v in vals if isinstance(v, torch.Tensor) and hasattr(v, "fake_mode")), None)
     with fake if fake is not None else contextlib.nullcontext():
-        gm = make_fx(run, decomposition_table=table, tracing_mode="real")(*vals)
-    return gm, inputs
+        return make_fx(run, decomposition_table=table, tracing_mode="real")(*vals)
 
 
-def _splice(graph: torch.fx.Graph, node: torch.fx.Node, traced: tuple[torch.fx.GraphModule, list]) -> None:
-    """Replace ``node`` in ``graph`` by the nodes of its traced decomposition."""
-    gm, inputs = traced
+def _splice(graph: torch.fx.Graph, node: torch.fx.Node, gm: torch.fx.GraphModule) -> None:
+    """Replace ``node`` in ``graph`` by the nodes of its traced decomposition ``gm``, fed by the
+    node's inputs as they are now (an input decomposed before it is its decomposition's result)."""
     env: dict[torch.fx.Node, Any] = {}
     placeholders = [p for p in gm.graph.nodes if p.op == "placeholder"]
-    env.update(zip(placeholders, inputs))
+    env.update(zip(placeholders, _node_inputs(node)))
     result: Any = None
     with graph.inserting_before(node):
         for sub in gm.graph.nodes:

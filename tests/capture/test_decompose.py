@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from exportcheck import check_export, count_ops
+from exportcheck import check_export, count_ops, Fn
 from onnxport.translate.registry import override
 
 aten = torch.ops.aten
@@ -23,6 +23,13 @@ def test_ops_without_translation_are_decomposed_alone():
     targets = {n.target for n in r.program.graph.nodes}
     assert aten.sigmoid.default in targets and aten.silu.default not in targets
     assert count_ops(r, "Sigmoid") == 2
+
+
+def test_an_op_reading_another_decomposed_op_reads_its_decomposition():
+    fn = Fn(lambda x: torch.nn.functional.glu(torch.nn.functional.silu(x), -1))
+    with override({aten.silu.default: None, aten.glu.default: None}):
+        r = check_export(fn, (torch.randn(3, 8),), {"x": {0: "b"}})
+    assert r.decomposed == {"local": ["aten.glu.default", "aten.silu.default"], "whole_program": []}
 
 
 class Scanned(torch.nn.Module):
