@@ -6,8 +6,8 @@ tensor ``[*shape]`` is carried as the real ONNX value ``[*shape, 2]`` (real, ima
 
 Made here: ``view_as_complex``, ``complex``, ``polar``, a cast of a real tensor to a complex dtype.
 Read here: ``view_as_real``, ``real``, ``imag``, ``abs``, ``angle``, conjugation, ``clone``, casts
-between complex dtypes, ``slice``, ``constant_pad_nd`` and ``add`` / ``sub`` / ``mul`` with complex
-or real operands. The FFT family (``fft.py``) and ``stft`` (``spectral.py``) make and read them too.
+between complex dtypes, ``slice``, ``sym_size``, ``constant_pad_nd`` and ``add`` / ``sub`` / ``mul``
+with complex or real operands. The FFT family (``fft.py``) and ``stft`` (``spectral.py``) make and read them too.
 Any other reader of a complex value, or a model returning one, is a TranslationError raised at the
 node that made it, naming the reader. Semantics: PyTorch's complex numbers
 (https://pytorch.org/docs/stable/complex_numbers.html).
@@ -26,7 +26,7 @@ import torch
 from onnxport.errors import TranslationError, UnsupportedOpError
 from onnxport.translate import dtypes, registry, symbolic
 # the real-valued translations wrapped below are registered by these modules first
-from onnxport.translate.ops import elementwise, indexing, misc, pad  # noqa: F401
+from onnxport.translate.ops import elementwise, indexing, misc, pad, symints  # noqa: F401
 from onnxport.translate.ops._common import axes_const, norm_axis
 from onnxport.translate.registry import translates
 
@@ -244,6 +244,13 @@ def conj(ctx, z):
 def clone(ctx, z, *args, **kwargs):
     """clone / alias / detach(Tensor self): the same carried value."""
     return as_complex(ctx, ctx.op.Identity(z.value))
+
+
+@complex_aware(aten.sym_size.int)
+def sym_size(ctx, z, dim):
+    """sym_size.int(Tensor self, int dim) of a complex tensor: the carried value's size there (a
+    decomposition reads the sizes of the spectrum it transforms)."""
+    return symints.sym_size(ctx, z.value, norm_axis(dim, z.rank))
 
 
 @complex_aware(aten._to_copy.default, aten.to.dtype)
