@@ -11,6 +11,8 @@ the product of the signal sizes (the input's for r2c and c2c, the output's for c
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import onnx_ir as ir
 import torch
@@ -25,13 +27,18 @@ I64 = ir.DataType.INT64
 COMPLEX_READERS.update({aten._fft_c2c.default, aten._fft_c2r.default})
 
 
-def dft(ctx, v: ir.Value, axis: int, onesided: bool = False) -> ir.Value:
+def dft_17(ctx, v: ir.Value, axis: int, onesided: bool = False) -> ir.Value:
     """Forward unnormalized ONNX DFT of ``v`` (``[..., 1]`` real or ``[..., 2]`` complex) along
-    ``axis`` (of ``v``, never its last); ``onesided`` keeps bins ``0 .. n // 2`` (real input)."""
-    if ctx.opset >= 20:
-        out = ctx.op.DFT(v, None, ctx.const(np.array(axis, dtype=np.int64)), inverse=0, onesided=int(onesided))
-    else:
-        out = ctx.op.DFT(v, None, axis=axis, inverse=0, onesided=int(onesided))
+    ``axis`` (of ``v``, never its last); ``onesided`` keeps bins ``0 .. n // 2`` (real input). The
+    axis an attribute (opset 17 to 19)."""
+    out = ctx.op.DFT(v, None, axis=axis, inverse=0, onesided=int(onesided))
+    out.type = v.type
+    return out
+
+
+def dft_20(ctx, v: ir.Value, axis: int, onesided: bool = False) -> ir.Value:
+    """``dft_17`` with the axis an input (opset 20 on)."""
+    out = ctx.op.DFT(v, None, ctx.const(np.array(axis, dtype=np.int64)), inverse=0, onesided=int(onesided))
     out.type = v.type
     return out
 
@@ -56,7 +63,7 @@ def _normalize(ctx, v: ir.Value, normalization: int, n: ir.Value) -> ir.Value:
     return ctx.op.Div(v, scale)
 
 
-def _c2c(ctx, v: ir.Value, axes: list[int], forward: bool) -> ir.Value:
+def _c2c(ctx, v: ir.Value, axes: list[int], forward: bool, dft: Callable) -> ir.Value:
     """Unnormalized complex DFT of the carried value ``v`` along ``axes``; the inverse as
     ``conj(DFT(conj(v)))``."""
     if not forward:
@@ -66,8 +73,7 @@ def _c2c(ctx, v: ir.Value, axes: list[int], forward: bool) -> ir.Value:
     return conjugate(ctx, v) if not forward else v
 
 
-@translates(aten._fft_r2c.default)
-def fft_r2c(ctx, x, dim, normalization, onesided):
+def fft_r2c(ctx, x, dim, normalization, onesided, *, dft: Callable):
     """_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> complex: DFT of a real
     tensor over ``dim``, the last of them one-sided (bins ``0 .. n // 2``) when ``onesided``."""
     if not isinstance(x, ir.Value) or isinstance(x, ComplexAsReal):
@@ -77,23 +83,21 @@ def fft_r2c(ctx, x, dim, normalization, onesided):
     v.type = x.type
     n = _signal_size(ctx, x, axes)
     v = dft(ctx, v, axes[-1], onesided=bool(onesided))
-    v = _c2c(ctx, v, axes[:-1], True)
+    v = _c2c(ctx, v, axes[:-1], True, dft)
     return as_complex(ctx, _normalize(ctx, v, normalization, n))
 
 
-@translates(aten._fft_c2c.default)
-def fft_c2c(ctx, z, dim, normalization, forward):
+def fft_c2c(ctx, z, dim, normalization, forward, *, dft: Callable):
     """_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> complex: forward or
     inverse DFT of a complex tensor over ``dim``."""
     if not isinstance(z, ComplexAsReal):
         raise TranslationError("_fft_c2c of a real tensor", hint="this is a gap in onnxport's FFT translation; report it")
     axes = _axes(dim, z.rank)
     n = _signal_size(ctx, z.value, axes)
-    return as_complex(ctx, _normalize(ctx, _c2c(ctx, z.value, axes, bool(forward)), normalization, n))
+    return as_complex(ctx, _normalize(ctx, _c2c(ctx, z.value, axes, bool(forward), dft), normalization, n))
 
 
-@translates(aten._fft_c2r.default)
-def fft_c2r(ctx, z, dim, normalization, last_dim_size):
+def fft_c2r(ctx, z, dim, normalization, last_dim_size, *, dft: Callable):
     """_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> real: inverse DFT
     over ``dim`` of a one-sided spectrum, the last axis of ``dim`` rebuilt to ``last_dim_size``
     from conjugate symmetry (``X[N - k] = conj(X[k])``); the imaginary parts of the result dropped,
@@ -101,7 +105,7 @@ def fft_c2r(ctx, z, dim, normalization, last_dim_size):
     if not isinstance(z, ComplexAsReal):
         raise TranslationError("_fft_c2r of a real tensor", hint="this is a gap in onnxport's FFT translation; report it")
     axes = _axes(dim, z.rank)
-    v = _c2c(ctx, z.value, axes[:-1], False)
+    v = _c2c(ctx, z.value, axes[:-1], False, dft)
     last = axes[-1]
     size = last_dim_size if isinstance(last_dim_size, ir.Value) else ctx.const(np.array(int(last_dim_size), dtype=np.int64))
     half = ctx.op.Add(ctx.op.Div(size, ctx.scalar(2, I64)), ctx.scalar(1, I64))  # N // 2 + 1 bins used
@@ -120,3 +124,20 @@ def fft_c2r(ctx, z, dim, normalization, last_dim_size):
         n = d if n is None else ctx.op.Mul(n, d)
     n = size if n is None else ctx.op.Mul(n, size)
     return _normalize(ctx, out, normalization, ctx.cast(n, z.value.dtype))
+
+
+def _with_dft(fn: Callable, dft: Callable) -> Callable:
+    """The translation ``fn`` emitting its DFTs with ``dft`` (``dft_17`` or ``dft_20``)."""
+
+    def translation(ctx, *args, **kwargs):
+        return fn(ctx, *args, dft=dft, **kwargs)
+
+    translation.__name__, translation.__qualname__, translation.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    return translation
+
+
+# the DFT's axis is an attribute before opset 20, an input from opset 20 on
+for _target, _fn in ((aten._fft_r2c.default, fft_r2c), (aten._fft_c2c.default, fft_c2c),
+                     (aten._fft_c2r.default, fft_c2r)):
+    translates(_target, opset=(None, 19))(_with_dft(_fn, dft_17))
+    translates(_target, opset=(20, None))(_with_dft(_fn, dft_20))

@@ -22,32 +22,41 @@ from onnxport.translate.registry import during_capture, translates
 aten = torch.ops.aten
 I64 = ir.DataType.INT64
 
-_INTERPOLATION = {0: ("bilinear", "linear"), 1: ("nearest", "nearest"), 2: ("bicubic", "cubic")}  # opset 16, 20
+_INTERPOLATION_16 = {0: "bilinear", 1: "nearest", 2: "bicubic"}  # GridSample's mode names, opset 16
+_INTERPOLATION_20 = {0: "linear", 1: "nearest", 2: "cubic"}  # renamed in opset 20
 _PADDING = {0: "zeros", 1: "border", 2: "reflection"}
 
 
-def grid_sample(ctx, x, grid, interpolation_mode: int, padding_mode: int, align_corners: bool, spatial: int):
+def _grid_sample(ctx, x, grid, mode: str, padding_mode: int, align_corners: bool):
     """ONNX GridSample of ``x[N, C, *S]`` at ``grid[N, *S_out, spatial]``."""
-    if spatial == 3 and ctx.opset < 20:
-        raise UnsupportedOpError("grid_sample of a 5-D input below opset 20",
-                                 hint="export with opset=20 or newer (ONNX GridSample takes 5-D inputs from opset 20)")
-    old, new = _INTERPOLATION[int(interpolation_mode)]
-    return ctx.op.GridSample(x, ctx.cast(grid, x.dtype), mode=new if ctx.opset >= 20 else old,
-                             padding_mode=_PADDING[int(padding_mode)], align_corners=int(bool(align_corners)))
+    return ctx.op.GridSample(x, ctx.cast(grid, x.dtype), mode=mode, padding_mode=_PADDING[int(padding_mode)],
+                             align_corners=int(bool(align_corners)))
 
 
-@translates(aten.grid_sampler_2d.default, aten.grid_sampler.default)
+@translates(aten.grid_sampler_2d.default, aten.grid_sampler.default, opset=(None, 19))
 def grid_sampler_2d(ctx, x, grid, interpolation_mode, padding_mode, align_corners):
     """grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode (0 bilinear, 1 nearest,
-    2 bicubic), int padding_mode (0 zeros, 1 border, 2 reflection), bool align_corners)."""
-    return grid_sample(ctx, x, grid, interpolation_mode, padding_mode, align_corners, ctx.rank(x) - 2)
+    2 bicubic), int padding_mode (0 zeros, 1 border, 2 reflection), bool align_corners): ONNX
+    GridSample with opset 16's mode names (4-D inputs only)."""
+    if ctx.rank(x) != 4:
+        return grid_sampler_3d(ctx, x, grid, interpolation_mode, padding_mode, align_corners)
+    return _grid_sample(ctx, x, grid, _INTERPOLATION_16[int(interpolation_mode)], padding_mode, align_corners)
 
 
-@translates(aten.grid_sampler_3d.default)
+@translates(aten.grid_sampler_2d.default, aten.grid_sampler.default, aten.grid_sampler_3d.default, opset=(20, None))
+def grid_sampler_20(ctx, x, grid, interpolation_mode, padding_mode, align_corners):
+    """grid_sampler_2d / grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode,
+    int padding_mode, bool align_corners): ONNX GridSample of opset 20, which takes 4-D and 5-D
+    inputs (bicubic is not defined in 3-d by PyTorch)."""
+    return _grid_sample(ctx, x, grid, _INTERPOLATION_20[int(interpolation_mode)], padding_mode, align_corners)
+
+
+@translates(aten.grid_sampler_3d.default, opset=(None, 19))
 def grid_sampler_3d(ctx, x, grid, interpolation_mode, padding_mode, align_corners):
     """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode,
-    bool align_corners) on a 5-D input (bicubic is not defined in 3-d by PyTorch)."""
-    return grid_sample(ctx, x, grid, interpolation_mode, padding_mode, align_corners, 3)
+    bool align_corners) below opset 20: refused, GridSample takes 4-D inputs only there."""
+    raise UnsupportedOpError("grid_sample of a 5-D input below opset 20",
+                             hint="export with opset=20 or newer (ONNX GridSample takes 5-D inputs from opset 20)")
 
 
 def _linspace(ctx, n: ir.Value, align_corners: bool, dtype: ir.DataType) -> ir.Value:
