@@ -10,6 +10,7 @@ import onnx_ir as ir
 import sympy
 import torch
 
+from onnxport.errors import UnsupportedOpError
 from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
@@ -230,8 +231,6 @@ def sym_storage_offset(ctx, x):
         if node.target not in _VIEWS_BY_OFFSET:
             if node.target in (aten.permute.default, aten.transpose.int, aten.expand.default, aten.t.default,
                                aten.as_strided.default, aten.diagonal.default, aten.unfold.default):
-                from onnxport.errors import UnsupportedOpError
-
                 raise UnsupportedOpError(f"the storage offset of a view made by {node.target}",
                                          hint="make the tensor contiguous (.contiguous()) before slicing it")
             break
