@@ -143,6 +143,10 @@ def _splice(graph: torch.fx.Graph, node: torch.fx.Node, gm: torch.fx.GraphModule
             if sub.op == "output":
                 result = pytree.tree_map_only(torch.fx.Node, lambda a: env[a], sub.args[0])
                 break
+            if sub.op == "call_function" and isinstance(sub.target, type) and issubclass(sub.target, tuple):
+                # a named tuple the decomposition returns (torch.return_types.aminmax): its fields
+                env[sub] = tuple(pytree.tree_map_only(torch.fx.Node, lambda a: env[a], sub.args))
+                continue
             if sub.op == "get_attr":  # a constant the decomposition made: kept on the owning module
                 name = f"_onnxport_decomposed_{len(graph.nodes)}_{sub.target}"
                 setattr(graph.owning_module, name, getattr(gm, sub.target))

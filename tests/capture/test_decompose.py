@@ -32,6 +32,12 @@ def test_an_op_reading_another_decomposed_op_reads_its_decomposition():
     assert r.decomposed == {"local": ["aten.glu.default", "aten.silu.default"], "whole_program": []}
 
 
+def test_a_decomposition_returning_a_named_tuple_gives_its_fields():
+    with override({aten.aminmax.default: None}):
+        r = check_export(Fn(lambda x: torch.aminmax(x, dim=1)), (torch.randn(3, 4, 5),), {"x": {0: "b"}})
+    assert r.decomposed["local"] == ["aten.aminmax.default"]
+
+
 class Scanned(torch.nn.Module):
     def forward(self, x):  # x: [b, t]
         def step(carry, row):
