@@ -1,4 +1,5 @@
-"""Higher-order control flow: scan -> Scan, cond -> If, while_loop -> Loop, map -> Scan.
+"""Higher-order control flow: scan -> Scan, cond -> If, while_loop -> Loop, map -> Scan; grad-mode
+regions (wrap_with_set_grad_enabled) translated in place.
 
 Each body GraphModule becomes one local function (``translate/bodies.py``); the Scan/If/Loop body
 graph calls it, passing the values the body needs from the outer scope (additional inputs, module
@@ -257,6 +258,14 @@ def map_impl(ctx, f, xs, args=()):
         return [outs] if k == 1 else list(outs)
 
     return _guard_empty(ctx, [], xs, [0] * m, [0] * k, make_scan)
+
+
+@translates(hop.wrap_with_set_grad_enabled)
+def wrap_with_set_grad_enabled(ctx, enable, body, *args):
+    """wrap_with_set_grad_enabled(bool enable, GraphModule body, *args) -> the body's outputs: a
+    ``with torch.no_grad()`` (or ``torch.enable_grad()``) region of ``forward``, which torch.export
+    keeps as a body. Grad mode changes no value computed, so the body is translated in place."""
+    return bodies.inline(ctx, body, args)
 
 
 _STDLIB = sysconfig.get_paths()["stdlib"]
