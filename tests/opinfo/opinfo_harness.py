@@ -124,33 +124,53 @@ def _describe(sample) -> str:
 
 def cases(op, dtype: str, max_samples: int = 1) -> Iterator[Case]:
     """The first ``max_samples`` usable samples of ``op`` at ``dtype``: real tensors only, each at
-    most ``MAX_NUMEL`` elements, on which eager PyTorch runs."""
+    most ``MAX_NUMEL`` elements, on which eager PyTorch runs.
+
+    The samples are taken before any is yielded and the sample generator is closed: some generators
+    yield inside ``torch.no_grad()``, and one left suspended there keeps grad mode off until the
+    garbage collector closes it, which, in the middle of a later export, makes torch.export record
+    a grad-mode switch. Grad mode is restored after."""
     torch.manual_seed(0)
-    made = 0
+    grad = torch.is_grad_enabled()
+    picked: list[Case] = []
+    samples = None
     try:
         samples = op.sample_inputs("cpu", DTYPES[dtype], requires_grad=False)
         for index, sample in enumerate(samples):
-            if made >= max_samples:
-                return
-            leaves, spec = pytree.tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
-            tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
-            if not tensors or any(t.is_complex() or t.is_sparse or t.layout != torch.strided for t in tensors):
-                continue
-            if any(t.numel() > MAX_NUMEL for t in tensors):
-                continue
-            slots = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-            constants = [None if isinstance(x, torch.Tensor) else x for x in leaves]
-            module = SampleModule(op.op, spec, constants, slots).eval()
-            inputs = tuple(t.detach().clone() for t in tensors)
-            try:
-                with torch.no_grad():
-                    module(*[t.clone() for t in inputs])
-            except Exception:  # noqa: BLE001 - eager PyTorch refusing a sample leaves it out
-                continue
-            made += 1
-            yield Case(op_id(op), dtype, index, module, inputs, _describe(sample))
+            if len(picked) >= max_samples:
+                break
+            case = _case(op, index, sample, dtype)
+            if case is not None:
+                picked.append(case)
     except Exception:  # noqa: BLE001 - a sample generator failing on this build ends its samples
-        return
+        pass
+    finally:
+        close = getattr(samples, "close", None)
+        if close is not None:
+            close()
+        torch.set_grad_enabled(grad)
+    yield from picked
+
+
+def _case(op, index: int, sample, dtype: str) -> Case | None:
+    """``sample`` as a Case, or None when it has no real strided tensor, a tensor larger than
+    ``MAX_NUMEL`` elements, or eager PyTorch refuses it."""
+    leaves, spec = pytree.tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    if not tensors or any(t.is_complex() or t.is_sparse or t.layout != torch.strided for t in tensors):
+        return None
+    if any(t.numel() > MAX_NUMEL for t in tensors):
+        return None
+    slots = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+    constants = [None if isinstance(x, torch.Tensor) else x for x in leaves]
+    module = SampleModule(op.op, spec, constants, slots).eval()
+    inputs = tuple(t.detach().clone() for t in tensors)
+    try:
+        with torch.no_grad():
+            module(*[t.clone() for t in inputs])
+    except Exception:  # noqa: BLE001 - eager PyTorch refusing a sample leaves it out
+        return None
+    return Case(op_id(op), dtype, index, module, inputs, _describe(sample))
 
 
 @contextlib.contextmanager
