@@ -126,10 +126,10 @@ def cases(op, dtype: str, max_samples: int = 1) -> Iterator[Case]:
     """The first ``max_samples`` usable samples of ``op`` at ``dtype``: real tensors only, each at
     most ``MAX_NUMEL`` elements, on which eager PyTorch runs.
 
-    The samples are taken before any is yielded and the sample generator is closed: some generators
-    yield inside ``torch.no_grad()``, and one left suspended there keeps grad mode off until the
-    garbage collector closes it, which, in the middle of a later export, makes torch.export record
-    a grad-mode switch. Grad mode is restored after."""
+    The samples are taken before any is yielded and the sample generator is released: some
+    generators yield inside ``torch.no_grad()``, and one left suspended there keeps grad mode off
+    until the garbage collector closes it, switching grad mode in the middle of whatever runs then.
+    Grad mode is restored after."""
     torch.manual_seed(0)
     grad = torch.is_grad_enabled()
     picked: list[Case] = []
@@ -145,9 +145,7 @@ def cases(op, dtype: str, max_samples: int = 1) -> Iterator[Case]:
     except Exception:  # noqa: BLE001 - a sample generator failing on this build ends its samples
         pass
     finally:
-        close = getattr(samples, "close", None)
-        if close is not None:
-            close()
+        samples = None  # the generator finalized here, not by the garbage collector during an export
         torch.set_grad_enabled(grad)
     yield from picked
 
