@@ -183,7 +183,7 @@ def build_model(captured: Captured, *, opset: int, registry: Registry, input_nam
         if value is None:
             continue
         val = fx_node.meta.get("val") if isinstance(fx_node, torch.fx.Node) else None
-        if not isinstance(value, ir.Value) or (isinstance(val, torch.Tensor) and val.is_complex()):
+        if isinstance(val, torch.Tensor) and val.is_complex() or not isinstance(value, (ir.Value, bool, int, float)):
             raise TranslationError(
                 f"output {name!r} is a complex tensor; ONNX models made here carry no complex tensors "
                 "(onnxruntime runs few operators on them)", node=fx_node,
@@ -194,6 +194,9 @@ def build_model(captured: Captured, *, opset: int, registry: Registry, input_nam
         if isinstance(fx_node, torch.fx.Node):
             set_meta_type(value, fx_node.meta.get("val"), namer)
         graph_outputs.append(value)
+    if not graph_outputs:
+        raise TranslationError("the model returns no tensor and updates no buffer: an ONNX model needs an output",
+                               hint="return at least one tensor (a Python number is exported as a constant)")
     graph = ir.Graph(inputs, graph_outputs, nodes=ctx.nodes, initializers=initializers,
                      opset_imports={"": opset, DOMAIN: 1} if ctx.functions else {"": opset}, name="main_graph")
     model = ir.Model(graph, ir_version=10 if opset <= 21 else 11, producer_name="onnxport",

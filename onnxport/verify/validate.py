@@ -34,6 +34,18 @@ def tensor_leaves(x: Any) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
 
 
+def output_leaves(x: Any) -> list[torch.Tensor]:
+    """A model's outputs in pytree order: its tensors, and each Python number as the 0-d tensor the
+    export returns for it (int64, float64 or bool)."""
+    out = []
+    for leaf in pytree.tree_leaves(x):
+        if isinstance(leaf, torch.Tensor):
+            out.append(leaf)
+        elif isinstance(leaf, (bool, int, float)):
+            out.append(torch.tensor(leaf, dtype=torch.float64 if isinstance(leaf, float) else None))
+    return out
+
+
 def default_size_sets(result) -> list[tuple[str, dict]]:
     """``[(why, {dim name: size})]``: below and above the example and at every guard's boundary,
     within the export's ranges and adopted constraints (``onnxport.verify.sizes``)."""
@@ -156,7 +168,7 @@ def _eager(module, mutates: bool, args: tuple, kwargs: dict) -> list[torch.Tenso
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree notes on deepcopy
         run_module = copy.deepcopy(module) if mutates else module
     with torch.no_grad(), sliding_window_as_full():
-        return tensor_leaves(run_module(*feed_args, **feed_kwargs))
+        return output_leaves(run_module(*feed_args, **feed_kwargs))
 
 
 def _lengths_sorted(args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
