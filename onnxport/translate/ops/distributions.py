@@ -1,5 +1,5 @@
 """Sampling from distributions: normal (tensor mean / std), uniform, exponential, geometric,
-log_normal, cauchy, randint_like.
+log_normal, cauchy, randint_like, randint.
 
 Semantics: the torch.Tensor.normal_ / uniform_ / exponential_ / geometric_ / log_normal_ /
 cauchy_ distributions (https://pytorch.org/docs/stable/tensors.html), drawn with ONNX
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import onnx_ir as ir
 import torch
 
@@ -89,16 +90,30 @@ def cauchy(ctx, x, median=0.0, sigma=1.0, *, generator=None):
     return ctx.op.Add(ctx.scalar(median, to), ctx.op.Mul(ctx.scalar(sigma, to), ctx.op.Tan(angle)))
 
 
+def _integers(ctx, like: ir.Value, low, high) -> ir.Value:
+    """Integers in [low, high) in the shape of ``like``: low + floor(U * (high - low)), drawn in
+    float64 (exact for ranges up to 2^53)."""
+    to = ctx.out_dtype
+    work = ir.DataType.DOUBLE
+    u = ctx.op.RandomUniformLike(ctx.cast(like, work), dtype=work)
+    lo = ctx.cast(low, work) if isinstance(low, ir.Value) else ctx.scalar(low, work)
+    hi = ctx.cast(high, work) if isinstance(high, ir.Value) else ctx.scalar(high, work)
+    return ctx.cast(ctx.op.Add(lo, ctx.op.Floor(ctx.op.Mul(u, ctx.op.Sub(hi, lo)))), to)
+
+
 @translates(aten.randint_like.default, aten.randint_like.low_dtype)
 def randint_like(ctx, x, low, high=None, **_):
     """randint_like(Tensor self, SymInt high) / .low_dtype(Tensor self, SymInt low, SymInt high):
-    integers in [low, high) in self's shape: low + floor(U * (high - low))."""
+    integers in [low, high) in self's shape."""
     if high is None:
         low, high = 0, low
-    to = ctx.out_dtype
-    work = ir.DataType.DOUBLE
-    u = ctx.op.RandomUniformLike(ctx.cast(x, work), dtype=work)
-    lo = ctx.cast(low, work) if isinstance(low, ir.Value) else ctx.scalar(low, work)
-    hi = ctx.cast(high, work) if isinstance(high, ir.Value) else ctx.scalar(high, work)
-    value = ctx.op.Add(lo, ctx.op.Floor(ctx.op.Mul(u, ctx.op.Sub(hi, lo))))
-    return ctx.cast(value, to)
+    return _integers(ctx, x, low, high)
+
+
+@translates(aten.randint.default, aten.randint.low)
+def randint(ctx, *args, **_):
+    """randint(SymInt high, SymInt[] size, *, dtype...) / randint.low(SymInt low, SymInt high,
+    SymInt[] size, *, dtype...): integers in [low, high) of the given size."""
+    low, high, size = (0, *args[:2]) if len(args) == 2 else args[:3]
+    zeros = ctx.op.ConstantOfShape(ctx.shape_list(list(size)), value=ir.tensor(np.zeros([1], dtype=np.float64)))
+    return _integers(ctx, zeros, low, high)

@@ -1,4 +1,4 @@
-"""Samples of normal, uniform, exponential, geometric, log_normal, cauchy, randint_like: the ONNX
+"""Samples of normal, uniform, exponential, geometric, log_normal, cauchy, randint(_like): the ONNX
 model draws its own numbers, so their shape, dtype and sample statistics are checked against the
 distribution (tests ops/distributions.py)."""
 
@@ -21,6 +21,8 @@ CASES = [
     ("log_normal_", lambda t: torch.log(torch.empty_like(t).log_normal_(0.5, 0.25)), 0.5, 0.25),
     ("cauchy_", lambda t: torch.atan(torch.empty_like(t).cauchy_(0.0, 1.0)), 0.0, np.pi / 12 ** 0.5),
     ("randint_like", lambda t: torch.randint_like(t, 3, 9).float(), 5.5, (35 / 12) ** 0.5),
+    ("randint", lambda t: torch.randint(3, 9, t.shape).float() + t, 5.5, (35 / 12) ** 0.5),
+    ("randint_high", lambda t: torch.randint(6, t.shape, dtype=torch.float32) + t, 2.5, (35 / 12) ** 0.5),
 ]
 
 
