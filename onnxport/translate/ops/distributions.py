@@ -44,6 +44,14 @@ def normal(ctx, mean, std=1.0, *, generator=None):
     return ctx.op.Add(m, ctx.op.Mul(s, z))
 
 
+@translates(aten.normal.float_float)
+def normal_of_size(ctx, mean, std, size, *, generator=None, **_):
+    """normal.float_float(float mean, float std, SymInt[] size, *, dtype...) -> mean + std * N(0, 1)."""
+    to = ctx.out_dtype
+    z = _random(ctx, ctx.shape_list(list(size)), normal=True)
+    return ctx.op.Add(ctx.scalar(mean, to), ctx.op.Mul(ctx.scalar(std, to), z))
+
+
 @translates(aten.normal_functional.default)
 def normal_functional(ctx, x, mean=0.0, std=1.0, *, generator=None):
     """normal_functional(Tensor self, float mean=0, float std=1): N(mean, std^2) in self's shape."""

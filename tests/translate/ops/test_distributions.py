@@ -14,6 +14,7 @@ N = 40000
 
 CASES = [
     ("normal", lambda t: torch.normal(t * 0 + 2.0, 3.0), 2.0, 3.0),
+    ("normal_of_size", lambda t: torch.normal(2.0, 3.0, t.shape) + t, 2.0, 3.0),
     ("normal_", lambda t: torch.empty_like(t).normal_(-1.0, 0.5), -1.0, 0.5),
     ("uniform_", lambda t: torch.empty_like(t).uniform_(-1.0, 3.0), 1.0, 4 / 12 ** 0.5),
     ("exponential_", lambda t: torch.empty_like(t).exponential_(2.0), 0.5, 0.5),
