@@ -2,8 +2,9 @@
 
 Each OpInfo of ``torch.testing._internal.common_methods_invocations.op_db`` gives, per dtype it
 supports (float32, int64), its first samples (``op.sample_inputs``). A sample becomes a module
-whose inputs are the sample's tensors and whose forward calls ``op.op(input, *args, **kwargs)``
-with the sample's other arguments as constants; a complex result is returned as
+whose inputs are the sample's tensors (none for a factory such as ``arange``) and whose forward
+calls ``op.op(input, *args, **kwargs)`` with the sample's other arguments as constants; Python
+numbers it returns are compared as 0-d tensors; a complex result is returned as
 ``torch.view_as_real`` of it, so the model's inputs and outputs are real (and a bfloat16 one as
 float32, which onnxruntime's Python API can return). Outputs that onnxport adds for inputs the op
 updates in place (``<name>.updated``) are not compared. The module is exported
@@ -15,7 +16,8 @@ Statuses of one case, and of one op (the worst of its cases, in this order):
                  ``onnxport.ExportError``), or onnxruntime could not load or run the model
     unsupported  the exporter refused with its own error
     ok           every case matched
-    skipped      no case ran (eager PyTorch refused every sample, or they were too large)
+    skipped      no case ran (eager PyTorch refused every sample, they were too large or took
+                 complex tensors; the CUDA-only jiterator and sparse ops)
 
 Used by ``tests/opinfo/test_opinfo.py`` and ``benchmarks/opinfo_sweep.py``.
 """
@@ -151,11 +153,12 @@ def cases(op, dtype: str, max_samples: int = 1) -> Iterator[Case]:
 
 
 def _case(op, index: int, sample, dtype: str) -> Case | None:
-    """``sample`` as a Case, or None when it has no real strided tensor, a tensor larger than
-    ``MAX_NUMEL`` elements, or eager PyTorch refuses it."""
+    """``sample`` as a Case, or None when it has a complex or non-strided tensor, a tensor larger
+    than ``MAX_NUMEL`` elements, eager PyTorch refuses it or it returns nothing. A sample without
+    tensors (a factory: arange, ones, signal windows) is a module without inputs."""
     leaves, spec = pytree.tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
-    if not tensors or any(t.is_complex() or t.is_sparse or t.layout != torch.strided for t in tensors):
+    if any(t.is_complex() or t.is_sparse or t.layout != torch.strided for t in tensors):
         return None
     if any(t.numel() > MAX_NUMEL for t in tensors):
         return None
@@ -165,7 +168,8 @@ def _case(op, index: int, sample, dtype: str) -> Case | None:
     inputs = tuple(t.detach().clone() for t in tensors)
     try:
         with torch.no_grad():
-            module(*[t.clone() for t in inputs])
+            if not verify.output_leaves(module(*[t.clone() for t in inputs])):
+                return None  # nothing to compare (broadcast_shapes of empty shapes)
     except Exception:  # noqa: BLE001 - eager PyTorch refusing a sample leaves it out
         return None
     return Case(op_id(op), dtype, index, module, inputs, _describe(sample))
@@ -210,9 +214,7 @@ def _eager(case: Case) -> list[torch.Tensor]:
     """Eager outputs as tensors (a Python number, as ``item`` returns, as the 0-d tensor the
     exported graph gives for it: int64, float64 or bool)."""
     with torch.no_grad():
-        out = case.module(*[t.clone() for t in case.inputs])
-    return [t if isinstance(t, torch.Tensor) else torch.tensor(t, dtype=torch.float64 if isinstance(t, float) else None)
-            for t in pytree.tree_leaves(out) if isinstance(t, (torch.Tensor, bool, int, float))]
+        return verify.output_leaves(case.module(*[t.clone() for t in case.inputs]))
 
 
 def _run_ort(proto, inputs: tuple) -> list[np.ndarray]:
