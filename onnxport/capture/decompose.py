@@ -22,6 +22,8 @@ from typing import Any, Callable
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxport.errors import UnsupportedOpError
+
 
 @dataclasses.dataclass(frozen=True)
 class Decomposition:
@@ -65,8 +67,16 @@ def decompose(program: torch.export.ExportedProgram, has_translation: Callable[[
         for op in list(whole.keys()):
             if has_translation(op) is not None:
                 whole.pop(op)
-        with hooks():
-            return Decomposition(program.run_decompositions(whole), whole_program=tuple(sorted(set(blocking))))
+        ops = tuple(sorted(set(blocking)))
+        try:
+            with hooks():
+                return Decomposition(program.run_decompositions(whole), whole_program=ops)
+        except Exception as e:  # noqa: BLE001 - torch failing to decompose: the ops are unsupported
+            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+            raise UnsupportedOpError(
+                f"no ONNX translation for {', '.join(ops)}, and torch's decomposition of the program fails: "
+                f"{type(e).__name__}: {first}",
+                hint="register a translation with @onnxport.translates(<the op>), or compute it another way") from e
     touched = set()
     for gm, node, graph_of_node in traced:
         _splice(gm.graph, node, graph_of_node)

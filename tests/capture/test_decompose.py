@@ -3,9 +3,11 @@ whole-program decomposition kept for the mutations only functionalization expres
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from exportcheck import check_export, count_ops, Fn
+import onnxport
+from exportcheck import check_export, count_ops, Fn, Fn2
 from onnxport.translate.registry import override
 
 aten = torch.ops.aten
@@ -67,3 +69,9 @@ class Counter(torch.nn.Module):
 def test_a_mutation_through_a_view_decomposes_the_whole_program_and_says_why():
     r = check_export(Counter().eval(), (torch.randn(3, 2),), {"x": {0: "b"}})
     assert r.decomposed["whole_program"] == ["aten.add_.Tensor"]
+
+
+def test_a_decomposition_torch_cannot_make_is_an_unsupported_op():
+    take = Fn2(lambda x, i: torch.take(x, i))
+    with override({aten.take.default: None}), pytest.raises(onnxport.UnsupportedOpError, match="aten.take.default"):
+        onnxport.to_onnx(take, (torch.tensor(2.0), torch.tensor(0)))
