@@ -117,9 +117,29 @@ def conv_transpose_nd(ctx, x, weight, bias, stride, padding, output_padding, gro
     if bias is not None:
         bias = ctx.cast(bias, x.dtype)
     x, added = _batched(ctx, x, n)
-    y = ctx.op.ConvTranspose(x, weight, bias, kernel_shape=kernel, strides=stride, pads=p + p,
-                             dilations=dilation, output_padding=output_padding, group=int(groups))
+    ends, output_padding, zeros = _output_padding_below_stride(p, output_padding, stride)
+    y = ctx.op.ConvTranspose(x, weight, None if any(zeros) else bias, kernel_shape=kernel, strides=stride,
+                             pads=p + ends, dilations=dilation, output_padding=output_padding, group=int(groups))
+    if any(zeros):
+        y = ctx.op.Pad(y, ctx.const([0] * (n + 2) + [0, 0] + zeros))
+        if bias is not None:
+            y = ctx.op.Add(y, ctx.op.Reshape(bias, ctx.const([-1] + [1] * n)))
     return _unbatched(ctx, y, added)
+
+
+def _output_padding_below_stride(pads: list[int], output_padding: list[int], stride: list[int]):
+    """(end pads, output_padding, zeros to append) per axis, with every output_padding below the
+    stride, as onnxruntime requires (PyTorch allows up to max(stride, dilation) - 1). The extra
+    positions are the transposed convolution's own last ones, uncovered by lowering the end pad,
+    then zeros past its full length (the bias added after)."""
+    ends, out_pad, zeros = list(pads), list(output_padding), [0] * len(pads)
+    for i, (op, s) in enumerate(zip(output_padding, stride)):
+        if op >= s:
+            take = min(op, ends[i])
+            ends[i] -= take
+            rest = op - take
+            out_pad[i], zeros[i] = (rest, 0) if rest < s else (0, rest)
+    return ends, out_pad, zeros
 
 
 @translates(aten.conv1d.default, aten.conv2d.default, aten.conv3d.default,

@@ -100,6 +100,9 @@ TCASES = [
     (2, 4, 2, 2, dict(stride=2)),
     (2, 4, 4, 3, dict(stride=(2, 1), padding=(1, 0), output_padding=(1, 0), groups=4, dilation=(1, 2))),
     (3, 2, 2, 2, dict(stride=2)),
+    # output_padding at or above the stride (PyTorch allows it below the dilation)
+    (2, 2, 4, 4, dict(stride=(3, 2), padding=(1, 2), output_padding=(2, 3), groups=2, dilation=(4, 4))),
+    (1, 2, 3, 3, dict(stride=2, dilation=4, output_padding=3)),
 ]
 
 
