@@ -12,3 +12,7 @@ python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q "torch==2.13.0"
 .venv/bin/pip install -q -e ".[test]"
+# torchvision for the tests and benchmarks, outside the venv's site-packages: the wheel the index serves
+# for torch 2.13 carries compiled ops this CPU build cannot load, so a plain `import torchvision` fails,
+# and so would transformers, which imports it when installed. tests/third_party.py imports it from here.
+.venv/bin/pip install -q --no-deps --upgrade --target .venv/vision-packages "torchvision==0.28.0"

@@ -183,7 +183,8 @@ def llama_cache():
     past_dim = {0: "batch", 2: "past"}
     dims = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
             "past_keys": (past_dim,) * LAYERS, "past_values": (past_dim,) * LAYERS}
-    return _case()(model, inputs(2, 5, 3), dims, [inputs(3, 9, 1), inputs(1, 2, 4)])
+    relations = {"relations": {"total": "past + seq"}}  # the mask covers the cached and the new steps
+    return _case()(model, inputs(2, 5, 3), dims, [inputs(3, 9, 1), inputs(1, 2, 4)], relations)
 
 
 THIRD_PARTY = {

@@ -16,11 +16,13 @@ Run::
 
 It is also a target of the command line (``example_inputs()`` gives the call)::
 
-    onnxport validate llama_with_cache.onnx examples/decoder_with_cache.py:build --generate 16
+    onnxport validate out/llama_with_cache.onnx examples/decoder_with_cache.py:build --generate 16
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 
 import numpy as np
@@ -84,7 +86,7 @@ def decode(path: str, prompt: np.ndarray, mask: np.ndarray, steps: int) -> np.nd
     return np.stack(chosen, axis=1)
 
 
-def main() -> None:
+def main() -> int:
     from transformers import GenerationConfig
 
     model = build()
@@ -92,8 +94,10 @@ def main() -> None:
     result = onnxport.to_onnx(model, kwargs=call["kwargs"], dynamic_shapes=call["dynamic_shapes"],
                               relations=call["relations"])
     print(result)
-    path = result.save("llama_with_cache.onnx")
-    print(result.validate())
+    os.makedirs("out", exist_ok=True)
+    path = result.save(os.path.join("out", "llama_with_cache.onnx"))
+    report = result.validate()
+    print(report)
 
     # timings, both after a first export: torch.export alone on the same call (the cache passed as
     # `cache`, the name of forward's parameter), then onnxport's whole export
@@ -119,8 +123,10 @@ def main() -> None:
                               generation_config=greedy)[:, prompt.shape[1]:].numpy()
     print("onnxruntime:", got.tolist())
     print("generate:   ", expected.tolist())
-    print("same tokens" if np.array_equal(got, expected) else "DIFFERENT TOKENS")
+    same = np.array_equal(got, expected)
+    print("same tokens" if same else "DIFFERENT TOKENS")
+    return 0 if same and report.ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

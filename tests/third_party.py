@@ -2,19 +2,27 @@
 
 The torchvision wheel the package index serves for torch 2.13 carries compiled ops (``nms``,
 ``roi_align``...) that do not load with the CPU torch, and its import fails registering their meta
-kernels (``operator torchvision::nms does not exist``). The model definitions do not need those ops:
-``import_torchvision`` imports the package without the meta registrations in that case, so that
-torchvision (and transformers, which imports it when installed) work. Nothing else is changed.
+kernels (``operator torchvision::nms does not exist``). ``setup.sh`` therefore installs it outside the
+venv's site-packages, in ``<venv>/vision-packages``, so that transformers (which imports torchvision
+when it finds it) works for everything else. The model definitions do not need those ops:
+``import_torchvision`` puts that folder on the path and imports the package without the meta
+registrations when they fail, so that torchvision and transformers both work in the tests and
+benchmarks. Nothing else is changed.
 """
 
 from __future__ import annotations
 
 import sys
 import types
+from pathlib import Path
+
+VISION_PACKAGES = Path(sys.prefix) / "vision-packages"
 
 
 def import_torchvision():
     """``torchvision``, or None when it is not installed."""
+    if VISION_PACKAGES.is_dir() and str(VISION_PACKAGES) not in sys.path:
+        sys.path.append(str(VISION_PACKAGES))
     try:
         import torchvision
 
