@@ -42,6 +42,25 @@ def test_none_in_inputs_and_outputs():
     assert [v.name for v in r.model.graph.outputs] == ["output_0", "output_2"]
 
 
+def test_python_numbers_returned_are_constant_outputs():
+    class Sizes(torch.nn.Module):
+        def forward(self, x):
+            return x + 1, x.shape[1], 2.5
+
+    r = onnxport.to_onnx(Sizes(), (torch.randn(3, 2),))
+    assert [v.name for v in r.model.graph.outputs] == ["output_0", "output_1", "output_2"]
+    assert r.validate().ok
+
+
+def test_a_model_returning_no_tensor_is_refused():
+    class NoTensor(torch.nn.Module):
+        def forward(self, x):
+            return torch.broadcast_shapes(x.shape, (1,))[:0]
+
+    with pytest.raises(onnxport.TranslationError, match="returns no tensor"):
+        onnxport.to_onnx(NoTensor(), (torch.randn(3, 2),))
+
+
 class Mutating(torch.nn.Module):
     def __init__(self):
         super().__init__()

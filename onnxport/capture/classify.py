@@ -11,6 +11,17 @@ from onnxport.capture.dynamic_shapes import DeclaredDim
 from onnxport.errors import CaptureError, DynamicShapesError, ExportError, SpecializationError, last_user_frame
 
 
+MESSAGE_LIMIT = 400  # characters of torch's message an error repeats (sympy guards run to thousands)
+
+
+def capped(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was; the whole message stays on the
+    error torch raised, which the ExportError is raised from (shown in full with ``--debug``)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters; the whole message with --debug, or in the error's __cause__)"
+
+
 def source_matches(sources: list[str], input_name: str, axis: int, top_name: str) -> bool:
     """Whether one of torch's symbol sources (``L['x'].size()[1]``) is axis ``axis`` of the input."""
     for s in sources:
@@ -106,15 +117,16 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
                 + "; if the model branches on this size, write the branch with torch.cond (or pass "
                   "rewrite_control_flow=True)",
             )
-        return SpecializationError(text.split("\n\nThe error above")[0], hint=_suggested_fixes(text) or None)
+        return SpecializationError("\n".join(capped(line) for line in text.split("\n\nThe error above")[0].splitlines()),
+                                   hint=_suggested_fixes(text) or None)
     if "dynamic_shapes" in text or "Dim" in type(e).__name__ or "Expected dynamic_shapes" in text:
-        return DynamicShapesError(f"torch.export rejected dynamic_shapes: {text.splitlines()[0] if text else e!r}",
+        return DynamicShapesError(f"torch.export rejected dynamic_shapes: {capped(text.splitlines()[0]) if text else e!r}",
                                   hint="check the spec against torch.export's dynamic_shapes documentation")
     where = None
     tb = traceback.extract_tb(e.__traceback__) if e.__traceback__ else []
     frames = "".join(traceback.format_list(tb))
     where = last_user_frame(frames)
-    first = text.splitlines()[0] if text else repr(e)
+    first = capped(text.splitlines()[0]) if text else repr(e)
     hint = "make the model's forward run on the example inputs; try strict=False/True, " \
            "or check data-dependent Python control flow (torch.cond, scan)"
     if re.search(r"ScanOp\.__call__\(\) got an unexpected keyword argument '(dim|reverse)'", text):

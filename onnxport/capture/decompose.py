@@ -22,6 +22,8 @@ from typing import Any, Callable
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxport.errors import UnsupportedOpError
+
 
 @dataclasses.dataclass(frozen=True)
 class Decomposition:
@@ -65,8 +67,16 @@ def decompose(program: torch.export.ExportedProgram, has_translation: Callable[[
         for op in list(whole.keys()):
             if has_translation(op) is not None:
                 whole.pop(op)
-        with hooks():
-            return Decomposition(program.run_decompositions(whole), whole_program=tuple(sorted(set(blocking))))
+        ops = tuple(sorted(set(blocking)))
+        try:
+            with hooks():
+                return Decomposition(program.run_decompositions(whole), whole_program=ops)
+        except Exception as e:  # noqa: BLE001 - torch failing to decompose: the ops are unsupported
+            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+            raise UnsupportedOpError(
+                f"no ONNX translation for {', '.join(ops)}, and torch's decomposition of the program fails: "
+                f"{type(e).__name__}: {first}",
+                hint="register a translation with @onnxport.translates(<the op>), or compute it another way") from e
     touched = set()
     for gm, node, graph_of_node in traced:
         _splice(gm.graph, node, graph_of_node)
@@ -106,14 +116,17 @@ def _local_ok(node: torch.fx.Node, table: dict) -> bool:
     return all("val" in a.meta for a in leaves if isinstance(a, torch.fx.Node)) and "val" in node.meta
 
 
-def _trace(node: torch.fx.Node, table: dict) -> tuple[torch.fx.GraphModule, list]:
-    """The node's decomposition traced on its fake inputs: the graph and the node inputs feeding
-    its placeholders, in order."""
+def _node_inputs(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The nodes among ``node``'s arguments, in order (the placeholders of its decomposition)."""
+    return [a for a in pytree.tree_leaves((node.args, node.kwargs)) if isinstance(a, torch.fx.Node)]
+
+
+def _trace(node: torch.fx.Node, table: dict) -> torch.fx.GraphModule:
+    """The node's decomposition traced on its fake inputs (a placeholder per ``_node_inputs``)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     leaves, spec = pytree.tree_flatten((node.args, node.kwargs))
-    inputs = [a for a in leaves if isinstance(a, torch.fx.Node)]
-    vals = [a.meta["val"] for a in inputs]
+    vals = [a.meta["val"] for a in _node_inputs(node)]
     fn = table.get(node.target, node.target.decompose)
 
     def run(*traced):
@@ -123,16 +136,15 @@ def _trace(node: torch.fx.Node, table: dict) -> tuple[torch.fx.GraphModule, list
 
     fake = next((v.fake_mode for v in vals if isinstance(v, torch.Tensor) and hasattr(v, "fake_mode")), None)
     with fake if fake is not None else contextlib.nullcontext():
-        gm = make_fx(run, decomposition_table=table, tracing_mode="real")(*vals)
-    return gm, inputs
+        return make_fx(run, decomposition_table=table, tracing_mode="real")(*vals)
 
 
-def _splice(graph: torch.fx.Graph, node: torch.fx.Node, traced: tuple[torch.fx.GraphModule, list]) -> None:
-    """Replace ``node`` in ``graph`` by the nodes of its traced decomposition."""
-    gm, inputs = traced
+def _splice(graph: torch.fx.Graph, node: torch.fx.Node, gm: torch.fx.GraphModule) -> None:
+    """Replace ``node`` in ``graph`` by the nodes of its traced decomposition ``gm``, fed by the
+    node's inputs as they are now (an input decomposed before it is its decomposition's result)."""
     env: dict[torch.fx.Node, Any] = {}
     placeholders = [p for p in gm.graph.nodes if p.op == "placeholder"]
-    env.update(zip(placeholders, inputs))
+    env.update(zip(placeholders, _node_inputs(node)))
     result: Any = None
     with graph.inserting_before(node):
         for sub in gm.graph.nodes:
@@ -141,6 +153,10 @@ def _splice(graph: torch.fx.Graph, node: torch.fx.Node, traced: tuple[torch.fx.G
             if sub.op == "output":
                 result = pytree.tree_map_only(torch.fx.Node, lambda a: env[a], sub.args[0])
                 break
+            if sub.op == "call_function" and isinstance(sub.target, type) and issubclass(sub.target, tuple):
+                # a named tuple the decomposition returns (torch.return_types.aminmax): its fields
+                env[sub] = tuple(pytree.tree_map_only(torch.fx.Node, lambda a: env[a], sub.args))
+                continue
             if sub.op == "get_attr":  # a constant the decomposition made: kept on the owning module
                 name = f"_onnxport_decomposed_{len(graph.nodes)}_{sub.target}"
                 setattr(graph.owning_module, name, getattr(gm, sub.target))

@@ -1,5 +1,6 @@
 """Control-flow bodies: an FX body GraphModule becomes one ONNX local function, called from the
-``Scan`` / ``If`` / ``Loop`` subgraph.
+``Scan`` / ``If`` / ``Loop`` subgraph (or, for a body that runs once as it is, its nodes are
+translated in place: ``inline``).
 
 A body (the ``combine_fn`` of a scan, a cond branch, a while_loop condition or body, a map body) is
 translated once into an ``onnx_ir.Function`` of the ``onnxport`` domain, named after its kind and a
@@ -221,6 +222,19 @@ def call_body(ctx: TranslationContext, body: Body, args: Sequence[Any]) -> list[
     for o, val in zip(outs, body.output_vals):
         set_meta_type(o, val, ctx.dim_namer)
     return outs
+
+
+def inline(ctx: TranslationContext, gm: torch.fx.GraphModule, args: Sequence[Any]) -> list[Any]:
+    """Translate the nodes of ``gm`` into ``ctx`` itself, its placeholders bound to ``args``, and
+    return its outputs. The body's nodes are unbound afterwards, so a body inlined twice is
+    translated twice."""
+    for ph, a in zip(placeholders(gm), args):
+        ctx.values[ph] = a
+    try:
+        return translate_nodes(ctx, gm.graph)
+    finally:
+        for node in gm.graph.nodes:
+            ctx.values.pop(node, None)
 
 
 def as_input(ctx: TranslationContext, a: Any, ph: torch.fx.Node) -> ir.Value:

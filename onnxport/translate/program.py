@@ -14,7 +14,7 @@ from torch.utils import _pytree as pytree
 from onnxport.capture.caches import OUTPUT_PREFIX, CacheKey, is_cache_leaf
 from onnxport.capture.captured import Captured, expr_of
 from onnxport.capture.dynamic_shapes import key_str
-from onnxport.errors import ExportError
+from onnxport.errors import ExportError, TranslationError
 from onnxport.translate import symbolic
 from onnxport.translate.context import TranslationContext
 from onnxport.translate.graph import graph_output, set_meta_type, translate_nodes
@@ -182,11 +182,21 @@ def build_model(captured: Captured, *, opset: int, registry: Registry, input_nam
     for name, value, fx_node in zip(names_out, user_out, out_nodes):
         if value is None:
             continue
+        val = fx_node.meta.get("val") if isinstance(fx_node, torch.fx.Node) else None
+        if isinstance(val, torch.Tensor) and val.is_complex() or not isinstance(value, (ir.Value, bool, int, float)):
+            raise TranslationError(
+                f"output {name!r} is a complex tensor; ONNX models made here carry no complex tensors "
+                "(onnxruntime runs few operators on them)", node=fx_node,
+                hint="return torch.view_as_real(z) instead and rebuild the complex tensor with "
+                     "torch.view_as_complex after running the ONNX model")
         value = graph_output(ctx, value, seen, input_set)
         value.name = name
         if isinstance(fx_node, torch.fx.Node):
             set_meta_type(value, fx_node.meta.get("val"), namer)
         graph_outputs.append(value)
+    if not graph_outputs:
+        raise TranslationError("the model returns no tensor and updates no buffer: an ONNX model needs an output",
+                               hint="return at least one tensor (a Python number is exported as a constant)")
     graph = ir.Graph(inputs, graph_outputs, nodes=ctx.nodes, initializers=initializers,
                      opset_imports={"": opset, DOMAIN: 1} if ctx.functions else {"": opset}, name="main_graph")
     model = ir.Model(graph, ir_version=10 if opset <= 21 else 11, producer_name="onnxport",

@@ -99,13 +99,10 @@ def _load() -> None:
         from onnxport.translate import ops  # noqa: F401  (registers every family)
 
 
-def builtin_translation(target: Any, opset: int | None = None) -> Callable | None:
-    """The built-in translation of ``target`` registered so far (for an op family that extends one
-    registered before it, as the complex-number translations do)."""
-    for t in _BUILTIN.get(target, []):
-        if opset is None or t.serves(opset):
-            return t.fn
-    return None
+def builtin_translations(target: Any) -> list[Translation]:
+    """The built-in translations of ``target`` registered so far, the latest first (for an op family
+    that extends them, as the complex-number translations do, keeping each one's opset range)."""
+    return list(_BUILTIN.get(target, []))
 
 
 class Registry:

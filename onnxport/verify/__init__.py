@@ -15,8 +15,9 @@ from onnxport.verify.generation import GenerationReport, check_generation
 from onnxport.verify.report import Check, ValidationReport
 from onnxport.verify.runner import OrtRunner
 from onnxport.verify.sizes import respecting, validation_sizes
+from onnxport.verify.eager import output_leaves
 from onnxport.verify.validate import default_size_sets, default_sizes, tensor_leaves, validate
 
 __all__ = ["Check", "GenerationReport", "InputSpec", "OrtRunner", "TOLERANCES", "VALUE_KINDS", "ValidationReport",
-           "check_generation", "compare", "default_size_sets",
-           "default_sizes", "make_inputs", "respecting", "tensor_leaves", "to_numpy", "validate", "validation_sizes"]
+           "check_generation", "compare", "default_size_sets", "default_sizes", "make_inputs", "output_leaves",
+           "respecting", "tensor_leaves", "to_numpy", "validate", "validation_sizes"]

@@ -123,6 +123,19 @@ def test_forward_that_raises_is_a_capture_error_with_cause():
     assert "test_capture.py" in (info.value.where or "")
 
 
+def test_a_long_torch_message_is_capped_and_kept_whole_in_the_cause():
+    long = "Eq(" + " + ".join(f"s{i}*s{i + 1}" for i in range(600)) + ", 0)"  # a guard as sympy prints it
+
+    class Guarded(torch.nn.Module):
+        def forward(self, x):
+            raise RuntimeError(f"Could not guard on data-dependent expression {long}")
+
+    with pytest.raises(onnxport.CaptureError) as info:
+        onnxport.to_onnx(Guarded(), (torch.randn(2, 3),))
+    assert len(str(info.value).splitlines()[0]) < 600 and "characters; the whole message" in str(info.value)
+    assert long in str(info.value.__cause__)
+
+
 def test_unsupported_op_names_overload_line_and_fix():
     class Odd(torch.nn.Module):
         def forward(self, x):

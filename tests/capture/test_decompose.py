@@ -3,9 +3,11 @@ whole-program decomposition kept for the mutations only functionalization expres
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from exportcheck import check_export, count_ops
+import onnxport
+from exportcheck import check_export, count_ops, Fn, Fn2
 from onnxport.translate.registry import override
 
 aten = torch.ops.aten
@@ -23,6 +25,19 @@ def test_ops_without_translation_are_decomposed_alone():
     targets = {n.target for n in r.program.graph.nodes}
     assert aten.sigmoid.default in targets and aten.silu.default not in targets
     assert count_ops(r, "Sigmoid") == 2
+
+
+def test_an_op_reading_another_decomposed_op_reads_its_decomposition():
+    fn = Fn(lambda x: torch.nn.functional.glu(torch.nn.functional.silu(x), -1))
+    with override({aten.silu.default: None, aten.glu.default: None}):
+        r = check_export(fn, (torch.randn(3, 8),), {"x": {0: "b"}})
+    assert r.decomposed == {"local": ["aten.glu.default", "aten.silu.default"], "whole_program": []}
+
+
+def test_a_decomposition_returning_a_named_tuple_gives_its_fields():
+    with override({aten.aminmax.default: None}):
+        r = check_export(Fn(lambda x: torch.aminmax(x, dim=1)), (torch.randn(3, 4, 5),), {"x": {0: "b"}})
+    assert r.decomposed["local"] == ["aten.aminmax.default"]
 
 
 class Scanned(torch.nn.Module):
@@ -54,3 +69,9 @@ class Counter(torch.nn.Module):
 def test_a_mutation_through_a_view_decomposes_the_whole_program_and_says_why():
     r = check_export(Counter().eval(), (torch.randn(3, 2),), {"x": {0: "b"}})
     assert r.decomposed["whole_program"] == ["aten.add_.Tensor"]
+
+
+def test_a_decomposition_torch_cannot_make_is_an_unsupported_op():
+    take = Fn2(lambda x, i: torch.take(x, i))
+    with override({aten.take.default: None}), pytest.raises(onnxport.UnsupportedOpError, match="aten.take.default"):
+        onnxport.to_onnx(take, (torch.tensor(2.0), torch.tensor(0)))

@@ -1,4 +1,5 @@
-"""Higher-order control flow: scan -> Scan, cond -> If, while_loop -> Loop, map -> Scan.
+"""Higher-order control flow: scan -> Scan, cond -> If, while_loop -> Loop, map -> Scan; grad-mode
+regions (wrap_with_set_grad_enabled) translated in place.
 
 Each body GraphModule becomes one local function (``translate/bodies.py``); the Scan/If/Loop body
 graph calls it, passing the values the body needs from the outer scope (additional inputs, module
@@ -90,6 +91,43 @@ def _scan_output_form(getitem: torch.fx.Node) -> tuple[list[torch.fx.Node], int,
     return chain, axis, direction
 
 
+def _select(ctx, flag: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+    """``a`` where ``flag`` else ``b`` (bools through And/Or: onnxruntime's Where has no bool kernel)."""
+    if a.dtype == ir.DataType.BOOL:
+        return ctx.op.Or(ctx.op.And(flag, a), ctx.op.And(ctx.op.Not(flag), b))
+    return ctx.op.Where(flag, a, b)
+
+
+def _guard_empty(ctx, init: list, xs: list, axes: list[int], out_axes: list[int], make_scan) -> list:
+    """``make_scan(ctx, xs)`` (the Scan node's outputs: carries then stacked outputs), made to
+    accept a scan length of 0, which onnxruntime's Scan refuses (it cannot slice an empty axis).
+
+    When the length ``L`` along ``axes[0]`` of ``xs[0]`` is not a static nonzero size, the scanned
+    inputs get one row of ones appended when ``L == 0`` (so the Scan runs once), the stacked
+    outputs keep their first ``L`` rows along ``out_axes`` and the carries are the initial ones
+    when ``L == 0``: what a loop of no iterations gives.
+    """
+    if not xs:
+        return make_scan(ctx, xs)
+    length = xs[0].shape[axes[0]] if xs[0].shape is not None else None
+    if isinstance(length, int) and length > 0:
+        return make_scan(ctx, xs)
+    n = len(init)
+    steps = ctx.dim(xs[0], axes[0])
+    empty = ctx.op.Equal(steps, ctx.const(np.array(0, dtype=np.int64)))
+    pads = ctx.shape_list([0, ctx.op.Cast(empty, to=ir.DataType.INT64)])
+    padded = []
+    for x, axis in zip(xs, axes):
+        out = ctx.op.Pad(x, pads, ctx.const(np.array(1, dtype=x.dtype.numpy())), ctx.const([axis]))
+        out.type = x.type
+        padded.append(out)
+    outs = make_scan(ctx, padded)
+    carries = [_select(ctx, empty, c, out) for c, out in zip(init, outs[:n])]
+    end = ctx.shape_list([steps])
+    ys = [ctx.op.Slice(y, ctx.const([0]), end, ctx.const([axis])) for y, axis in zip(outs[n:], out_axes)]
+    return carries + ys
+
+
 @translates(hop.scan)
 def scan(ctx, combine_fn, init, xs, additional_inputs=()):
     """scan(combine_fn, init: list[Tensor], xs: list[Tensor], additional_inputs) -> carry + ys.
@@ -116,15 +154,18 @@ def scan(ctx, combine_fn, init, xs, additional_inputs=()):
     getitems = {u.args[1]: u for u in node.users if u.target is operator.getitem} if node is not None else {}
     out_forms = [_scan_output_form(getitems[n + j]) if n + j in getitems else ([], 0, 0) for j in range(k)]
     out_axes, out_dirs = [f[1] for f in out_forms], [f[2] for f in out_forms]
-    graph = bodies.subgraph(ctx, "scan_graph", [p.meta.get("val") for p in body.placeholders[:n + m]],
-                            lambda sub, ins: bodies.call_body(sub, body, list(ins) + extra))
-    outs = ctx.op.Scan(*init, *xs, body=graph, num_scan_inputs=m,
-                       scan_input_axes=axes if any(axes) else None,
-                       scan_input_directions=directions if any(directions) else None,
-                       scan_output_axes=out_axes if any(out_axes) else None,
-                       scan_output_directions=out_dirs if any(out_dirs) else None,
-                       _outputs=n + k)
-    outs = [outs] if n + k == 1 else list(outs)
+    def make_scan(c, xs_):
+        graph = bodies.subgraph(c, "scan_graph", [p.meta.get("val") for p in body.placeholders[:n + m]],
+                                lambda sub, ins: bodies.call_body(sub, body, list(ins) + extra))
+        outs = c.op.Scan(*init, *xs_, body=graph, num_scan_inputs=m,
+                         scan_input_axes=axes if any(axes) else None,
+                         scan_input_directions=directions if any(directions) else None,
+                         scan_output_axes=out_axes if any(out_axes) else None,
+                         scan_output_directions=out_dirs if any(out_dirs) else None,
+                         _outputs=n + k)
+        return [outs] if n + k == 1 else list(outs)
+
+    outs = _guard_empty(ctx, init, xs, axes, out_axes, make_scan)
     for j, (chain, axis, direction) in enumerate(out_forms):
         if axis or direction:
             # the Scan output already is the value of the chain's last node: bind the chain to it
@@ -210,10 +251,21 @@ def map_impl(ctx, f, xs, args=()):
     xs, extra = list(xs), list(args)
     body = bodies.body_function(ctx, f, "map_body", ctx.current_node)
     m, k = len(xs), len(body.output_vals)
-    graph = bodies.subgraph(ctx, "map_graph", [p.meta.get("val") for p in body.placeholders[:m]],
-                            lambda sub, ins: bodies.call_body(sub, body, list(ins) + extra))
-    outs = ctx.op.Scan(*xs, body=graph, num_scan_inputs=m, _outputs=k)
-    return [outs] if k == 1 else list(outs)
+    def make_scan(c, xs_):
+        graph = bodies.subgraph(c, "map_graph", [p.meta.get("val") for p in body.placeholders[:m]],
+                                lambda sub, ins: bodies.call_body(sub, body, list(ins) + extra))
+        outs = c.op.Scan(*xs_, body=graph, num_scan_inputs=m, _outputs=k)
+        return [outs] if k == 1 else list(outs)
+
+    return _guard_empty(ctx, [], xs, [0] * m, [0] * k, make_scan)
+
+
+@translates(hop.wrap_with_set_grad_enabled)
+def wrap_with_set_grad_enabled(ctx, enable, body, *args):
+    """wrap_with_set_grad_enabled(bool enable, GraphModule body, *args) -> the body's outputs: a
+    ``with torch.no_grad()`` (or ``torch.enable_grad()``) region of ``forward``, which torch.export
+    keeps as a body. Grad mode changes no value computed, so the body is translated in place."""
+    return bodies.inline(ctx, body, args)
 
 
 _STDLIB = sysconfig.get_paths()["stdlib"]

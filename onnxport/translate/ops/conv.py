@@ -15,7 +15,8 @@ from typing import Sequence
 import onnx_ir as ir
 import torch
 
-from onnxport.errors import TranslationError
+from onnxport.errors import TranslationError, UnsupportedOpError
+from onnxport.translate import dtypes
 from onnxport.translate.ops._common import axes_const
 from onnxport.translate.registry import translates
 
@@ -63,12 +64,21 @@ def _unbatched(ctx, y: ir.Value, added: bool) -> ir.Value:
     return ctx.op.Squeeze(y, axes_const(ctx, 0)) if added else y
 
 
+def _float_only(x: ir.Value, onnx_op: str) -> None:
+    if x.dtype is not None and not dtypes.is_float(x.dtype):
+        raise UnsupportedOpError(f"convolution of {x.dtype.name.lower()} tensors: ONNX {onnx_op} takes "
+                                 "floating-point tensors only",
+                                 hint="convert the input and weight to a float dtype (x.float()) and back after")
+
+
 def convolution_nd(ctx, x, weight, bias, stride, padding, dilation, groups: int) -> ir.Value:
     """ONNX Conv of ``x[N, C, *S]`` (or unbatched ``[C, *S]``) with ``weight[M, C/groups, *K]``.
 
     ``padding`` is a list of ints per axis (symmetric) or the strings "same" / "valid".
-    Raises TranslationError for non-constant parameters or "same" with a stride other than 1.
+    Raises TranslationError for non-constant parameters or "same" with a stride other than 1, and
+    UnsupportedOpError for integer tensors.
     """
+    _float_only(x, "Conv")
     kernel = _kernel(weight)
     n = len(kernel)
     stride = expand_param(stride, n, "stride")
@@ -83,9 +93,9 @@ def convolution_nd(ctx, x, weight, bias, stride, padding, dilation, groups: int)
     else:
         p = expand_param(padding, n, "padding")
         pads = p + p
-    x, added = _batched(ctx, x, n)
     if bias is not None:
         bias = ctx.cast(bias, x.dtype)
+    x, added = _batched(ctx, x, n)
     y = ctx.op.Conv(x, weight, bias, kernel_shape=kernel, strides=stride, pads=pads, dilations=dilation,
                     group=int(groups))
     return _unbatched(ctx, y, added)
@@ -97,18 +107,39 @@ def conv_transpose_nd(ctx, x, weight, bias, stride, padding, output_padding, gro
     Output size per axis: ``(S - 1) * stride - 2 * padding + dilation * (K - 1) + output_padding + 1``
     (PyTorch's formula, which is ONNX's with explicit ``pads`` and ``output_padding``).
     """
+    _float_only(x, "ConvTranspose")
     kernel = _kernel(weight)
     n = len(kernel)
     stride = expand_param(stride, n, "stride")
     dilation = expand_param(dilation, n, "dilation")
     p = expand_param(padding, n, "padding")
     output_padding = expand_param(output_padding, n, "output_padding")
-    x, added = _batched(ctx, x, n)
     if bias is not None:
         bias = ctx.cast(bias, x.dtype)
-    y = ctx.op.ConvTranspose(x, weight, bias, kernel_shape=kernel, strides=stride, pads=p + p,
-                             dilations=dilation, output_padding=output_padding, group=int(groups))
+    x, added = _batched(ctx, x, n)
+    ends, output_padding, zeros = _output_padding_below_stride(p, output_padding, stride)
+    y = ctx.op.ConvTranspose(x, weight, None if any(zeros) else bias, kernel_shape=kernel, strides=stride,
+                             pads=p + ends, dilations=dilation, output_padding=output_padding, group=int(groups))
+    if any(zeros):
+        y = ctx.op.Pad(y, ctx.const([0] * (n + 2) + [0, 0] + zeros))
+        if bias is not None:
+            y = ctx.op.Add(y, ctx.op.Reshape(bias, ctx.const([-1] + [1] * n)))
     return _unbatched(ctx, y, added)
+
+
+def _output_padding_below_stride(pads: list[int], output_padding: list[int], stride: list[int]):
+    """(end pads, output_padding, zeros to append) per axis, with every output_padding below the
+    stride, as onnxruntime requires (PyTorch allows up to max(stride, dilation) - 1). The extra
+    positions are the transposed convolution's own last ones, uncovered by lowering the end pad,
+    then zeros past its full length (the bias added after)."""
+    ends, out_pad, zeros = list(pads), list(output_padding), [0] * len(pads)
+    for i, (op, s) in enumerate(zip(output_padding, stride)):
+        if op >= s:
+            take = min(op, ends[i])
+            ends[i] -= take
+            rest = op - take
+            out_pad[i], zeros[i] = (rest, 0) if rest < s else (0, rest)
+    return ends, out_pad, zeros
 
 
 @translates(aten.conv1d.default, aten.conv2d.default, aten.conv3d.default,

@@ -1,6 +1,6 @@
 """Indexing: slice, select, narrow, index (advanced indexing), index_put, index_select, gather,
-scatter / scatter_add / scatter_reduce, slice_scatter, select_scatter, masked_fill, masked_scatter,
-masked_select, nonzero.
+take, scatter / scatter_add / scatter_reduce, slice_scatter, select_scatter, masked_fill,
+masked_scatter, masked_select, nonzero.
 
 Semantics: PyTorch indexing (https://pytorch.org/docs/stable/tensor_view.html and NumPy's advanced
 indexing rules that torch follows) on ONNX Slice, Gather, GatherElements, GatherND,
@@ -276,6 +276,14 @@ def gather(ctx, x, dim, index, sparse_grad=False):
     if ctx.rank(x) == 0:
         return x
     return ctx.op.GatherElements(x, ctx.cast(index, _I64), axis=norm_axis(dim, ctx.rank(x)))
+
+
+@translates(aten.take.default)
+def take(ctx, x, index):
+    """take(Tensor self, Tensor index): self flattened, read at ``index`` (its shape; negative
+    indices count from the end), ONNX Gather."""
+    flat = ctx.op.Reshape(x, ctx.const(np.array([-1], dtype=np.int64)))
+    return ctx.op.Gather(flat, ctx.cast(index, _I64), axis=0)
 
 
 # ------------------------------------------------------------------------------ scatter

@@ -1,4 +1,5 @@
-"""Matrix products: linear, addmm, mm, bmm, matmul, mv, dot, baddbmm, addbmm, addmv, outer, einsum.
+"""Matrix products: linear, addmm, mm, bmm, matmul, mv, dot, baddbmm, addbmm, addmv, outer, einsum,
+_trilinear (bilinear forms).
 
 Semantics: torch.nn.functional.linear / torch.matmul (numpy matmul broadcasting, 1-D operands
 promoted and squeezed back) and torch.einsum, on ONNX MatMul, Gemm and Einsum. Operands are cast
@@ -158,3 +159,20 @@ def einsum(ctx, equation, tensors, path=None):
                                hint="cast the operands to float32 or int64 before torch.einsum")
     ops = [ctx.cast(t, to) for t in tensors]
     return ctx.op.Einsum(*ops, equation=einsum_equation(equation, len(ops)))
+
+
+@translates(aten._trilinear.default)
+def trilinear(ctx, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3,
+    int[] sumdim, int unroll_dim=1) = sum over ``sumdim`` of i1 * i2 * i3, each first unsqueezed
+    at its ``expand`` axes (torch.nn.functional.bilinear: x1^T A x2). ``unroll_dim`` only chooses
+    PyTorch's loop order."""
+    to = ctx.out_dtype
+    parts = []
+    for x, expand in ((i1, expand1), (i2, expand2), (i3, expand3)):
+        x = ctx.cast(x, to)
+        parts.append(ctx.op.Unsqueeze(x, ctx.const(sorted(expand))) if expand else x)
+    product = ctx.op.Mul(ctx.op.Mul(parts[0], parts[1]), parts[2])
+    if not sumdim:
+        return product
+    return ctx.op.ReduceSum(product, ctx.const(sorted(sumdim)), keepdims=0)

@@ -2,10 +2,10 @@
 lift_fresh_copy, dropout), embedding, cumsum, ordering (topk, sort, argsort), tril/triu, one_hot.
 
 Semantics: torch.Tensor.to / clone / contiguous (a copy or a dtype Cast), torch.nn.functional
-.dropout (identity in eval mode; ONNX Dropout when training), torch.nn.functional.embedding
-(padding_idx only affects gradients), torch.cumsum, torch.topk / sort / argsort (ONNX TopK, which
-orders equal values by index, as a stable sort does), torch.tril / triu (ONNX Trilu) and
-torch.nn.functional.one_hot (ONNX OneHot).
+.dropout (identity in eval mode; ONNX Dropout when training; feature and alpha dropout with their
+own masks), torch.nn.functional.embedding (padding_idx only affects gradients), torch.cumsum,
+torch.topk / sort / argsort (ONNX TopK, which orders equal values by index, as a stable sort
+does), torch.tril / triu (ONNX Trilu) and torch.nn.functional.one_hot (ONNX OneHot).
 """
 
 from __future__ import annotations
@@ -56,20 +56,74 @@ def copy(ctx, x, src, non_blocking=False):
     return ctx.op.Expand(src, ctx.shape(x))
 
 
-@translates(aten.dropout.default, aten.feature_dropout.default, aten.alpha_dropout.default,
-            aten.feature_alpha_dropout.default)
-def dropout(ctx, x, p, train):
-    """dropout(Tensor input, float p, bool train): identity in eval mode (or p == 0); ONNX Dropout
-    (training_mode=True) when training."""
+_ALPHA = 1.7580993408473766  # PyTorch's alpha dropout constant (SELU's scale * alpha)
+
+
+def _keep_mask(ctx, x: ir.Value, p: float, per_channel: bool) -> ir.Value:
+    """Bernoulli(1 - p) keep mask in ``x``'s dtype: one draw per element, or one per ``[N, C]``
+    channel broadcast over the other axes (feature dropout)."""
+    if per_channel:
+        shape = ctx.op.Concat(ctx.op.Shape(x, start=0, end=2), ctx.const(np.ones([ctx.rank(x) - 2], dtype=np.int64)),
+                              axis=0)
+    else:
+        shape = ctx.shape(x)
+    zeros = ctx.op.ConstantOfShape(shape, value=ir.tensor(np.zeros([1], dtype=np.float32)))
+    u = ctx.op.RandomUniformLike(zeros, dtype=ir.DataType.FLOAT)
+    return ctx.op.Cast(ctx.op.GreaterOrEqual(u, ctx.scalar(float(p), ir.DataType.FLOAT)), to=x.dtype)
+
+
+def _dropout(ctx, x, p, train, feature: bool, alpha: bool):
+    """PyTorch's ``_dropout_impl``: identity in eval mode (or p == 0), zeros for p == 1; plain
+    dropout on ONNX Dropout; feature dropout with one mask per channel, scaled by 1 / (1 - p);
+    alpha dropout ``x * m * a + (m - 1) * alpha * a + alpha * a * p`` with
+    ``a = 1 / sqrt((alpha^2 p + 1)(1 - p))`` (the input's mean and variance kept for SELU)."""
     if not train or p == 0:
         return x
-    out, _ = ctx.op.Dropout(x, ctx.scalar(float(p), ir.DataType.FLOAT), ctx.scalar(True, BOOL), _outputs=2)
-    return out
+    if p == 1:
+        return ctx.op.Mul(x, ctx.scalar(0, x.dtype))
+    if not feature and not alpha:
+        out, _ = ctx.op.Dropout(x, ctx.scalar(float(p), ir.DataType.FLOAT), ctx.scalar(True, BOOL), _outputs=2)
+        return out
+    keep = _keep_mask(ctx, x, p, per_channel=feature)
+    if not alpha:
+        return ctx.op.Mul(ctx.op.Mul(x, keep), ctx.scalar(1.0 / (1.0 - p), x.dtype))
+    a = 1.0 / ((_ALPHA * _ALPHA * p + 1) * (1 - p)) ** 0.5
+    shift = ctx.op.Mul(ctx.op.Sub(keep, ctx.scalar(1, x.dtype)), ctx.scalar(_ALPHA * a, x.dtype))
+    return ctx.op.Add(ctx.op.Add(ctx.op.Mul(ctx.op.Mul(x, keep), ctx.scalar(a, x.dtype)), shift),
+                      ctx.scalar(_ALPHA * a * p, x.dtype))
+
+
+@translates(aten.dropout.default)
+def dropout(ctx, x, p, train):
+    """dropout(Tensor input, float p, bool train): ONNX Dropout (training_mode) when training."""
+    return _dropout(ctx, x, p, train, feature=False, alpha=False)
+
+
+@translates(aten.feature_dropout.default)
+def feature_dropout(ctx, x, p, train):
+    """feature_dropout(Tensor input, float p, bool train): whole ``[N, C]`` channels dropped."""
+    return _dropout(ctx, x, p, train, feature=True, alpha=False)
+
+
+@translates(aten.alpha_dropout.default)
+def alpha_dropout(ctx, x, p, train):
+    """alpha_dropout(Tensor input, float p, bool train): dropped elements set to SELU's negative
+    saturation, affinely corrected."""
+    return _dropout(ctx, x, p, train, feature=False, alpha=True)
+
+
+@translates(aten.feature_alpha_dropout.default)
+def feature_alpha_dropout(ctx, x, p, train):
+    """feature_alpha_dropout(Tensor input, float p, bool train): alpha dropout of whole channels."""
+    return _dropout(ctx, x, p, train, feature=True, alpha=True)
 
 
 @translates(aten.native_dropout.default)
 def native_dropout(ctx, x, p, train):
-    """native_dropout(Tensor input, float p, bool? train) -> (output, mask): (x, all-True) in eval."""
+    """native_dropout(Tensor input, float p, bool? train) -> (output, mask): (x, all-True) in eval,
+    (zeros, all-False) for p == 1."""
+    if train and p == 1:
+        return ctx.op.Mul(x, ctx.scalar(0, x.dtype)), ctx.op.ConstantOfShape(ctx.shape(x), value=ir.tensor(np.array([False])))
     if not train or p == 0:
         return x, ctx.op.ConstantOfShape(ctx.shape(x), value=ir.tensor(np.array([True])))
     out, mask = ctx.op.Dropout(x, ctx.scalar(float(p), ir.DataType.FLOAT), ctx.scalar(True, BOOL), _outputs=2)
@@ -220,10 +274,15 @@ def triu(ctx, x, diagonal=0):
 @translates(aten.one_hot.default)
 def one_hot(ctx, x, num_classes=-1):
     """one_hot(Tensor self, int num_classes=-1) -> int64 [..., num_classes]: ONNX OneHot;
-    num_classes=-1 takes max(self) + 1."""
+    num_classes=-1 takes max(self) + 1. OneHot needs indices of rank >= 1: a 0-d index is made
+    [1] and the result [num_classes]."""
     x = ctx.cast(x, _I64)
+    scalar = ctx.rank(x) == 0
+    if scalar:
+        x = ctx.op.Unsqueeze(x, ctx.const([0]))
     if isinstance(num_classes, int) and num_classes < 0:
         depth = ctx.op.Add(ctx.op.ReduceMax(x, keepdims=0), ctx.scalar(1, _I64))
     else:
         depth = ctx.scalar(num_classes, _I64) if isinstance(num_classes, int) else num_classes
-    return ctx.op.OneHot(x, depth, ctx.const(np.array([0, 1], dtype=np.int64)), axis=-1)
+    out = ctx.op.OneHot(x, depth, ctx.const(np.array([0, 1], dtype=np.int64)), axis=-1)
+    return ctx.op.Squeeze(out, ctx.const([0])) if scalar else out

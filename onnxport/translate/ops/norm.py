@@ -140,6 +140,45 @@ def native_batch_norm_no_stats(ctx, x, weight, bias, training, momentum, eps):
     return batch_norm_batch_stats(ctx, x, weight, bias, eps)
 
 
+@translates(aten._batch_norm_with_update_functional.default)
+def batch_norm_with_update_functional(ctx, x, weight, bias, running_mean, running_var, momentum, eps):
+    """_batch_norm_with_update_functional(input, weight?, bias?, running_mean, running_var, momentum,
+    eps) -> (out, save_mean, save_rstd, reserve, running_mean_out, running_var_out): training-mode
+    batch norm with the running statistics updated as nn.BatchNorm does:
+    ``r = (1 - momentum) * r + momentum * s``, the variance unbiased (n / (n - 1), n elements per
+    channel)."""
+    y, mean, rstd, new_mean, new_var = _batch_norm_update(ctx, x, weight, bias, running_mean, running_var, momentum, eps)
+    return y, mean, rstd, _empty_like_meta(ctx, 3), new_mean, new_var
+
+
+@translates(aten._native_batch_norm_legit_functional.default)
+def native_batch_norm_functional(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """_native_batch_norm_legit_functional(input, weight?, bias?, running_mean, running_var, training,
+    momentum, eps) -> (out, save_mean, save_rstd, running_mean_out, running_var_out): the core ATen
+    form; in training the running statistics are updated as above, otherwise returned unchanged."""
+    if not training:
+        y, m, r = native_batch_norm_no_training(ctx, x, weight, bias, running_mean, running_var, momentum, eps)
+        return y, m, r, running_mean, running_var
+    return _batch_norm_update(ctx, x, weight, bias, running_mean, running_var, momentum, eps)
+
+
+def _batch_norm_update(ctx, x, weight, bias, running_mean, running_var, momentum, eps):
+    """(out, mean, 1/std, updated running mean, updated running variance) of training batch norm."""
+    rank = ctx.rank(x)
+    axes = [0] + list(range(2, rank))
+    y, mean, rstd = batch_norm_batch_stats(ctx, x, weight, bias, eps)
+    centered = ctx.op.Sub(x, _per_channel(ctx, mean, rank))
+    var = ctx.op.ReduceMean(ctx.op.Mul(centered, centered), axes_const(ctx, axes), keepdims=0)
+    n = ctx.cast(ctx.op.Div(ctx.op.Size(x), ctx.op.Shape(x, start=1, end=2)), x.dtype)
+    unbiased = ctx.op.Div(ctx.op.Mul(var, n), ctx.op.Sub(n, ctx.scalar(1, x.dtype)))  # NaN for n = 1, as PyTorch
+    stat = running_mean.dtype
+    m = ctx.scalar(float(momentum), stat)
+    keep = ctx.scalar(1.0 - float(momentum), stat)
+    new_mean = ctx.op.Add(ctx.op.Mul(running_mean, keep), ctx.op.Mul(ctx.cast(mean, stat), m))
+    new_var = ctx.op.Add(ctx.op.Mul(running_var, keep), ctx.op.Mul(ctx.cast(unbiased, stat), m))
+    return y, mean, rstd, new_mean, new_var
+
+
 # ------------------------------------------------------------------------------------ layer norm
 def _normalized_axes(ctx, x: ir.Value, normalized_shape) -> list[int]:
     rank = ctx.rank(x)

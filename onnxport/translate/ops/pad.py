@@ -2,9 +2,10 @@
 ``aten.pad`` form of torch.nn.functional.pad.
 
 Semantics: torch.nn.functional.pad (``pad`` lists (begin, end) pairs starting from the LAST axis;
-negative amounts crop in constant mode) on ONNX Pad (opset 18 ``axes`` input; modes constant,
-reflect, edge and, from opset 19, wrap). PyTorch's "reflect" excludes the edge value, as ONNX's
-does; "replicate" is ONNX "edge"; "circular" is ONNX "wrap".
+negative amounts crop; replicate follows out[i] = x[clamp(i - begin, 0, n - 1)]) on ONNX Pad
+(opset 18 ``axes`` input; modes constant, reflect, edge). PyTorch's "reflect" excludes the edge value, as ONNX's does; "replicate"
+is ONNX "edge"; "circular" is Slice + Concat (onnxruntime's "wrap" fails on a tensor with an
+empty axis).
 """
 
 from __future__ import annotations
@@ -52,10 +53,15 @@ def pad_nd(ctx, x: ir.Value, pad: Sequence[Any], mode: str = "constant", value: 
     axes = [(a, b, e) for a, b, e in axes if not (isinstance(b, int) and isinstance(e, int) and b == 0 and e == 0)]
     if not axes:
         return ctx.op.Identity(x)
+    if mode == "replicate" and any(isinstance(v, int) and v < 0 for _, b, e in axes for v in (b, e)):
+        return _replicate_by_gather(ctx, x, axes)
     if mode != "constant" and any(isinstance(v, int) and v < 0 for _, b, e in axes for v in (b, e)):
-        raise TranslationError(f"negative padding {list(pad)} in {mode!r} mode",
-                               hint="only constant padding crops with negative amounts; slice the tensor instead")
-    if mode == "circular" and ctx.opset < 19:
+        # negative amounts crop first, the positive ones then pad the cropped tensor
+        crop = [(a, max(-b, 0), max(-e, 0)) for a, b, e in axes if isinstance(b, int) and isinstance(e, int)]
+        x = ctx.op.Slice(x, ctx.const([c for _, c, _ in crop]), ctx.const([-c if c else 2**62 for _, _, c in crop]),
+                         ctx.const([a for a, _, _ in crop]))
+        axes = [(a, max(b, 0) if isinstance(b, int) else b, max(e, 0) if isinstance(e, int) else e) for a, b, e in axes]
+    if mode == "circular":  # onnxruntime's "wrap" Pad fails on a tensor with an empty axis
         return _circular_by_slices(ctx, x, axes)
     pads = ctx.shape_list([b for _, b, _ in axes] + [e for _, _, e in axes])
     axes_value = ctx.const([a for a, _, _ in axes])
@@ -65,8 +71,24 @@ def pad_nd(ctx, x: ir.Value, pad: Sequence[Any], mode: str = "constant", value: 
     return ctx.op.Pad(x, pads, None, axes_value, mode=_ONNX_MODE[mode])
 
 
+def _replicate_by_gather(ctx, x: ir.Value, axes) -> ir.Value:
+    """Replicate padding with negative amounts, PyTorch's index rule: out[i] = x[clamp(i - begin,
+    0, n - 1)] along each axis, n + begin + end positions (a crop that empties the axis still
+    replicates its last element)."""
+    i64 = ir.DataType.INT64
+    dtype, rank = x.dtype, ctx.rank(x)
+    for axis, begin, end in axes:
+        n = ctx.dim(x, axis)
+        b, e = (ctx.scalar(v, i64) if isinstance(v, int) else v for v in (begin, end))
+        i = ctx.op.Range(ctx.scalar(0, i64), ctx.op.Add(ctx.op.Add(n, b), e), ctx.scalar(1, i64))
+        src = ctx.op.Min(ctx.op.Max(ctx.op.Sub(i, b), ctx.scalar(0, i64)), ctx.op.Sub(n, ctx.scalar(1, i64)))
+        x = ctx.op.Gather(x, src, axis=axis)
+        x.type, x.shape = ir.TensorType(dtype), ir.Shape([None] * rank)
+    return x
+
+
 def _circular_by_slices(ctx, x: ir.Value, axes) -> ir.Value:
-    """Circular padding as Slice + Concat per axis (ONNX Pad has no "wrap" mode before opset 19)."""
+    """Circular padding as Slice + Concat per axis."""
     big = 1 << 62
     for axis, begin, end in axes:
         parts = []

@@ -1,4 +1,5 @@
-"""Pooling: max_pool 1d/2d/3d (with indices), avg_pool 1d/2d/3d, adaptive_avg_pool 1d/2d/3d.
+"""Pooling: max_pool 1d/2d/3d (with indices), avg_pool 1d/2d/3d, adaptive_avg_pool 1d/2d/3d,
+adaptive_max_pool 1d/2d/3d (with indices).
 
 Semantics: torch.nn.functional.max_pool{1,2,3}d / avg_pool{1,2,3}d / adaptive_avg_pool{1,2,3}d on
 ONNX MaxPool, AveragePool and GlobalAveragePool (opset 19+ forms: ``dilations`` on both, the
@@ -10,26 +11,34 @@ whole tensor, so they are taken modulo the plane size.
 from __future__ import annotations
 
 import contextlib
+import itertools
 
 import numpy as np
 import onnx_ir as ir
 import torch
 from torch._C import DispatchKey
 
-from onnxport.errors import TranslationError
+from onnxport.errors import TranslationError, UnsupportedOpError
+from onnxport.translate import dtypes
 from onnxport.translate.ops._common import axes_const
 from onnxport.translate.ops.conv import expand_param
 from onnxport.translate.registry import during_capture, translates
 
 aten = torch.ops.aten
+I64 = ir.DataType.INT64
 
 
 def _spatial(kernel_size) -> int:
     return 1 if isinstance(kernel_size, int) else len(kernel_size)
 
 
-def _batched(ctx, x: ir.Value, n: int) -> tuple[ir.Value, bool]:
-    """``x`` with a batch axis: unbatched ``[C, *spatial]`` inputs get a leading 1."""
+def _batched(ctx, x: ir.Value, n: int, float_only: bool = True) -> tuple[ir.Value, bool]:
+    """``x`` with a batch axis: unbatched ``[C, *spatial]`` inputs get a leading 1. Integer inputs
+    are refused unless ``float_only`` is False: onnxruntime averages floating-point tensors only."""
+    if float_only and x.dtype is not None and not dtypes.is_float(x.dtype):
+        raise UnsupportedOpError(f"pooling of {x.dtype.name.lower()} tensors: onnxruntime's pooling operators "
+                                 "take floating-point tensors only",
+                                 hint="convert the input to a float dtype (x.float()) and back after")
     if ctx.rank(x) == n + 1:
         y = ctx.op.Unsqueeze(x, axes_const(ctx, 0))
         y.type, y.shape = x.type, ir.Shape([1, *x.shape])
@@ -143,7 +152,18 @@ def _slice_to(ctx, y: ir.Value, sizes: list[int], attrs: dict, outs: list[int]) 
 # ------------------------------------------------------------------------------------ max pool
 def max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode, with_indices: bool):
     """ONNX MaxPool of ``x[N, C, *S]`` (or unbatched ``[C, *S]``): out, or (out, indices) with
-    indices flattened per ``[N, C]`` plane as PyTorch returns them."""
+    indices flattened per ``[N, C]`` plane as PyTorch returns them. Integers are pooled as float64
+    (onnxruntime's MaxPool has no int64 kernel; exact up to 2^53)."""
+    if x.dtype is not None and not dtypes.is_float(x.dtype) and x.dtype != ir.DataType.BOOL:
+        res = _max_pool(ctx, ctx.cast(x, ir.DataType.DOUBLE), kernel_size, stride, padding, dilation, ceil_mode,
+                        with_indices)
+        if with_indices:
+            return ctx.cast(res[0], x.dtype), res[1]
+        return ctx.cast(res, x.dtype)
+    return _max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode, with_indices)
+
+
+def _max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode, with_indices: bool):
     n = _spatial(kernel_size)
     xb, added = _batched(ctx, x, n)
     attrs = dict(_window(kernel_size, stride, padding, dilation, n), ceil_mode=int(bool(ceil_mode)))
@@ -358,6 +378,66 @@ def adaptive_avg_pool_nd(ctx, x, output_size):
     if isinstance(output_size, int):
         output_size = [output_size]
     return adaptive_avg_pool(ctx, x, list(output_size))
+
+
+def _adaptive_max_cell(ctx, xb: ir.Value, sizes: list[int], starts: list[int], ends: list[int]):
+    """(max, plane index) over the window ``[starts, ends)`` of every ``[N, C]`` plane of ``xb``,
+    each ``[N, C, 1, ..., 1]``; the first maximum in row-major order wins, as in PyTorch."""
+    n = len(sizes)
+    axes = list(range(2, 2 + n))
+    window = ctx.op.Slice(xb, ctx.const(starts), ctx.const(ends), ctx.const(axes))
+    lengths = [e - b for b, e in zip(starts, ends)]
+    flat = ctx.op.Reshape(window, ctx.const([0, 0, -1]))
+    local = ctx.op.ArgMax(flat, axis=2, keepdims=1, select_last_index=0)  # [N, C, 1]
+    value = ctx.op.ReduceMax(flat, ctx.const([2]), keepdims=1)
+    index, rest = None, local
+    for axis in reversed(range(n)):  # unravel in the window, ravel in the plane
+        coord = ctx.op.Add(ctx.op.Mod(rest, ctx.scalar(lengths[axis], I64)), ctx.scalar(starts[axis], I64))
+        rest = ctx.op.Div(rest, ctx.scalar(lengths[axis], I64))
+        stride = int(np.prod(sizes[axis + 1:], dtype=np.int64))
+        term = ctx.op.Mul(coord, ctx.scalar(stride, I64))
+        index = term if index is None else ctx.op.Add(index, term)
+    shape = ctx.const([0, 0] + [1] * n)
+    return ctx.op.Reshape(value, shape), ctx.op.Reshape(index, shape)
+
+
+def adaptive_max_pool(ctx, x, output_size) -> tuple[ir.Value, ir.Value]:
+    """Adaptive max pooling of ``x[N, C, *S]`` (or unbatched) to ``output_size``: (values, int64
+    indices within each plane). Window i along an axis spans [floor(i * S / out), ceil((i + 1) *
+    S / out)). Sizes divisible by the output: MaxPool with kernel = stride = S / out; otherwise one
+    Slice + ArgMax per output cell, on static sizes."""
+    n = len(output_size)
+    xb, added = _batched(ctx, x, n, float_only=False)
+    sizes = _static_sizes(xb, n)
+    outs = [s if o is None else o for o, s in zip(output_size, list(xb.shape)[2:])]
+    if sizes is None or not all(isinstance(o, int) for o in outs):
+        raise TranslationError(f"adaptive max pooling of spatial sizes {list(xb.shape)[2:]} to {list(output_size)}",
+                               hint="adaptive max pooling needs static spatial and output sizes")
+    if all(s % o == 0 for s, o in zip(sizes, outs)):
+        kernel = [s // o for s, o in zip(sizes, outs)]
+        values, indices = max_pool(ctx, xb, kernel, kernel, 0, 1, False, with_indices=True)
+        return _unbatched(ctx, values, added), _unbatched(ctx, indices, added)
+    cells = {}
+    for cell in itertools.product(*[range(o) for o in outs]):
+        starts = [i * s // o for i, s, o in zip(cell, sizes, outs)]
+        ends = [-((-(i + 1) * s) // o) for i, s, o in zip(cell, sizes, outs)]
+        cells[cell] = _adaptive_max_cell(ctx, xb, sizes, starts, ends)
+
+    def assemble(k: int, axis: int, prefix: tuple) -> ir.Value:
+        if axis == n:
+            return cells[prefix][k]
+        parts = [assemble(k, axis + 1, prefix + (i,)) for i in range(outs[axis])]
+        return parts[0] if len(parts) == 1 else ctx.op.Concat(*parts, axis=2 + axis)
+
+    return _unbatched(ctx, assemble(0, 0, ()), added), _unbatched(ctx, assemble(1, 0, ()), added)
+
+
+@translates(aten.adaptive_max_pool1d.default, aten.adaptive_max_pool2d.default, aten.adaptive_max_pool3d.default)
+def adaptive_max_pool_nd(ctx, x, output_size):
+    """aten::adaptive_max_pool{1,2,3}d(input, output_size) -> (values, indices)."""
+    if isinstance(output_size, int):
+        output_size = [output_size]
+    return adaptive_max_pool(ctx, x, list(output_size))
 
 
 # --------------------------------------------------------------------------- capture

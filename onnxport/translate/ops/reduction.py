@@ -42,7 +42,11 @@ def reduce(ctx, op_type: str, x: ir.Value, dim, keepdim: bool, rank: int | None 
     rank = ctx.rank(x) if rank is None else rank
     axes = _axes(rank, dim)
     if axes is None:
-        if rank == 0:
+        if rank == 0:  # a 0-d tensor is its own sum, mean, max...; its own norm is |x|
+            if op_type in ("ReduceL1", "ReduceL2"):
+                return ctx.op.Abs(x)
+            if op_type == "ReduceSumSquare":
+                return ctx.op.Mul(x, x)
             return ctx.op.Identity(x)
         return getattr(ctx.op, op_type)(x, keepdims=1 if keepdim else 0)
     return getattr(ctx.op, op_type)(x, ctx.const(np.array(axes, dtype=np.int64)), keepdims=1 if keepdim else 0)
@@ -60,11 +64,31 @@ def sum_(ctx, x, dim=None, keepdim=False, dtype=None):
     return reduce(ctx, "ReduceSum", _in_out_dtype(ctx, x), dim, keepdim)
 
 
+def _may_be_empty(x: ir.Value, axes: list[int] | None) -> bool:
+    """True unless every reduced axis of ``x`` has a static nonzero size (a dynamic size may be
+    0 at run time)."""
+    if x.shape is None:
+        return True
+    dims = list(x.shape)
+    return not all(isinstance(dims[a], int) and dims[a] > 0 for a in (range(len(dims)) if axes is None else axes))
+
+
+def mean_over(ctx, x: ir.Value, dim, keepdim: bool, rank: int | None = None) -> ir.Value:
+    """The mean of float ``x`` over ``dim``: ONNX ReduceMean where no reduced axis can be empty,
+    else sum / count, NaN over an empty axis as in PyTorch (onnxruntime's ReduceMean gives 0)."""
+    rank = ctx.rank(x) if rank is None else rank
+    if rank == 0 or not _may_be_empty(x, _axes(rank, dim)):
+        return reduce(ctx, "ReduceMean", x, dim, keepdim, rank=rank)
+    total = reduce(ctx, "ReduceSum", x, dim, keepdim, rank=rank)
+    count = ctx.op.Div(ctx.op.Size(x), ctx.op.Max(ctx.op.Size(total), ctx.scalar(1, I64)))
+    return ctx.op.Div(total, ctx.cast(count, x.dtype))
+
+
 @translates(aten.mean.default, aten.mean.dim)
 def mean(ctx, x, dim=None, keepdim=False, dtype=None):
     """mean(Tensor self, *, dtype) and mean.dim(Tensor self, int[1]? dim, bool keepdim, *, dtype):
-    ONNX ReduceMean."""
-    return reduce(ctx, "ReduceMean", _in_out_dtype(ctx, x), dim, keepdim)
+    ONNX ReduceMean; NaN over an empty axis."""
+    return mean_over(ctx, _in_out_dtype(ctx, x), dim, keepdim)
 
 
 @translates(aten.prod.default, aten.prod.dim_int)
@@ -170,8 +194,9 @@ def min_dim(ctx, x, dim, keepdim=False):
 
 
 def _count(ctx, x, kept_mean, to):
-    """Number of elements reduced into each output element, as a 0-d ``to`` value."""
-    n = ctx.op.Div(ctx.op.Size(x), ctx.op.Size(kept_mean))
+    """Number of elements reduced into each output element, as a 0-d ``to`` value (no division
+    by zero when the result is empty)."""
+    n = ctx.op.Div(ctx.op.Size(x), ctx.op.Max(ctx.op.Size(kept_mean), ctx.scalar(1, I64)))
     return ctx.cast(n, to)
 
 
@@ -190,7 +215,7 @@ def _var_mean(ctx, x, dim, correction, keepdim):
     n = _count(ctx, x, mean_k, to)
     denom = ctx.op.Max(ctx.op.Sub(n, ctx.scalar(correction, to)), ctx.scalar(0, to))
     var = ctx.op.Div(ss, denom)
-    mean = mean_k if keepdim else reduce(ctx, "ReduceMean", x, dim, False)
+    mean = mean_over(ctx, x, dim, keepdim)
     return var, mean
 
 

@@ -14,6 +14,9 @@ Semantics (PyTorch's source-index rules, ``aten/src/ATen/native/UpSample.h``) on
   ``src = (dst + 0.5) * s - 0.5`` (negative clamped to 0 for linear): ``"half_pixel"``;
   ``align_corners=True``: ``src = dst * (in - 1) / (out - 1)``: ``"align_corners"``.
   Bicubic uses PyTorch's ``A = -0.75`` (``cubic_coeff_a``).
+* ``antialias=True`` (bilinear, bicubic): Resize ``antialias=1`` with ``exclude_outside=1``,
+  bicubic with ``A = -0.5``; with ``align_corners=True`` no ONNX form matches (refused).
+  onnxruntime's antialiased Resize differs from PyTorch on an axis whose output size is 1.
 
 Scales, when PyTorch has them, go to Resize as ``scales`` (the output size is then
 ``floor(in * scale)`` in both); otherwise the output size goes as ``sizes``.
@@ -25,7 +28,7 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
-from onnxport.errors import TranslationError
+from onnxport.errors import TranslationError, UnsupportedOpError
 from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
@@ -39,6 +42,12 @@ _MODES = {
                dict(coordinate_transformation_mode="align_corners")),
     "cubic": ("cubic", dict(coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75),
               dict(coordinate_transformation_mode="align_corners", cubic_coeff_a=-0.75)),
+    # antialias=True: the kernel widened by the downscale factor, its weights renormalized over the
+    # samples inside the input (ONNX Resize antialias + exclude_outside, opset 18); PyTorch's
+    # antialiased bicubic uses A = -0.5. No ONNX form matches it with align_corners=True.
+    "linear-aa": ("linear", dict(coordinate_transformation_mode="half_pixel", antialias=1, exclude_outside=1), None),
+    "cubic-aa": ("cubic", dict(coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.5, antialias=1,
+                               exclude_outside=1), None),
 }
 
 
@@ -55,10 +64,22 @@ def resize(ctx, x: ir.Value, mode: str, spatial: int, output_size=None, scales=N
     Raises TranslationError when neither sizes nor complete scales are known.
     """
     onnx_mode, plain, aligned = _MODES[mode]
+    if align_corners and aligned is None and mode.endswith("-aa"):
+        raise UnsupportedOpError("antialiased interpolation with align_corners=True",
+                                 hint="ONNX Resize's antialias has no align_corners form: use align_corners=False "
+                                      "or antialias=False")
     attrs = dict(aligned if align_corners and aligned is not None else plain)
     rank = ctx.rank(x)
     if scales is not None and not isinstance(scales, (list, tuple)):
         scales = [scales] * spatial
+    if output_size is not None and scales is not None and all(s is not None for s in scales):
+        # PyTorch takes the size from output_size and the coordinates from the scales; Resize takes
+        # one of them: the scales, refused when they give another static size
+        sizes = list(x.shape)[rank - spatial:] if x.shape is not None else []
+        outs = [output_size] * spatial if isinstance(output_size, int) else list(output_size)
+        if any(isinstance(i, int) and isinstance(o, int) and int(i * s) != o for i, o, s in zip(sizes, outs, scales)):
+            raise TranslationError(f"interpolation to size {outs} with scale factors {list(scales)} that give "
+                                   "another size", hint="pass either the size or the scale factors")
     if onnx_mode == "nearest" and not _resize_matches_nearest(scales, spatial):
         return nearest_by_gather(ctx, x, spatial, output_size, scales, exact=mode == "nearest-exact")
     if scales is not None and all(s is not None for s in scales) and len(scales) == spatial:
@@ -175,3 +196,7 @@ for _spatial, _name in ((1, "upsample_linear1d"), (2, "upsample_bilinear2d"), (3
     translates(getattr(aten, _name).default)(_default("linear", _spatial, True))
 translates(aten.upsample_bicubic2d.vec)(_vec("cubic", 2, True))
 translates(aten.upsample_bicubic2d.default)(_default("cubic", 2, True))
+translates(aten._upsample_bilinear2d_aa.vec)(_vec("linear-aa", 2, True))
+translates(aten._upsample_bilinear2d_aa.default)(_default("linear-aa", 2, True))
+translates(aten._upsample_bicubic2d_aa.vec)(_vec("cubic-aa", 2, True))
+translates(aten._upsample_bicubic2d_aa.default)(_default("cubic-aa", 2, True))

@@ -2,10 +2,10 @@
 
 Semantics: torch.stft (``aten::stft`` / ``aten::stft.center``) on ONNX STFT (opset 17). ONNX
 has no complex arithmetic, so the complex result is carried as a real tensor with a trailing
-axis of 2 (real, imaginary), PyTorch's ``view_as_real`` layout, wrapped in ``ComplexAsReal`` so
-that no ONNX value is typed complex. Its readers are translated here: ``abs`` (magnitude),
-``view_as_real``, ``real`` and ``imag``; any other reader of the complex result, or returning it
-from the model, is a TranslationError raised at the stft node.
+axis of 2 (real, imaginary), PyTorch's ``view_as_real`` layout (``complex.ComplexAsReal``); its
+readers are those ``complex.py`` translates (``abs``, ``view_as_real``, ``real``, ``imag``...);
+any other reader of the complex result, or returning it from the model, is a TranslationError
+raised at the stft node.
 
 PyTorch's rules kept: a window shorter than ``n_fft`` is zero-padded on both sides (centred);
 no window is a rectangular one; ``normalized`` multiplies by ``n_fft ** -0.5``; ``center`` pads
@@ -14,44 +14,17 @@ no window is a rectangular one; ``normalized`` multiplies by ``n_fft ** -0.5``; 
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import onnx_ir as ir
 import torch
 
-from onnxport.errors import TranslationError, UnsupportedOpError
-from onnxport.translate.registry import builtin_translation
+from onnxport.errors import TranslationError
 from onnxport.translate.ops._common import axes_const
+from onnxport.translate.ops.complex import as_complex
 from onnxport.translate.ops.pad import pad_nd
 from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
-
-
-@dataclasses.dataclass(frozen=True)
-class ComplexAsReal:
-    """A complex tensor ``[*shape]`` carried as the real ONNX value ``[*shape, 2]``."""
-
-    value: ir.Value
-
-
-_COMPLEX_READERS = {aten.abs.default, aten.view_as_real.default, aten.real.default, aten.imag.default}
-
-
-def _check_readers(ctx) -> None:
-    """Every reader of the current (complex) node must be one translated here."""
-    node = ctx.current_node
-    for user in node.users:
-        if user.op == "output":
-            raise TranslationError(
-                "the model returns the complex result of torch.stft; ONNX graphs carry no complex tensors here",
-                hint="return stft(...).abs(), .abs() ** 2 or torch.view_as_real(stft(...)) instead")
-        if user.target not in _COMPLEX_READERS:
-            raise TranslationError(
-                f"the complex result of torch.stft is read by {user.target}, which is not supported on complex values",
-                hint="read the spectrogram with .abs(), .abs() ** 2, .real, .imag or torch.view_as_real(); "
-                     "compute anything else from view_as_real's real tensor")
 
 
 def stft_real(ctx, x: ir.Value, n_fft: int, hop_length, win_length, window, normalized: bool,
@@ -95,8 +68,7 @@ def stft(ctx, x, n_fft, hop_length=None, win_length=None, window=None, normalize
 def _stft(ctx, x, n_fft, hop_length, win_length, window, normalized, onesided, return_complex, rank, dtype):
     spec = stft_real(ctx, x, n_fft, hop_length, win_length, window, normalized, onesided, rank, dtype)
     if return_complex:
-        _check_readers(ctx)
-        return ComplexAsReal(spec)
+        return as_complex(ctx, spec)
     return spec
 
 
@@ -108,38 +80,3 @@ def stft_center(ctx, x, n_fft, hop_length=None, win_length=None, window=None, ce
     if center:
         x = pad_nd(ctx, x, [n_fft // 2, n_fft // 2], pad_mode)
     return _stft(ctx, x, n_fft, hop_length, win_length, window, normalized, onesided, return_complex, rank, dtype)
-
-
-# ------------------------------------------------------------------------------------ readers
-def _magnitude(ctx, z: ir.Value) -> ir.Value:
-    return ctx.op.Sqrt(ctx.op.ReduceSum(ctx.op.Mul(z, z), axes_const(ctx, [-1]), keepdims=0))
-
-
-def _part(index: int):
-    def fn(ctx, z: ir.Value) -> ir.Value:
-        return ctx.op.Gather(z, ctx.const(np.array(index, dtype=np.int64)), axis=-1)
-
-    return fn
-
-
-def _complex_aware(target, on_complex, name: str) -> None:
-    """Register ``target`` so that a ``ComplexAsReal`` input goes to ``on_complex`` and any other
-    input to the translation registered before this module (the real-valued one)."""
-    real_translation = builtin_translation(target)
-
-    def fn(ctx, x, *args, **kwargs):
-        if isinstance(x, ComplexAsReal):
-            return on_complex(ctx, x.value)
-        if real_translation is None:
-            raise UnsupportedOpError(f"no ONNX translation for {target} on a real tensor")
-        return real_translation(ctx, x, *args, **kwargs)
-
-    fn.__name__ = name
-    fn.__doc__ = f"{target}: on a complex stft result (real [..., 2] form) or on real tensors."
-    translates(target)(fn)
-
-
-_complex_aware(aten.abs.default, _magnitude, "abs_complex_aware")
-_complex_aware(aten.view_as_real.default, lambda ctx, z: ctx.op.Identity(z), "view_as_real")
-_complex_aware(aten.real.default, _part(0), "real")
-_complex_aware(aten.imag.default, _part(1), "imag")

@@ -10,6 +10,7 @@ import onnx_ir as ir
 import sympy
 import torch
 
+from onnxport.errors import UnsupportedOpError
 from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
@@ -207,3 +208,46 @@ def local_scalar_dense(ctx, x):
 @translates(torch._sym_sqrt)
 def sym_sqrt(ctx, a):
     return ctx.op.Sqrt(ctx.cast(_v(ctx, a), ir.DataType.DOUBLE))
+
+
+_VIEWS_BY_OFFSET = {aten.slice.Tensor, aten.select.int, aten.narrow.default}
+_SAME_STORAGE = {aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.alias.default,
+                 aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default}
+
+
+@translates(aten.sym_storage_offset.default)
+def sym_storage_offset(ctx, x):
+    """sym_storage_offset(Tensor self) -> SymInt: where a view starts in its base's storage, in
+    elements (torch.tensor_split asserts on it). Followed back through slice / select / narrow
+    (start times the base's row-major stride along the axis, negative starts counted from the end
+    and clamped as PyTorch does) and reshapes of contiguous tensors; 0 for a tensor that is no
+    view. Other views (transposes, expands) are refused: their strides are not row-major."""
+    node = ctx.current_node.args[0]
+    total = ctx.scalar(0, _I64)
+    while isinstance(node, torch.fx.Node) and node.op == "call_function":
+        if node.target in _SAME_STORAGE:
+            node = node.args[0]
+            continue
+        if node.target not in _VIEWS_BY_OFFSET:
+            if node.target in (aten.permute.default, aten.transpose.int, aten.expand.default, aten.t.default,
+                               aten.as_strided.default, aten.diagonal.default, aten.unfold.default):
+                raise UnsupportedOpError(f"the storage offset of a view made by {node.target}",
+                                         hint="make the tensor contiguous (.contiguous()) before slicing it")
+            break
+        base = node.args[0]
+        base_value = ctx.lookup(base)
+        rank = ctx.rank(base_value)
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+        dim = dim % rank
+        start = node.args[2] if len(node.args) > 2 else node.kwargs.get("start", 0)
+        start = 0 if start is None else start
+        size = ctx.dim(base_value, dim)
+        start = _v(ctx, ctx.lookup(start) if isinstance(start, torch.fx.Node) else start)
+        start = ctx.op.Where(ctx.op.Less(start, ctx.scalar(0, _I64)), ctx.op.Add(start, size), start)
+        start = ctx.op.Min(ctx.op.Max(start, ctx.scalar(0, _I64)), size)
+        stride = ctx.scalar(1, _I64)
+        for axis in range(dim + 1, rank):
+            stride = ctx.op.Mul(stride, ctx.dim(base_value, axis))
+        total = ctx.op.Add(total, ctx.op.Mul(start, stride))
+        node = base
+    return total

@@ -100,6 +100,9 @@ TCASES = [
     (2, 4, 2, 2, dict(stride=2)),
     (2, 4, 4, 3, dict(stride=(2, 1), padding=(1, 0), output_padding=(1, 0), groups=4, dilation=(1, 2))),
     (3, 2, 2, 2, dict(stride=2)),
+    # output_padding at or above the stride (PyTorch allows it below the dilation)
+    (2, 2, 4, 4, dict(stride=(3, 2), padding=(1, 2), output_padding=(2, 3), groups=2, dilation=(4, 4))),
+    (1, 2, 3, 3, dict(stride=2, dilation=4, output_padding=3)),
 ]
 
 
@@ -174,7 +177,35 @@ def test_static_shapes():
 
 @pytest.mark.parametrize("padding_mode", ["reflect", "replicate", "circular"])
 def test_conv_padding_modes(padding_mode):
-    """nn.Conv2d's padding_mode: a Pad of that mode, then a convolution without padding."""
+    """nn.Conv2d's padding_mode: a Pad of that mode (circular: slices concatenated), then a
+    convolution without padding."""
     model = Conv(2, 3, 4, 3, padding=(1, 2), padding_mode=padding_mode)
     r = check_export(model, (torch.randn(2, 3, 7, 8),), _dyn(2, 6))
-    assert count_ops(r, "Pad") == 1 and count_ops(r, "Conv") == 1
+    assert count_ops(r, "Pad") == (0 if padding_mode == "circular" else 1) and count_ops(r, "Conv") == 1
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["conv", "conv_transpose"])
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_unbatched_with_bias(n, transposed):
+    conv = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[n - 1] if transposed else \
+        (F.conv1d, F.conv2d, F.conv3d)[n - 1]
+    w = torch.randn(3, 2, *[2] * n) if transposed else torch.randn(2, 3, *[2] * n)
+    bias = torch.randn(2)
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return conv(x, w, bias, stride=2) if transposed else conv(x, w, bias, padding=1)
+
+    size = Dim("size", min=2, max=64)
+    check_export(M(), (torch.randn(3, *[5] * n),), {"x": {n: size}})
+
+
+def test_integer_convolution_is_refused():
+    import onnxport
+
+    class M(torch.nn.Module):
+        def forward(self, x, w):
+            return F.conv1d(x, w)
+
+    with pytest.raises(onnxport.UnsupportedOpError, match="floating-point"):
+        onnxport.to_onnx(M(), (torch.randint(0, 5, (1, 2, 6)), torch.randint(0, 5, (3, 2, 2))))

@@ -111,6 +111,17 @@ def test_gather_scatter_index_select(dtype):
                  {"x": {0: "b"}, "src": {0: "b"}, "idx": {0: "b"}})
 
 
+class Take(torch.nn.Module):
+    def forward(self, x, idx):
+        return torch.take(x, idx), torch.take(x[0, 0], idx[0, :1].sum() * 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_take_reads_the_flattened_tensor(dtype):
+    idx = torch.tensor([[0, -1, 7], [17, 3, -18]])
+    check_export(Take(), (_make((3, 6), dtype), idx))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_scatter_reduce(dtype):
     idx = torch.tensor([[0, 5, 5, 0], [1, 1, 1, 4], [5, 0, 3, 3]])

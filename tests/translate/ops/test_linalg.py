@@ -149,3 +149,23 @@ def test_output_dim_names():
     dyn = {"a": {0: "batch", 1: "m"}, "b": {1: "n"}}
     check_export(M(), (torch.randn(2, 3, 4), torch.randn(4, 5)), dyn,
                  expect_outputs={"output_0": ["batch", "m", "n"], "output_1": ["batch", "n", "m"]})
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_bilinear(dtype):
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.randint(-3, 4, (5, 3, 4)).to(dtype)
+            self.b = torch.randint(-3, 4, (5,)).to(dtype)
+
+        def forward(self, a, b):
+            return torch.nn.functional.bilinear(a, b, self.w, self.b), torch.nn.functional.bilinear(a, b, self.w)
+
+    a, b = torch.randint(-3, 4, (6, 3)).to(dtype), torch.randint(-3, 4, (6, 4)).to(dtype)
+    check_export(M(), (a, b), {"a": {0: "batch"}, "b": {0: "batch"}})
+
+
+def test_bilinear_layer():
+    check_export(torch.nn.Bilinear(3, 4, 2), (torch.randn(2, 5, 3), torch.randn(2, 5, 4)),
+                 {"input1": {0: "batch", 1: "t"}, "input2": {0: "batch", 1: "t"}})

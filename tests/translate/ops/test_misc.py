@@ -6,7 +6,7 @@ import onnxport
 import torch
 from torch.export import Dim
 
-from exportcheck import check_export, DTYPES, make_tensor as _make
+from exportcheck import check_export, DTYPES, Fn, make_tensor as _make
 
 
 class Conversions(torch.nn.Module):
@@ -106,6 +106,13 @@ def test_one_hot():
     check_export(OneHot(), (torch.tensor([[0, 6, 2], [3, 3, 1]]),), {"i": {0: "b", 1: "t"}})
 
 
+@pytest.mark.parametrize("index", [0, 4])
+def test_one_hot_of_a_0d_index(index):
+    # ONNX OneHot takes indices of rank >= 1 only
+    fn = lambda i: (torch.nn.functional.one_hot(i, 7), torch.nn.functional.one_hot(i % 3, 3) * 2)  # noqa: E731
+    check_export(Fn(fn), (torch.tensor(index),))
+
+
 class Histc(torch.nn.Module):
     def forward(self, x, e):
         return (torch.histc(x, bins=5, min=-1.0, max=1.0), torch.histc(x, bins=7),
@@ -144,3 +151,34 @@ def test_ordering_bfloat16_is_valid_onnx():
     assert [o.type.tensor_type.elem_type for o in outs] == [int(onnx_dtype(t.dtype)) for t in eager]
     assert [[d.dim_param or d.dim_value for d in o.type.tensor_type.shape.dim] for o in outs] == \
         [["b", *t.shape[1:]] for t in eager]
+
+
+_ALPHA = 1.7580993408473766
+
+
+@pytest.mark.parametrize("kind", ["dropout", "dropout2d", "alpha_dropout", "feature_alpha_dropout"])
+@pytest.mark.parametrize("p", [0.3, 1.0])
+def test_dropout_when_training_keeps_pytorch_s_values(kind, p):
+    """The ONNX model draws its own masks: every output element is one of the values PyTorch can
+    give it, whole channels share the mask in the feature forms, and p = 1 gives zeros."""
+    from onnxport.verify import OrtRunner
+
+    fn = getattr(torch.nn.functional, kind)
+    x = torch.randn(4, 6, 50)
+    result = onnxport.to_onnx(Fn(lambda t: fn(t, p, training=True)), (x,))
+    (got,) = OrtRunner(result.model_proto).run([x])
+    got, xs = torch.from_numpy(got), x
+    if p == 1:
+        assert torch.equal(got, xs * 0)
+        return
+    if kind.startswith("alpha") or kind.startswith("feature_alpha"):
+        a = 1 / ((_ALPHA ** 2 * p + 1) * (1 - p)) ** 0.5
+        kept, dropped = xs * a + _ALPHA * a * p, torch.full_like(xs, -_ALPHA * a * (1 - p))
+    else:
+        kept, dropped = xs / (1 - p), torch.zeros_like(xs)
+    is_kept = torch.isclose(got, kept, atol=1e-5)
+    assert (is_kept | torch.isclose(got, dropped, atol=1e-5)).all()
+    assert 0.5 * (1 - p) < is_kept.float().mean() < 1.5 * (1 - p)
+    if kind in ("dropout2d", "feature_alpha_dropout"):
+        per_channel = is_kept.float().mean(-1)
+        assert ((per_channel == 0) | (per_channel == 1)).all()

@@ -3,6 +3,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.export import Dim
 
 from exportcheck import check_export, count_ops
 from onnxport.translate.registry import override
@@ -193,3 +194,39 @@ def test_native_batch_norm_inference_outputs(op):
             return aten._native_batch_norm_legit_no_training.default(x, self.w, None, self.mean, self.var, 0.1, 1e-3)
 
     check_export(M(), (torch.randn(2, 3, 5),), {"x": {0: "batch", 2: "time"}})
+
+
+class TrainingBatchNorm(torch.nn.Module):
+    """Batch norm with batch statistics and running statistics updated, whatever eval() says."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.register_buffer("mean", torch.randn(c))
+        self.register_buffer("var", torch.rand(c) + 0.5)
+        self.w, self.b = torch.nn.Parameter(torch.randn(c)), torch.nn.Parameter(torch.randn(c))
+
+    def forward(self, x):
+        return torch.nn.functional.batch_norm(x, self.mean, self.var, self.w, self.b, training=True, momentum=0.3)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 5), (2, 3, 4, 5)])
+def test_batch_norm_updating_its_running_statistics(shape):
+    # torch.export keeps aten.batch_norm whole; decomposed to core ATen, it updates the running
+    # statistics as buffer updates
+    x = torch.randn(shape)
+    dyn = {"x": {0: Dim("batch")} if len(shape) == 2 else {0: Dim("batch"), 2: Dim("length")}}
+    program = torch.export.export(TrainingBatchNorm(3), (x,), dynamic_shapes=dyn).run_decompositions()
+    assert aten._native_batch_norm_legit_functional.default in {n.target for n in program.graph.nodes}
+    result = check_export(program, (x,))
+    assert {"mean.updated", "var.updated"} <= {v.name for v in result.model.graph.outputs}
+
+
+class WithUpdateFunctional(TrainingBatchNorm):
+    def forward(self, x):
+        out, _, _, _, mean, var = aten._batch_norm_with_update_functional.default(
+            x, self.w, self.b, self.mean, self.var, 0.3, 1e-5)
+        return out, mean, var
+
+
+def test_batch_norm_with_update_functional():
+    check_export(WithUpdateFunctional(3), (torch.randn(2, 3, 5),), {"x": {0: "batch", 2: "length"}})

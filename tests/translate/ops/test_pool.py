@@ -198,3 +198,28 @@ def test_max_pool1d_after_strided_conv_keeps_time_dynamic():
     assert [str(d) for d in r.model.graph.inputs[0].shape] == ["batch", "4", "time"]
     assert any("time >= 7" in str(w.message) for w in caught)
     assert [str(c) for c in r.constraints] == ["time >= 7"]
+
+
+@pytest.mark.parametrize("n,size,out", [(1, (7,), 3), (2, (6, 7), (3, 2)), (2, (6, 8), (3, 4)), (3, (4, 5, 3), (2, 3, None))])
+def test_adaptive_max_pool_values_and_indices(n, size, out):
+    pool = (F.adaptive_max_pool1d, F.adaptive_max_pool2d, F.adaptive_max_pool3d)[n - 1]
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return (*pool(x, out, return_indices=True), pool(x[0], out))
+
+    check_export(M(), (torch.randn(2, 3, *size),), {"x": {0: "batch", 1: "channels"}})
+
+
+def test_integer_pooling_is_refused():
+    import onnxport
+
+    with pytest.raises(onnxport.UnsupportedOpError, match="floating-point"):
+        onnxport.to_onnx(Fn(lambda t: F.avg_pool2d(t, 2)), (torch.randint(0, 5, (1, 2, 6, 6)),))
+
+
+@pytest.mark.parametrize("n", [2, 3])  # PyTorch has no integer max_pool1d kernel
+def test_integer_max_pooling(n):
+    pool = (F.max_pool1d, F.max_pool2d, F.max_pool3d)[n - 1]
+    fn = lambda t: (pool(t, 2, ceil_mode=True), *pool(t, 3, 1, 1, return_indices=True))  # noqa: E731
+    check_export(Fn(fn), (torch.randint(-1000, 1000, (2, 3, *[5] * n)),), {"x": {0: "batch", 1: "channels"}})

@@ -161,3 +161,23 @@ def test_output_dim_names():
     check_export(Fn(fn), (make(torch.float32),), DYN,
                  expect_outputs={"output_0": ["batch", 5], "output_1": ["batch", "n", 1], "output_2": ["n"],
                                  "output_3": ["batch", 5]})
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (4, 0), (0,)])
+def test_mean_over_an_empty_axis_is_nan(shape):
+    # PyTorch gives NaN for the mean of nothing; onnxruntime's ReduceMean gives 0
+    fn = lambda t: (t.mean(0), t.mean(), torch.var_mean(t), torch.std_mean(t, 0, keepdim=True))  # noqa: E731
+    check_export(Fn(fn), (torch.randn(shape),))
+
+
+def test_mean_over_a_dynamic_axis_of_size_zero_at_run_time():
+    n = torch.export.Dim("n", min=0)
+    check_export(Fn(lambda t: (t.mean(0), torch.var_mean(t, 0))), (torch.randn(4, 3),), {"x": {0: n}},
+                 sizes=[{"n": 0}, {"n": 1}, {"n": 7}])
+
+
+@pytest.mark.parametrize("value", [-2.5, 3.0, 0.0])
+def test_norms_of_a_0d_tensor_are_its_absolute_value(value):
+    fn = lambda t: (torch.linalg.vector_norm(t), torch.linalg.vector_norm(t, ord=1), t.norm(),  # noqa: E731
+                    torch.masked.norm(t, 2, mask=t > -10), torch.linalg.vector_norm(t, ord=3))
+    check_export(Fn(fn), (torch.tensor(value),))

@@ -154,3 +154,20 @@ def test_nearest_to_symbolic_size_picks_pytorch_indices(mode):
     r = check_export(M(), (x, torch.zeros(82)), dyn,
                      inputs=[(torch.randn(2, 3, n), torch.zeros(m)) for n, m in pairs])
     assert count_ops(r, "Resize") == 0
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("kw", [dict(size=(5, 7)), dict(size=(13, 3)), dict(scale_factor=0.5)], ids=["down", "mixed", "scale"])
+def test_antialias(mode, kw):
+    # onnxruntime's antialiased Resize differs from PyTorch where an axis shrinks to size 1:
+    # the sizes declared keep every output axis at 2 or more
+    dyn = {"x": {0: "batch", 2: Dim("h", min=4, max=128), 3: Dim("w", min=4, max=128)}}
+    result = check_export(Interp(mode=mode, antialias=True, **kw), (torch.randn(2, 3, 16, 14),), dyn)
+    assert count_ops(result, "Resize") == 1
+
+
+def test_antialias_with_align_corners_is_refused():
+    import onnxport
+
+    with pytest.raises(onnxport.UnsupportedOpError, match="align_corners"):
+        onnxport.to_onnx(Interp(size=(4, 4), mode="bilinear", antialias=True, align_corners=True), (torch.randn(1, 2, 9, 9),))

@@ -1,8 +1,9 @@
 """scan -> ONNX Scan: carries, several scanned inputs and outputs, dim/reverse, additional inputs
 (tensors, parameters, buffers, SymInts), nested scans, one function per distinct body, aliasing.
 
-torch's scan needs at least one step (eager raises on a length-0 scanned axis), so the shortest
-trip count tested is 1.
+torch's scan needs at least one step (eager raises on a length-0 scanned axis); the ONNX model
+returns what a loop of no iterations gives (the initial carries, 0 stacked rows), checked against
+the Python loop.
 """
 
 import numpy as np
@@ -73,6 +74,61 @@ def test_pairwise_distance_matches_cdist(inline, optimize):
             np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-5)
 
 
+def _loop_distances(x, y):
+    dist = torch.empty(x.shape[0], y.shape[0])
+    for i in range(x.shape[0]):
+        dist[i, :] = torch.sqrt(((y - x[i:i + 1]) ** 2).sum(1))
+    return dist
+
+
+@pytest.mark.parametrize("inline,optimize", MODES)
+def test_zero_length_scan_gives_the_empty_result(inline, optimize):
+    # onnxruntime's Scan cannot slice a 0-length axis; the Python loop returns an empty [0, y_rows]
+    x_rows, y_rows, dim = Dim("x_rows"), Dim("y_rows"), Dim("dim")
+    result = onnxport.to_onnx(PairwiseDistance(), (torch.randn(3, 4), torch.randn(5, 4)),
+                              dynamic_shapes={"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}},
+                              inline=inline, optimize=optimize)
+    session = ort.InferenceSession(result.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for nx, ny, d in [(0, 5, 4), (0, 1, 17), (1, 3, 4), (6, 2, 3)]:
+        x, y = torch.randn(nx, d), torch.randn(ny, d)
+        (got,) = session.run(None, {"x": x.numpy(), "y": y.numpy()})
+        expected = _loop_distances(x, y).numpy()
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-5)
+
+
+class CarryAndRows(torch.nn.Module):
+    def forward(self, x, h):
+        def f(h, xi):
+            h2 = h * 0.5 + xi
+            return h2, (h2 > 0, h2.sum(0, keepdim=True))
+
+        return scan(f, h, x, dim=1)
+
+
+def _loop_carry_and_rows(x, h):
+    rows, flags = [], []
+    for i in range(x.shape[1]):
+        h = h * 0.5 + x[:, i]
+        flags.append(h > 0)
+        rows.append(h.sum(0, keepdim=True))
+    return h, torch.stack(flags, 1) if flags else torch.empty(x.shape[0], 0, dtype=torch.bool), \
+        torch.stack(rows, 1) if rows else torch.empty(1, 0)
+
+
+def test_zero_length_scan_keeps_the_initial_carry():
+    T, B = Dim("T"), Dim("B")
+    result = onnxport.to_onnx(CarryAndRows(), (torch.randn(3, 4), torch.randn(3)),
+                              dynamic_shapes={"x": {0: B, 1: T}, "h": {0: B}})
+    session = ort.InferenceSession(result.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for b, t in [(3, 0), (2, 0), (2, 5)]:
+        x, h = torch.randn(b, t), torch.randn(b)
+        got = session.run(None, {"x": x.numpy(), "h": h.numpy()})
+        for g, e in zip(got, _loop_carry_and_rows(x, h)):
+            assert g.shape == tuple(e.shape) and g.dtype == e.numpy().dtype
+            np.testing.assert_allclose(g, e.numpy(), atol=1e-5, rtol=1e-5)
+
+
 # ------------------------------------------------------------------------------ carries, inputs, outputs
 class TwoCarries(torch.nn.Module):
     """Two carries, two scanned inputs, three outputs (one per carry and one mixed)."""
@@ -134,7 +190,13 @@ def test_scan_dim_and_reverse(dim, reverse):
     out_axes = node.attributes.get_ints("scan_output_axes", [0])
     out_directions = node.attributes.get_ints("scan_output_directions", [0])
     assert list(out_axes) == [dim] and list(out_directions) == [int(reverse)], (out_axes, out_directions)
-    assert [n.op_type for n in result.model.graph] == ["Scan"]  # movedim and flip folded into Scan
+    # movedim and flip folded into Scan: no Transpose, and the only Slices are the empty-scan guard's
+    # (step 1 along the scanned axis)
+    ops = [n.op_type for n in result.model.graph]
+    assert "Transpose" not in ops and "ReverseSequence" not in ops, ops
+    for n in result.model.graph:
+        if n.op_type == "Slice":
+            assert len(n.inputs) < 5 or n.inputs[4] is None, "a flip was left as a Slice"
 
 
 class BoolCarry(torch.nn.Module):

@@ -43,3 +43,17 @@ def test_sizes_from_data_stay_dynamic():
                      inputs=[(torch.randn(2, 6, 2), torch.tensor([6, 1])), (torch.randn(4, 5, 2), torch.tensor([1, 1, 2, 1]))])
     out = r.model.graph.outputs[0]
     assert str(out.shape[0]) == "batch" and not isinstance(out.shape[1], int)
+
+
+def test_tensor_split_at_indices_given_as_a_tensor():
+    # torch.tensor_split asserts on the storage offsets of its slices (sym_storage_offset)
+    class M(torch.nn.Module):
+        def forward(self, x, idx):
+            return torch.tensor_split(x, idx, dim=1)
+
+    import onnxport
+    result = onnxport.to_onnx(M(), (torch.randn(3, 8, 2), torch.tensor([2, 5])))
+    for idx in ([2, 5], [1, 7], [0, 3]):
+        x = torch.randn(3, 8, 2)
+        report = result.validate(inputs=[(x, torch.tensor(idx))], sizes=[])
+        assert report.ok, report

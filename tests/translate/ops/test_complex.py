@@ -1,0 +1,58 @@
+"""Complex tensors inside models whose inputs and outputs are real: carried as real [..., 2]
+pairs (tests ops/complex.py)."""
+
+import pytest
+import torch
+
+import onnxport
+from exportcheck import check_export, Fn, Fn2
+
+DYN2 = {"a": {0: "batch", 1: "n"}, "b": {0: "batch", 1: "n"}}
+
+
+def test_view_as_complex_and_back():
+    fn = lambda x: (torch.view_as_real(torch.view_as_complex(x) * 2), torch.view_as_complex(x).abs(),  # noqa: E731
+                    torch.view_as_complex(x).angle(), torch.view_as_complex(x).real, torch.view_as_complex(x).imag)
+    check_export(Fn(fn), (torch.randn(3, 5, 2),), {"x": {0: "batch", 1: "n"}})
+
+
+def test_complex_and_polar_from_real_parts():
+    fn = lambda a, b: (torch.view_as_real(torch.complex(a, b)), torch.view_as_real(torch.polar(a.abs(), b)),  # noqa: E731
+                       torch.complex(a, b[:, :1]).abs(), torch.polar(a, b).angle())
+    check_export(Fn2(fn), (torch.randn(3, 4), torch.randn(3, 4)), DYN2)
+
+
+def test_complex_arithmetic():
+    def fn(a, b):
+        z, w = torch.complex(a, b), torch.complex(b, a * 2)
+        return (torch.view_as_real(z * w), torch.view_as_real(z + w), torch.view_as_real(z - a),
+                torch.view_as_real(2 * z + 1), torch.view_as_real(z.conj() * a), (z * w.conj()).real)
+
+    check_export(Fn2(fn), (torch.randn(3, 4), torch.randn(3, 4)), DYN2)
+
+
+def test_cast_to_complex_slice_and_pad():
+    def fn(x):
+        z = x.to(torch.complex64)
+        return (torch.view_as_real(z[:, 1:]), torch.view_as_real(torch.nn.functional.pad(z, (1, 2))),
+                z.to(torch.complex128).abs())
+
+    check_export(Fn(fn), (torch.randn(3, 5),), {"x": {0: "batch", 1: "n"}})
+
+
+def test_angle_and_real_of_real_tensors():
+    fn = lambda x: (torch.angle(x), torch.real(x), torch.angle(x.long()))  # noqa: E731
+    x = torch.tensor([[-2.0, 0.0, 3.0, float("nan")], [1.0, -0.5, -7.0, 2.0]])
+    check_export(Fn(fn), (x,), {"x": {0: "batch"}})
+
+
+@pytest.mark.parametrize("make", [lambda x: torch.view_as_complex(x), lambda x: x.to(torch.complex64)],
+                         ids=["view_as_complex", "to"])
+def test_returning_a_complex_tensor_is_an_error(make):
+    with pytest.raises(onnxport.TranslationError, match="returns the complex tensor"):
+        onnxport.to_onnx(Fn(make).eval(), (torch.randn(3, 2),))
+
+
+def test_an_untranslated_reader_of_a_complex_tensor_is_an_error():
+    with pytest.raises(onnxport.TranslationError, match="read by aten.exp"):
+        onnxport.to_onnx(Fn(lambda x: torch.view_as_real(torch.view_as_complex(x).exp())).eval(), (torch.randn(3, 2),))
