@@ -23,7 +23,9 @@ def test_inverse_transforms(norm):
     fn = lambda x: (torch.fft.irfft(torch.fft.rfft(x * 2, norm=norm), n=x.shape[1], norm=norm),  # noqa: E731
                     torch.view_as_real(torch.fft.ifft(x, norm=norm).resolve_conj()),
                     torch.fft.irfft(torch.view_as_complex(torch.stack([x, x.flip(1)], -1)), norm=norm))
-    check_export(Fn(fn), (torch.randn(3, 10),), DYN)
+    # norm="forward" leaves the inverse unscaled: its values grow with the length (53 at 126 samples,
+    # the 4x size set) and float32's rounding with them (4e-4 where terms cancel to 0.01)
+    check_export(Fn(fn), (torch.randn(3, 10),), DYN, atol=1e-3 if norm == "forward" else None)
 
 
 def test_odd_and_even_output_lengths_of_irfft():
