@@ -26,8 +26,7 @@ BACKWARD = "gradient of an op (a backward kernel): not an inference op"
 HASH = "hashes the bits of a tensor: no ONNX form"
 FLAT_STORAGE = "writes into flat storage positions of a tensor in place: not yet translated"
 NOT_YET = "not yet translated (ONNX has the pieces: sorting, scatter, cumulative sums)"
-BITS = ("integer bit operations not yet translated (gcd / lcm need a loop of Euclid's steps; frexp / "
-        "nextafter read float bits, which ONNX cannot bit-cast)")
+BITS = "frexp / nextafter read float bits, which ONNX cannot bit-cast: not yet translated"
 PRIVATE_CHUNKED = "torch.nn private op of a chunked cross entropy: not yet translated"
 FLOAT_ONLY = ("int64 convolution / average pooling: ONNX Conv, ConvTranspose, AveragePool and LRN take float "
               "tensors only")
@@ -118,8 +117,6 @@ EXPECTED_UNSUPPORTED: dict[str, str | tuple[str, tuple[str, ...]]] = {
     "histogramdd": NOT_YET,
     "mode": NOT_YET,
     "nonzero_static": NOT_YET,
-    "gcd": BITS,
-    "lcm": BITS,
     "frexp": BITS,
     "nextafter": BITS,
     "nn.functional.linear_cross_entropy.chunked": PRIVATE_CHUNKED,
