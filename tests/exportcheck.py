@@ -19,6 +19,7 @@ def check_export(
     kwargs: dict | None = None,
     sizes: list[dict] | None = None,
     inputs: list | None = None,
+    values: list[str] | None = None,
     atol: float | None = None,
     rtol: float | None = None,
     expect_inputs: dict[str, list] | None = None,
@@ -27,7 +28,8 @@ def check_export(
     **export_kwargs: Any,
 ) -> onnxport.ExportResult:
     """Export ``model``, check the ONNX model (full check), run onnxruntime against eager PyTorch
-    on the example and on other sizes of every dynamic dimension, and check dim names.
+    on the example, on other sizes of every dynamic dimension and on other values (``values``: the
+    value kinds, default all that apply), and check dim names.
 
     ``expect_inputs`` / ``expect_outputs`` map ONNX value names to expected dims (ints and
     dim_param strings). With dynamic dimensions, at least three input sets must have run.
@@ -37,7 +39,7 @@ def check_export(
         args = (args,)
     result = onnxport.to_onnx(model, tuple(args), kwargs, dynamic_shapes=dynamic_shapes, **export_kwargs)
     onnx.checker.check_model(result.model_proto, full_check=True)
-    report = result.validate(sizes=sizes, inputs=inputs, atol=atol, rtol=rtol)
+    report = result.validate(sizes=sizes, inputs=inputs, values=values, atol=atol, rtol=rtol)
     assert report.ok, f"\n{report}\n{result}"
     labels = {c.inputs for c in report.checks}
     has_dynamic = any(not isinstance(d, int) for v in result.model.graph.inputs for d in (v.shape or []))

@@ -392,6 +392,20 @@ def scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
     return _scatter(ctx, x, dim, index, src, reduce, include_self)
 
 
+
+@translates(aten.index_reduce.default)
+def index_reduce(ctx, x, dim, index, source, reduce, include_self=True):
+    """index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool
+    include_self=True): self[..., index[i], ...] reduced (prod / mean / amax / amin) with
+    source[..., i, ...] along ``dim`` (torch.Tensor.index_reduce_). It is scatter_reduce with the
+    1-D index broadcast over source's shape along ``dim``."""
+    rank = ctx.rank(source)
+    if rank > 0:
+        axis = norm_axis(dim, rank)
+        index = ctx.op.Reshape(ctx.cast(index, _I64), _c(ctx, [1] * axis + [-1] + [1] * (rank - axis - 1)))
+        index = _typed(ctx.op.Expand(index, ctx.op.Shape(source)), _I64, list(source.shape) if source.shape is not None else None)
+    return _scatter(ctx, x, dim, index, source, reduce, include_self)
+
 # ------------------------------------------------------------------------------ masks
 @translates(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
 def masked_fill(ctx, x, mask, value):

@@ -1,0 +1,75 @@
+"""Integer number theory: gcd and lcm.
+
+Semantics: torch.gcd / torch.lcm (https://pytorch.org/docs/stable/generated/torch.gcd.html):
+elementwise on integer tensors (broadcast), gcd(a, b) >= 0 with gcd(0, 0) = 0, and
+lcm(a, b) = |a / gcd(a, b) * b| (0 when gcd is 0). Computed by Euclid's algorithm (Knuth, TAOCP
+vol. 2, 4.5.2, Algorithm E) in an ONNX Loop: each step maps (a, b) to (b, a mod b) where b is not 0,
+and the loop stops once every b is 0. By Lame's theorem 92 steps suffice for 64-bit integers
+(the 93rd Fibonacci number exceeds 2^63), which bounds the trip count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import torch
+
+from onnxport.translate import bodies
+from onnxport.translate.registry import translates
+
+aten = torch.ops.aten
+I64 = ir.DataType.INT64
+BOOL = ir.DataType.BOOL
+_MAX_STEPS = 93
+
+
+def _gcd(ctx, a, b):
+    """gcd of a and b (same integer dtype), broadcast: the Loop runs on the flattened operands."""
+    op = ctx.op
+    dtype = ctx.out_dtype
+    a, b = ctx.cast(a, dtype), ctx.cast(b, dtype)
+    shape = op.Shape(op.Max(a, b))
+    flat = ctx.const([-1])
+    a = op.Reshape(op.Abs(op.Expand(a, shape)), flat)
+    b = op.Reshape(op.Abs(op.Expand(b, shape)), flat)
+
+    def step(sub, ins):
+        x, y = ins[2], ins[3]
+        zero = sub.scalar(0, dtype)
+        done = sub.op.Equal(y, zero)
+        r = sub.op.Mod(x, sub.op.Where(done, sub.scalar(1, dtype), y))
+        new_x = sub.op.Where(done, x, y)
+        new_y = sub.op.Where(done, zero, r)
+        busy = sub.op.ReduceMax(sub.op.Cast(sub.op.Not(sub.op.Equal(new_y, zero)), to=I64), keepdims=0)
+        again = sub.op.Greater(busy, sub.scalar(0, I64))
+        again.type, again.shape = ir.TensorType(BOOL), ir.Shape([])
+        return [again, new_x, new_y]
+
+    graph = bodies.subgraph(ctx, "gcd_steps", [(I64, []), (BOOL, []), (dtype, [None]), (dtype, [None])], step)
+    g, _ = ctx.op.Loop(ctx.const(np.array(_MAX_STEPS, dtype=np.int64)), ctx.const(np.array(True)), a, b,
+                       body=graph, _outputs=2)
+    return g, shape
+
+
+@translates(aten.gcd.default)
+def gcd(ctx, a, b):
+    """gcd(Tensor self, Tensor other): the greatest common divisor, non-negative, by Euclid's
+    algorithm in an ONNX Loop (at most 93 steps)."""
+    g, shape = _gcd(ctx, a, b)
+    return ctx.op.Reshape(g, shape)
+
+
+@translates(aten.lcm.default)
+def lcm(ctx, a, b):
+    """lcm(Tensor self, Tensor other) = |a / gcd(a, b) * b|, 0 where gcd(a, b) = 0 (PyTorch's
+    formula, which wraps around as eager does when the result exceeds the integer type)."""
+    op = ctx.op
+    dtype = ctx.out_dtype
+    g, shape = _gcd(ctx, a, b)
+    flat = ctx.const([-1])
+    a = op.Reshape(op.Expand(ctx.cast(a, dtype), shape), flat)
+    b = op.Reshape(op.Expand(ctx.cast(b, dtype), shape), flat)
+    zero = ctx.scalar(0, dtype)
+    is_zero = op.Equal(g, zero)
+    out = op.Abs(op.Mul(op.Div(a, op.Where(is_zero, ctx.scalar(1, dtype), g)), b))
+    return op.Reshape(op.Where(is_zero, zero, out), shape)
