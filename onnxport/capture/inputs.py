@@ -165,7 +165,7 @@ def _make(s: InputSpec, shape: list[int], sizes: dict, gen: torch.Generator, val
         return out.to(s.dtype)
     low, high = s.plausible_range() if values == "range" else (s.low, s.high)
     info = torch.iinfo(s.dtype)
-    low, high = max(low, info.min), min(high, info.max)
+    low, high = max(low, info.min), min(high, info.max - 1)  # high + 1 must fit the dtype too
     out = torch.randint(low, high + 1, shape, generator=gen)
     if values == "range" and out.numel():  # both ends of the range, once each
         out.view(-1)[0] = high

@@ -80,6 +80,13 @@ def test_range_values_span_a_declared_range_or_stretch_the_example():
     assert set(make_inputs([flags], {"batch": 40}, values="range")["attention_mask"].tolist()) == {0, 1}
 
 
+def test_ranges_near_the_dtype_limits_are_made():
+    near = InputSpec("k", torch.int64, ("batch",), low=-(1 << 62), high=(1 << 62) + 5)  # 4x past it overflows int64
+    for values in ("example", *VALUE_KINDS):
+        k = make_inputs([near], {"batch": 50}, values=values)["k"]
+        assert k.dtype == torch.int64 and int(k.min()) >= torch.iinfo(torch.int64).min
+
+
 def test_divisors_stay_nonzero_in_every_kind():
     spec = InputSpec("d", torch.int64, ("batch",), low=-3, high=3, nonzero=True)
     for values in ("example", *VALUE_KINDS):
