@@ -10,13 +10,13 @@ exp(-x) sqrt(x) I(x) on (8, inf), of K on [0, 2] and (2, inf), with Cephes' coef
 
 from __future__ import annotations
 
-import onnx_ir as ir
 import torch
 
+from onnxport.translate.ops._double import const as _c
+from onnxport.translate.ops._double import in_double as _unary
 from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
-F64 = ir.DataType.DOUBLE
 
 # Cephes i0.c, i1.c, k0.c, k1.c Chebyshev coefficients (as in ATen/native/Math.h)
 _I0E_A = (
@@ -87,10 +87,6 @@ _K1_B = (
 )
 
 
-def _c(ctx, v):
-    return ctx.scalar(float(v), F64)
-
-
 def _chbevl(ctx, y, coefficients):
     """Cephes chbevl: sum' c_i T_i(y / 2) by Clenshaw's recurrence."""
     op = ctx.op
@@ -122,11 +118,6 @@ def _i1e(ctx, x):
     small, big, is_small = _scaled_i(ctx, ax, _I1E_A, _I1E_B)
     out = op.Where(is_small, op.Mul(small, ax), big)
     return op.Where(op.Less(x, _c(ctx, 0.0)), op.Neg(out), out)
-
-
-def _unary(ctx, x, fn):
-    x = x if isinstance(x, ir.Value) else ctx.scalar(x, ctx.out_dtype)
-    return ctx.cast(fn(ctx, ctx.cast(x, F64)), ctx.out_dtype)
 
 
 @translates(aten.i0.default, aten.special_modified_bessel_i0.default)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 
-import onnx_ir as ir
 import torch
 
+from onnxport.translate.ops._double import const as _c
+from onnxport.translate.ops._double import in_double
+from onnxport.translate.ops._double import polevl as _poly
 from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
-F64 = ir.DataType.DOUBLE
 
 # Cephes j0.c / j1.c coefficients, highest power first
 _J0_PP = (
@@ -79,26 +80,6 @@ _J1_RQ = (
     22151159547.97925, 4749141220799.914, 784369607876235.9,
     8.952223361846274e+16, 5.322786203326801e+18,
 )
-_Y0_PP = (
-    0.0007969367292973471, 0.08283523921074408, 1.239533716464143,
-    5.447250030587687, 8.74716500199817, 5.303240382353949,
-    1.0,
-)
-_Y0_PQ = (
-    0.0009244088105588637, 0.08562884743544745, 1.2535274390105895,
-    5.470977403304171, 8.761908832370695, 5.306052882353947,
-    1.0,
-)
-_Y0_QP = (
-    -0.011366383889846916, -1.2825271867050931, -19.553954425773597,
-    -93.20601521237683, -177.68116798048806, -147.07750515495118,
-    -51.41053267665993, -6.050143506007285,
-)
-_Y0_QQ = (
-    64.3178256118178, 856.4300259769806, 3882.4018360540163,
-    7240.467741956525, 5930.727011873169, 2062.0933166032783,
-    242.0057402402914,
-)
 _Y0_YP = (
     15592.436785523574, -14663929.59039716, 5435264770.518765,
     -982136065717.9115, 87590639439536.7, -3466283033847297.0,
@@ -108,26 +89,6 @@ _Y0_YQ = (
     1041.2835366425984, 626107.330137135, 268919633.39381415,
     86400248710.3935, 20297961275010.555, 3171577528429750.5,
     2.5059625617265306e+17,
-)
-_Y1_PP = (
-    0.0007621256162081731, 0.07313970569409176, 1.1271960812968493,
-    5.112079511468076, 8.424045901417724, 5.214515986823615,
-    1.0,
-)
-_Y1_PQ = (
-    0.0005713231280725487, 0.06884559087544954, 1.105142326340617,
-    5.073863861286015, 8.399855543276042, 5.209828486823619,
-    1.0,
-)
-_Y1_QP = (
-    0.05108625947501766, 4.982138729512334, 75.82382841325453,
-    366.7796093601508, 710.8563049989261, 597.4896124006136,
-    211.68875710057213, 25.207020585802372,
-)
-_Y1_QQ = (
-    74.23732770356752, 1056.4488603826283, 4986.410583376536,
-    9562.318924047562, 7997.041604473507, 2826.1927851763908,
-    336.0936078106983,
 )
 _Y1_YP = (
     1263204747.9017804, -647355876379.1603, 114509511541823.73,
@@ -140,26 +101,13 @@ _Y1_YQ = (
 )
 
 
-def _c(ctx, v):
-    return ctx.scalar(float(v), F64)
-
-
-def _poly(ctx, x, coefficients):
-    out = _c(ctx, coefficients[0])
-    for c in coefficients[1:]:
-        out = ctx.op.Add(ctx.op.Mul(out, x), _c(ctx, c))
-    return out
-
-
 def _hankel(ctx, x, order: int, second_kind: bool):
-    """Cephes' form for x > 5 (x is kept >= 5 by the caller)."""
+    """Cephes' form for x > 5 (x is kept >= 5 by the caller); Y0 / Y1 share J0 / J1's P and Q."""
     op = ctx.op
     p = _J0_PP if order == 0 else _J1_PP
     pq = _J0_PQ if order == 0 else _J1_PQ
     qp = _J0_QP if order == 0 else _J1_QP
     qq = _J0_QQ if order == 0 else _J1_QQ
-    if second_kind:  # Y0 / Y1 share J's P and Q
-        p, pq, qp, qq = ((_Y0_PP, _Y0_PQ, _Y0_QP, _Y0_QQ) if order == 0 else (_Y1_PP, _Y1_PQ, _Y1_QP, _Y1_QQ))
     w = op.Div(_c(ctx, 25.0), op.Mul(x, x))
     big_p = op.Div(_poly(ctx, w, p), _poly(ctx, w, pq))
     big_q = op.Mul(op.Div(_c(ctx, 5.0), x), op.Div(_poly(ctx, w, qp), _poly(ctx, w, qq)))
@@ -210,30 +158,25 @@ def _y(ctx, x, order: int):
     return op.Where(op.Less(x, _c(ctx, 0.0)), _c(ctx, math.nan), out)
 
 
-def _unary(ctx, x, fn):
-    x = x if isinstance(x, ir.Value) else ctx.scalar(x, ctx.out_dtype)
-    return ctx.cast(fn(ctx.cast(x, F64)), ctx.out_dtype)
-
-
 @translates(aten.special_bessel_j0.default)
 def special_bessel_j0(ctx, x):
     """special_bessel_j0(Tensor self) = J0(x), Cephes j0 in double precision."""
-    return _unary(ctx, x, lambda v: _j(ctx, v, 0))
+    return in_double(ctx, x, lambda c, v: _j(c, v, 0))
 
 
 @translates(aten.special_bessel_j1.default)
 def special_bessel_j1(ctx, x):
     """special_bessel_j1(Tensor self) = J1(x), odd in x, Cephes j1 in double precision."""
-    return _unary(ctx, x, lambda v: _j(ctx, v, 1))
+    return in_double(ctx, x, lambda c, v: _j(c, v, 1))
 
 
 @translates(aten.special_bessel_y0.default)
 def special_bessel_y0(ctx, x):
     """special_bessel_y0(Tensor self) = Y0(x): -inf at 0, NaN below; Cephes y0 in double precision."""
-    return _unary(ctx, x, lambda v: _y(ctx, v, 0))
+    return in_double(ctx, x, lambda c, v: _y(c, v, 0))
 
 
 @translates(aten.special_bessel_y1.default)
 def special_bessel_y1(ctx, x):
     """special_bessel_y1(Tensor self) = Y1(x): -inf at 0, NaN below; Cephes y1 in double precision."""
-    return _unary(ctx, x, lambda v: _y(ctx, v, 1))
+    return in_double(ctx, x, lambda c, v: _y(c, v, 1))

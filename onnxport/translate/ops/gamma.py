@@ -14,32 +14,20 @@ from __future__ import annotations
 
 import math
 
-import onnx_ir as ir
 import torch
 
+from onnxport.translate.ops._double import const as _c
+from onnxport.translate.ops._double import polevl
+from onnxport.translate.ops._double import to_double as _f64
 from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
-F64 = ir.DataType.DOUBLE
 _SHIFT = 10  # the recurrences move the argument to z + 10, where the asymptotic series converge to double accuracy
-
-
-def _f64(ctx, x):
-    if not isinstance(x, ir.Value):
-        return ctx.scalar(float(x), F64)
-    return ctx.cast(x, F64)
-
-
-def _c(ctx, v):
-    return ctx.scalar(v, F64)
 
 
 def _horner(ctx, z, coefficients):
     """coefficients[0] + coefficients[1] * z + ... (highest power last)."""
-    out = _c(ctx, coefficients[-1])
-    for c in reversed(coefficients[:-1]):
-        out = ctx.op.Add(ctx.op.Mul(out, z), _c(ctx, c))
-    return out
+    return polevl(ctx, z, coefficients[::-1])
 
 
 def _sin_pi_frac(ctx, x):

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 
-import onnx_ir as ir
 import torch
 
+from onnxport.translate.ops._double import F64
+from onnxport.translate.ops._double import const as _c
+from onnxport.translate.ops._double import polevl as _polevl
 from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
-F64 = ir.DataType.DOUBLE
 _EXP_M2 = 0.13533528323661269189  # exp(-2), where Cephes switches to the tail approximations
 
 # Cephes ndtri.c: P0 / Q0 on |p - 1/2| <= 3/8, P1 / Q1 and P2 / Q2 in z = sqrt(-2 log p) for z < 8 and z >= 8,
@@ -52,17 +53,6 @@ _Q2 = (
     0.21623699359449663, 0.013420400608854318, 0.00032801446468212774, 2.8924786474538068e-06,
     6.790194080099813e-09,
 )
-
-
-def _c(ctx, v):
-    return ctx.scalar(float(v), F64)
-
-
-def _polevl(ctx, x, coefficients):
-    out = _c(ctx, coefficients[0])
-    for c in coefficients[1:]:
-        out = ctx.op.Add(ctx.op.Mul(out, x), _c(ctx, c))
-    return out
 
 
 def _ndtri_f64(ctx, p, q):
