@@ -16,11 +16,10 @@ import itertools
 import numpy as np
 import onnx_ir as ir
 import torch
-from torch._C import DispatchKey
 
 from onnxport.errors import TranslationError, UnsupportedOpError
 from onnxport.translate import dtypes
-from onnxport.translate.ops._common import axes_const
+from onnxport.translate.ops._common import axes_const, tracing_kernels
 from onnxport.translate.ops.conv import expand_param
 from onnxport.translate.registry import during_capture, translates
 
@@ -454,14 +453,5 @@ def max_pool1d_stays_symbolic():
     dynamic time axis to the example's size; the ``with_indices`` form keeps it symbolic. Eager
     execution is unchanged (the kernel is consulted only by torch's Python dispatcher while tracing).
     """
-    op = torch.ops.aten.max_pool1d.default
-    saved = dict(op.py_kernels)
-    op.py_kernels[DispatchKey.CompositeImplicitAutograd] = _max_pool1d_by_indices
-    op.py_kernels[DispatchKey.Autograd] = _max_pool1d_by_indices
-    op._dispatch_cache.clear()
-    try:
+    with tracing_kernels({torch.ops.aten.max_pool1d.default: _max_pool1d_by_indices}):
         yield
-    finally:
-        op.py_kernels.clear()
-        op.py_kernels.update(saved)
-        op._dispatch_cache.clear()

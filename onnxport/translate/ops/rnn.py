@@ -34,9 +34,9 @@ import contextlib
 import numpy as np
 import onnx_ir as ir
 import torch
-from torch._C import DispatchKey
 
 from onnxport.errors import TranslationError, UnsupportedOpError
+from onnxport.translate.ops._common import tracing_kernels
 from onnxport.translate.registry import during_capture, translates
 
 aten = torch.ops.aten
@@ -89,23 +89,14 @@ def keep_recurrent_ops():
     ``UnsupportedOpError``; restores everything on exit. Eager execution does not use these
     kernels (they are consulted only by torch's Python dispatcher during tracing).
     """
-    saved = {}
-    for op, fn in _SHAPE_KERNELS.items():
-        saved[op] = dict(op.py_kernels)
-        op.py_kernels[DispatchKey.CompositeImplicitAutograd] = fn
-        op.py_kernels[DispatchKey.Autograd] = fn
-        op._dispatch_cache.clear()
     vf = torch._VF
     had_pack = "_pack_padded_sequence" in vf.__dict__
     old_pack = vf.__dict__.get("_pack_padded_sequence")
     vf._pack_padded_sequence = _packed_unsupported
     try:
-        yield
+        with tracing_kernels(_SHAPE_KERNELS):
+            yield
     finally:
-        for op, kernels in saved.items():
-            op.py_kernels.clear()
-            op.py_kernels.update(kernels)
-            op._dispatch_cache.clear()
         if had_pack:
             vf._pack_padded_sequence = old_pack
         else:

@@ -14,9 +14,9 @@ import contextlib
 
 import onnx_ir as ir
 import torch
-from torch._C import DispatchKey
 
 from onnxport.errors import UnsupportedOpError
+from onnxport.translate.ops._common import tracing_kernels
 from onnxport.translate.registry import during_capture, translates
 
 aten = torch.ops.aten
@@ -112,14 +112,5 @@ def keep_affine_grid():
     pins dynamic sizes to the example's; the kernel used instead only gives the output shape.
     Eager execution does not use it (it is consulted only by torch's Python dispatcher).
     """
-    op = aten.affine_grid_generator.default
-    saved = dict(op.py_kernels)
-    op.py_kernels[DispatchKey.CompositeImplicitAutograd] = _affine_grid_shape
-    op.py_kernels[DispatchKey.Autograd] = _affine_grid_shape
-    op._dispatch_cache.clear()
-    try:
+    with tracing_kernels({aten.affine_grid_generator.default: _affine_grid_shape}):
         yield
-    finally:
-        op.py_kernels.clear()
-        op.py_kernels.update(saved)
-        op._dispatch_cache.clear()
