@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         import onnxruntime
 
         total = sum(r["full"] for r in rows)
-        lines = [f"# Seconds of the default validate() per model\n",
+        lines = ["# Seconds of the default validate() per model\n",
                  f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC by "
                  f"`python benchmarks/validation_speed.py` on {os.cpu_count()} cores, one torch thread; torch "
                  f"{torch.__version__}, onnxruntime {onnxruntime.__version__}. {len(rows)} models: "

@@ -131,8 +131,8 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
     """
     guards: list[G.Guard] = []
     variables = dict(variables)
-    for symbol, var in list(variables.items()):
-        vr = program.range_constraints.get(symbol)
+    for sym, var in list(variables.items()):
+        vr = program.range_constraints.get(sym)
         if vr is None:
             continue
         lower, upper = int(vr.lower), int_oo_or_none(vr.upper)
@@ -141,12 +141,12 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
         ceiling = min([h for h in (var.hi, given_hi) if h is not None], default=None)
         if not (lower > floor or (upper is not None and (ceiling is None or upper < ceiling))):
             continue
-        mine = [e for e in events if e.kind == "range" and e.symbol == symbol]
+        mine = [e for e in events if e.kind == "range" and e.symbol == sym]
         if not mine:
-            mine = [GuardEvent("range", symbol=symbol, lower=lower, upper=vr.upper)]
+            mine = [GuardEvent("range", symbol=sym, lower=lower, upper=vr.upper)]
         n = narrowing(var, mine)
         guards += n.guards
-        variables[symbol] = dataclasses.replace(var, lo=n.promised[0], hi=n.promised[1])
+        variables[sym] = dataclasses.replace(var, lo=n.promised[0], hi=n.promised[1])
     env = _shape_env(program)
     subs = relation_substitutions(variables, relations or {})
     conditions = []

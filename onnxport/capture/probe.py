@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from onnxport.capture.captured import Captured
-from onnxport.capture.guards import Guard, SizeVar, range_error
+from onnxport.capture.guards import Guard, range_error
 from onnxport.capture.inputs import dim_examples, dim_names, inputs_like_example
 from onnxport.capture.relations import evaluate
 from onnxport.errors import last_user_frame

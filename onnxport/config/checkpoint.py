@@ -71,8 +71,8 @@ def _unreadable(path: str, e: Exception) -> CheckpointError:
         name = refused.group(1)
         return CheckpointError(
             f"checkpoint {path} holds a pickled {name} object, which weights-only loading refuses",
-            hint=f"save only tensors: torch.save(model.state_dict(), path); if you trust the file, load it with "
-                 f"torch.load(path, weights_only=False) and save its state_dict()", detail=text)
+            hint="save only tensors: torch.save(model.state_dict(), path); if you trust the file, load it with "
+                 "torch.load(path, weights_only=False) and save its state_dict()", detail=text)
     if "central directory" in text or "zip archive" in text or isinstance(e, EOFError):
         return CheckpointError(f"checkpoint {path} is damaged or truncated (not a complete torch.save file)",
                                hint="save or copy it again", detail=text)

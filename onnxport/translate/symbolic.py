@@ -13,7 +13,6 @@ from typing import Any, Sequence
 import numpy as np
 import onnx_ir as ir
 import sympy
-import torch
 
 from onnxport.capture.captured import expr_of  # noqa: F401  (translations read it from here)
 

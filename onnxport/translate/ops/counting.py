@@ -8,7 +8,6 @@ unbacked sizes, which the ONNX model computes at run time.
 
 from __future__ import annotations
 
-import operator
 
 import numpy as np
 import onnx_ir as ir
