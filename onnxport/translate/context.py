@@ -12,6 +12,8 @@ from typing import Any, Sequence
 import numpy as np
 import onnx_ir as ir
 import torch
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
 from onnxport.metadata import SOURCE_KEY
 from onnxport.translate import dtypes, symbolic
@@ -43,11 +45,13 @@ class TranslationContext:
         dim_namer: renders a sympy dimension expression as an int or a dim_param string
             (``program.DimNamer``); defaults to the parent's.
         registry: the export's ``translate.registry.Registry``; defaults to the parent's.
+        size_floors: torch's size symbol -> the least size the export promises for it
+            (``may_be_empty``); defaults to the parent's.
     """
 
     def __init__(self, opset: int, *, parent: "TranslationContext | None" = None,
                  functions: dict | None = None, options: dict | None = None, name: str = "main",
-                 dim_namer: Any = None, registry: Any = None):
+                 dim_namer: Any = None, registry: Any = None, size_floors: dict | None = None):
         self.opset = opset
         self.parent = parent
         self.name = name
@@ -57,6 +61,7 @@ class TranslationContext:
         self.options = options or {}
         self.dim_namer = dim_namer if dim_namer is not None or parent is None else parent.dim_namer
         self.registry = registry if registry is not None or parent is None else parent.registry
+        self.size_floors = size_floors if size_floors is not None or parent is None else parent.size_floors
         self.op = _OpBuilder(self)
         self.current_node: torch.fx.Node | None = None
         self._source: str | None = None
@@ -138,6 +143,25 @@ class TranslationContext:
         out.type = ir.TensorType(dtype)
         out.shape = value.shape
         return out
+
+    def may_be_empty(self, size: Any) -> bool:
+        """Whether a traced size (an int or a ``torch.SymInt`` of ``node.meta["val"]``) may be 0
+        within the sizes the export holds for: a static size is read as is; a size expression is
+        bounded (torch's ``bound_sympy``) with each dimension from the least size the export
+        promises for it (``Captured.variables``), so ``height // 2`` with ``height >= 4`` is never
+        0. A symbol the export promises nothing for may be 0. Translations guard a reduction or a
+        scan for the empty case only where it can happen."""
+        if isinstance(size, int):
+            return size == 0
+        expr = getattr(getattr(size, "node", None), "expr", None)
+        floors = self.size_floors or {}
+        if expr is None or not expr.free_symbols or not expr.free_symbols <= floors.keys():
+            return True
+        try:
+            low = bound_sympy(expr, {s: ValueRanges(floors[s], int_oo) for s in expr.free_symbols}).lower
+        except Exception:  # noqa: BLE001 - an expression torch cannot bound may be 0
+            return True
+        return not (low.is_number and low >= 1)
 
     # ------------------------------------------------------------------ metadata of the FX node
     def set_current(self, node: torch.fx.Node | None, source: str | None) -> None:

@@ -87,7 +87,8 @@ def build_model(captured: Captured, *, opset: int, registry: Registry, input_nam
     """
     program = captured.program
     namer = DimNamer()
-    ctx = TranslationContext(opset, options=options or {}, dim_namer=namer, registry=registry)
+    ctx = TranslationContext(opset, options=options or {}, dim_namer=namer, registry=registry,
+                             size_floors={s: v.lo for s, v in captured.variables.items()})
     graph_nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     inputs: list[ir.Value] = []
     initializers: list[ir.Value] = []

@@ -98,19 +98,29 @@ def _select(ctx, flag: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
     return ctx.op.Where(flag, a, b)
 
 
-def _guard_empty(ctx, init: list, xs: list, axes: list[int], out_axes: list[int], make_scan) -> list:
+def _traced(fx_nodes: list) -> Any:
+    """The fake tensor of the first FX node of ``fx_nodes``, or None."""
+    first = fx_nodes[0] if fx_nodes else None
+    return first.meta.get("val") if isinstance(first, torch.fx.Node) else None
+
+
+def _guard_empty(ctx, init: list, xs: list, axes: list[int], out_axes: list[int], make_scan,
+                 traced: Any = None) -> list:
     """``make_scan(ctx, xs)`` (the Scan node's outputs: carries then stacked outputs), made to
     accept a scan length of 0, which onnxruntime's Scan refuses (it cannot slice an empty axis).
 
     When the length ``L`` along ``axes[0]`` of ``xs[0]`` is not a static nonzero size, the scanned
     inputs get one row of ones appended when ``L == 0`` (so the Scan runs once), the stacked
     outputs keep their first ``L`` rows along ``out_axes`` and the carries are the initial ones
-    when ``L == 0``: what a loop of no iterations gives.
+    when ``L == 0``: what a loop of no iterations gives. ``traced``: the FX fake tensor of the first
+    scanned input (scanned along its axis 0); no guard where the export promises ``L >= 1``.
     """
     if not xs:
         return make_scan(ctx, xs)
     length = xs[0].shape[axes[0]] if xs[0].shape is not None else None
     if isinstance(length, int) and length > 0:
+        return make_scan(ctx, xs)
+    if isinstance(traced, torch.Tensor) and traced.dim() > 0 and not ctx.may_be_empty(traced.shape[0]):
         return make_scan(ctx, xs)
     n = len(init)
     steps = ctx.dim(xs[0], axes[0])
@@ -165,7 +175,7 @@ def scan(ctx, combine_fn, init, xs, additional_inputs=()):
                          _outputs=n + k)
         return [outs] if n + k == 1 else list(outs)
 
-    outs = _guard_empty(ctx, init, xs, axes, out_axes, make_scan)
+    outs = _guard_empty(ctx, init, xs, axes, out_axes, make_scan, _traced(fx_xs))
     for j, (chain, axis, direction) in enumerate(out_forms):
         if axis or direction:
             # the Scan output already is the value of the chain's last node: bind the chain to it
@@ -257,7 +267,8 @@ def map_impl(ctx, f, xs, args=()):
         outs = c.op.Scan(*xs_, body=graph, num_scan_inputs=m, _outputs=k)
         return [outs] if k == 1 else list(outs)
 
-    return _guard_empty(ctx, [], xs, [0] * m, [0] * k, make_scan)
+    fx_xs = list(ctx.current_node.args[1]) if ctx.current_node is not None else []
+    return _guard_empty(ctx, [], xs, [0] * m, [0] * k, make_scan, _traced(fx_xs))
 
 
 @translates(hop.wrap_with_set_grad_enabled)

@@ -64,20 +64,31 @@ def sum_(ctx, x, dim=None, keepdim=False, dtype=None):
     return reduce(ctx, "ReduceSum", _in_out_dtype(ctx, x), dim, keepdim)
 
 
-def _may_be_empty(x: ir.Value, axes: list[int] | None) -> bool:
-    """True unless every reduced axis of ``x`` has a static nonzero size (a dynamic size may be
-    0 at run time)."""
+def _may_be_empty(ctx, x: ir.Value, axes: list[int] | None) -> bool:
+    """True unless every reduced axis of ``x`` has a static nonzero size or, read from the FX
+    node's first input (same rank), a dynamic size the export promises from 1 on
+    (``TranslationContext.may_be_empty``)."""
     if x.shape is None:
         return True
     dims = list(x.shape)
-    return not all(isinstance(dims[a], int) and dims[a] > 0 for a in (range(len(dims)) if axes is None else axes))
+    node = ctx.current_node
+    first = node.args[0] if node is not None and node.args else None
+    traced = first.meta.get("val") if isinstance(first, torch.fx.Node) else None
+    sizes = list(traced.shape) if isinstance(traced, torch.Tensor) and traced.dim() == len(dims) else None
+
+    def empty(a: int) -> bool:
+        if isinstance(dims[a], int):
+            return dims[a] == 0
+        return sizes is None or ctx.may_be_empty(sizes[a])
+
+    return any(empty(a) for a in (range(len(dims)) if axes is None else axes))
 
 
 def mean_over(ctx, x: ir.Value, dim, keepdim: bool, rank: int | None = None) -> ir.Value:
     """The mean of float ``x`` over ``dim``: ONNX ReduceMean where no reduced axis can be empty,
     else sum / count, NaN over an empty axis as in PyTorch (onnxruntime's ReduceMean gives 0)."""
     rank = ctx.rank(x) if rank is None else rank
-    if rank == 0 or not _may_be_empty(x, _axes(rank, dim)):
+    if rank == 0 or not _may_be_empty(ctx, x, _axes(rank, dim)):
         return reduce(ctx, "ReduceMean", x, dim, keepdim, rank=rank)
     total = reduce(ctx, "ReduceSum", x, dim, keepdim, rank=rank)
     count = ctx.op.Div(ctx.op.Size(x), ctx.op.Max(ctx.op.Size(total), ctx.scalar(1, I64)))

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from exportcheck import check_export, Fn
+from exportcheck import check_export, count_ops, Fn
 
 DYN = {"x": {0: "batch", 1: "n"}}
 
@@ -181,3 +181,18 @@ def test_norms_of_a_0d_tensor_are_its_absolute_value(value):
     fn = lambda t: (torch.linalg.vector_norm(t), torch.linalg.vector_norm(t, ord=1), t.norm(),  # noqa: E731
                     torch.masked.norm(t, 2, mask=t > -10), torch.linalg.vector_norm(t, ord=3))
     check_export(Fn(fn), (torch.tensor(value),))
+
+
+@pytest.mark.parametrize("low", [0, 1])
+def test_mean_guards_the_empty_axis_only_where_the_export_promises_size_0(low):
+    n = torch.export.Dim("n", min=low)
+    result = check_export(Fn(lambda t: t.mean(0)), (torch.randn(4, 3),), {"x": {0: n}},
+                          sizes=[{"n": low}, {"n": 7}])
+    assert (count_ops(result, "ReduceMean"), count_ops(result, "ReduceSum")) == ((0, 1) if low == 0 else (1, 0))
+
+
+def test_mean_over_a_derived_size_the_export_keeps_nonzero_needs_no_guard():
+    n = torch.export.Dim("n", min=4)  # the pooled axis is n // 2 >= 2
+    fn = lambda t: torch.nn.functional.max_pool1d(t, 2).mean(-1)  # noqa: E731
+    result = check_export(Fn(fn), (torch.randn(2, 3, 8),), {"x": {2: n}}, sizes=[{"n": 4}, {"n": 5}, {"n": 13}])
+    assert (count_ops(result, "ReduceMean"), count_ops(result, "ReduceSum")) == (1, 0)

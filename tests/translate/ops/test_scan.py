@@ -327,3 +327,12 @@ def test_body_returning_its_input_asks_for_clone():
     err = info.value
     assert ".clone()" in err.hint and "y" in err.hint
     assert err.where is not None and "test_scan.py" in err.where and "higher_order.scan" in err.where
+
+
+@pytest.mark.parametrize("low", [0, 1])
+def test_zero_length_guard_only_where_the_export_promises_length_0(low):
+    x_rows, y_rows, dim = Dim("x_rows", min=low), Dim("y_rows"), Dim("dim")
+    result = check_export(PairwiseDistance(), (torch.randn(3, 4), torch.randn(5, 4)),
+                          {"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}},
+                          sizes=[{"x_rows": low, "y_rows": 2, "dim": 4}, {"x_rows": 6, "y_rows": 3, "dim": 5}])
+    assert count_ops(result, "Pad") == (1 if low == 0 else 0)
