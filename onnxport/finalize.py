@@ -3,6 +3,8 @@ unused opsets, record the adopted constraints, and check the result with the ONN
 
 from __future__ import annotations
 
+from typing import Any
+
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
@@ -47,15 +49,31 @@ def finalize(model: ir.Model, *, inline: bool = False, constraints: list[str] | 
 def _lift_function_constants(model: ir.Model) -> None:
     """The Constant nodes of a local function become inputs of the function, which every call
     passes from a main-graph initializer (a call inside a Scan/If/Loop body reads it from the outer
-    scope): fewer nodes, and equal constants of several functions shared. A function called from
-    inside another function keeps its constants (its caller has no initializers to pass)."""
-    calls: dict[tuple, list[ir.Node]] = {}
-    for node in ir.traversal.RecursiveGraphIterator(model.graph):
-        calls.setdefault((node.domain, node.op_type, node.overload), []).append(node)
-    nested = {(n.domain, n.op_type, n.overload) for f in model.functions.values()
-              for n in ir.traversal.RecursiveGraphIterator(f)}
+    scope; a call inside another function passes an input that function gains in turn): fewer
+    nodes, and equal constants of several functions shared."""
+    calls: dict[tuple, list[tuple[ir.Node, tuple | None]]] = {}
+    owners: list[tuple[Any, tuple | None]] = [(model.graph, None)]
+    owners += [(f, key) for key, f in model.functions.items()]
+    for graph_like, owner in owners:
+        for node in ir.traversal.RecursiveGraphIterator(graph_like):
+            if (node.domain, node.op_type, node.overload) in model.functions:
+                calls.setdefault((node.domain, node.op_type, node.overload), []).append((node, owner))
+    passed: dict[tuple[tuple, str], ir.Value] = {}  # (function, initializer name) -> its input
+
+    def pass_down(key: tuple, init: ir.Value, name: str | None = None) -> ir.Value:
+        """The input of function ``key`` carrying ``init``, added (and passed by its callers) once."""
+        if (key, init.name) not in passed:
+            function = model.functions[key]
+            param = ir.Value(name=name or init.name, type=init.type, shape=init.shape)
+            function.inputs.append(param)
+            passed[(key, init.name)] = param
+            for call, owner in calls.get(key, []):
+                call.resize_inputs(len(call.inputs) + 1)
+                call.replace_input_with(len(call.inputs) - 1, init if owner is None else pass_down(owner, init))
+        return passed[(key, init.name)]
+
     for key, function in model.functions.items():
-        if key in nested or key not in calls:
+        if key not in calls:
             continue
         for node in [n for n in function if n.op_type == "Constant" and n.domain in ("", "ai.onnx")]:
             attr = node.attributes.get("value")
@@ -65,13 +83,8 @@ def _lift_function_constants(model: ir.Model) -> None:
             init = ir.Value(name=name, const_value=attr.value, type=ir.TensorType(attr.value.dtype),
                             shape=ir.Shape(attr.value.shape))
             model.graph.register_initializer(init)
-            param = ir.Value(name=node.outputs[0].name, type=node.outputs[0].type, shape=node.outputs[0].shape)
-            function.inputs.append(param)
-            node.outputs[0].replace_all_uses_with(param)
+            node.outputs[0].replace_all_uses_with(pass_down(key, init, node.outputs[0].name))
             function.remove(node, safe=True)
-            for call in calls[key]:
-                call.resize_inputs(len(call.inputs) + 1)
-                call.replace_input_with(len(call.inputs) - 1, init)
 
 
 def _restore_output_types(model: ir.Model) -> None:
