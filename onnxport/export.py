@@ -157,7 +157,8 @@ def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, op
             captured = dataclasses.replace(captured, program=decomposed.program)
     with step("translate"):
         ir_model = build_model(captured, opset=opset, registry=registry, input_names=input_names,
-                               output_names_=output_names, options={"inline": inline})
+                               output_names_=output_names,
+                               options={"inline": inline, "rewritten_loops": rewrite_control_flow})
     if optimize:
         with step("optimize"):
             run_passes(ir_model, opset)

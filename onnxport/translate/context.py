@@ -41,7 +41,8 @@ class TranslationContext:
         opset: the ONNX default-domain opset version targeted (18 or newer).
         parent: the context of the enclosing graph for control-flow bodies, or None.
         functions: shared dict (domain, name) -> ``onnx_ir.Function`` of local functions emitted so far.
-        options: export options (``inline``...) shared by nested contexts.
+        options: export options shared by nested contexts: ``inline`` (bodies inlined), ``rewritten_loops``
+            (the model went through ``rewrite_control_flow``: its scans may come from Python loops).
         dim_namer: renders a sympy dimension expression as an int or a dim_param string
             (``program.DimNamer``); defaults to the parent's.
         registry: the export's ``translate.registry.Registry``; defaults to the parent's.

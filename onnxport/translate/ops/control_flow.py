@@ -109,13 +109,16 @@ def _guard_empty(ctx, init: list, xs: list, axes: list[int], out_axes: list[int]
     """``make_scan(ctx, xs)`` (the Scan node's outputs: carries then stacked outputs), made to
     accept a scan length of 0, which onnxruntime's Scan refuses (it cannot slice an empty axis).
 
-    When the length ``L`` along ``axes[0]`` of ``xs[0]`` is not a static nonzero size, the scanned
-    inputs get one row of ones appended when ``L == 0`` (so the Scan runs once), the stacked
-    outputs keep their first ``L`` rows along ``out_axes`` and the carries are the initial ones
-    when ``L == 0``: what a loop of no iterations gives. ``traced``: the FX fake tensor of the first
-    scanned input (scanned along its axis 0); no guard where the export promises ``L >= 1``.
+    Only a scan made from a Python loop by ``rewrite_control_flow`` is guarded: the loop runs zero
+    times at length 0, while PyTorch's own ``scan`` and ``map`` raise there (a model that raises in
+    onnxruntime where PyTorch raises needs no guard). When the length ``L`` along ``axes[0]`` of
+    ``xs[0]`` is not a static nonzero size, the scanned inputs get one row of ones appended when
+    ``L == 0`` (so the Scan runs once), the stacked outputs keep their first ``L`` rows along
+    ``out_axes`` and the carries are the initial ones when ``L == 0``: what a loop of no iterations
+    gives. ``traced``: the FX fake tensor of the first scanned input (scanned along its axis 0); no
+    guard where the export promises ``L >= 1``.
     """
-    if not xs:
+    if not xs or not ctx.options.get("rewritten_loops"):
         return make_scan(ctx, xs)
     length = xs[0].shape[axes[0]] if xs[0].shape is not None else None
     if isinstance(length, int) and length > 0:
@@ -267,8 +270,8 @@ def map_impl(ctx, f, xs, args=()):
         outs = c.op.Scan(*xs_, body=graph, num_scan_inputs=m, _outputs=k)
         return [outs] if k == 1 else list(outs)
 
-    fx_xs = list(ctx.current_node.args[1]) if ctx.current_node is not None else []
-    return _guard_empty(ctx, [], xs, [0] * m, [0] * k, make_scan, _traced(fx_xs))
+    # no guard for a length of 0: PyTorch's map raises there ("Leading dimensions of mapped xs cannot be 0")
+    return make_scan(ctx, xs)
 
 
 @translates(hop.wrap_with_set_grad_enabled)

@@ -1,9 +1,9 @@
 """scan -> ONNX Scan: carries, several scanned inputs and outputs, dim/reverse, additional inputs
 (tensors, parameters, buffers, SymInts), nested scans, one function per distinct body, aliasing.
 
-torch's scan needs at least one step (eager raises on a length-0 scanned axis); the ONNX model
-returns what a loop of no iterations gives (the initial carries, 0 stacked rows), checked against
-the Python loop.
+torch's scan needs at least one step (eager raises on a length-0 scanned axis), and so does the
+ONNX Scan made from it (no guard); a scan made from a Python loop by ``rewrite_control_flow`` returns
+what the loop gives after no iterations (the initial carries, 0 stacked rows), checked against it.
 """
 
 import numpy as np
@@ -81,50 +81,67 @@ def _loop_distances(x, y):
     return dist
 
 
+class LoopDistances(torch.nn.Module):
+    def forward(self, x, y):
+        dist = torch.empty(x.shape[0], y.shape[0])
+        for i in range(x.shape[0]):
+            dist[i, :] = torch.sqrt(((y - x[i:i + 1]) ** 2).sum(1))
+        return dist
+
+
+def _session(result):
+    return ort.InferenceSession(result.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
 @pytest.mark.parametrize("inline,optimize", MODES)
-def test_zero_length_scan_gives_the_empty_result(inline, optimize):
+def test_zero_length_rewritten_loop_gives_the_empty_result(inline, optimize):
     # onnxruntime's Scan cannot slice a 0-length axis; the Python loop returns an empty [0, y_rows]
     x_rows, y_rows, dim = Dim("x_rows"), Dim("y_rows"), Dim("dim")
-    result = onnxport.to_onnx(PairwiseDistance(), (torch.randn(3, 4), torch.randn(5, 4)),
+    result = onnxport.to_onnx(LoopDistances(), (torch.randn(3, 4), torch.randn(5, 4)),
                               dynamic_shapes={"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}},
-                              inline=inline, optimize=optimize)
-    session = ort.InferenceSession(result.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
+                              rewrite_control_flow=True, inline=inline, optimize=optimize)
+    assert len(_scan_nodes(result)) == 1
+    session = _session(result)
     for nx, ny, d in [(0, 5, 4), (0, 1, 17), (1, 3, 4), (6, 2, 3)]:
         x, y = torch.randn(nx, d), torch.randn(ny, d)
         (got,) = session.run(None, {"x": x.numpy(), "y": y.numpy()})
-        expected = _loop_distances(x, y).numpy()
+        expected = LoopDistances()(x, y).numpy()
         assert got.shape == expected.shape
         np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-5)
 
 
-class CarryAndRows(torch.nn.Module):
+def test_zero_length_scan_raises_as_pytorch_does():
+    # PyTorch's scan refuses a length-0 scanned axis; the ONNX model (no guard) refuses it too
+    x_rows, y_rows, dim = Dim("x_rows"), Dim("y_rows"), Dim("dim")
+    result = onnxport.to_onnx(PairwiseDistance(), (torch.randn(3, 4), torch.randn(5, 4)),
+                              dynamic_shapes={"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}})
+    x, y = torch.randn(0, 4), torch.randn(5, 4)
+    with pytest.raises((RuntimeError, IndexError)):
+        PairwiseDistance()(x, y)
+    with pytest.raises(Exception, match="Scan"):
+        _session(result).run(None, {"x": x.numpy(), "y": y.numpy()})
+    assert [n.op_type for n in result.model.graph] == ["Scan"]
+
+
+class LoopCarryAndRows(torch.nn.Module):
     def forward(self, x, h):
-        def f(h, xi):
-            h2 = h * 0.5 + xi
-            return h2, (h2 > 0, h2.sum(0, keepdim=True))
-
-        return scan(f, h, x, dim=1)
-
-
-def _loop_carry_and_rows(x, h):
-    rows, flags = [], []
-    for i in range(x.shape[1]):
-        h = h * 0.5 + x[:, i]
-        flags.append(h > 0)
-        rows.append(h.sum(0, keepdim=True))
-    return h, torch.stack(flags, 1) if flags else torch.empty(x.shape[0], 0, dtype=torch.bool), \
-        torch.stack(rows, 1) if rows else torch.empty(1, 0)
+        rows = torch.zeros(x.shape[0], x.shape[1])
+        for i in range(x.shape[1]):
+            h = h * 0.5 + x[:, i]
+            rows[:, i] = h
+        return h, rows
 
 
-def test_zero_length_scan_keeps_the_initial_carry():
+def test_zero_length_rewritten_loop_keeps_the_initial_carry():
     T, B = Dim("T"), Dim("B")
-    result = onnxport.to_onnx(CarryAndRows(), (torch.randn(3, 4), torch.randn(3)),
-                              dynamic_shapes={"x": {0: B, 1: T}, "h": {0: B}})
-    session = ort.InferenceSession(result.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    result = onnxport.to_onnx(LoopCarryAndRows(), (torch.randn(3, 4), torch.randn(3)),
+                              dynamic_shapes={"x": {0: B, 1: T}, "h": {0: B}}, rewrite_control_flow=True)
+    assert len(_scan_nodes(result)) == 1
+    session = _session(result)
     for b, t in [(3, 0), (2, 0), (2, 5)]:
         x, h = torch.randn(b, t), torch.randn(b)
         got = session.run(None, {"x": x.numpy(), "h": h.numpy()})
-        for g, e in zip(got, _loop_carry_and_rows(x, h)):
+        for g, e in zip(got, LoopCarryAndRows()(x, h)):
             assert g.shape == tuple(e.shape) and g.dtype == e.numpy().dtype
             np.testing.assert_allclose(g, e.numpy(), atol=1e-5, rtol=1e-5)
 
@@ -330,9 +347,11 @@ def test_body_returning_its_input_asks_for_clone():
 
 
 @pytest.mark.parametrize("low", [0, 1])
-def test_zero_length_guard_only_where_the_export_promises_length_0(low):
+@pytest.mark.parametrize("model,rewrite", [(PairwiseDistance(), False), (LoopDistances(), True)], ids=["scan", "loop"])
+def test_zero_length_guard_only_for_loops_where_the_export_promises_length_0(model, rewrite, low):
     x_rows, y_rows, dim = Dim("x_rows", min=low), Dim("y_rows"), Dim("dim")
-    result = check_export(PairwiseDistance(), (torch.randn(3, 4), torch.randn(5, 4)),
-                          {"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}},
-                          sizes=[{"x_rows": low, "y_rows": 2, "dim": 4}, {"x_rows": 6, "y_rows": 3, "dim": 5}])
-    assert count_ops(result, "Pad") == (1 if low == 0 else 0)
+    sizes = [{"x_rows": 6, "y_rows": 3, "dim": 5}] + ([{"x_rows": low, "y_rows": 2, "dim": 4}] if rewrite or low else [])
+    result = check_export(model, (torch.randn(3, 4), torch.randn(5, 4)),
+                          {"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}}, sizes=sizes,
+                          rewrite_control_flow=rewrite)
+    assert count_ops(result, "Pad") == (1 if rewrite and low == 0 else 0)
