@@ -59,8 +59,9 @@ class Measure:
     seconds: float = math.nan
     capture: float = math.nan
     own: float = math.nan
-    nodes: int = 0
+    nodes: int = 0  # operator nodes (calls of local functions not counted, their nodes are)
     shape_nodes: int = 0
+    calls: int = 0  # calls of local functions
     latency_ms: float = math.nan
     max_abs: float = math.nan
     correct: bool = False
@@ -76,23 +77,28 @@ def _graph_likes(model: ir.Model) -> list:
     return out
 
 
-def count_nodes(model: ir.Model) -> tuple[int, int]:
-    """(all nodes, shape-related nodes) over the main graph, subgraphs and local functions.
+def count_nodes(model: ir.Model) -> tuple[int, int, int]:
+    """(operator nodes, shape-related nodes, calls of local functions) over the main graph,
+    subgraphs and local functions.
 
-    Shape-related: Shape/Size, and any node computing a non-float tensor of rank <= 1 from a
-    shape-related value (Gather/Concat/Unsqueeze/Squeeze/Slice/arithmetic on sizes, Reshape's and
-    Expand's shape inputs).
+    Operator nodes: every node but a call of one of the model's local functions (the function's
+    own nodes are counted; onnxruntime inlines the call when it loads the model). Shape-related:
+    Shape/Size, and any node computing a non-float tensor of rank <= 1 from a shape-related value
+    (Gather/Concat/Unsqueeze/Squeeze/Slice/arithmetic on sizes, Reshape's and Expand's shape inputs).
     """
-    total = shape = 0
+    total = shape = calls = 0
     for g in _graph_likes(model):
         derived: set[ir.Value] = set()
         for node in ir.traversal.RecursiveGraphIterator(g):
+            if (node.domain, node.op_type, node.overload) in model.functions:
+                calls += 1
+                continue
             total += 1
             small = all(o.dtype not in _FLOATS and (o.shape is None or len(o.shape) <= 1) for o in node.outputs)
             if node.op_type in _SHAPE_SOURCES or (small and any(v in derived for v in node.inputs if v is not None)):
                 shape += 1
                 derived.update(node.outputs)
-    return total, shape
+    return total, shape, calls
 
 
 # ------------------------------------------------------------------------------------ running
@@ -217,7 +223,7 @@ def _export_ours(case: Case, measure: Measure, path: str) -> None:
     measure.capture = result.timings.get("capture", math.nan)
     measure.decompose = result.timings.get("decompose", math.nan)
     measure.own = measure.seconds - measure.capture - measure.decompose
-    measure.nodes, measure.shape_nodes = count_nodes(result.model)
+    measure.nodes, measure.shape_nodes, measure.calls = count_nodes(result.model)
     measure.specialized = specialized_dims(result.model, case)
     measure.guards = guard_summary(result.guards)
     result.save(path)
@@ -237,7 +243,7 @@ def _export_torch(case: Case, measure: Measure, path: str) -> None:
     program = _quiet(torch.onnx.export, case.model, case.args, dynamic_shapes=_dims_for_torch(case.dynamic_shapes, {}),
                      dynamo=True, verbose=False)
     measure.seconds = time.perf_counter() - t0
-    measure.nodes, measure.shape_nodes = count_nodes(program.model)
+    measure.nodes, measure.shape_nodes, measure.calls = count_nodes(program.model)
     measure.specialized = specialized_dims(program.model, case)
     ir.save(program.model, path)
 
@@ -322,6 +328,13 @@ def _f(x: float, digits: int = 2) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
+def _nodes_cell(m: Measure) -> str:
+    """``10`` or ``10 (+3 calls)``: operator nodes, and the calls of local functions beside them."""
+    if not m.ok:
+        return "-"
+    return f"{m.nodes} (+{m.calls} calls)" if m.calls else str(m.nodes)
+
+
 def _status(ours: Measure, theirs: Measure) -> str:
     parts = []
     for who, m in (("onnxport", ours), ("torch.onnx", theirs)):
@@ -350,7 +363,7 @@ def build_rows(results: dict[str, tuple[Measure, Measure]]) -> list[list[str]]:
         if o.ok:
             logs["own"].append(_ratio(o.own, o.capture))
         rows.append([name, f"{_f(o.seconds)} ({_f(o.capture)}+{_f(o.decompose)}+{_f(o.own)})", _f(t.seconds), _f(r_time),
-                     str(o.nodes or "-"), str(t.nodes or "-"), _f(r_nodes), str(o.shape_nodes if o.ok else "-"),
+                     _nodes_cell(o), _nodes_cell(t), _f(r_nodes), str(o.shape_nodes if o.ok else "-"),
                      str(t.shape_nodes if t.ok else "-"), _f(o.latency_ms, 3), _f(t.latency_ms, 3), _f(r_lat),
                      _f(o.max_abs, 6) if o.ok else "-", _f(t.max_abs, 6) if t.ok else "-", o.guards or "-",
                      _status(o, t)])
@@ -403,8 +416,10 @@ def describe_run(runs: int, seconds: float) -> str:
             f"`OMP_NUM_THREADS=1 python benchmarks/compare.py` ({seconds / 60:.1f} min) on a machine with "
             f"{os.cpu_count()} cores (load average at the end: {load}); torch {torch.__version__}, "
             f"onnxruntime {onnxruntime.__version__}, both exporters at their default settings (onnxport: "
-            f"opset 20, optimize=True, control-flow bodies as local functions, whose nodes are counted; "
-            f"torch.onnx.export: dynamo=True). Latency: one onnxruntime thread, median of up to {runs} runs "
+            f"opset 20, optimize=True, control-flow bodies as local functions; torch.onnx.export: dynamo=True). "
+            f"Nodes: operator nodes of the main graph, its subgraphs and its local functions; a call of a "
+            f"local function is not one (onnxruntime inlines it when it loads the model) and is shown "
+            f"beside the count as \"+N calls\". Latency: one onnxruntime thread, median of up to {runs} runs "
             f"after 3 warm-up runs, both exporters' models interleaved, on the first other-size input set. "
             f"Max abs error: over the other-size input sets (dynamic dimensions at sizes other than the "
             f"example's) against eager PyTorch; WRONG means an output differs (atol 1e-4, rtol 1e-3) or the "
