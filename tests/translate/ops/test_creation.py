@@ -70,12 +70,13 @@ class Random(torch.nn.Module):
     def forward(self, x):  # x: [b, 1000]
         u, g = torch.rand(x.shape[0], 1000), torch.randn(x.shape[0], 1000, dtype=torch.float64)
         ul, gl = torch.rand_like(x), torch.randn_like(x)
-        # shapes and dtypes exact; samples differ from torch's generator, so their statistics are checked
+        # shapes and dtypes exact; samples differ from torch's generator, so their statistics are checked,
+        # each bound at least 6 standard errors wide for 1000 samples (b = 1)
         return (
             u * 0, g * 0, ul * 0, gl * 0,
             ((u >= 0) & (u < 1)).all(), ((ul >= 0) & (ul < 1)).all(),
-            (u.mean() - 0.5).abs() < 0.05, (ul.mean() - 0.5).abs() < 0.05,
-            g.mean().abs() < 0.1, (g.std() - 1).abs() < 0.1, gl.mean().abs() < 0.1, (gl.std() - 1).abs() < 0.1,
+            (u.mean() - 0.5).abs() < 0.06, (ul.mean() - 0.5).abs() < 0.06,
+            g.mean().abs() < 0.2, (g.std() - 1).abs() < 0.15, gl.mean().abs() < 0.2, (gl.std() - 1).abs() < 0.15,
         )
 
 
