@@ -1,5 +1,5 @@
 """Normalization: batch_norm (running or batch statistics), layer_norm, group_norm, instance_norm,
-rms_norm, and their native / core ATen forms.
+rms_norm, weight_norm, and their native / core ATen forms.
 
 Semantics: torch.nn.functional.batch_norm / layer_norm / group_norm / instance_norm / rms_norm.
 ONNX operators used: BatchNormalization (inference mode) for running statistics,
@@ -334,3 +334,23 @@ def fused_rms_norm(ctx, x, normalized_shape, weight=None, eps=None):
     rstd = ctx.op.Reciprocal(ctx.op.Sqrt(ctx.op.Add(ms, ctx.scalar(eps, x.dtype))))
     y = ctx.op.Mul(x, rstd)
     return (ctx.op.Mul(y, ctx.cast(weight, x.dtype)) if weight is not None else y), rstd
+
+
+# ------------------------------------------------------------------------------------ weight norm
+@translates(aten._weight_norm.default)
+def weight_norm(ctx, v, g, dim=0):
+    """aten::_weight_norm(Tensor v, Tensor g, int dim=0): ``v * (g / norm)``, the 2-norm of ``v``
+    over every axis but ``dim`` (kept with size 1), or over all axes when ``dim`` is -1
+    (torch._weight_norm / norm_except_dim, behind torch.nn.utils.parametrizations.weight_norm)."""
+    rank = ctx.rank(v)
+    dtype = ctx.out_dtype
+    v, g = ctx.cast(v, dtype), ctx.cast(g, dtype)
+    if rank == 0:
+        norm = ctx.op.Abs(v)
+    elif dim == -1:
+        norm = ctx.op.ReduceL2(v, keepdims=1)
+    else:
+        dim = dim + rank if dim < 0 else dim
+        others = [a for a in range(rank) if a != dim]
+        norm = ctx.op.ReduceL2(v, axes_const(ctx, others), keepdims=1) if others else ctx.op.Abs(v)
+    return ctx.op.Mul(v, ctx.op.Div(g, norm))

@@ -230,3 +230,25 @@ class WithUpdateFunctional(TrainingBatchNorm):
 
 def test_batch_norm_with_update_functional():
     check_export(WithUpdateFunctional(3), (torch.randn(2, 3, 5),), {"x": {0: "batch", 2: "length"}})
+
+
+class WeightNormed(torch.nn.Module):
+    """Weights through torch.nn.utils.parametrizations.weight_norm (aten._weight_norm), applied to
+    the input (a runtime v) and to layers (v, g parameters)."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.conv = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(3, 4, 3, padding=1), dim=dim)
+        self.g = torch.nn.Parameter(torch.rand(1, 5) + 0.5)
+
+    def forward(self, x, v):
+        return self.conv(x), torch._weight_norm(v, self.g, 1), torch._weight_norm(v, self.g[0, 0], -1)
+
+
+@pytest.mark.parametrize("dim", [0, 2, None])
+def test_weight_norm(dim):
+    model = WeightNormed(dim).eval()
+    result = check_export(model, (torch.randn(2, 3, 7), torch.randn(6, 5)),
+                          {"x": {0: "batch", 2: "time"}, "v": {0: "rows"}})
+    assert aten._weight_norm.default in _targets(result)
+    assert not result.decomposed["local"] and not result.decomposed["whole_program"]
