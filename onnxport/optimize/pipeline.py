@@ -4,7 +4,8 @@ Library passes: onnx-ir's CSE (run on every graph by ``cse``), dead-node and unu
 removal, constant lifting and initializer deduplication; onnxscript's constant folder (in
 ``constant_folding``, after the named weight transposes) and its pattern rewriter, on which the
 fusion rules are written. onnxport's own: shape arithmetic and no-op removal, which compare named
-dims (their module docstrings say why no library pass does the same).
+dims, and ``Where`` on conditions that hold one repeated value (their module docstrings say why no
+library pass does the same).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from onnxport.optimize.fuse_rms_norm import RMSNormFusionPass
 from onnxport.optimize.noop_removal import NoOpRemovalPass
 from onnxport.optimize.shape_arithmetic import ShapeArithmeticPass
 from onnxport.optimize.unflatten_gemm import UnflattenGemmPass
+from onnxport.optimize.uniform_values import UniformWherePass
 
 
 def passes(opset: int, *, attention: bool = False) -> list[ir.passes.PassBase]:
@@ -34,6 +36,7 @@ def passes(opset: int, *, attention: bool = False) -> list[ir.passes.PassBase]:
     simplify = [
         ConstantFoldingPass(),
         NoOpRemovalPass(),
+        UniformWherePass(),
         ShapeArithmeticPass(),
         CommonSubexpressionEliminationPass(),
         common.RemoveUnusedNodesPass(),
