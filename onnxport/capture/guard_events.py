@@ -11,6 +11,10 @@ the functions here turn them into ``guards.Guard`` decisions (see ``onnxport.cap
 * ``decide_captured``: after capture, every range torch narrowed without saying (``Dim.DYNAMIC``,
   ``Dim.AUTO``) compared with the declared one, then every deferred condition decided over the
   sizes the export promises.
+
+A condition torch met while computing strides or contiguity (``GuardEvent.layout``) picks a memory
+layout, which ONNX tensors do not have: it is kept (validation looks on both sides of it), never
+adopted as a constraint on the sizes.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ def narrowing(var: G.SizeVar, events: list[GuardEvent]) -> Narrowing:
             ([var.hi] if var.hi is not None else [])
         return lower, min(uppers) if uppers else None
 
-    needed = [e for e in events if e.cause is None or not G.compares_with_one(e.cause)]
+    needed = [e for e in events if not e.layout and (e.cause is None or not G.compares_with_one(e.cause))]
     lo, hi = bounds(needed)
     t_lo, t_hi = bounds(events)
     guards = []
@@ -160,7 +164,7 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
                     pass
             if subs and isinstance(expr, sympy.Basic) and expr.free_symbols & subs.keys():
                 expr = expr.xreplace(subs)
-            conditions.append((expr, e.where, e.branch))
+            conditions.append((expr, e.where, e.branch, e.layout))
     return guards + G.decide(conditions, variables), variables
 
 

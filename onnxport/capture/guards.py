@@ -306,10 +306,11 @@ def boundary_points(expr: sympy.Basic, outcome: Outcome, status: str, variables:
 
 
 # ------------------------------------------------------------------------------ decisions
-def decide(conditions: list[tuple[sympy.Basic, str | None, str | None]],
+def decide(conditions: list[tuple],
            variables: dict[sympy.Symbol, SizeVar]) -> list[Guard]:
-    """Decide each ``(condition, user line, branching line)``; returns the ``Guard``s in the order
-    decided (simple conditions first, each checked only on the sizes earlier adoptions allow).
+    """Decide each ``(condition, user line, branching line[, layout only])``; returns the ``Guard``s
+    in the order decided (simple conditions first, each checked only on the sizes earlier adoptions
+    allow). A condition met only while torch computed strides (layout only) is kept, not adopted.
 
     Raises:
         SpecializationError: a condition the user's own code branched on excludes declared sizes.
@@ -317,18 +318,18 @@ def decide(conditions: list[tuple[sympy.Basic, str | None, str | None]],
     """
     checked = []
     seen = set()
-    for expr, where, branch in conditions:
+    for expr, where, branch, *layout in conditions:
         if not isinstance(expr, sympy.Basic) or expr in (sympy.true, sympy.false) or not expr.free_symbols \
                 or not expr.free_symbols <= variables.keys() or str(expr) in seen:
             continue
         seen.add(str(expr))
         outcome = check(expr, variables)
-        checked.append((expr, where, branch, outcome, readable(expr, outcome, variables)))
+        checked.append((expr, where, branch, outcome, readable(expr, outcome, variables), bool(layout and layout[0])))
     # conditions the model may need first (simplest first), torch's "these sizes differ" ones last,
     # so each is checked on the sizes the adopted constraints leave
     checked.sort(key=lambda c: (isinstance(c[0], sympy.Ne), len(c[3].symbols), c[4][0] == c[4][1], len(c[4][0])))
     guards: list[Guard] = []
-    for expr, where, branch, outcome, (text, python, names) in checked:
+    for expr, where, branch, outcome, (text, python, names), layout in checked:
         adopted = [g for g in guards if g.status == "adopted"]
         points = [p for p in outcome.excluded if _allowed(p, outcome.symbols, variables, adopted)]
         outcome = dataclasses.replace(outcome, excluded=points)
@@ -340,6 +341,10 @@ def decide(conditions: list[tuple[sympy.Basic, str | None, str | None]],
             method = outcome.method + (" with the adopted constraints" if adopted and outcome.checked else "")
             guards.append(Guard(python, "proved", where, (), boundary_of(expr, outcome, "proved", variables), method,
                                 python, names))
+            continue
+        if layout:  # a memory layout torch picked (strides): no value depends on it
+            guards.append(Guard(python, "kept", where, excluded, boundary_of(expr, outcome, "kept", variables),
+                                "strides or contiguity only", python, names))
             continue
         if branch and not (kept_kind(expr, outcome) and in_installed_package(branch)):
             raise branch_error(text, excluded, branch)

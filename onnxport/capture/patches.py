@@ -120,9 +120,36 @@ class GuardEvent:
     where: str | None = None
     branch: str | None = None
     cause: Any = None  # for a range: the condition torch solved for the symbol (sympy boolean), if known
+    layout: bool = False  # met while torch computed strides or contiguity (``layout_only``)
 
 
 _TORCH_INIT = os.path.join("torch", "__init__.py")
+_PRIMS_COMMON = os.path.join("torch", "_prims_common", "__init__.py")
+# torch's stride and contiguity computations (torch/_prims_common): a condition met inside them
+# picks a memory layout for a value, never the value
+_LAYOUT_FUNCTIONS = frozenset({
+    "check_all_strides", "check_contiguous_sizes_strides", "is_contiguous", "is_contiguous_or_false",
+    "is_channels_last_contiguous", "is_channels_last_contiguous_2d", "is_channels_last_contiguous_3d",
+    "is_channels_last_contiguous_or_false", "is_channels_last_contiguous_or_false_2d",
+    "is_channels_last_contiguous_or_false_3d", "is_contiguous_for_memory_format",
+    "is_contiguous_for_memory_format_or_false", "_is_non_overlapping_and_dense_or_false",
+    "is_non_overlapping_and_dense_or_false", "is_non_overlapping_and_dense",
+    "compute_elementwise_output_logical_to_physical_perm", "compute_elementwise_output_strides",
+    "suggest_memory_format", "make_contiguous_strides_for", "make_channels_last_strides_for",
+    "make_channels_last_1d_strides_for", "make_channels_last_2d_strides_for", "make_channels_last_3d_strides_for",
+})
+
+
+def layout_only() -> bool:
+    """True while torch computes strides or contiguity (a function of ``torch/_prims_common``
+    listed above is on the stack): the condition being met decides a memory layout, which ONNX
+    tensors do not have, and no value of the model."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name in _LAYOUT_FUNCTIONS and f.f_code.co_filename.endswith(_PRIMS_COMMON):
+            return True
+        f = f.f_back
+    return False
 
 
 def branch_frame() -> str | None:
@@ -171,12 +198,13 @@ def record_guards(events: list):
                 causes.pop()
             if self.num_deferred_runtime_asserts != before:
                 try:
-                    where, branch = user_frame(), branch_frame()
+                    where, branch, layout = user_frame(), branch_frame(), layout_only()
                     for ras in self.deferred_runtime_asserts.values():
                         for ra in ras:
                             if id(ra) not in seen:
                                 seen.add(id(ra))
-                                events.append(GuardEvent("assert", expr=ra.expr, where=where, branch=branch))
+                                events.append(GuardEvent("assert", expr=ra.expr, where=where, branch=branch,
+                                                         layout=layout))
                 except Exception:  # noqa: BLE001 - recording must never change capture
                     pass
             return out
@@ -193,7 +221,7 @@ def record_guards(events: list):
                     sources = tuple(s.name for s in self.var_to_sources.get(symbol, []))
                     events.append(GuardEvent("range", symbol=symbol, lower=new.lower, upper=new.upper,
                                              sources=sources, where=user_frame(), branch=branch_frame(),
-                                             cause=causes[-1] if causes else None))
+                                             cause=causes[-1] if causes else None, layout=layout_only()))
                 except Exception:  # noqa: BLE001 - recording must never change capture
                     pass
             return out

@@ -80,6 +80,21 @@ def test_adoptable_dimension_adopts_and_explicit_range_is_refused_with_the_exclu
     assert info.value.where.startswith("model.py:7")
 
 
+def test_a_condition_met_choosing_strides_is_kept_never_adopted_or_refused():
+    # (width - 1)//4 + 1 < ((height - 1)//4 + 1) * ((width - 1)//4 + 1): the stride order torch
+    # compared for an elementwise product; its result picks a memory layout, not a value
+    w = sympy.Symbol("s2", integer=True, positive=True)
+    expr = FloorDiv(w - 1, 4) + 1 < (FloorDiv(T - 1, 4) + 1) * (FloorDiv(w - 1, 4) + 1)
+    for variables in ({T: var(name="height"), w: var(w, "width")},
+                      {T: var(name="height", lo=1, hi=64, adoptable=False), w: var(w, "width", 1, 64, False)}):
+        (guard,) = G.decide([(expr, "model.py:3 in forward: y = x * s", None, True)], variables)
+        assert guard.status == "kept" and guard.method == "strides or contiguity only"
+        assert guard.excluded and guard.boundary  # validation looks on both sides
+    (adopted,) = G.decide([(expr, "model.py:3 in forward: y = x * s", None, False)],
+                          {T: var(name="height"), w: var(w, "width")})
+    assert adopted.status == "adopted"
+
+
 def test_a_branch_of_the_users_code_is_refused_naming_the_if():
     with pytest.raises(onnxport.SpecializationError) as info:
         G.decide([(T <= 8, None, "model.py:5 in forward: if x.shape[1] <= 8:")], {T: var()})
