@@ -1,5 +1,6 @@
 """Higher-order control flow: scan -> Scan, cond -> If, while_loop -> Loop, map -> Scan; grad-mode
-regions (wrap_with_set_grad_enabled) translated in place.
+regions (wrap_with_set_grad_enabled) and disabled autocast regions (wrap_with_autocast) translated
+in place.
 
 Each body GraphModule becomes one local function (``translate/bodies.py``); the Scan/If/Loop body
 graph calls it, passing the values the body needs from the outer scope (additional inputs, module
@@ -21,7 +22,7 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
-from onnxport.errors import ControlFlowError
+from onnxport.errors import ControlFlowError, UnsupportedOpError, last_user_frame
 from onnxport.translate import bodies
 from onnxport.translate.graph import set_meta_type
 from onnxport.translate.registry import during_capture, translates
@@ -280,6 +281,37 @@ def wrap_with_set_grad_enabled(ctx, enable, body, *args):
     ``with torch.no_grad()`` (or ``torch.enable_grad()``) region of ``forward``, which torch.export
     keeps as a body. Grad mode changes no value computed, so the body is translated in place."""
     return bodies.inline(ctx, body, args)
+
+
+@translates(hop.wrap_with_autocast)
+def wrap_with_autocast(ctx, device_type, dtype, enabled, cache_enabled, body, *args):
+    """wrap_with_autocast(str device_type, dtype?, bool enabled, bool? cache_enabled, GraphModule
+    body, *args) -> the body's outputs: a ``with torch.autocast(...)`` region of ``forward``
+    (timm's EfficientViT runs its attention under ``torch.autocast(device_type, enabled=False)``).
+    Disabled, or for a device other than the CPU the model runs on, autocast changes no dtype: the
+    body is translated in place.
+
+    Raises:
+        UnsupportedOpError: autocast enabled on the CPU (eager PyTorch would compute the region's
+            matmuls and convolutions in ``dtype``).
+    """
+    if enabled and str(device_type) == "cpu":
+        raise UnsupportedOpError(
+            f"torch.autocast('cpu', dtype={dtype}) enabled inside forward: eager PyTorch computes that region "
+            f"in {dtype}, which the export does not reproduce",
+            hint="disable autocast for the export (torch.autocast(..., enabled=False)), or cast the region's "
+                 "inputs and weights to the dtype explicitly", where=_body_line(body))
+    return bodies.inline(ctx, body, args)
+
+
+def _body_line(body: Any) -> str | None:
+    """The user's line of the first node of a body GraphModule that has one (a higher-order op's
+    own node carries no stack trace)."""
+    graph = getattr(body, "graph", None)
+    for n in graph.nodes if graph is not None else []:
+        if n.meta.get("stack_trace"):
+            return last_user_frame(n.meta["stack_trace"])
+    return None
 
 
 _STDLIB = sysconfig.get_paths()["stdlib"]
