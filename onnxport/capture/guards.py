@@ -125,6 +125,29 @@ def _compile(python: str, names: tuple) -> Any:
     return eval(f"lambda {', '.join(names) or '_unused=0'}: {python}", {"math": math, "torch": torch})  # noqa: S307
 
 
+def _compile_shared(expr: sympy.Basic, rename: dict, names: tuple) -> Any:
+    """``expr`` as a Python function of ``names``, each subexpression it repeats computed once
+    (sympy's ``cse``): the sizes a chain of "same"-padded convolutions reach nest the previous
+    layer's expression several times, and printed as one expression they would be recomputed at
+    every level."""
+    from torch.utils._sympy.printers import PythonPrinter
+
+    expr = expr.xreplace({s: sympy.Symbol(n, integer=True) for s, n in rename.items()})
+    try:
+        shared, (reduced,) = sympy.cse(expr, symbols=sympy.numbered_symbols("_t", integer=True))
+    except Exception:  # noqa: BLE001 - an expression cse cannot take is printed whole
+        shared, reduced = [], expr
+    printer = PythonPrinter()
+    lines = [f"def _condition({', '.join(names) or '_unused=0'}):"]
+    lines += [f"    {t} = {printer.doprint(e)}" for t, e in shared]
+    lines.append(f"    return {printer.doprint(reduced)}")
+    import torch  # the printer writes torch.sym_float(...) for float casts of sizes
+
+    namespace = {"math": math, "torch": torch}
+    exec("\n".join(lines), namespace)  # noqa: S102 - code printed from the condition itself
+    return namespace["_condition"]
+
+
 def _call(fn, args) -> bool:
     try:
         return bool(fn(*args))
@@ -152,7 +175,7 @@ def check(expr: sympy.Basic, variables: dict[sympy.Symbol, SizeVar]) -> Outcome:
         return Outcome(symbols, [], 0, "proved by range analysis")
     names = tuple(f"v{i}" for i in range(len(symbols)))
     try:
-        fn = _compile(python_text(expr, dict(zip(symbols, names))), names)
+        fn = _compile_shared(expr, dict(zip(symbols, names)), names)
         _call(fn, [variables[s].lo for s in symbols])
     except Exception as e:  # noqa: BLE001 - a form the printer or Python cannot compute
         return Outcome(symbols, [], 0, f"not computable with integers ({type(e).__name__})", evaluable=False)
@@ -176,7 +199,11 @@ def _proved_by_ranges(expr: sympy.Basic, variables: list[SizeVar]) -> bool:
 
     ranges = {v.symbol: ValueRanges(max(1, v.lo), v.hi if v.hi is not None else sympy.oo) for v in variables}
     try:
-        bound = bound_sympy(expr, ranges)
+        # each repeated subexpression bounded once (the same bounds as over the whole tree)
+        shared, (reduced,) = sympy.cse(expr, symbols=sympy.numbered_symbols("_r", integer=True))
+        for t, e in shared:
+            ranges[t] = bound_sympy(e, ranges)
+        bound = bound_sympy(reduced, ranges)
     except Exception:  # noqa: BLE001 - an expression range analysis cannot take is evaluated instead
         return False
     return bool(bound.lower is sympy.true or bound.lower == True)  # noqa: E712 - sympy booleans

@@ -237,3 +237,21 @@ def test_adopted_constraints_are_written_once_into_the_model_file(tmp_path):
     path = r.save(tmp_path / "m.onnx")
     meta = {p.key: p.value for p in onnx.load(path).metadata_props}
     assert meta["onnxport.constraints"] == "time >= 4"
+
+
+def test_nested_same_padding_sizes_are_evaluated_with_shared_subexpressions():
+    # the size after n "same"-padded stride-2 convolutions nests the previous size twice per level:
+    # printed whole, the expression doubles per level; with its repeated parts computed once the
+    # check takes milliseconds, and gives what the whole expression gives
+    from torch.utils._sympy.functions import CeilToInt, IntTrueDiv
+
+    size = T
+    for _ in range(4):
+        size = FloorDiv(size + sympy.Max(0, 2 * CeilToInt(IntTrueDiv(size, 2)) + 1 - size) - 3, 2) + 1
+    expr = sympy.Ne(size, 1)
+    names = ("v0",)
+    shared = G._compile_shared(expr, {T: "v0"}, names)
+    whole = G._compile(G.python_text(expr, {T: "v0"}), names)
+    assert [G._call(shared, (n,)) for n in range(1, 300)] == [G._call(whole, (n,)) for n in range(1, 300)]
+    outcome = G.check(expr, {T: var()})
+    assert outcome.excluded and outcome.excluded[0] == (1,)

@@ -165,3 +165,17 @@ def test_a_patch_never_wraps_a_patch():
             assert math.sqrt(4.0) == 12.0  # the inner one replaced the function underneath, not the outer patch
         assert math.sqrt is real  # ... and restored the function underneath
     assert math.sqrt is real
+
+
+def test_dim_constraint_solving_that_sympy_refuses_does_not_stop_capture():
+    from onnxport.capture.patches import _tolerant_solve
+
+    def refuses(self):
+        raise NotImplementedError("The inequality cannot be solved using solve_univariate_inequality.")
+
+    def broken(self):
+        raise RuntimeError("not sympy's")
+
+    assert _tolerant_solve(refuses)(object()) is None
+    with pytest.raises(RuntimeError):
+        _tolerant_solve(broken)(object())
