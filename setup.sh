@@ -14,5 +14,6 @@ python3 -m venv .venv
 .venv/bin/pip install -q -e ".[test]"
 # torchvision for the tests and benchmarks, outside the venv's site-packages: the wheel the index serves
 # for torch 2.13 carries compiled ops this CPU build cannot load, so a plain `import torchvision` fails,
-# and so would transformers, which imports it when installed. tests/third_party.py imports it from here.
-.venv/bin/pip install -q --no-deps --upgrade --target .venv/vision-packages "torchvision==0.28.0"
+# and so would transformers, which imports it when installed. tests/third_party.py imports it from here,
+# and timm (its other dependencies come with transformers) beside it.
+.venv/bin/pip install -q --no-deps --upgrade --target .venv/vision-packages "torchvision==0.28.0" "timm==1.0.31"

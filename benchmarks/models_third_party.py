@@ -1,5 +1,5 @@
 """Benchmark models built from third-party packages' own classes, seeded random weights, nothing
-downloaded: torchvision classifiers, Hugging Face wav2vec2, T5, Phi and a Llama decoder with its
+downloaded: torchvision and timm classifiers, Hugging Face wav2vec2, T5, Phi and a Llama decoder with its
 key/value cache as inputs. A factory raises ``ImportError`` when its package is absent
 (``compare.py`` skips the model with a note)."""
 
@@ -13,9 +13,10 @@ from torch.export import Dim
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from third_party import import_torchvision  # noqa: E402
+from third_party import import_timm, import_torchvision  # noqa: E402
 
 TORCHVISION = import_torchvision()  # before transformers imports it
+TIMM = import_timm()
 
 VOCAB, WIDTH, LAYERS, HEADS, FF = 1000, 64, 2, 4, 128
 
@@ -51,6 +52,26 @@ def mobilenet_v3_small():
 def efficientnet_b0():
     """torchvision efficientnet_b0, dynamic batch, height and width."""
     return _torchvision("efficientnet_b0")
+
+
+def _timm(name: str):
+    if TIMM is None:
+        raise ImportError("timm is not installed")
+    torch.manual_seed(0)
+    model = TIMM.create_model(name, pretrained=False, num_classes=10).eval()
+    gen = torch.Generator().manual_seed(0)
+    return _case()(model, (torch.randn(2, 3, 64, 64, generator=gen),), {"x": {0: "batch", 2: "height", 3: "width"}},
+                   [(torch.randn(1, 3, 40, 72, generator=gen),), (torch.randn(3, 3, 96, 64, generator=gen),)])
+
+
+def timm_efficientvit_b0():
+    """timm efficientvit_b0 (attention under torch.autocast(enabled=False)), dynamic batch, height, width."""
+    return _timm("efficientvit_b0")
+
+
+def timm_convnext_atto():
+    """timm convnext_atto (patchify stem, depthwise 7x7 convolutions), dynamic batch, height, width."""
+    return _timm("convnext_atto")
 
 
 # ------------------------------------------------------------------------------------ Hugging Face
@@ -191,6 +212,8 @@ THIRD_PARTY = {
     "resnet18": resnet18,
     "mobilenet_v3_small": mobilenet_v3_small,
     "efficientnet_b0": efficientnet_b0,
+    "timm_efficientvit_b0": timm_efficientvit_b0,
+    "timm_convnext_atto": timm_convnext_atto,
     "wav2vec2": wav2vec2,
     "t5": t5,
     "phi": phi,

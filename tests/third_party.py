@@ -7,7 +7,7 @@ venv's site-packages, in ``<venv>/vision-packages``, so that transformers (which
 when it finds it) works for everything else. The model definitions do not need those ops:
 ``import_torchvision`` puts that folder on the path and imports the package without the meta
 registrations when they fail, so that torchvision and transformers both work in the tests and
-benchmarks. Nothing else is changed.
+benchmarks. Nothing else is changed. timm, which imports torchvision, is installed in the same folder.
 """
 
 from __future__ import annotations
@@ -40,3 +40,16 @@ def import_torchvision():
     import torchvision
 
     return torchvision
+
+
+def import_timm():
+    """``timm`` (installed beside torchvision, whose model code it imports), or None when it is not
+    installed."""
+    if import_torchvision() is None:
+        return None
+    try:
+        import timm
+
+        return timm
+    except ImportError:
+        return None
