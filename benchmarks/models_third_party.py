@@ -33,10 +33,15 @@ def _torchvision(name: str):
     if torchvision is None:
         raise ImportError("torchvision is not installed")
     torch.manual_seed(0)
-    model = getattr(torchvision.models, name)().eval()
+    return _image_case(getattr(torchvision.models, name)().eval(), (57, 80), (97, 64))
+
+
+def _image_case(model: torch.nn.Module, other: tuple, another: tuple):
+    """An image classifier on a 2x3x64x64 batch, dynamic batch, height and width; the other input
+    sets at batch 1 and 3 with images of ``other`` and ``another`` (height, width)."""
     gen = torch.Generator().manual_seed(0)
     return _case()(model, (torch.randn(2, 3, 64, 64, generator=gen),), {"x": {0: "batch", 2: "height", 3: "width"}},
-                   [(torch.randn(1, 3, 57, 80, generator=gen),), (torch.randn(3, 3, 97, 64, generator=gen),)])
+                   [(torch.randn(1, 3, *other, generator=gen),), (torch.randn(3, 3, *another, generator=gen),)])
 
 
 def resnet18():
@@ -58,10 +63,7 @@ def _timm(name: str):
     if TIMM is None:
         raise ImportError("timm is not installed")
     torch.manual_seed(0)
-    model = TIMM.create_model(name, pretrained=False, num_classes=10).eval()
-    gen = torch.Generator().manual_seed(0)
-    return _case()(model, (torch.randn(2, 3, 64, 64, generator=gen),), {"x": {0: "batch", 2: "height", 3: "width"}},
-                   [(torch.randn(1, 3, 40, 72, generator=gen),), (torch.randn(3, 3, 96, 64, generator=gen),)])
+    return _image_case(TIMM.create_model(name, pretrained=False, num_classes=10).eval(), (40, 72), (96, 64))
 
 
 def timm_efficientvit_b0():

@@ -74,13 +74,6 @@ def test_pairwise_distance_matches_cdist(inline, optimize):
             np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-5)
 
 
-def _loop_distances(x, y):
-    dist = torch.empty(x.shape[0], y.shape[0])
-    for i in range(x.shape[0]):
-        dist[i, :] = torch.sqrt(((y - x[i:i + 1]) ** 2).sum(1))
-    return dist
-
-
 class LoopDistances(torch.nn.Module):
     def forward(self, x, y):
         dist = torch.empty(x.shape[0], y.shape[0])
