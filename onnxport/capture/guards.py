@@ -125,22 +125,28 @@ def _compile(python: str, names: tuple) -> Any:
     return eval(f"lambda {', '.join(names) or '_unused=0'}: {python}", {"math": math, "torch": torch})  # noqa: S307
 
 
-def _compile_shared(expr: sympy.Basic, rename: dict, names: tuple) -> Any:
-    """``expr`` as a Python function of ``names``, each subexpression it repeats computed once
-    (sympy's ``cse``): the sizes a chain of "same"-padded convolutions reach nest the previous
-    layer's expression several times, and printed as one expression they would be recomputed at
-    every level."""
-    from torch.utils._sympy.printers import PythonPrinter
-
-    expr = expr.xreplace({s: sympy.Symbol(n, integer=True) for s, n in rename.items()})
+def _shared_form(expr: sympy.Basic) -> tuple[list, sympy.Basic]:
+    """``(assignments, reduced)``: sympy's ``cse`` of ``expr``, each subexpression it repeats named
+    once (``_t0 = ...``) in order; ``([], expr)`` when cse cannot take it. The sizes a chain of
+    "same"-padded convolutions reach nest the previous layer's expression several times: whole,
+    they would be evaluated and bounded again at every level."""
     try:
         shared, (reduced,) = sympy.cse(expr, symbols=sympy.numbered_symbols("_t", integer=True))
-    except Exception:  # noqa: BLE001 - an expression cse cannot take is printed whole
-        shared, reduced = [], expr
+        return shared, reduced
+    except Exception:  # noqa: BLE001 - an expression cse cannot take is used whole
+        return [], expr
+
+
+def _compile_shared(shared: list, reduced: sympy.Basic, rename: dict, names: tuple) -> Any:
+    """The condition ``_shared_form`` gave, as a Python function of ``names`` (``rename``: symbol
+    -> name), each shared subexpression computed once."""
+    from torch.utils._sympy.printers import PythonPrinter
+
+    symbols = {s: sympy.Symbol(n, integer=True) for s, n in rename.items()}
     printer = PythonPrinter()
     lines = [f"def _condition({', '.join(names) or '_unused=0'}):"]
-    lines += [f"    {t} = {printer.doprint(e)}" for t, e in shared]
-    lines.append(f"    return {printer.doprint(reduced)}")
+    lines += [f"    {t} = {printer.doprint(e.xreplace(symbols))}" for t, e in shared]
+    lines.append(f"    return {printer.doprint(reduced.xreplace(symbols))}")
     import torch  # the printer writes torch.sym_float(...) for float casts of sizes
 
     namespace = {"math": math, "torch": torch}
@@ -171,11 +177,12 @@ def check(expr: sympy.Basic, variables: dict[sympy.Symbol, SizeVar]) -> Outcome:
     a grid of at most ``GRID_POINTS`` combinations. sympy's range analysis decides first when it can.
     """
     symbols = tuple(sorted(expr.free_symbols, key=str))
-    if _proved_by_ranges(expr, [variables[s] for s in symbols]):
+    shared, reduced = _shared_form(expr)
+    if _proved_by_ranges(shared, reduced, [variables[s] for s in symbols]):
         return Outcome(symbols, [], 0, "proved by range analysis")
     names = tuple(f"v{i}" for i in range(len(symbols)))
     try:
-        fn = _compile_shared(expr, dict(zip(symbols, names)), names)
+        fn = _compile_shared(shared, reduced, dict(zip(symbols, names)), names)
         _call(fn, [variables[s].lo for s in symbols])
     except Exception as e:  # noqa: BLE001 - a form the printer or Python cannot compute
         return Outcome(symbols, [], 0, f"not computable with integers ({type(e).__name__})", evaluable=False)
@@ -194,13 +201,13 @@ def check(expr: sympy.Basic, variables: dict[sympy.Symbol, SizeVar]) -> Outcome:
     return Outcome(symbols, excluded, checked, method)
 
 
-def _proved_by_ranges(expr: sympy.Basic, variables: list[SizeVar]) -> bool:
+def _proved_by_ranges(shared: list, reduced: sympy.Basic, variables: list[SizeVar]) -> bool:
+    """Whether torch's range analysis proves the condition ``_shared_form`` gave over the declared
+    sizes, each shared subexpression bounded once (the same bounds as over the whole tree)."""
     from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
     ranges = {v.symbol: ValueRanges(max(1, v.lo), v.hi if v.hi is not None else sympy.oo) for v in variables}
     try:
-        # each repeated subexpression bounded once (the same bounds as over the whole tree)
-        shared, (reduced,) = sympy.cse(expr, symbols=sympy.numbered_symbols("_r", integer=True))
         for t, e in shared:
             ranges[t] = bound_sympy(e, ranges)
         bound = bound_sympy(reduced, ranges)

@@ -250,7 +250,7 @@ def test_nested_same_padding_sizes_are_evaluated_with_shared_subexpressions():
         size = FloorDiv(size + sympy.Max(0, 2 * CeilToInt(IntTrueDiv(size, 2)) + 1 - size) - 3, 2) + 1
     expr = sympy.Ne(size, 1)
     names = ("v0",)
-    shared = G._compile_shared(expr, {T: "v0"}, names)
+    shared = G._compile_shared(*G._shared_form(expr), {T: "v0"}, names)
     whole = G._compile(G.python_text(expr, {T: "v0"}), names)
     assert [G._call(shared, (n,)) for n in range(1, 300)] == [G._call(whole, (n,)) for n in range(1, 300)]
     outcome = G.check(expr, {T: var()})
