@@ -99,12 +99,6 @@ def _select(ctx, flag: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
     return ctx.op.Where(flag, a, b)
 
 
-def _traced(fx_nodes: list) -> Any:
-    """The fake tensor of the first FX node of ``fx_nodes``, or None."""
-    first = fx_nodes[0] if fx_nodes else None
-    return first.meta.get("val") if isinstance(first, torch.fx.Node) else None
-
-
 def _guard_empty(ctx, init: list, xs: list, axes: list[int], out_axes: list[int], make_scan,
                  traced: Any = None) -> list:
     """``make_scan(ctx, xs)`` (the Scan node's outputs: carries then stacked outputs), made to
@@ -179,7 +173,7 @@ def scan(ctx, combine_fn, init, xs, additional_inputs=()):
                          _outputs=n + k)
         return [outs] if n + k == 1 else list(outs)
 
-    outs = _guard_empty(ctx, init, xs, axes, out_axes, make_scan, _traced(fx_xs))
+    outs = _guard_empty(ctx, init, xs, axes, out_axes, make_scan, _val(fx_xs[0]) if fx_xs else None)
     for j, (chain, axis, direction) in enumerate(out_forms):
         if axis or direction:
             # the Scan output already is the value of the chain's last node: bind the chain to it
