@@ -58,6 +58,21 @@ def test_all_false_condition_selects_the_other_branch():
     assert ops(model)["Where"] == 2
 
 
+def test_all_false_condition_selects_a_full_shape_else_branch():
+    m = parse("""
+g (float[N, 4] a, float[N, 4] b) => (float[N, 4] y) {
+  c = Constant<value = bool[1, 1] {0}>()
+  n = Shape<end = 1>(b)
+  four = Constant<value = int64[1] {4}>()
+  shp = Concat<axis = 0>(n, four)
+  e = Expand(c, shp)
+  r = Relu(b)
+  y = Where(e, a, r)
+}""")
+    model = check_pass(_pass(), _typed(m), SIZES)
+    assert [n.op_type for n in model.graph] == ["Relu"]
+
+
 def test_mixed_mask_stays():
     model = check_pass(_pass(), _typed(parse(_masked_softmax("{1, 0, 1, 1}"))), SIZES)
     assert ops(model)["Where"] == 2 and ops(model)["ReduceMax"] == 1
