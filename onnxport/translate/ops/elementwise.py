@@ -369,13 +369,6 @@ def erf(ctx, x):
     return ctx.cast(ctx.op.Erf(ctx.cast(x, ir.DataType.FLOAT)), to)
 
 
-@translates(aten.erfc.default)
-def erfc(ctx, x):
-    """erfc(Tensor self) = 1 - erf(x)."""
-    to = ctx.out_dtype
-    return ctx.op.Sub(ctx.scalar(1, to), erf(ctx, x))
-
-
 @translates(aten.hypot.default)
 def hypot(ctx, a, b):
     """hypot(Tensor self, Tensor other) = sqrt(a^2 + b^2)."""

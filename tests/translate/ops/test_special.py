@@ -25,3 +25,10 @@ def test_erfcx_and_log_ndtr_over_a_wide_range():
     x = torch.cat([torch.linspace(-9, 40, 24), torch.tensor([0.0, 1.99, 2.0, 2.01, 1e4])]).reshape(1, -1).repeat(2, 1)
     fn = lambda t: (torch.special.erfcx(t), torch.special.log_ndtr(t), torch.special.erfcx(t.long()))  # noqa: E731
     check_export(Fn(fn), (x,), {"x": {0: "batch"}})
+
+
+def test_erfc_keeps_its_digits_in_the_tail():
+    # 1 - erf(x) keeps 4 significant digits of erfc at x = 2 and one at x = 3 in float32
+    tail = torch.cat([torch.linspace(1.5, 9.0, 31), torch.tensor([1.99, 2.0, 2.01])]).reshape(1, -1).repeat(2, 1)
+    check_export(Fn(torch.erfc), (tail,), {"x": {0: "batch"}}, values=[])
+    check_export(Fn(torch.erfc), (torch.linspace(-6, 6, 40).reshape(2, -1),), {"x": {0: "batch"}})
