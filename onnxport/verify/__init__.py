@@ -2,7 +2,9 @@
 on other sizes of every dynamic dimension and on values the example does not reach, and the first
 divergence between the two.
 
-``validate`` (``verify.validate``) compares; ``make_inputs`` / ``InputSpec`` (``capture.inputs``,
+``validate`` (``verify.validate``) compares, each output judged by ``verify.judge``: float32
+outputs against eager PyTorch run in float64 (``verify.reference``, ``verify.float64_bound``);
+``make_inputs`` / ``InputSpec`` (``capture.inputs``,
 shared with capture's probes and config exports) make the inputs; ``validation_sizes``
 (``verify.sizes``) chooses the sizes; ``find_divergence`` (``verify.divergence``) locates the first
 differing node; ``check_generation`` (``verify.generation``) compares greedy decoding in

@@ -1,12 +1,18 @@
-"""What validation reports: one ``Check`` per output and input set, gathered in a ``ValidationReport``."""
+"""What validation reports: one ``Check`` per output and input set, gathered in a ``ValidationReport``,
+printed as a table of at most 100 columns with a legend under it (the sets, the columns, the notes)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
+
+from onnxport.verify.float64_bound import CEILING, FLOOR, K
 
 
 EAGER_FAILED = "eager PyTorch failed on these inputs"  # the note of a check whose inputs eager refused
+FLOAT64 = "float64 reference"  # Check.basis of an output judged against the float64 reference
+EXACT = "exact"  # Check.basis of integers and bools: equal or wrong
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,12 +23,18 @@ class Check:
     sizes: str  # "batch=3, time=17"
     output: str
     shape: tuple
-    max_abs: float
-    max_rel: float
+    max_abs: float  # max |onnx - eager| (NaN when not compared)
+    max_rel: float  # max_abs / scale (integers: max_abs)
     ok: bool
     note: str = ""
     why: str = ""  # why these sizes: "minimum", "above the example", "kept guard (time // 4) != 1"
     rejected: bool = False  # not compared: eager PyTorch refused these generated inputs, or no answer is defined
+    scale: float = float("nan")  # the output's largest magnitude (float64 reference, else eager)
+    eager_vs_float64: float = float("nan")  # max |eager float32 - float64 reference| / scale
+    onnx_vs_float64: float = float("nan")  # max |onnx - float64 reference| / scale
+    limit: float = float("nan")  # the largest onnx_vs_float64 that passes (verify.float64_bound)
+    moved: bool = False  # eager_vs_float64 from eager float32 on the inputs moved by one ulp
+    basis: str = ""  # FLOAT64, EXACT, or why a dtype tolerance judged the output
 
     @property
     def eager_refused(self) -> bool:
@@ -63,24 +75,95 @@ class ValidationReport:
         return {"ok": self.ok, "checks": [dataclasses.asdict(c) for c in self.checks]}
 
     def __str__(self) -> str:
-        head = ("inputs", "sizes", "output", "shape", "max abs", "max rel", "pass")
-        rows = [head] + [(c.inputs, c.sizes + (f" ({c.why})" if c.why else ""), c.output,
-                          "x".join(map(str, c.shape)) or "()", f"{c.max_abs:.2e}", f"{c.max_rel:.2e}",
-                          (_skipped(c) if c.rejected else "ok" if c.ok else "FAIL") + (f" {c.note}" if c.note else ""))
-                         for c in self.checks]
-        widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
-        lines = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        failed = [c for c in self.checks if not c.ok and not c.rejected]
-        if failed and all(c.why == "minimum" for c in failed):
-            lines.append("note: only the minimum sizes fail: torch.export traces a model assuming dynamic sizes >= 2 "
-                         "(its 0/1 specialization) unless an example has size 1; export with an example of size 1 on "
-                         "those dims, or declare Dim(name, min=2)")
-        return "\n".join(lines)
+        return render(self.checks)
 
     __repr__ = __str__
 
 
-def _skipped(c: Check) -> str:
-    """The pass column of a check not compared: eager refused the inputs, or the comparison is moot."""
-    return "eager rejects" if c.eager_refused else "not compared"
+WIDTH = 100  # columns the table and its legend fit in
+HEAD = ("set", "output", "shape", "scale", "ONNX-eager", "eager-f64", "ONNX-f64", "limit", "pass")
+
+
+def render(checks: tuple[Check, ...]) -> str:
+    """The table of ``checks`` (one row per output and input set, at most ``WIDTH`` columns), then
+    a legend: each set's sizes and why it was chosen, what the columns mean, the notes."""
+    notes: dict[str, int] = {}
+
+    def mark(text: str) -> str:
+        return f"[{notes.setdefault(text, len(notes) + 1)}]"
+
+    rows = [HEAD] + [_row(c, mark) for c in checks]
+    widths = _fit([max(len(r[i]) for r in rows) for i in range(len(HEAD))])
+    lines = ["  ".join(_elide(v, w).ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += _legend(checks, notes)
+    shortened = {_elide(c.output, widths[1]): c.output for c in checks if len(c.output) > widths[1]}
+    lines += _wrap("outputs shortened: " + "; ".join(f"{k} = {v}" for k, v in shortened.items()), 4) if shortened else []
+    failed = [c for c in checks if not c.ok and not c.rejected]
+    if failed and all(c.why == "minimum" for c in failed):
+        lines += _wrap("note: only the minimum sizes fail: torch.export traces a model assuming dynamic sizes >= 2 "
+                       "(its 0/1 specialization) unless an example has size 1; export with an example of size 1 on "
+                       "those dims, or declare Dim(name, min=2)")
+    return "\n".join(lines)
+
+
+def _row(c: Check, mark) -> tuple[str, ...]:
+    floats = c.basis != EXACT and not math.isnan(c.scale)
+    scale = f"{c.scale:.2e}" if floats else "-"
+    if math.isnan(c.max_abs):
+        error = "-"
+    else:
+        error = f"{c.max_rel:.1e}" if floats else f"{c.max_abs:g}"
+    eager = "-" if math.isnan(c.eager_vs_float64) else f"{c.eager_vs_float64:.1e}" + ("*" if c.moved else "")
+    onnx = "-" if math.isnan(c.onnx_vs_float64) else f"{c.onnx_vs_float64:.1e}"
+    limit = f"{c.limit:.1e}" if c.basis == FLOAT64 else "exact" if c.basis == EXACT else "dtype" if c.basis else "-"
+    verdict = ("eager rejects" if c.eager_refused else "not compared") if c.rejected else "ok" if c.ok else "FAIL"
+    marks = [mark(c.note)] if c.note else []
+    if c.basis not in ("", FLOAT64, EXACT):
+        marks.append(mark(c.basis))
+    return (c.inputs, c.output, "x".join(map(str, c.shape)) or "()", scale, error, eager, onnx, limit,
+            " ".join([verdict] + marks))
+
+
+def _legend(checks: tuple[Check, ...], notes: dict[str, int]) -> list[str]:
+    """The lines under the table: the sets, the columns, the notes."""
+    sets: dict[str, str] = {}
+    for c in checks:
+        if c.inputs not in sets:
+            sets[c.inputs] = f"{c.sizes} ({c.why})" if c.sizes and c.why else c.sizes or c.why
+    label = max((len(k) for k in sets), default=0)
+    lines = [""]
+    for name, text in sets.items():
+        lines += _wrap(f"{name.ljust(label)}  {text}", indent=label + 2)
+    if any(c.basis == FLOAT64 for c in checks):
+        lines += _wrap(f"errors: largest |difference| over the output / its scale (largest |value|); f64: eager "
+                       f"PyTorch in float64; pass: ONNX-f64 <= limit = {K:g} x eager-f64 + {FLOOR:g}, at most {CEILING:g}; "
+                       "*: eager float32 on the inputs moved by one ulp")
+    elif any(c.basis not in ("", EXACT) for c in checks):
+        lines += _wrap("errors: largest |ONNX - eager| over the output / scale (its largest |value|)")
+    for text, number in notes.items():
+        lines += _wrap(f"[{number}] {text}", indent=len(f"[{number}] "))
+    return lines
+
+
+def _fit(widths: list[int]) -> list[int]:
+    """Column widths within ``WIDTH``: the output column, then the set column, shortened (to no
+    fewer than 8 characters, the middle elided) until the rows fit."""
+    widths = list(widths)
+    for i in (1, 0):
+        over = sum(widths) + 2 * (len(widths) - 1) - WIDTH
+        if over > 0:
+            widths[i] = max(8, widths[i] - over)
+    return widths
+
+
+def _elide(text: str, width: int) -> str:
+    """``text`` cut to ``width`` with ``..`` in the middle."""
+    if len(text) <= width:
+        return text
+    head = (width - 2 + 1) // 2
+    return text[:head] + ".." + text[len(text) - (width - 2 - head):]
+
+
+def _wrap(text: str, indent: int = 0) -> list[str]:
+    return textwrap.wrap(text, WIDTH, subsequent_indent=" " * indent, break_on_hyphens=False) or [""]

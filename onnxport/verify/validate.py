@@ -6,9 +6,12 @@ export's example (``onnxport.verify.sizes``: below and above the example, four t
 every shape guard's boundary, within the export's range and constraints), and sets at the
 example's sizes with other values (``onnxport.capture.inputs.VALUE_KINDS``: sign-symmetric, zeros,
 large, NaN and infinities, integers across their range). It runs eager PyTorch and onnxruntime on
-each and compares every output, the buffers and inputs the model updates in place included
-(``compare``: dtype and shape exact, dtype-aware tolerance, NaN-aware). Each row of the report
-says which kind of input it used (``Check.why``).
+each and compares every output, the buffers and inputs the model updates in place included: dtype
+and shape exact, integers and bools exactly, NaN and infinities where eager has them (``compare``).
+A float32 output is judged against eager PyTorch run in float64 on the same inputs
+(``verify.reference``), relative to eager float32's own distance to it and to the output's scale
+(``verify.float64_bound``); where no float64 run can judge it, by the dtype's tolerance, the row
+saying why (``Check.basis``). Each row says which kind of input it used (``Check.why``).
 
 Not compared, and listed as such: a NaN/inf set on which eager's outputs are not all finite (the
 model defines no result there; how NaN spreads is each runtime's own), and on the sets that make
@@ -31,20 +34,19 @@ from onnxport.capture.inputs import (LARGE, VALUE_KINDS, InputSpec, dim_examples
 from onnxport.capture.patches import exclusive_capture
 from onnxport.capture.relations import broken, evaluate, from_guards, missing_hint
 from onnxport.errors import ValidationError
-from onnxport.verify.compare import compare, to_numpy
 from onnxport.verify.eager import UPDATED, run_eager
+from onnxport.verify.judge import judge
+from onnxport.verify.reference import Float64Reference, SetRuns
 from onnxport.verify.report import EAGER_FAILED, Check, ValidationReport
 from onnxport.verify.runner import OrtRunner
 from onnxport.verify.sizes import validation_sizes
 from onnxport.verify.ties import TIED_KINDS, index_outputs
 
-PEAK = 0.01  # the large set's atol: at least this many rtol of the output's largest magnitude (``compare``)
-
 VALUE_WHY = {
     "symmetric": "sign-symmetric values",
     "zeros": "exact zeros",
-    "large": f"large values, {LARGE:g}x the example's spread (atol {LARGE:g}x, at least {PEAK:g} rtol of the peak)",
-    "special": "NaN and +-inf among the values (compared where eager's outputs are finite)",
+    "large": f"large values, {LARGE:g}x the example's spread",
+    "special": "NaN and +-inf among the values, compared where eager's outputs are finite",
     "range": "integers across their plausible range",
 }
 
@@ -120,14 +122,19 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, values: Any = Non
         values: value kinds tried at the example's sizes (``onnxport.capture.inputs.VALUE_KINDS``:
             ``"symmetric"``, ``"zeros"``, ``"large"``, ``"special"``, ``"range"``); default all
             that apply to the model's inputs, ``[]`` for none.
-        atol, rtol: tolerances overriding the dtype defaults (float32: 1e-4 / 1e-3).
+        atol, rtol: tolerances of ``|ONNX - eager| <= atol + rtol |eager|`` per element, judging
+            every floating output instead of the float64 reference (defaults by dtype, float32:
+            1e-4 / 1e-3, for the outputs no float64 run judges).
         include_example: compare on the example inputs too.
         specs: how to make each input (``InputSpec`` by input name), instead of from the example
             (a config's declarations: integer ranges, lengths, padding).
 
     Returns a ``ValidationReport`` (``.ok``, printable table, one row per output and input set,
-    ``why`` saying which sizes or values the set used). Raises ``ValidationError`` when the model
-    cannot be loaded by onnxruntime, ``sizes`` name unknown dims, leave the export's range or
+    ``why`` saying which sizes or values the set used, ``basis`` what judged it: the float64
+    reference, exact equality, or a dtype tolerance and why; ``verify.judge``). Eager PyTorch runs
+    once more per set in float64 (a float64 copy of the module, made once) and, for an output that
+    does not meet the bound at first, once more in float32 on the inputs moved by one ulp (``verify.reference``).
+    Raises ``ValidationError`` when the model cannot be loaded by onnxruntime, ``sizes`` name unknown dims, leave the export's range or
     break its adopted constraints, or ``values`` names an unknown kind.
 
     Runs under the capture lock (``capture.patches.exclusive_capture``): an export in another
@@ -181,6 +188,7 @@ def _compare_sets(result, module, runner, sets, atol, rtol) -> ValidationReport:
     fresh = bool(updated) or (any(s.kind.name != "USER_OUTPUT" for s in result.program.graph_signature.output_specs)
                               if result.program is not None else True)
     indices = index_outputs(result.program)
+    reference = Float64Reference(result.module, atol, rtol)
     checks: list[Check] = []
     for label, sizes, why, kind, (args, kwargs) in sets:
         generated = label.startswith(("sizes", "values"))
@@ -216,6 +224,7 @@ def _compare_sets(result, module, runner, sets, atol, rtol) -> ValidationReport:
             failed("eager's outputs hold NaN or infinities on these inputs (no defined value): not compared",
                    rejected=True)
             continue
+        runs = SetRuns(module, reference, fresh, args, kwargs, runner.input_names, updated, len(expected))
         tied = indices if kind in TIED_KINDS else set()
         pairs = []
         for i, ((n, g), e) in enumerate(zip(users, expected)):
@@ -223,19 +232,17 @@ def _compare_sets(result, module, runner, sets, atol, rtol) -> ValidationReport:
                 checks.append(Check(label, size_text, n, tuple(e.shape), float("nan"), float("nan"), False,
                                     "indices among equal values: either is right, not compared", why, True))
             else:
-                pairs.append((n, e, g))
+                pairs.append((n, e, g, i))
         for n, g in zip(out_names, got):
             if n.endswith(UPDATED):
                 e = after.get(n[:-len(UPDATED)])
                 if e is None:
                     failed(f"{n}: eager PyTorch has no buffer or input {n[:-len(UPDATED)]!r}")
                     continue
-                pairs.append((n, e, g))
-        for name, e, g in pairs:
-            big = kind == "large"
-            ma, mr, ok, note = compare(to_numpy(e), g, e.dtype, atol, rtol, scale=LARGE if big else 1.0,
-                                       peak=PEAK if big else 0.0)
-            checks.append(Check(label, size_text, name, tuple(e.shape), ma, mr, ok, note, why))
+                pairs.append((n, e, g, n[:-len(UPDATED)]))
+        for name, e, g, key in pairs:
+            checks.append(Check(label, size_text, name, tuple(e.shape), why=why,
+                                **judge(e, g, runs, key, kind == "large", atol, rtol)))
     return ValidationReport(tuple(checks))
 
 
