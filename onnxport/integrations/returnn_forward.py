@@ -98,6 +98,20 @@ class ReturnnForward(torch.nn.Module):
         self.scope = scope
         self.input_names = raw_input_names(extern_data)
         self.output_names = raw_output_names(model_outputs)
+        self.float_dtype: str | None = None  # RETURNN's default float dtype while it runs (None: the config's)
+
+    def double(self) -> "ReturnnForward":
+        """The model in float64: floating parameters and buffers cast (RETURNN's ``RFModuleAsPTModule``
+        gives its RF parameters the new dtype), the declared float inputs and outputs ``float64`` and
+        RETURNN's default float dtype ``float64`` while it runs (``rf.set_default_float_dtype_ctx``),
+        so that ``forward_step`` runs in double precision, as validation's float64 reference needs."""
+        super().double()
+        for tensors in (self.extern_data, self.model_outputs):
+            for tensor in tensors.data.values():
+                if tensor.dtype.startswith("float") or tensor.dtype == "bfloat16":
+                    tensor.dtype = "float64"
+        self.float_dtype = "float64"
+        return self
 
     def forward(self, raw: dict[str, torch.Tensor] | None = None, **tensors: torch.Tensor) -> dict[str, torch.Tensor]:
         """``raw`` (or ``tensors``): the tensors of ``input_names`` by name; returns those of ``output_names``."""
@@ -106,7 +120,7 @@ class ReturnnForward(torch.nn.Module):
         if missing:
             raise ContractError(f"the RETURNN model takes the raw inputs {self.input_names}, {missing} not given",
                                 hint="pass a dict with a tensor for each name of input_names")
-        with self.scope():
+        with self.scope(), _default_float_dtype(self.float_dtype):
             return self._forward_step(raw)
 
     def _forward_step(self, raw: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -143,6 +157,15 @@ class ReturnnForward(torch.nn.Module):
                                 hint="mark each output of model_outputs (mark_as_output / mark_as_default_output) "
                                      "with the dims model_outputs gives it")
         return {n: outputs[n] for n in declared}
+
+
+def _default_float_dtype(dtype: str | None) -> contextlib.AbstractContextManager:
+    """RETURNN's default float dtype ``dtype`` within (unchanged when None)."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    import returnn.frontend as rf
+
+    return rf.set_default_float_dtype_ctx(dtype)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from returnn_helpers import CONFORMER, run_onnx, save_checkpoint
 from onnxport.cli import main
 from onnxport.integrations.returnn_config import load_returnn_config
 from onnxport.integrations.returnn_export import build_returnn_model, export_returnn_config, returnn_inputs
+from onnxport.verify.report import FLOAT64
 
 SIZES = [{"batch": 1, "time": 9}, {"batch": 2, "time": 23}, {"batch": 3, "time": 50}, {"batch": 4, "time": 301},
          {"batch": 5, "time": 9}, {"batch": 5, "time": 301}]
@@ -51,6 +52,9 @@ def test_matches_returnn_eager_at_every_size(exported):
         assert {(text, "output"), (text, "output:size1")} <= checked, (text, sorted(checked))
     worst = max(c.max_abs for c in report.checks if c.output == "output")
     assert worst < 1e-5, str(report)
+    # RETURNN runs forward_step in float64 for the reference: every float output is judged against it
+    floats = [c for c in report.checks if c.output == "output" and not c.rejected]
+    assert floats and all(c.basis == FLOAT64 and c.eager_vs_float64 < 1e-5 for c in floats), str(report)
 
 
 def test_matches_returnn_called_directly(exported):
