@@ -117,8 +117,9 @@ def _row(c: Check, mark) -> tuple[str, ...]:
     eager = "-" if math.isnan(c.eager_vs_float64) else f"{c.eager_vs_float64:.1e}" + ("*" if c.moved else "")
     onnx = "-" if math.isnan(c.onnx_vs_float64) else f"{c.onnx_vs_float64:.1e}"
     limit = f"{c.limit:.1e}" if c.basis == FLOAT64 else "exact" if c.basis == EXACT else "dtype" if c.basis else "-"
-    verdict = ("eager rejects" if c.eager_refused else "not compared") if c.rejected else "ok" if c.ok else "FAIL"
-    marks = [mark(c.note)] if c.note else []
+    verdict = "skip" if c.rejected else "ok" if c.ok else "FAIL"
+    note = f"eager rejects these inputs, not counted as a failure: {c.note}" if c.eager_refused else c.note
+    marks = [mark(note)] if note else []
     if c.basis not in ("", FLOAT64, EXACT):
         marks.append(mark(c.basis))
     return (c.inputs, c.output, "x".join(map(str, c.shape)) or "()", scale, error, eager, onnx, limit,
