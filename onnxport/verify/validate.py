@@ -160,7 +160,7 @@ def _input_sets(result, inputs, sizes, values, include_example, specs) -> list[t
     """``(label, {dim name: size} or None, why, value kind, (args, kwargs))`` of every set to compare."""
     dims = dim_names(result.captured, result.dim_names)
     examples, _ = dim_examples(result.captured, dims)
-    specs = specs if specs is not None else specs_from_captured(result.captured, dims)
+    specs = _named_as_captured(result, specs) if specs is not None else specs_from_captured(result.captured, dims)
     sets = []
     if include_example:
         sets.append(("example", examples, "the example", "example", result.example))
@@ -180,6 +180,25 @@ def _input_sets(result, inputs, sizes, values, include_example, specs) -> list[t
     for i, extra in enumerate(inputs or []):
         sets.append((f"inputs {i + 1}", None, "given inputs", "example", _input_set(extra)))
     return sets
+
+
+def _named_as_captured(result, specs: list[InputSpec]) -> list[InputSpec]:
+    """``specs`` named as capture names the inputs they make (a config names them as the ONNX
+    inputs, which ``input_names`` may name otherwise than the flat names of the example: a dict
+    argument ``raw`` gives ``raw_data``), the lengths input of a padded one too.
+
+    Raises ``ValidationError`` when an input of the model has no spec: its example would be fed
+    at every set, the generated sizes and values never reaching it."""
+    onnx = [v.name for v in result.model.graph.inputs]
+    captured = [i.name for i in result.captured.inputs] if result.captured is not None else onnx
+    rename = dict(zip(onnx, captured)) if len(onnx) == len(captured) else {}
+    named = [dataclasses.replace(s, name=rename.get(s.name, s.name),
+                                 pad=(rename.get(s.pad[0], s.pad[0]), *s.pad[1:]) if s.pad else s.pad) for s in specs]
+    missing = sorted(set(captured) - {s.name for s in named})
+    if missing:
+        raise ValidationError(f"no input declaration makes the model's inputs {missing}: validation would feed their "
+                              "example at every size and value", hint=f"declare every input of {onnx}")
+    return named
 
 
 def _compare_sets(result, module, runner, sets, atol, rtol) -> ValidationReport:

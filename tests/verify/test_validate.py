@@ -214,3 +214,25 @@ def test_nan_and_infinities_compared_where_eager_defines_the_outputs():
     # an output eager leaves NaN in: that set is not compared, the others are
     both = onnxport.to_onnx(Sanitize().eval(), (x,), dynamic_shapes={"x": {0: "n"}}).validate()
     assert both.ok and all(c.rejected for c in both.checks if c.why.startswith("NaN"))
+
+
+class TakesADict(torch.nn.Module):
+    def forward(self, raw):
+        return raw["a"] * 2 + raw["b"].sum(-1, keepdim=True)
+
+
+def test_declared_inputs_named_as_the_onnx_inputs_reach_a_dict_argument():
+    from onnxport.errors import ValidationError
+    from onnxport.verify import InputSpec, validate
+
+    x = {"a": torch.randn(2, 3), "b": torch.randn(2, 3)}
+    result = onnxport.to_onnx(TakesADict().eval(), (x,), dynamic_shapes=({"a": {0: "n"}, "b": {0: "n"}},),
+                              input_names=["a", "b"])
+    assert [i.name for i in result.captured.inputs] != ["a", "b"]  # capture names them after the dict argument
+    specs = [InputSpec("a", torch.float32, ("n", 3)), InputSpec("b", torch.float32, ("n", 3))]
+    report = validate(result, specs=specs)
+    assert report.ok, report
+    by_why = {c.why: c for c in report.checks}
+    assert by_why["exact zeros"].max_abs == 0.0 and by_why["exact zeros"].scale == 0.0  # zeros reached the model
+    with pytest.raises(ValidationError, match="no input declaration makes"):
+        validate(result, specs=specs[:1])
