@@ -63,7 +63,12 @@ def test_speech_example_config_parses():
     assert cfg.input_dims == ["batch", "time"]
     assert cfg.example_sizes() == {"batch": 2, "time": 23}
     assert len(cfg.sizes) == 3 and cfg.example_sizes() not in cfg.sizes
-    assert cfg.model_args["vocab"] == 32 and cfg.opset == 20 and cfg.atol == 1e-4
+    assert cfg.model_args["vocab"] == 32 and cfg.opset == 20 and cfg.atol is None and cfg.rtol is None
+
+
+def test_validate_tolerances_parse():
+    cfg = parse_config(framer(validate={"atol": 1e-4, "rtol": 1e-3}))
+    assert (cfg.atol, cfg.rtol) == (1e-4, 1e-3)
 
 
 def test_default_sizes_avoid_the_example_in_every_dim():
