@@ -98,7 +98,8 @@ def render(checks: tuple[Check, ...]) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += _legend(checks, notes)
     shortened = {_elide(c.output, widths[1]): c.output for c in checks if len(c.output) > widths[1]}
-    lines += _wrap("outputs shortened: " + "; ".join(f"{k} = {v}" for k, v in shortened.items()), 4) if shortened else []
+    if shortened:
+        lines += _wrap("outputs shortened: " + "; ".join(f"{k} = {v}" for k, v in shortened.items()), 4)
     failed = [c for c in checks if not c.ok and not c.rejected]
     if failed and all(c.why == "minimum" for c in failed):
         lines += _wrap("note: only the minimum sizes fail: torch.export traces a model assuming dynamic sizes >= 2 "
@@ -138,8 +139,8 @@ def _legend(checks: tuple[Check, ...], notes: dict[str, int]) -> list[str]:
         lines += _wrap(f"{name.ljust(label)}  {text}", indent=label + 2)
     if any(c.basis == FLOAT64 for c in checks):
         lines += _wrap(f"errors: largest |difference| over the output / its scale (largest |value|); f64: eager "
-                       f"PyTorch in float64; pass: ONNX-f64 <= limit = {K:g} x eager-f64 + {FLOOR:g}, at most {CEILING:g}; "
-                       "*: eager float32 on the inputs moved by one ulp")
+                       f"PyTorch in float64; pass: ONNX-f64 <= limit = {K:g} x eager-f64 + {FLOOR:g}, at most "
+                       f"{CEILING:g}; *: eager float32 on the inputs moved by one ulp")
     elif any(c.basis not in ("", EXACT) for c in checks):
         lines += _wrap("errors: largest |ONNX - eager| over the output / scale (its largest |value|)")
     for text, number in notes.items():

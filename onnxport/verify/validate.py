@@ -133,9 +133,10 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, values: Any = Non
     ``why`` saying which sizes or values the set used, ``basis`` what judged it: the float64
     reference, exact equality, or a dtype tolerance and why; ``verify.judge``). Eager PyTorch runs
     once more per set in float64 (a float64 copy of the module, made once) and, for an output that
-    does not meet the bound at first, once more in float32 on the inputs moved by one ulp (``verify.reference``).
-    Raises ``ValidationError`` when the model cannot be loaded by onnxruntime, ``sizes`` name unknown dims, leave the export's range or
-    break its adopted constraints, or ``values`` names an unknown kind.
+    does not meet the bound at first, once more in float32 on the inputs moved by one ulp
+    (``verify.reference``). Raises ``ValidationError`` when the model cannot be loaded by
+    onnxruntime, ``sizes`` name unknown dims, leave the export's range or break its adopted
+    constraints, ``values`` names an unknown kind, or ``specs`` leave an input of the model out.
 
     Runs under the capture lock (``capture.patches.exclusive_capture``): an export in another
     thread changes the modules it traces while it runs, so neither runs beside the other.
