@@ -9,14 +9,14 @@ import torch
 
 import onnxport
 from exportcheck import check_export, count_ops, Fn
-from onnxport.translate.registry import Registry, override
+from onnxport.translate.registry import Translations, override
 
 aten = torch.ops.aten
 
 
 def test_the_opset_chooses_the_translation():
     gelu = Fn(lambda x: torch.nn.functional.gelu(x))
-    assert Registry(19).lookup(aten.gelu.default) is not Registry(20).lookup(aten.gelu.default)
+    assert Translations(19).lookup(aten.gelu.default) is not Translations(20).lookup(aten.gelu.default)
     assert count_ops(check_export(gelu, (torch.randn(2, 5),), {"x": {0: "b"}}, opset=19), "Gelu") == 0
     assert count_ops(check_export(gelu, (torch.randn(2, 5),), {"x": {0: "b"}}, opset=20), "Gelu") == 1
     rms = Fn(lambda x: torch.nn.functional.rms_norm(x, (5,), eps=1e-6))
