@@ -109,8 +109,9 @@ class ExportError(Exception):
         what: the full message, as given.
         summary: its first line, short (what the CLI prints after ``onnxport: error:``).
         detail: what did not fit in the summary, plus the ``detail`` argument (torch's own message),
-            plus the ``output`` argument (what torch printed while failing: its graph dumps), which
-            ``str(e)`` does not repeat (the CLI shows the detail with ``--debug``).
+            plus the ``output`` argument (for the one debugging: the capture steps as they ran, what
+            torch printed while failing), which ``str(e)`` does not repeat (the CLI shows the detail
+            with ``--debug``).
         where: the user's source line (``file:line in func: code``) or None.
         hint: what to do about it, or None.
     """
@@ -134,12 +135,12 @@ class ExportError(Exception):
             text += "\n  detail: " + self.detail.replace("\n", "\n    ")
         printed = strip_ansi(output).strip() if output else ""
         if printed:
-            self.detail = (self.detail + "\n" if self.detail else "") + "printed while capturing:\n" + printed
+            self.detail = (self.detail + "\n" if self.detail else "") + printed
         super().__init__(text)
 
     def with_output(self, output: str) -> "ExportError":
-        """This error again, with ``output`` (what torch printed while failing) at the end of its
-        ``detail``; ``self`` when nothing was printed."""
+        """This error again, with ``output`` (see the class) at the end of its ``detail``; ``self``
+        when ``output`` is empty."""
         if not output or not output.strip():
             return self
         node, detail = self._given

@@ -158,14 +158,15 @@ class Traced:
 
 @dataclasses.dataclass(frozen=True)
 class Attempt:
-    """One step as the capture loop ran it: whether it changed the state, and why (or why not)."""
+    """One step as the capture loop ran it: whether it applied (returned a new state), and what it
+    did or why it did not apply."""
 
     step: str
-    changed: bool
+    applied: bool
     why: str
 
     def __str__(self) -> str:
-        return f"{self.step}: {'' if self.changed else 'skipped: '}{self.why}"
+        return f"{self.step}: {'' if self.applied else 'skipped: '}{self.why}"
 
 
 @dataclasses.dataclass(frozen=True)

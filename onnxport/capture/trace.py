@@ -80,17 +80,25 @@ def run_steps(state: CaptureState, steps: tuple = STEPS) -> CaptureState:
 
 
 def finish(state: CaptureState) -> Captured:
-    """The ``Captured`` of the final state, with its warnings; raises the failure no step resolved
-    (what torch printed while failing kept on the error's detail)."""
+    """The ``Captured`` of the final state, with its warnings; raises the failure no step resolved,
+    the steps as they ran and what torch printed while failing kept on the error's detail."""
     if state.program is None:
         failure = state.first_failure or state.trace
-        raise failure.error.with_output(failure.output) from failure.exception
+        raise failure.error.with_output(debug_text(state.attempts, failure.output)) from failure.exception
     captured = captured_of(state)
     for guard in captured.adopted():
         warnings.warn(adopted_warning(guard), UserWarning, stacklevel=4)
     if state.request.model.training:
         _warn_training_ops(captured.program)
     return captured
+
+
+def debug_text(attempts: tuple, printed: str = "") -> str:
+    """The capture steps as they ran, one a line, then what torch printed (``--debug``)."""
+    lines = ["capture steps:"] + [f"  {a}" for a in attempts]
+    if printed.strip():
+        lines += ["torch printed while tracing:", printed.rstrip()]
+    return "\n".join(lines)
 
 
 _TRAINING_OPS = ("dropout", "dropout_", "native_dropout", "feature_dropout", "feature_dropout_", "alpha_dropout",

@@ -181,6 +181,12 @@ class Registry:
 
         return deco
 
+    def remove(self, target: Any) -> None:
+        """Drop every translation of ``target`` (each overload of an ``OpOverloadPacket``)."""
+        with CAPTURE_LOCK:
+            for t in _targets((target,)):
+                self._table.pop(t, None)
+
     def translations(self, target: Any) -> tuple[Translation, ...]:
         """The translations of ``target`` in this registry, the latest first."""
         return tuple(self._table.get(target, ()))
