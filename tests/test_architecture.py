@@ -99,7 +99,6 @@ SETATTR_ALLOWED = {
     ("config/export.py", "cfg"),
     ("capture/caches.py", "layer"),  # a cache layer being rebuilt from its tensors
     ("capture/decompose.py", "graph.owning_module"),  # the captured program's own module: a constant kept
-    ("integrations/returnn.py", "owner"),  # RETURNN's functions, in the hooks it passes as capture_hooks
     ("result.py", "self"),
 }
 _EXTERNAL = ("torch", "transformers", "torchvision", "timm", "math", "sys", "builtins")

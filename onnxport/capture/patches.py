@@ -72,8 +72,9 @@ class SetAttribute:
         own = vars(owner).get(name, _MISSING) if hasattr(owner, "__dict__") else getattr(owner, name)
         original = original_of(getattr(owner, name))
         replacement = self.make(original)
-        with contextlib.suppress(AttributeError, TypeError):  # a builtin cannot carry the mark
-            setattr(replacement, _ORIGINAL, original)
+        if callable(replacement):  # a function carries the mark (a builtin cannot; a stream need not)
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(replacement, _ORIGINAL, original)
         setattr(owner, name, replacement)
 
         def undo(*_: Any) -> None:

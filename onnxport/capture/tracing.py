@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import logging
 import math
 import sys
 import torch
@@ -65,15 +66,23 @@ SIZE_OBLIVIOUS = register(Patch(
     "(torch.fx.experimental._config.backed_size_oblivious), so the axis stays dynamic"))
 
 
+def _torch_log_handlers() -> list[logging.StreamHandler]:
+    """The handlers of torch's loggers writing to the process's stderr (torch installs its own)."""
+    loggers = [logging.getLogger(n) for n in list(logging.Logger.manager.loggerDict) if n.split(".")[0] == "torch"]
+    return [h for lg in loggers for h in lg.handlers
+            if type(h) is logging.StreamHandler and h.stream in (sys.stderr, sys.__stderr__)]
+
+
 def _hold_output_changes(held: io.StringIO) -> list:
-    return [SetAttribute(sys, "stderr", lambda original: held)]
+    return [SetAttribute(sys, "stderr", lambda original: held),
+            *(SetAttribute(h, "stream", lambda original: held) for h in _torch_log_handlers())]
 
 
 HOLD_OUTPUT = register(Patch(
     "hold torch's output", _hold_output_changes,
-    "sys.stderr: what is printed while torch.export traces (its graph dumps on a failure, repeated warnings) is "
-    "held; written out after a trace that succeeds, kept for the error's detail after one that fails",
-    (io.StringIO(),)))
+    "sys.stderr and the stream of torch's log handlers: what is printed and logged while torch.export traces "
+    "(its graph dumps on a failure, repeated warnings) is held; written out after a trace that succeeds, kept "
+    "for the error's detail after one that fails", (io.StringIO(),)))
 
 
 def trace_patches(state: CaptureState, lists: dict[str, list], held: io.StringIO) -> list:
