@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "onnxport"
 
 # stage of each top-level part, in pipeline order; a module imports only stages up to its own
 STAGES = {
-    "errors": 0, "metadata": 0,
+    "errors": 0, "metadata": 0, "torch_behaviour": 0,
     "rewrite": 1, "capture": 1,
     "translate": 2,
     "optimize": 3,
@@ -185,7 +185,7 @@ def test_every_registered_patch_lists_its_sites():
         if patch.sample is None or name.startswith("test: "):
             continue
         sites = patch.sites()
-        assert sites or name == "sliding window as full", f"{name} lists no site"
+        assert sites or name in ("sliding window as full", "one batched_nms"), f"{name} lists no site"  # a library not imported
         assert patch.doc, f"{name} has no doc"
 
 

@@ -35,6 +35,8 @@ import warnings
 from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping
 
+import torch
+
 from onnxport.capture.patches import CAPTURE_LOCK, Patch
 
 
@@ -53,6 +55,9 @@ class Translation:
 def _targets(targets: tuple) -> list[Any]:
     out = []
     for t in targets:
+        if isinstance(t, str):  # "namespace::op.overload": an op of a library not imported here
+            out.append(t)
+            continue
         overloads = getattr(t, "overloads", None)
         if callable(overloads) and not hasattr(t, "_schema"):
             out += [getattr(t, name) for name in t.overloads()]
@@ -101,8 +106,10 @@ def translates(*targets: Any, opset: tuple | None = None) -> Callable[[Callable]
 
     Args:
         targets: ``torch._ops.OpOverload`` objects (``torch.ops.aten.add.Tensor``), an
-            ``OpOverloadPacket`` (every overload of it), or a Python callable that appears as an FX
-            ``call_function`` target (``operator.mul``, ``torch.ops.higher_order.scan``).
+            ``OpOverloadPacket`` (every overload of it), a Python callable that appears as an FX
+            ``call_function`` target (``operator.mul``, ``torch.ops.higher_order.scan``), or the
+            qualified name ``"namespace::op.overload"`` of an overload a library defines when it is
+            imported (``"torchvision::nms.default"``): onnxport does not import it.
         opset: ``(min, max)`` ONNX opsets the translation serves (inclusive; None for open).
 
     Raises:
@@ -157,7 +164,8 @@ class Registry:
 
     def register(self, target: Any, fn: Callable | None, *, opset: tuple | None = None) -> None:
         """Add ``fn`` as the translation of ``target`` (an overload, an ``OpOverloadPacket`` for
-        every overload, or an FX ``call_function`` target) for ``opset`` (``(min, max)``, inclusive;
+        every overload, an FX ``call_function`` target, or an overload's qualified name
+        ``"namespace::op.overload"``, for an op a library defines when imported) for ``opset`` (``(min, max)``, inclusive;
         None: every opset); ``fn=None`` decomposes the op instead."""
         span = _span(opset)
         with CAPTURE_LOCK:
@@ -248,8 +256,11 @@ class Translations:
         except (KeyError, TypeError):
             pass
         fn = None
-        for found in (self.registry.translations(target), self._builtin.translations.get(target, ())):
-            first = next((t for t in found if t.serves(self.opset)), None)
+        keys = [target]
+        if isinstance(target, torch._ops.OpOverload):
+            keys.append(f"{target._name}.{target._overloadname}")
+        for table in (self.registry.translations, lambda key: self._builtin.translations.get(key, ())):
+            first = next((t for key in keys for t in table(key) if t.serves(self.opset)), None)
             if first is not None:
                 fn = first.fn
                 break
