@@ -110,11 +110,9 @@ def broken(relations: dict[str, sympy.Expr], sizes: dict[str, int]) -> list[str]
 def from_guards(guards: list) -> dict[str, sympy.Expr]:
     """The relations among the adopted constraints: a condition ``expression == name`` the model
     needs (``(p + s) == total``) defines ``name`` (``onnxport.capture.guards.Guard``)."""
-    from onnxport.capture.guards.conditions import adopted_of  # the guards import relations
-
     out = {}
-    for g in adopted_of(guards):
-        if g.python.count("==") != 1:
+    for g in guards:
+        if not g.adopted or g.python.count("==") != 1:
             continue
         lhs, rhs = (side.strip() for side in g.python.split("=="))
         for name, other in ((rhs.strip("() "), lhs), (lhs.strip("() "), rhs)):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 import sympy
 import torch
@@ -25,9 +25,6 @@ from onnxport.capture.guards import Guard, GuardEvent, SizeVar, Specialization, 
 from onnxport.capture.patches import Patch
 from onnxport.capture.relations import broken, parse_relations
 from onnxport.errors import DynamicShapesError, ExportError
-
-if TYPE_CHECKING:
-    from onnxport.capture.steps import Step
 
 FROZEN: Mapping = MappingProxyType({})  # an empty mapping no step can change
 
@@ -227,8 +224,9 @@ class CaptureState:
         """``but(...)``, with torch.export to be called again (the loop goes back to ``Trace``)."""
         return self.but(why, trace=None, **changes)
 
-    def after(self, step: "Step", outcome: "CaptureState | str") -> "CaptureState":
-        """The state after ``step`` ran: its new state, or this one with the reason it did not apply."""
+    def after(self, step: str, outcome: "CaptureState | str") -> "CaptureState":
+        """The state after the step named ``step`` ran: its new state, or this one with the reason
+        it did not apply."""
         if isinstance(outcome, CaptureState):
-            return dataclasses.replace(outcome, attempts=self.attempts + (Attempt(step.name, True, outcome.why),))
-        return dataclasses.replace(self, attempts=self.attempts + (Attempt(step.name, False, outcome),))
+            return dataclasses.replace(outcome, attempts=self.attempts + (Attempt(step, True, outcome.why),))
+        return dataclasses.replace(self, attempts=self.attempts + (Attempt(step, False, outcome),))

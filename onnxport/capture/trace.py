@@ -74,7 +74,7 @@ def run_steps(state: CaptureState, steps: tuple = STEPS) -> CaptureState:
     """Run ``steps`` in order, from the first again whenever a step left torch.export to be called."""
     i = 0
     while i < len(steps):
-        state = state.after(steps[i], steps[i](state))
+        state = state.after(steps[i].name, steps[i](state))
         i = 0 if state.trace is None else i + 1
     return state
 

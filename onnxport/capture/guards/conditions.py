@@ -97,6 +97,11 @@ class Guard:
     def __str__(self) -> str:
         return self.text
 
+    @property
+    def adopted(self) -> bool:
+        """Adopted as a constraint of the export (``GuardStatus.ADOPTED``)."""
+        return self.status is GuardStatus.ADOPTED
+
     def holds(self, sizes: dict[str, int]) -> bool:
         """Whether the condition holds for ``sizes`` (dim name -> size; names it does not read
         may be missing; a name it reads that is missing counts as holding)."""
@@ -404,7 +409,7 @@ def decide(conditions: list[tuple],
 
 def adopted_of(guards: Iterable[Guard]) -> list[Guard]:
     """The guards adopted as constraints of the export, in order."""
-    return [g for g in guards if g.status is GuardStatus.ADOPTED]
+    return [g for g in guards if g.adopted]
 
 
 def in_installed_package(where: str) -> bool:
