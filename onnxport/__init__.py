@@ -6,6 +6,7 @@ from onnxport.errors import (
     ConfigError,
     ContractError,
     ControlFlowError,
+    DataDependentError,
     DynamicShapesError,
     ExportError,
     RenderError,
@@ -21,6 +22,7 @@ from onnxport.errors import (
 )
 from onnxport.export import to_onnx
 from onnxport.result import ExportResult
+from onnxport.translate.registry import Registry
 from onnxport.translate.registry import user_translates as translates
 from onnxport.verify import ValidationReport, validate
 
@@ -71,8 +73,8 @@ def plot_dot(model, **kwargs):
 
 
 __all__ = [
-    "CaptureError", "CheckpointError", "ConfigError", "ContractError", "ControlFlowError", "DynamicShapesError",
-    "ExportError", "ExportResult", "RenderError", "ReturnnError", "RewriteError", "SaveError", "ShowInputError",
+    "CaptureError", "CheckpointError", "ConfigError", "ContractError", "ControlFlowError", "DataDependentError",
+    "DynamicShapesError", "ExportError", "ExportResult", "Registry", "RenderError", "ReturnnError", "RewriteError", "SaveError", "ShowInputError",
     "SpecializationError", "TargetError", "TranslationError", "UnsupportedOpError", "ValidationError",
     "ValidationReport", "export_encoder_decoder", "export_from_config", "export_returnn_config", "find_divergence",
     "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",

@@ -8,6 +8,7 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from onnxport.capture.guards import adopted_of
 from onnxport.saving import PROTOBUF_LIMIT, needs_external_data, save_model
 
 
@@ -62,7 +63,8 @@ class ExportResult:
 
     @property
     def guards(self) -> list:
-        """Every condition on sizes the export relies on, decided (``onnxport.capture.guards.Guard``:
+        """Every condition on sizes the export relies on, decided (``onnxport.capture.guards.Guard``, its
+        ``status`` a ``GuardStatus``:
         proved, kept or adopted), with the user's line."""
         return list(getattr(self.captured, "guards", None) or [])
 
@@ -70,7 +72,7 @@ class ExportResult:
     def constraints(self) -> list:
         """The conditions adopted as constraints of the export (``time % 4 == 0``, ``time >= 5``):
         the model is exported and validated for sizes that satisfy them."""
-        return [g for g in self.guards if g.status == "adopted"]
+        return adopted_of(self.guards)
 
     @property
     def model_proto(self) -> onnx.ModelProto:

@@ -64,7 +64,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--report", metavar="JSON", help="write the validation table as JSON")
     p.add_argument("--quiet", action="store_true", help="print neither progress nor the table")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                   help="show full tracebacks on errors")
+                   help="show full tracebacks and details on errors, and the capture steps as they ran")
     return p
 
 
@@ -217,6 +217,11 @@ def run(args) -> int:
         t0 = time.perf_counter()
         result.save(args.output)
         progress("save", time.perf_counter() - t0)
+        if debug and result.captured is not None:
+            from onnxport.capture.trace import debug_text
+
+            progress.close()
+            print(debug_text(result.captured.attempts))
     except ExportError as e:
         progress.close()
         if debug:

@@ -11,11 +11,7 @@ parameters, SymInts) by capture. Semantics: torch's higher-order ops
 
 from __future__ import annotations
 
-import contextlib
 import operator
-import re
-import sysconfig
-import traceback
 from typing import Any
 
 import numpy as np
@@ -26,7 +22,7 @@ from onnxport.errors import ControlFlowError, UnsupportedOpError, last_user_fram
 from onnxport.torch_behaviour import scan_accepts_zero_length
 from onnxport.translate import bodies
 from onnxport.translate.graph import set_meta_type
-from onnxport.translate.registry import during_capture, translates
+from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
 hop = torch.ops.higher_order
@@ -311,38 +307,3 @@ def _body_line(body: Any) -> str | None:
             return last_user_frame(n.meta["stack_trace"])
     return None
 
-
-_STDLIB = sysconfig.get_paths()["stdlib"]
-
-
-def _user_line(e: BaseException) -> str | None:
-    """The innermost frame of ``e``'s traceback outside torch, onnxport and the standard library."""
-    for f in reversed(traceback.extract_tb(e.__traceback__)):
-        p = f.filename
-        if "/torch/" in p or "/onnxport/" in p or p.startswith(_STDLIB) or p.startswith("<"):
-            continue
-        return f"{p}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
-    return None
-
-
-class AliasingErrors(contextlib.AbstractContextManager):
-    """Turns torch.export's refusal of a cond/while_loop/map body that returns one of its inputs
-    (``Encountered aliasing during higher order op tracing``) into a ``ControlFlowError`` naming
-    the operator, the user's line and the ``.clone()`` fix. Entered around capture."""
-
-    def __exit__(self, typ, e, tb):
-        if e is None or not isinstance(e, Exception) or "aliasing during higher order op tracing" not in str(e):
-            return False
-        m = re.search(r"Higher Order Operator: (\S+)", str(e))
-        op = m.group(1) if m else "a higher-order op"
-        where = _user_line(e)
-        err = ControlFlowError(
-            f"a {op} body returns one of its inputs unchanged: return input.clone() instead of input",
-            where=where,
-            hint="in the branch/body function, replace `return x` by `return x.clone()` for every output "
-                 "that is one of its inputs (control-flow bodies must return new tensors)",
-        )
-        raise err.with_traceback(tb) from e
-
-
-during_capture(AliasingErrors)

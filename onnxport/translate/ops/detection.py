@@ -12,20 +12,19 @@ decreasing score (boxes of equal score may come in another order).
 ``torchvision.ops.batched_nms`` chooses between two equivalent implementations by the number of boxes
 (``boxes.numel() > 4000`` on the CPU: a loop over the classes, else one nms of boxes offset per class)
 and returns early on an empty input; on a data-dependent count both branches stop torch.export. While a
-model is traced, ``batched_nms`` is the offset form for every count, empty included (``one_batched_nms``).
+model is traced, ``batched_nms`` is the offset form for every count, empty included (``ONE_BATCHED_NMS``,
+a registered capture patch).
 """
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from typing import Iterator
 
 import numpy as np
 import onnx_ir as ir
 import torch
 
-from onnxport.capture.patches import patched
+from onnxport.capture.patches import Patch, SetAttribute, register
 from onnxport.translate.registry import during_capture, translates
 
 _F32 = ir.DataType.FLOAT
@@ -104,19 +103,17 @@ def _batched_nms_by_offsets(boxes: torch.Tensor, scores: torch.Tensor, idxs: tor
     return torchvision.ops.nms(boxes + offsets[:, None], scores, iou_threshold)
 
 
-@during_capture
-@contextlib.contextmanager
-def one_batched_nms() -> Iterator[None]:
-    """Context manager: while torch.export traces, ``torchvision.ops.batched_nms`` (and
-    ``torchvision.ops.boxes.batched_nms``, which torchvision's detection models call) is
-    ``_batched_nms_by_offsets``, one of the two implementations torchvision itself switches between
-    for speed (``torchvision/ops/boxes.py``), for every count of boxes. Nothing happens where
-    torchvision is not imported; eager execution outside the trace is unchanged."""
+def _one_batched_nms_changes() -> list:
     ops = sys.modules.get("torchvision.ops")
     boxes = sys.modules.get("torchvision.ops.boxes")
     if ops is None or boxes is None:
-        yield
-        return
-    with patched(boxes, "batched_nms", lambda original: _batched_nms_by_offsets), \
-            patched(ops, "batched_nms", lambda original: _batched_nms_by_offsets):
-        yield
+        return []
+    return [SetAttribute(owner, "batched_nms", lambda original: _batched_nms_by_offsets) for owner in (boxes, ops)]
+
+
+ONE_BATCHED_NMS = during_capture(register(Patch(
+    "one batched_nms", _one_batched_nms_changes,
+    "torchvision.ops.batched_nms (and torchvision.ops.boxes.batched_nms, which torchvision's detection models "
+    "call): while torch.export traces, _batched_nms_by_offsets, one of the two implementations torchvision itself "
+    "switches between for speed (torchvision/ops/boxes.py), for every count of boxes. Nothing happens where "
+    "torchvision is not imported; eager execution outside the trace is unchanged")))

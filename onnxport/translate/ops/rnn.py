@@ -29,14 +29,13 @@ pad_packed_sequence`` as one op with ONNX ``sequence_lens``; any other packing r
 
 from __future__ import annotations
 
-import contextlib
 
 import numpy as np
 import onnx_ir as ir
 import torch
 
 from onnxport.errors import TranslationError, UnsupportedOpError
-from onnxport.translate.ops._common import tracing_kernels
+from onnxport.capture.patches import Patch, SetAttribute, SetKernel, register
 from onnxport.translate.registry import during_capture, translates
 
 aten = torch.ops.aten
@@ -79,28 +78,17 @@ def _packed_unsupported(*args, **kwargs):
         hint=_PACKED_HINT)
 
 
-@during_capture
-@contextlib.contextmanager
-def keep_recurrent_ops():
-    """Context manager: keep ``aten.lstm/gru/rnn_*.input`` whole while torch.export traces.
+def _recurrent_changes() -> list:
+    return [SetAttribute(torch._VF, "_pack_padded_sequence", lambda _original: _packed_unsupported),
+            *(SetKernel(op, fn) for op, fn in _SHAPE_KERNELS.items())]
 
-    Replaces their Python decompositions (CompositeImplicitAutograd and Autograd kernels, which loop
-    over time) by kernels computing only the output shapes, and makes ``pack_padded_sequence`` raise
-    ``UnsupportedOpError``; restores everything on exit. Eager execution does not use these
-    kernels (they are consulted only by torch's Python dispatcher during tracing).
-    """
-    vf = torch._VF
-    had_pack = "_pack_padded_sequence" in vf.__dict__
-    old_pack = vf.__dict__.get("_pack_padded_sequence")
-    vf._pack_padded_sequence = _packed_unsupported
-    try:
-        with tracing_kernels(_SHAPE_KERNELS):
-            yield
-    finally:
-        if had_pack:
-            vf._pack_padded_sequence = old_pack
-        else:
-            del vf._pack_padded_sequence
+
+KEEP_RECURRENT_OPS = during_capture(register(Patch(
+    "recurrent ops kept whole", _recurrent_changes,
+    "aten.lstm/gru/rnn_*.input kept whole while torch.export traces: their Python decompositions "
+    "(CompositeImplicitAutograd and Autograd kernels, which loop over time) replaced by kernels computing only "
+    "the output shapes; torch._VF._pack_padded_sequence raises UnsupportedOpError. Eager execution does not use "
+    "these kernels (they are consulted only by torch's Python dispatcher during tracing)")))
 
 
 # --------------------------------------------------------------------------- weights
