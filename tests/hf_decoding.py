@@ -15,18 +15,21 @@ DIMS = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "
         "position_ids": {0: "batch", 1: "seq"}, "past_key_values": {0: "batch", 2: "past"}}
 
 
-def export_step(model) -> onnxport.ExportResult:
-    """``model`` (a transformers *ForCausalLM in eval mode) exported from a step with 5 cached and 3
-    new tokens, batch 2, called as its users call it (``past_key_values=DynamicCache(...)``)."""
+def export_step(cls, cfg) -> tuple[torch.nn.Module, onnxport.ExportResult]:
+    """``cls(cfg)`` (a transformers *ForCausalLM, seeded, in eval mode) and its export from a step
+    with 5 cached and 3 new tokens, batch 2, called as its users call it
+    (``past_key_values=DynamicCache(...)``)."""
     from transformers import DynamicCache
 
+    torch.manual_seed(0)
+    model = cls(cfg).eval()
     past, seq = 5, 3
     cache = DynamicCache(config=model.config)
     with torch.no_grad():
         model(input_ids=torch.randint(3, VOCAB, (2, past)), past_key_values=cache, use_cache=True)
     kwargs = dict(input_ids=torch.randint(3, VOCAB, (2, seq)), attention_mask=torch.ones(2, past + seq, dtype=torch.int64),
                   position_ids=torch.arange(past, past + seq).expand(2, seq), past_key_values=cache, use_cache=True)
-    return onnxport.to_onnx(model, kwargs=kwargs, dynamic_shapes=DIMS, relations={"total": "past + seq"})
+    return model, onnxport.to_onnx(model, kwargs=kwargs, dynamic_shapes=DIMS, relations={"total": "past + seq"})
 
 
 def prompts() -> tuple[torch.Tensor, torch.Tensor]:

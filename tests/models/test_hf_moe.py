@@ -10,7 +10,6 @@ import functools
 
 import onnx
 import pytest
-import torch
 
 from hf_decoding import IDS, VOCAB, check_validates_and_decodes, export_step
 
@@ -48,10 +47,7 @@ def _config(name: str):
 @functools.lru_cache(maxsize=None)
 def exported(name: str):
     """The model and its decoder exported from a step with 5 cached and 3 new tokens."""
-    torch.manual_seed(0)
-    cls, cfg = _config(name)
-    model = cls(cfg).eval()
-    return model, export_step(model)
+    return export_step(*_config(name))
 
 
 @pytest.mark.parametrize("name", list(EXPERTS))
