@@ -108,7 +108,8 @@ def lstm_projected(ctx, x, hx, params, has_biases: bool, num_layers: int, dropou
             zero = sub.const(np.array(0, dtype=dtype.numpy()))
             steps = [_cell(sub, states[2 * d], states[2 * d + 1], xws[d], *weights[d], valid[d], zero)
                      for d in range(dirs)]
-            new_states = [v for h, c, _ in steps for v in (_typed(h, dtype, [None, proj]), _typed(c, dtype, [None, hidden]))]
+            new_states = [v for h, c, _ in steps
+                          for v in (_typed(h, dtype, [None, proj]), _typed(c, dtype, [None, hidden]))]
             return new_states + [_typed(y, dtype, [None, proj]) for _, _, y in steps]
 
         state_types = [(dtype, [None, proj]), (dtype, [None, hidden])] * dirs
