@@ -36,6 +36,7 @@ import torch
 
 from onnxport.errors import TranslationError, UnsupportedOpError
 from onnxport.capture.patches import Patch, SetAttribute, SetKernel, register
+from onnxport.translate.ops.rnn_projected import is_projected, lstm_projected
 from onnxport.translate.registry import during_capture, translates
 
 aten = torch.ops.aten
@@ -143,13 +144,13 @@ def _check(kind: str, params, has_biases, num_layers, dropout, train, bidirectio
                                hint="export the model in eval mode (model.eval())")
     if len(params) != num_layers * dirs * per:
         raise TranslationError(
-            f"{kind} with {len(params)} weight tensors for {num_layers} layer(s) x {dirs} direction(s): "
-            "projections (LSTM proj_size) have no ONNX equivalent",
-            hint="use proj_size=0, or apply the projection as a separate nn.Linear after each layer")
+            f"{kind} with {len(params)} weight tensors for {num_layers} layer(s) x {dirs} direction(s), "
+            f"expected {num_layers * dirs * per}",
+            hint="pass the layer's own flat weights (nn.LSTM/GRU/RNN._flat_weights)")
     hidden = params[1].shape[-1]
     if params[1].shape[0] != gates * hidden:
         raise TranslationError(f"{kind}: hidden weight of shape {list(params[1].shape)} is not [{gates}*H, H]",
-                               hint="projections (proj_size) are not supported")
+                               hint="pass the layer's own flat weights (nn.LSTM/GRU/RNN._flat_weights)")
     return dirs, hidden
 
 
@@ -187,9 +188,13 @@ def lstm(ctx, input, hx, params, has_biases, num_layers, dropout, train, bidirec
     float dropout, bool train, bool bidirectional, bool batch_first) -> (output, h_n, c_n).
 
     input: float[T, B, I] (or [B, T, I] when batch_first); hx: (h0, c0) each
-    float[layers*dirs, B, H]. Raises TranslationError for projections (proj_size > 0) and for
-    dropout in training mode.
+    float[layers*dirs, B, H]. With projections (proj_size P > 0: a ``w_hr`` per layer and
+    direction, h0 float[layers*dirs, B, P]) a Scan over the cell (``rnn_projected.py``). Raises
+    TranslationError for dropout in training mode.
     """
+    if is_projected(params, has_biases, num_layers, bidirectional):
+        return lstm_projected(ctx, input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                              batch_first)
     _check("lstm", params, has_biases, num_layers, dropout, train, bidirectional, 4)
     out, (h, c) = _recurrent(ctx, "LSTM", input, list(hx), params, has_biases, num_layers, bidirectional,
                              batch_first, _LSTM_ORDER, {})

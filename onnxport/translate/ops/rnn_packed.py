@@ -24,9 +24,9 @@ import torch
 from torch import Tensor
 from torch.nn.utils import rnn as rnn_utils
 
-from onnxport.errors import UnsupportedOpError
 from onnxport.translate.ops.rnn import _GRU_ORDER, _LSTM_ORDER, _RNN_ORDER, _recurrent
 from onnxport.capture.patches import Patch, SetAttribute, SetCode, register
+from onnxport.translate.ops.rnn_projected import is_projected, lstm_projected
 from onnxport.translate.registry import during_capture, translates
 
 def _copy(fn):
@@ -103,14 +103,13 @@ def _forward_padded(module, orig_forward):
     def forward(input, hx=None):
         if not isinstance(input, PaddedSequence):
             return orig_forward(input, hx)
-        if getattr(module, "proj_size", 0):
-            raise UnsupportedOpError("LSTM with proj_size > 0 has no ONNX equivalent",
-                                     hint="use proj_size=0, or a separate nn.Linear after each layer")
         dirs = 2 if module.bidirectional else 1
         x = input.data
         if hx is None:
             zeros = x.new_zeros((module.num_layers * dirs, x.shape[1], module.hidden_size))
-            hx = (zeros, zeros) if module.mode == "LSTM" else zeros
+            projected = getattr(module, "proj_size", 0) or module.hidden_size
+            hx = (x.new_zeros((module.num_layers * dirs, x.shape[1], projected)), zeros) if module.mode == "LSTM" \
+                else zeros
         states = list(hx) if module.mode == "LSTM" else [hx]
         out, *final = torch.ops.onnxport.padded_rnn(module.mode, x, input.lengths, states, module._flat_weights,
                                                     module.bias, module.num_layers, module.bidirectional)
@@ -143,7 +142,12 @@ PADDED_SEQUENCES = during_capture(register(Patch(
 
 @translates(torch.ops.onnxport.padded_rnn.default)
 def padded_rnn_onnx(ctx, mode, x, lengths, hx, params, has_biases, num_layers, bidirectional):
-    """onnxport::padded_rnn on ONNX LSTM/GRU/RNN with ``sequence_lens = int32(lengths)``."""
+    """onnxport::padded_rnn on ONNX LSTM/GRU/RNN with ``sequence_lens = int32(lengths)``; an LSTM
+    with projections as a Scan over its cell, masked past each length (``rnn_projected.py``)."""
+    if mode == "LSTM" and is_projected(params, has_biases, num_layers, bidirectional):
+        out, h, c = lstm_projected(ctx, x, hx, params, has_biases, num_layers, 0.0, False, bidirectional, False,
+                                   lengths=lengths)
+        return [out, h, c]
     seq_lens = ctx.cast(lengths, ir.DataType.INT32)
     if mode == "LSTM":
         op, order, attrs = "LSTM", _LSTM_ORDER, {}
