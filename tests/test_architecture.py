@@ -1,5 +1,6 @@
 """The package's stages import only earlier stages: capture never imports translation, translation
-never the optimizer, nothing outside ``cli/`` imports ``cli/`` (every import counted, function-level
+never the optimizer, quantization (a stage after finalize) neither verification nor the result,
+nothing outside ``cli/`` imports ``cli/`` (every import counted, function-level
 ones included); and ``import onnxport`` loads no op translation."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ STAGES = {
     "translate": 2,
     "optimize": 3,
     "finalize": 4,
-    "verify": 5, "show": 5,
+    "verify": 5, "show": 5, "quantize": 5,
     "result": 6, "saving": 6, "export": 6, "demo_models": 6, "encoder_decoder": 6,
     "config": 7,
     "integrations": 8,
@@ -89,3 +90,14 @@ def test_every_error_class_is_in_errors_and_exported():
             if isinstance(node, ast.ClassDef):
                 bases = {getattr(b, "id", getattr(b, "attr", "")) for b in node.bases}
                 assert not bases & defined, f"{module} defines {node.name}, an ExportError, outside errors.py"
+
+
+def test_quantization_and_verification_do_not_import_each_other():
+    """Both come after finalize and take a finished result: quantization chooses and quantizes,
+    verification measures; neither needs the other's code."""
+    for module, path in _modules():
+        own = _part(module)
+        if own in ("quantize", "verify"):
+            other = "verify" if own == "quantize" else "quantize"
+            for line, target in _imports(path):
+                assert _part(target) != other, f"{module} imports {target} at line {line}"

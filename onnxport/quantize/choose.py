@@ -1,0 +1,124 @@
+"""What to quantize, read from the graph onnxport built.
+
+Weight-carrying nodes are ``MatMul`` / ``Gemm`` with a constant (initializer) second operand and
+``Conv`` with a constant weight. Of those, three kinds stay in float:
+
+- **embeddings**: a weight that an embedding ``Gather`` also reads (a language model's output
+  projection tied to its token embedding) — a ``Gather`` itself is never quantized;
+- **the final projection**: the weight node nearest each float graph output, with no other weight
+  node between them (a classifier's last layer, a language model's ``lm_head``): its outputs are
+  what the user reads, and its error is not averaged away by a later layer. A decoder's cache
+  outputs (``present.*``) and the buffers a model updates (``*.updated``) are state, not results:
+  the key/value projections feeding them are quantized like the others;
+- **the user's list**: ``keep_float`` names, matched against the weight's initializer name
+  (onnxport names initializers by the module's qualified name, ``lm_head.weight`` or
+  ``lm_head.weight.T``) as a prefix, or against the node name.
+
+Everything is decided on the finished ``onnx_ir`` graph; nothing here changes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from onnxport.capture.caches import OUTPUT_PREFIX
+
+WEIGHT_OPS = ("MatMul", "Gemm", "Conv")
+UPDATED = ".updated"  # the suffix of the outputs holding a buffer or input updated in place
+FLOAT_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE})
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightNode:
+    """One node carrying a constant weight.
+
+    Attributes:
+        node: the node's name (unique in the finalized model).
+        op_type: ``MatMul``, ``Gemm`` or ``Conv``.
+        weight: the initializer name of its weight.
+        kept: why it stays in float (``"embedding"``, ``"final projection"``, ``"user list"``), or
+            ``""`` when it is quantized.
+    """
+
+    node: str
+    op_type: str
+    weight: str
+    kept: str = ""
+
+
+def _weight(node: ir.Node) -> ir.Value | None:
+    """The constant weight operand of a MatMul/Gemm/Conv, or None."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in WEIGHT_OPS or len(node.inputs) < 2:
+        return None
+    w = node.inputs[1]
+    if w is None or not w.is_initializer() or w.dtype not in FLOAT_TYPES:
+        return None
+    if node.op_type == "MatMul" and (w.shape is None or len(w.shape) != 2):
+        return None
+    return w
+
+
+def _final_projections(graph: ir.Graph, weighted: set[ir.Node]) -> set[ir.Node]:
+    """The weight nodes reached first walking back from each float graph output."""
+    found: set[ir.Node] = set()
+    for out in graph.outputs:
+        name = out.name or ""
+        if out.dtype not in FLOAT_TYPES or name.startswith(OUTPUT_PREFIX + ".") or name.endswith(UPDATED):
+            continue
+        stack, seen = [out], set()
+        while stack:
+            value = stack.pop()
+            node = value.producer()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            if node in weighted:
+                found.add(node)
+                continue
+            stack.extend(v for v in node.inputs if v is not None and not v.is_initializer())
+    return found
+
+
+def weight_nodes(model: ir.Model, keep_float: list[str] | tuple[str, ...] = (), *, embeddings: bool = True,
+                 final_projection: bool = True) -> list[WeightNode]:
+    """Every weight node of the main graph, with the reason it stays in float (module docstring).
+
+    Args:
+        model: a finalized model (unique node names).
+        keep_float: initializer-name prefixes or node names kept in float.
+        embeddings, final_projection: keep those in float (default True each).
+    """
+    graph = model.graph
+    weighted = {n: w for n in graph for w in [_weight(n)] if w is not None}
+    gathered = {n.inputs[0] for n in graph if n.op_type == "Gather" and n.inputs[0] is not None
+                and n.inputs[0].is_initializer()}
+    finals = _final_projections(graph, set(weighted)) if final_projection else set()
+    out = []
+    for node, w in weighted.items():
+        name = w.name or ""
+        base = name[:-2] if name.endswith(".T") else name
+        tied = embeddings and any(g is w or (g.name or "") in (base, name) or
+                                  _same_data(g, w) for g in gathered)
+        if any(name.startswith(p) or node.name == p for p in keep_float):
+            kept = "user list"
+        elif tied:
+            kept = "embedding"
+        elif node in finals:
+            kept = "final projection"
+        else:
+            kept = ""
+        out.append(WeightNode(node.name, node.op_type, name, kept))
+    return out
+
+
+def _same_data(gathered: ir.Value, weight: ir.Value) -> bool:
+    """Whether ``weight`` is the embedding table ``gathered`` or its transpose (a tied projection)."""
+    a, b = gathered.shape, weight.shape
+    if a is None or b is None or len(a) != 2 or len(b) != 2 or sorted(a) != sorted(b):
+        return False
+    ga, wb = gathered.const_value.numpy(), weight.const_value.numpy()
+    return bool((tuple(a) == tuple(b) and np.array_equal(ga, wb)) or
+                (tuple(a) == tuple(b)[::-1] and np.array_equal(ga, wb.T)))
