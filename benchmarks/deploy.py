@@ -27,6 +27,7 @@ weights make nearly flat logits, so the trained models' table is the one that sp
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
@@ -79,29 +80,40 @@ def llama_model():
     return transformers.LlamaForCausalLM(cfg).eval()
 
 
-class _Outputs(torch.nn.Module):
-    """The first output of a transformers model (``last_hidden_state``), for torch.onnx."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, **kwargs):
-        return self.model(**kwargs)[0]
-
-
 # ------------------------------------------------------------------------------------ exports
 def torch_onnx(model, kwargs, dims) -> ir.Model:
     made = {}
     spec = {k: {a: made.setdefault(n, torch.export.Dim(n, max=1024)) for a, n in v.items()} for k, v in dims.items()}
-    return torch.onnx.export(_Outputs(model), (), kwargs=kwargs, dynamo=True, dynamic_shapes=spec, optimize=True,
+    return torch.onnx.export(model, (), kwargs=kwargs, dynamo=True, dynamic_shapes=spec, optimize=True,
                              verbose=False).model
 
 
 def hf_export(model, kwargs, **config) -> ir.Model:
     from transformers.exporters import OnnxConfig, OnnxExporter
 
-    return OnnxExporter().export(model, kwargs, config=OnnxConfig(dynamic=True, **config)).program
+    with _transformers_cache_nodes():
+        return OnnxExporter().export(model, kwargs, config=OnnxConfig(dynamic=True, **config)).program
+
+
+@contextlib.contextmanager
+def _transformers_cache_nodes():
+    """transformers' exporter flattens its cache classes its own way (and serializes that into its
+    metadata): onnxport's pytree registration of them is lifted while it runs and made again after."""
+    from torch.utils import _pytree as pytree
+
+    from onnxport.capture import caches
+
+    lifted = [c for c in list(caches._REGISTERED) if c in pytree.SUPPORTED_NODES]
+    for cls in lifted:
+        pytree._deregister_pytree_node(cls)
+        caches._REGISTERED.discard(cls)
+    try:
+        yield
+    finally:
+        for cls in lifted:
+            if cls in pytree.SUPPORTED_NODES:
+                pytree._deregister_pytree_node(cls)
+        caches.register_caches()
 
 
 def hf_quantizer():

@@ -20,6 +20,7 @@ from onnxport.errors import (
     ValidationError,
 )
 from onnxport.export import to_onnx
+from onnxport.quantize import AccuracyTolerance
 from onnxport.result import ExportResult
 from onnxport.translate.registry import user_translates as translates
 from onnxport.verify import ValidationReport, validate
@@ -71,7 +72,7 @@ def plot_dot(model, **kwargs):
 
 
 __all__ = [
-    "CaptureError", "CheckpointError", "ConfigError", "ContractError", "ControlFlowError", "DynamicShapesError",
+    "AccuracyTolerance", "CaptureError", "CheckpointError", "ConfigError", "ContractError", "ControlFlowError", "DynamicShapesError",
     "ExportError", "ExportResult", "RenderError", "ReturnnError", "RewriteError", "SaveError", "ShowInputError",
     "SpecializationError", "TargetError", "TranslationError", "UnsupportedOpError", "ValidationError",
     "ValidationReport", "export_encoder_decoder", "export_from_config", "export_returnn_config", "find_divergence",

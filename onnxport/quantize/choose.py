@@ -5,9 +5,10 @@ Weight-carrying nodes are ``MatMul`` / ``Gemm`` with a constant (initializer) se
 
 - **embeddings**: a weight that an embedding ``Gather`` also reads (a language model's output
   projection tied to its token embedding) — a ``Gather`` itself is never quantized;
-- **the final projection**: the weight node nearest each float graph output, with no other weight
-  node between them (a classifier's last layer, a language model's ``lm_head``): its outputs are
-  what the user reads, and its error is not averaged away by a later layer. A decoder's cache
+- **the final projection**: the weight node a float output comes from directly, through reshapes,
+  a constant bias, a softmax or a cast only (a classifier's last layer, a language model's
+  ``lm_head``): its outputs are the scores the user reads, and its error is not averaged away by a
+  later layer. A hidden-state output (after a normalization or a residual sum) has none. A decoder's cache
   outputs (``present.*``) and the buffers a model updates (``*.updated``) are state, not results:
   the key/value projections feeding them are quantized like the others;
 - **the user's list**: ``keep_float`` names, matched against the weight's initializer name
@@ -61,24 +62,31 @@ def _weight(node: ir.Node) -> ir.Value | None:
     return w
 
 
+# what may stand between a final projection and the output: reshapes, a bias, a softmax, a cast
+_PASS_THROUGH = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Identity", "Flatten", "Cast", "Softmax", "LogSoftmax",
+                           "Add"})
+
+
 def _final_projections(graph: ir.Graph, weighted: set[ir.Node]) -> set[ir.Node]:
-    """The weight nodes reached first walking back from each float graph output."""
+    """The weight node each float result output comes from directly: walking back through
+    reshapes, casts, softmax and the addition of a constant bias only (a residual ``Add`` or a
+    normalization ends the walk: a hidden-state output has no final projection)."""
     found: set[ir.Node] = set()
     for out in graph.outputs:
         name = out.name or ""
         if out.dtype not in FLOAT_TYPES or name.startswith(OUTPUT_PREFIX + ".") or name.endswith(UPDATED):
             continue
-        stack, seen = [out], set()
-        while stack:
-            value = stack.pop()
-            node = value.producer()
-            if node is None or node in seen:
-                continue
-            seen.add(node)
-            if node in weighted:
-                found.add(node)
-                continue
-            stack.extend(v for v in node.inputs if v is not None and not v.is_initializer())
+        node = out.producer()
+        while node is not None and node not in weighted and node.op_type in _PASS_THROUGH:
+            data = [v for v in node.inputs[:1 if node.op_type != "Add" else 2] if v is not None]
+            if node.op_type == "Add":
+                variable = [v for v in data if not v.is_initializer() and v.const_value is None]
+                if len(variable) != 1:
+                    break
+                data = variable
+            node = data[0].producer() if data else None
+        if node is not None and node in weighted:
+            found.add(node)
     return found
 
 

@@ -171,20 +171,9 @@ def _leaves(x: Any) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
 
 
-def _input_set(extra: Any) -> tuple[tuple, dict]:
-    if isinstance(extra, torch.Tensor):
-        return (extra,), {}
-    if isinstance(extra, tuple) and len(extra) == 2 and isinstance(extra[0], (tuple, list)) and isinstance(extra[1], dict):
-        return tuple(extra[0]), dict(extra[1])
-    if isinstance(extra, (tuple, list)):
-        return tuple(extra), {}
-    raise ValidationError(f"an input set must be a tensor, an args tuple or (args, kwargs), not {type(extra).__name__}",
-                          hint="e.g. inputs=[(x2,), ((x3, lengths3), {})]")
-
-
 def _sets(result, inputs: Any, sizes: Any) -> list[tuple[str, str, tuple]]:
     """``(label, sizes text, (args, kwargs))``: the example, the default sizes (or ``sizes``), ``inputs``."""
-    from onnxport.verify.validate import default_size_sets
+    from onnxport.verify.validate import _input_set, default_size_sets
 
     out = [("example", "", result.example)]
     if result.captured is not None:
