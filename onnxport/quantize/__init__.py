@@ -16,7 +16,7 @@ import onnx_ir as ir
 from onnxport.errors import ExportError
 from onnxport.metadata import QUANTIZATION_KEY
 from onnxport.quantize import calibration, ort
-from onnxport.quantize.choose import WeightNode, weight_nodes
+from onnxport.quantize.choose import WeightNode, output_kinds, weight_nodes
 from onnxport.quantize.info import MODES, AccuracyTolerance, Quantization
 
 __all__ = ["MODES", "AccuracyTolerance", "Quantization", "WeightNode", "quantize", "weight_nodes"]
@@ -48,7 +48,8 @@ def quantize(result, mode: str, *, keep_float: list[str] | tuple[str, ...] = (),
         tolerance: what ``validate()`` and ``check_generation`` judge the quantized model by
             (default ``AccuracyTolerance()``: top-1 0.99, cosine 0.99, greedy tokens 0.99).
         kinds: output name -> ``"classes"`` (top-1 agreement) or ``"hidden"`` (cosine similarity),
-            where the graph's own reading (``onnxport.verify.accuracy.output_kinds``) is not wanted.
+            where the float graph's own reading (``choose.output_kinds``: scores computed directly by
+            a projection are classes) is not wanted.
 
     Raises:
         ExportError: an unknown mode, a block size that is not a power of 2 >= 16, a result already
@@ -96,6 +97,7 @@ def quantize(result, mode: str, *, keep_float: list[str] | tuple[str, ...] = (),
     quantized.producer_version = result.model_proto.producer_version
     out = ir.serde.deserialize_model(quantized)
     out.metadata_props[QUANTIZATION_KEY] = mode
+    read = {**output_kinds(result.model), **(kinds or {})}  # on the float graph; the user's word wins
     info = Quantization(mode, tuple(nodes), tolerance or AccuracyTolerance(), block_size if mode == "int4" else 0,
-                        described, tuple(sorted((kinds or {}).items())))
+                        described, tuple(sorted(read.items())))
     return result.replace(model=out, quantization=info, validation=None)

@@ -67,7 +67,21 @@ _PASS_THROUGH = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Identity", "Flatt
                            "Add"})
 
 
-def _final_projections(graph: ir.Graph, weighted: set[ir.Node]) -> set[ir.Node]:
+def _projection_of(out: ir.Value, weighted) -> ir.Node | None:
+    """The weight node ``out`` comes from directly (see ``_final_projections``), or None."""
+    node = out.producer()
+    while node is not None and node not in weighted and node.op_type in _PASS_THROUGH:
+        data = [v for v in node.inputs[:1 if node.op_type != "Add" else 2] if v is not None]
+        if node.op_type == "Add":
+            variable = [v for v in data if not v.is_initializer() and v.const_value is None]
+            if len(variable) != 1:
+                break
+            data = variable
+        node = data[0].producer() if data else None
+    return node if node is not None and node in weighted else None
+
+
+def _final_projections(graph: ir.Graph, weighted) -> set[ir.Node]:
     """The weight node each float result output comes from directly: walking back through
     reshapes, casts, softmax and the addition of a constant bias only (a residual ``Add`` or a
     normalization ends the walk: a hidden-state output has no final projection)."""
@@ -76,18 +90,28 @@ def _final_projections(graph: ir.Graph, weighted: set[ir.Node]) -> set[ir.Node]:
         name = out.name or ""
         if out.dtype not in FLOAT_TYPES or name.startswith(OUTPUT_PREFIX + ".") or name.endswith(UPDATED):
             continue
-        node = out.producer()
-        while node is not None and node not in weighted and node.op_type in _PASS_THROUGH:
-            data = [v for v in node.inputs[:1 if node.op_type != "Add" else 2] if v is not None]
-            if node.op_type == "Add":
-                variable = [v for v in data if not v.is_initializer() and v.const_value is None]
-                if len(variable) != 1:
-                    break
-                data = variable
-            node = data[0].producer() if data else None
-        if node is not None and node in weighted:
+        node = _projection_of(out, weighted)
+        if node is not None:
             found.add(node)
     return found
+
+
+def output_kinds(model: ir.Model) -> dict[str, str]:
+    """Output name -> ``"classes"`` (a float output computed directly by a projection with a
+    constant weight, its last axis static and longer than 1: scores over classes or tokens),
+    ``"hidden"`` (any other float output) or ``"exact"`` (integers, bools), read on the float graph
+    before quantization changes the projections' form."""
+    graph = model.graph
+    weighted = {n for n in graph if _weight(n) is not None}
+    kinds = {}
+    for out in graph.outputs:
+        if out.dtype not in FLOAT_TYPES:
+            kinds[out.name] = "exact"
+            continue
+        last = out.shape[-1] if out.shape is not None and len(out.shape) else None
+        scores = isinstance(last, int) and last > 1 and _projection_of(out, weighted) is not None
+        kinds[out.name] = "classes" if scores else "hidden"
+    return kinds
 
 
 def weight_nodes(model: ir.Model, keep_float: list[str] | tuple[str, ...] = (), *, embeddings: bool = True,

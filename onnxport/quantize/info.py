@@ -41,8 +41,8 @@ class Quantization:
         tolerance: the ``AccuracyTolerance`` ``validate()`` and ``check_generation`` judge by.
         block_size: int4's block size along the input dimension (0 for the int8 modes).
         calibration: how int8-static's activation ranges were found (``"given inputs (8 sets)"``).
-        kinds: output name -> ``"classes"`` or ``"hidden"``, as given by the user (others are read
-            from the graph by the accuracy check).
+        kinds: output name -> ``"classes"``, ``"hidden"`` or ``"exact"``: how the accuracy check
+            judges each output (read on the float graph, or given by the user).
     """
 
     mode: str

@@ -128,7 +128,8 @@ class AccuracyReport:
             s["cosine"] = min(s["cosine"], c.cosine)
             s["max_abs"] = max(s["max_abs"], c.max_abs)
         for s in out.values():
-            s["top1"] = s.pop("agree") / s["rows"] if s["rows"] and s["kind"] == "classes" else float("nan")
+            agree = s.pop("agree")
+            s["top1"] = agree / s["rows"] if s["rows"] and s["kind"] == "classes" else float("nan")
             if s["kind"] == "classes":
                 s["ok"] = not s["failed"] and s["top1"] >= self.top1_min
             elif s["kind"] == "hidden":
@@ -226,7 +227,7 @@ def validate_quantized(result, inputs: Any = None, sizes: Any = None) -> Accurac
     q = result.quantization
     module = result.module if result.module is not None else result.program.module()
     proto = result.model_proto
-    kinds = output_kinds(proto, dict(getattr(q, "kinds", ()) or ()))
+    kinds = {**output_kinds(proto), **dict(getattr(q, "kinds", ()) or ())}  # the quantization's reading first
     checks = []
     with exclusive_capture():
         runner = OrtRunner(proto)

@@ -114,3 +114,18 @@ def test_keep_float_and_the_errors_of_quantize():
         q.quantize("int4")
     assert "quantized=int8-static" in repr(q)
     assert q.model.metadata_props["onnxport.quantization"] == "int8-static"
+
+
+@pytest.mark.parametrize("mode", ["int8", "int8-static", "int4"])
+def test_a_final_gemm_quantized_on_request_keeps_the_output_and_its_kind(mode):
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8)).eval()
+    result = onnxport.to_onnx(mlp, (torch.randn(4, 16),), dynamic_shapes={"input": {0: "batch"}})
+    assert [n.op_type for n in result.model.graph] == ["Gemm", "Relu", "Gemm"]
+    q = result.quantize(mode, final_projection=False)
+    assert all(not n.kept for n in q.quantization.nodes) and "Gemm" not in ops(q)  # both as MatMul, quantized
+    assert [o.name for o in q.model.graph.outputs] == ["output"]
+    assert dict(q.quantization.kinds) == {"output": "classes"}  # read on the float graph, whatever the mode
+    report = q.validate(sizes=[{"batch": 3}])
+    assert [c.kind for c in report.checks] == ["classes", "classes"]
+    assert all(c.max_abs < 0.2 and c.cosine > 0.99 for c in report.checks)
