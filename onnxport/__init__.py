@@ -21,6 +21,7 @@ from onnxport.errors import (
     ValidationError,
 )
 from onnxport.export import to_onnx
+from onnxport.quantize import AccuracyTolerance
 from onnxport.result import ExportResult
 from onnxport.translate.registry import Registry
 from onnxport.translate.registry import user_translates as translates
@@ -73,8 +74,9 @@ def plot_dot(model, **kwargs):
 
 
 __all__ = [
-    "CaptureError", "CheckpointError", "ConfigError", "ContractError", "ControlFlowError", "DataDependentError",
-    "DynamicShapesError", "ExportError", "ExportResult", "Registry", "RenderError", "ReturnnError", "RewriteError", "SaveError", "ShowInputError",
+    "AccuracyTolerance", "CaptureError", "CheckpointError", "ConfigError", "ContractError", "ControlFlowError",
+    "DataDependentError", "DynamicShapesError", "ExportError", "ExportResult", "Registry", "RenderError", "ReturnnError",
+    "RewriteError", "SaveError", "ShowInputError",
     "SpecializationError", "TargetError", "TranslationError", "UnsupportedOpError", "ValidationError",
     "ValidationReport", "export_encoder_decoder", "export_from_config", "export_returnn_config", "find_divergence",
     "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",

@@ -1,5 +1,6 @@
 """The package's stages import only earlier stages: capture never imports translation, translation
-never the optimizer, nothing outside ``cli/`` imports ``cli/`` (every import counted, function-level
+never the optimizer, quantization (a stage after finalize) neither verification nor the result,
+nothing outside ``cli/`` imports ``cli/`` (every import counted, function-level
 ones included); and ``import onnxport`` loads no op translation."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ STAGES = {
     "translate": 2,
     "optimize": 3,
     "finalize": 4,
-    "verify": 5, "show": 5,
+    "verify": 5, "show": 5, "quantize": 5,
     "result": 6, "saving": 6, "export": 6, "demo_models": 6, "encoder_decoder": 6,
     "config": 7,
     "integrations": 8,
@@ -217,3 +218,14 @@ def test_capture_trace_has_no_long_nested_function():
                     if inner is not outer and isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         length = inner.end_lineno - inner.lineno + 1
                         assert length <= 20, f"capture/{name}: {outer.name}.{inner.name} is {length} lines"
+
+
+def test_quantization_and_verification_do_not_import_each_other():
+    """Both come after finalize and take a finished result: quantization chooses and quantizes,
+    verification measures; neither needs the other's code."""
+    for module, path in _modules():
+        own = _part(module)
+        if own in ("quantize", "verify"):
+            other = "verify" if own == "quantize" else "quantize"
+            for line, target in _imports(path):
+                assert _part(target) != other, f"{module} imports {target} at line {line}"
