@@ -45,6 +45,14 @@ def export_encoder_decoder(model, encoder_inputs, **kwargs):
     return impl(model, encoder_inputs, **kwargs)
 
 
+def export_pretrained(directory, task=None, **kwargs):
+    """Export a local ``save_pretrained`` directory for a task (``feature-extraction``,
+    ``text-generation-with-past``...); see ``onnxport.pretrained.export_pretrained``."""
+    from onnxport.pretrained import export_pretrained as impl
+
+    return impl(directory, task, **kwargs)
+
+
 def pretty_onnx(model, **kwargs):
     """Compact text rendering of an ONNX model; see ``onnxport.show.pretty.pretty_onnx``."""
     from onnxport.show.pretty import pretty_onnx as impl
@@ -78,6 +86,6 @@ __all__ = [
     "DataDependentError", "DynamicShapesError", "ExportError", "ExportResult", "Registry", "RenderError", "ReturnnError",
     "RewriteError", "SaveError", "ShowInputError",
     "SpecializationError", "TargetError", "TranslationError", "UnsupportedOpError", "ValidationError",
-    "ValidationReport", "export_encoder_decoder", "export_from_config", "export_returnn_config", "find_divergence",
-    "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
+    "ValidationReport", "export_encoder_decoder", "export_from_config", "export_pretrained", "export_returnn_config",
+    "find_divergence", "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
 ]
