@@ -25,7 +25,6 @@ transformers' ``ExpertsInterface`` declares them interchangeable.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 
 import numpy as np
@@ -33,6 +32,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import TranslationError
+from onnxport.capture.patches import Patch, SetAttribute, register
 from onnxport.translate.registry import during_capture, translates
 
 aten = torch.ops.aten
@@ -151,28 +151,26 @@ def grouped_mm(ctx, self, mat2, offs=None, bias=None, out_dtype=None):
     return _rounded(ctx, out)
 
 
-@during_capture
-@contextlib.contextmanager
-def experts_as_grouped_mm():
-    """Context manager: while torch.export traces, transformers' experts classes that offer several
-    implementations (``@use_experts_implementation``) and are set to the per-expert Python loop
-    (``"eager"``, or none set) run transformers' ``grouped_mm_experts_forward``; restored on exit.
-    Nothing changes when transformers is not imported."""
+def _grouped_experts_changes() -> list:
     moe = sys.modules.get("transformers.integrations.moe")
     interface = getattr(moe, "ExpertsInterface", None)
     grouped = getattr(moe, "grouped_mm_experts_forward", None)
     if interface is None or grouped is None:
-        yield
-        return
-    original = interface.get_interface
+        return []
 
-    def get_interface(self, experts_implementation, default):
-        if experts_implementation in (None, "eager"):
-            return grouped
-        return original(self, experts_implementation, default)
+    def make(original):
+        def get_interface(self, experts_implementation, default):
+            if experts_implementation in (None, "eager"):
+                return grouped
+            return original(self, experts_implementation, default)
 
-    interface.get_interface = get_interface
-    try:
-        yield
-    finally:
-        interface.get_interface = original
+        return get_interface
+
+    return [SetAttribute(interface, "get_interface", make)]
+
+
+EXPERTS_AS_GROUPED_MM = during_capture(register(Patch(
+    "experts as grouped_mm", _grouped_experts_changes,
+    "transformers' experts classes that offer several implementations (@use_experts_implementation) and are set "
+    "to the per-expert Python loop (\"eager\", or none set) run transformers' grouped_mm_experts_forward while "
+    "torch.export traces. Nothing changes when transformers is not imported")))
