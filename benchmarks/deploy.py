@@ -38,6 +38,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import torch
@@ -125,7 +126,9 @@ def hf_quantizer():
 def fused(result) -> ir.Model:
     from onnxscript.rewriter import ort_fusions
 
-    model, _ = ort_fusions.optimize_for_ort(ir.serde.deserialize_model(result.model_proto))
+    copied = onnx.ModelProto()
+    copied.CopyFrom(result.model_proto)  # the fusions change the tensors of the proto they are given
+    model, _ = ort_fusions.optimize_for_ort(ir.serde.deserialize_model(copied))
     return model
 
 
