@@ -38,6 +38,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import torch
@@ -125,7 +126,9 @@ def hf_quantizer():
 def fused(result) -> ir.Model:
     from onnxscript.rewriter import ort_fusions
 
-    model, _ = ort_fusions.optimize_for_ort(ir.serde.deserialize_model(result.model_proto))
+    copied = onnx.ModelProto()
+    copied.CopyFrom(result.model_proto)  # the fusions change the tensors of the proto they are given
+    model, _ = ort_fusions.optimize_for_ort(ir.serde.deserialize_model(copied))
     return model
 
 
@@ -227,15 +230,18 @@ def llama_cases(args):
         model(input_ids=prompt[:, :past - 3], past_key_values=short, use_cache=True)
     example = dict(input_ids=prompt[:, past - 3:past], attention_mask=torch.ones(1, past, dtype=torch.int64),
                    position_ids=torch.arange(past - 3, past)[None], past_key_values=short, use_cache=True)
+    # 125 cached tokens, taken before anything runs the model on the example
+    short_cache = [(layer.keys.numpy().copy(), layer.values.numpy().copy()) for layer in short.layers]
     result = onnxport.to_onnx(model, kwargs=example, dynamic_shapes=dims, relations={"total": "past + seq"})
-    hf_kwargs = dict(input_ids=prompt[:, past:], attention_mask=torch.ones(1, past + 1, dtype=torch.int64),
-                     past_key_values=_cache_of(cfg, filled), use_cache=True)
+    # transformers' exporter too from 3 new tokens (from 1, its dynamic=True keeps seq at 1)
+    hf_kwargs = dict(input_ids=prompt[:, past - 3:past], attention_mask=torch.ones(1, past, dtype=torch.int64),
+                     past_key_values=_cache_of(cfg, short_cache), use_cache=True)
     variants = {"torch.onnx fp32": hf_export(model, hf_kwargs), "onnxport fp32": result,
                 "onnxport int8": result.quantize("int8"), "onnxport int4": result.quantize("int4"),
                 "onnxport fused": fused(result),
-                "transformers fused": hf_export(model, {**hf_kwargs, "past_key_values": _cache_of(cfg, filled)},
+                "transformers fused": hf_export(model, {**hf_kwargs, "past_key_values": _cache_of(cfg, short_cache)},
                                                 ort_fusions="cpu"),
-                "transformers int8": hf_export(model, {**hf_kwargs, "past_key_values": _cache_of(cfg, filled)},
+                "transformers int8": hf_export(model, {**hf_kwargs, "past_key_values": _cache_of(cfg, short_cache)},
                                                quantizer=hf_quantizer())}
     heads, head_dim = cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
     empty = [(np.zeros((1, heads, 0, head_dim), np.float32),) * 2 for _ in range(cfg.num_hidden_layers)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import onnx
 import onnx_ir as ir
 
 from onnxport.errors import ExportError
@@ -74,7 +75,9 @@ def quantize(result, mode: str, *, keep_float: list[str] | tuple[str, ...] = (),
                           hint="check keep_float, or pass final_projection=False / embeddings=False")
     nodes = [n if n.node in chosen or n.kept else WeightNode(n.node, n.op_type, n.weight, f"not quantized in {mode}")
              for n in nodes]
-    model = ir.serde.deserialize_model(result.model_proto)  # a copy: the float result stays as it is
+    copied = onnx.ModelProto()
+    copied.CopyFrom(result.model_proto)  # onnx-ir reads tensors from the proto it is given: quantize a copy
+    model = ir.serde.deserialize_model(copied)
     chosen = ort.unfuse_gemms(model, chosen)
     proto = ir.serde.serialize_model(model)
     described = ""
