@@ -123,7 +123,6 @@ EXPECTED_UNSUPPORTED: dict[str, str | tuple[str, tuple[str, ...]]] = {
     "histogram": NOT_YET,
     "histogramdd": NOT_YET,
     "mode": NOT_YET,
-    "nonzero_static": NOT_YET,
     "frexp": BITS,
     "nextafter": BITS,
     "nn.functional.linear_cross_entropy.chunked": PRIVATE_CHUNKED,
