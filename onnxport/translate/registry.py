@@ -25,6 +25,8 @@ import contextlib
 import dataclasses
 from typing import Any, Callable, Iterator
 
+import torch
+
 _BUILTIN: dict[Any, list["Translation"]] = {}
 _USER: dict[Any, list["Translation"]] = {}
 _CAPTURE_HOOKS: list[Callable[[], Any]] = []
@@ -46,6 +48,9 @@ class Translation:
 def _targets(targets: tuple) -> list[Any]:
     out = []
     for t in targets:
+        if isinstance(t, str):  # "namespace::op.overload": an op of a library not imported here
+            out.append(t)
+            continue
         overloads = getattr(t, "overloads", None)
         if callable(overloads) and not hasattr(t, "_schema"):
             out += [getattr(t, name) for name in t.overloads()]
@@ -70,8 +75,10 @@ def translates(*targets: Any, opset: tuple | None = None) -> Callable[[Callable]
 
     Args:
         targets: ``torch._ops.OpOverload`` objects (``torch.ops.aten.add.Tensor``), an
-            ``OpOverloadPacket`` (every overload of it), or a Python callable that appears as an FX
-            ``call_function`` target (``operator.mul``, ``torch.ops.higher_order.scan``).
+            ``OpOverloadPacket`` (every overload of it), a Python callable that appears as an FX
+            ``call_function`` target (``operator.mul``, ``torch.ops.higher_order.scan``), or the
+            qualified name ``"namespace::op.overload"`` of an overload a library defines when it is
+            imported (``"transformers::grouped_mm_fallback.default"``): onnxport does not import it.
         opset: ``(min, max)`` ONNX opsets the translation serves (inclusive; None for open).
     """
     return _register(_BUILTIN, targets, opset)
@@ -121,8 +128,11 @@ class Registry:
         except (KeyError, TypeError):
             pass
         fn = None
+        keys = [target]
+        if isinstance(target, torch._ops.OpOverload):
+            keys.append(f"{target._name}.{target._overloadname}")
         for table in (_USER, _BUILTIN):
-            found = next((t for t in table.get(target, []) if t.serves(self.opset)), None)
+            found = next((t for key in keys for t in table.get(key, []) if t.serves(self.opset)), None)
             if found is not None:
                 fn = found.fn
                 break

@@ -45,3 +45,25 @@ def test_override_lasts_for_the_exports_inside_it():
     after = onnxport.to_onnx(relu, (torch.randn(3),))
     assert [n.op_type for n in inside.model.graph] == ["Abs"]
     assert [n.op_type for n in after.model.graph] == ["Relu"]
+
+
+def test_an_op_of_a_library_not_imported_is_registered_by_its_qualified_name():
+    """A translation registered under "namespace::op.overload" serves that overload, defined by a
+    library only after the registration."""
+    code = """
+import torch, onnxport
+from onnxport.translate.registry import Registry
+@onnxport.translates("demo_lib::twice.default")
+def twice(ctx, x):
+    return ctx.op.Add(x, x)
+torch.library.define("demo_lib::twice", "(Tensor x) -> Tensor")
+torch.library.impl("demo_lib::twice", "CompositeExplicitAutograd")(lambda x: 2 * x)
+torch.library.register_fake("demo_lib::twice")(lambda x: torch.empty_like(x))
+class M(torch.nn.Module):
+    def forward(self, x):
+        return torch.ops.demo_lib.twice(x)
+r = onnxport.to_onnx(M(), (torch.randn(3),))
+print([n.op_type for n in r.model.graph], r.validate().ok)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['Add'] True"
