@@ -31,30 +31,8 @@ from onnxport.errors import TranslationError
 from onnxport.translate import dtypes
 from onnxport.translate.registry import translates
 
-try:  # defines torch.ops.quantized_decomposed (torchao defines the same ops when it is imported)
-    import torch.ao.quantization.fx._decomposed  # noqa: F401
-except ImportError:  # pragma: no cover - a torch without torch.ao's decomposed ops
-    pass
-
 _RANGES = {torch.int8: (-128, 127), torch.uint8: (0, 255)}
-
-
-def _ops():
-    """The ``quantized_decomposed`` overloads this module translates, those the torch build has."""
-    ns = torch.ops.quantized_decomposed
-    found = {}
-    for name in ("quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel", "dequantize_per_channel"):
-        try:
-            packet = getattr(ns, name)
-        except (AttributeError, RuntimeError):
-            continue
-        for overload in ("default", "tensor"):
-            if overload in packet.overloads():
-                found[(name, overload)] = getattr(packet, overload)
-    return found
-
-
-_OPS = _ops()
+NAMESPACE = "quantized_decomposed"  # defined by torch.ao.quantization (and torchao) when imported: named, not imported
 
 
 def _qdtype(dtype: torch.dtype) -> ir.DataType:
@@ -105,36 +83,30 @@ def _dequantize(ctx, x, scale, zero_point, dtype, out_dtype, axis=None):
     return ctx.cast(y, out) if out != ir.DataType.FLOAT else y
 
 
-def _register(name: str, overloads: tuple[str, ...], fn):
-    targets = [_OPS[(name, o)] for o in overloads if (name, o) in _OPS]
-    return translates(*targets)(fn) if targets else fn
-
-
+@translates(f"{NAMESPACE}::quantize_per_tensor.default", f"{NAMESPACE}::quantize_per_tensor.tensor")
 def quantize_per_tensor(ctx, x, scale, zero_point, quant_min, quant_max, dtype):
     """quantized_decomposed::quantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min,
     int quant_max, ScalarType dtype) -> Tensor (and .tensor: scale, zero_point as Tensors)."""
     return _quantize(ctx, x, scale, zero_point, quant_min, quant_max, dtype)
 
 
+@translates(f"{NAMESPACE}::dequantize_per_tensor.default", f"{NAMESPACE}::dequantize_per_tensor.tensor")
 def dequantize_per_tensor(ctx, x, scale, zero_point, quant_min, quant_max, dtype, out_dtype=None):
     """quantized_decomposed::dequantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min,
     int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor (and .tensor)."""
     return _dequantize(ctx, x, scale, zero_point, dtype, out_dtype)
 
 
+@translates(f"{NAMESPACE}::quantize_per_channel.default")
 def quantize_per_channel(ctx, x, scales, zero_points, axis, quant_min, quant_max, dtype):
     """quantized_decomposed::quantize_per_channel(Tensor input, Tensor scales, Tensor zero_points, int axis,
     int quant_min, int quant_max, ScalarType dtype) -> Tensor."""
     return _quantize(ctx, x, scales, zero_points, quant_min, quant_max, dtype, axis=axis)
 
 
+@translates(f"{NAMESPACE}::dequantize_per_channel.default")
 def dequantize_per_channel(ctx, x, scales, zero_points, axis, quant_min, quant_max, dtype, out_dtype=None):
     """quantized_decomposed::dequantize_per_channel(Tensor input, Tensor scales, Tensor? zero_points, int axis,
     int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor."""
     return _dequantize(ctx, x, scales, zero_points, dtype, out_dtype, axis=axis)
 
-
-_register("quantize_per_tensor", ("default", "tensor"), quantize_per_tensor)
-_register("dequantize_per_tensor", ("default", "tensor"), dequantize_per_tensor)
-_register("quantize_per_channel", ("default",), quantize_per_channel)
-_register("dequantize_per_channel", ("default",), dequantize_per_channel)
