@@ -117,9 +117,9 @@ def write_report(data: dict, types: list[str], exporters: list[str]) -> str:
         lines.append("| " + " | ".join(row) + " |")
     others = [t for t in types if (probes[t] or {}).get("status") != "built"]
     lines += ["", f"## Not built with a tiny config or generic inputs: {len(others)}", "",
-              "| model type | status | why (last attempt) |", "|---|---|---|"]
+              "| model type | status | why (each attempt) |", "|---|---|---|"]
     for t in others:
         p = probes[t] or {"status": "not run", "errors": []}
-        why = (p.get("errors") or [""])[-1].replace("|", "\\|")[:160]
+        why = "; ".join(dict.fromkeys(p.get("errors") or [""])).replace("|", "\\|")[:240]
         lines.append(f"| {t} | {p['status']} | {why} |")
     return "\n".join(lines) + "\n"

@@ -4,8 +4,8 @@
 class's defaults by rules on its constructor's parameter names (the same rules for every class,
 applied to sub-configs too):
 
-* ``tiny``: widths 64, 4 heads (2 key/value heads where the default groups them), head sizes 16,
-  feed-forward 128, 2 layers, vocabulary 1000, 4 experts (2 per token), images of 4 patches
+* ``tiny``: widths 128, 2 heads (1 key/value head where the default groups them), head sizes 64,
+  feed-forward 256, 2 layers, vocabulary 1000, 4 experts (2 per token), images of 4 patches
   and at least 64 pixels, stage depths 1, stage widths an eighth, positions 256;
 * ``shallow``: only layers, stage depths, vocabulary and experts reduced, widths and images as the
   defaults;
@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 MAX_PARAMETERS = 40_000_000
-WIDTH, HEADS, KV_HEADS, HEAD_DIM, FFN, LAYERS, VOCAB, EXPERTS, POSITIONS = 64, 4, 2, 16, 128, 2, 1000, 4, 256
+WIDTH, HEADS, KV_HEADS, HEAD_DIM, FFN, LAYERS, VOCAB, EXPERTS, POSITIONS = 128, 2, 1, 64, 256, 2, 1000, 4, 256
 SIZES = {"batch": (2, 3), "seq": (7, 11), "decoder_seq": (5, 9)}  # example size, other size
 
 _LAYERS = re.compile(r"^(num_(hidden_|encoder_|decoder_|text_|vision_|audio_|transformer_|)layers|n_layers?|"
@@ -122,7 +122,7 @@ def overrides(config: Any, rules: Rules) -> dict:
         elif isinstance(value, float) and name.endswith("_coefficient") and value > 1.0 and rules.widths:
             out[name] = 1.0
         elif isinstance(value, dict) and rules.widths:
-            new = _dict_rule(value)
+            new = _dict_rule(value, config)
             if new != value:
                 out[name] = new
         elif isinstance(value, (list, tuple)) and value and all(isinstance(v, int) and not isinstance(v, bool)
@@ -166,11 +166,15 @@ def _current(config: Any) -> dict:
     return out
 
 
-def _dict_rule(value: dict) -> dict:
-    """Rope parameters: multimodal rope sections scaled to the new head size, the original context
-    within the new positions."""
+def _dict_rule(value: dict, config: Any) -> dict:
+    """Rope parameters: multimodal rope sections scaled to the new head size (stated where the
+    class takes them but its default leaves them to the model's code), the original context within
+    the new positions."""
     out = dict(value)
     section = value.get("mrope_section")
+    if section is None and "rope_type" in value and "mrope_section" in getattr(config, "ignore_keys_at_rope_validation",
+                                                                              ()):
+        section = [2, 3, 3]
     if isinstance(section, (list, tuple)) and section and all(isinstance(v, int) for v in section):
         half, total = HEAD_DIM // 2, sum(section)
         scaled = [max(1, v * half // total) for v in section]
@@ -364,15 +368,22 @@ def _image_channels(model) -> int:
     return int(getattr(vision, "num_channels", None) or getattr(config, "num_channels", 3) or 3)
 
 
+def _values_shape(s: dict) -> tuple:
+    """A waveform ``[samples]``, ``[channels, samples]``, or a spectrogram ``[frames, bins]``."""
+    layout = s.get("layout", "samples")
+    if layout == "channels":
+        return s["channels"], s["samples"]
+    if layout == "frames":
+        return s["frames"], s["bins"]
+    return (s["samples"],)
+
+
 MAKERS = {
     "input_ids": lambda m, s, g: _ids(m, s, g),
     "attention_mask": lambda m, s, g: torch.ones(s["batch"], s["seq"], dtype=torch.int64),
     "decoder_input_ids": lambda m, s, g: _ids(m, s, g, "decoder_seq"),
     "pixel_values": lambda m, s, g: torch.randn(s["batch"], s["channels"], s["image"], s["image"], generator=g),
-    "input_values": lambda m, s, g: torch.randn(s["batch"], *{"samples": (s["samples"],),
-                                                               "channels": (s.get("channels", 1), s["samples"]),
-                                                               "frames": (s.get("frames", 0), s.get("bins", 0))}[
-        s.get("layout", "samples")], generator=g),
+    "input_values": lambda m, s, g: torch.randn(s["batch"], *_values_shape(s), generator=g),
     "input_features": lambda m, s, g: torch.randn(s["batch"], *((s["bins"], s["frames"]) if s["bins_first"]
                                                                else (s["frames"], s["bins"])), generator=g),
     "bbox": lambda m, s, g: torch.sort(torch.randint(0, 1000, (s["batch"], s["seq"], 4), generator=g), -1)[0][
