@@ -1,19 +1,51 @@
 #!/usr/bin/env bash
-# Set up onnxport in ./.venv (PyTorch pinned to the CPU build) and install graphviz's `dot`.
-# Usage: bash setup.sh [--no-demo]
+# Set up onnxport in a virtual environment with the test dependencies, and install graphviz's `dot`.
+# Usage: bash setup.sh [--no-demo] [--torch 2.13|2.15]
+#   --torch 2.13 (default): ./.venv, torch 2.13.0 (the CPU build)
+#   --torch 2.15:           ./.venv-torch2.15, torch 2.15 and torchvision 0.29.2 from the package index
+#                           (a CUDA build of several GB, which runs on the CPU; pip's cache keeps it)
 set -euo pipefail
 cd "$(dirname "$0")"
+TORCH=2.13
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-demo) ;;
+    --torch) TORCH="$2"; shift ;;
+    *) echo "setup.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
 if ! command -v dot >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
     (apt-get update -qq && apt-get install -y -qq graphviz >/dev/null) || echo "setup: could not install graphviz (plots will not render)"
   fi
 fi
-python3 -m venv .venv
-.venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q "torch==2.13.0"
-.venv/bin/pip install -q -e ".[test]"
-# torchvision for the tests and benchmarks, outside the venv's site-packages: the wheel the index serves
-# for torch 2.13 carries compiled ops this CPU build cannot load, so a plain `import torchvision` fails,
-# and so would transformers, which imports it when installed. tests/third_party.py imports it from here,
-# and timm (its other dependencies come with transformers) beside it.
-.venv/bin/pip install -q --no-deps --upgrade --target .venv/vision-packages "torchvision==0.28.0" "timm==1.0.31"
+case "$TORCH" in
+  2.13)
+    python3 -m venv .venv
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q "torch==2.13.0"
+    .venv/bin/pip install -q -e ".[test]"
+    # torchvision for the tests and benchmarks, outside the venv's site-packages: the wheel the index serves
+    # for torch 2.13 carries compiled ops this CPU build cannot load, so a plain `import torchvision` fails,
+    # and so would transformers, which imports it when installed. tests/third_party.py imports it from here,
+    # and timm (its other dependencies come with transformers) beside it.
+    .venv/bin/pip install -q --no-deps --upgrade --target .venv/vision-packages "torchvision==0.28.0" "timm==1.0.31"
+    ;;
+  2.15)
+    # a machine-wide pip configuration may cap torch below 2.15: this environment reads no pip configuration
+    export PIP_CONFIG_FILE=/dev/null
+    python3 -m venv .venv-torch2.15
+    .venv-torch2.15/bin/pip install -q --upgrade pip
+    # the wheels (about 3 GB with the CUDA libraries torch depends on) are kept in a folder of their own,
+    # reused by the next set-up on this machine: the package index's responses are not kept by pip's cache
+    WHEELS="${ONNXPORT_WHEELS:-$HOME/.cache/onnxport/wheels-torch2.15}"
+    TORCH_REQ=("torch==2.15.*" "torchvision==0.29.2")
+    if ! .venv-torch2.15/bin/pip install -q --no-index --find-links "$WHEELS" "${TORCH_REQ[@]}" 2>/dev/null; then
+      .venv-torch2.15/bin/pip download -q -d "$WHEELS" "${TORCH_REQ[@]}"
+      .venv-torch2.15/bin/pip install -q --no-index --find-links "$WHEELS" "${TORCH_REQ[@]}"
+    fi
+    .venv-torch2.15/bin/pip install -q -e ".[test]" "timm==1.0.31"
+    ;;
+  *) echo "setup.sh: --torch takes 2.13 or 2.15" >&2; exit 2 ;;
+esac

@@ -1,10 +1,11 @@
 """A Hugging Face decoder exported with its key/value cache, then decoded in plain onnxruntime.
 
 A tiny ``LlamaForCausalLM`` (2 layers, width 64, vocab 1000, random weights: nothing is
-downloaded) is called as its users call it, ``model(input_ids=..., attention_mask=...,
-position_ids=..., past_key_values=DynamicCache(...), use_cache=True)``, and exported with the cache
-as inputs (``past_key_values.<layer>.key`` / ``.value``) and outputs (``present.<layer>.key`` /
-``.value``). The attention mask covers the cached and the new tokens: ``total = past + seq``.
+downloaded) is called as transformers 5 names its arguments, ``model(input_ids=...,
+attention_mask=..., position_ids=..., cache=DynamicCache(...), use_cache=True)``, and exported with
+the cache as inputs (``past_key_values.<layer>.key`` / ``.value``, the names onnxruntime-genai and
+Optimum give them) and outputs (``present.<layer>.key`` / ``.value``). The attention mask covers the
+cached and the new tokens: ``total = past + seq``.
 
 The script exports and validates the decoder, times ``torch.export`` alone and
 ``onnxport.to_onnx`` on the same call, then decodes 16 tokens greedily with a loop that uses nothing
@@ -54,10 +55,10 @@ def example_inputs() -> dict:
     for layer in range(LAYERS):
         cache.update(torch.randn(2, KV_HEADS, past, HEAD_DIM), torch.randn(2, KV_HEADS, past, HEAD_DIM), layer)
     kwargs = dict(input_ids=torch.randint(3, VOCAB, (2, seq)), attention_mask=torch.ones(2, past + seq, dtype=torch.long),
-                  position_ids=torch.arange(past, past + seq).expand(2, seq), past_key_values=cache, use_cache=True)
+                  position_ids=torch.arange(past, past + seq).expand(2, seq), cache=cache, use_cache=True)
     dynamic_shapes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
                       "position_ids": {0: "batch", 1: "seq"},
-                      "past_key_values": {0: "batch", 2: "past"}}  # one spec for every layer's key and value
+                      "cache": {0: "batch", 2: "past"}}  # one spec for every layer's key and value
     return {"kwargs": kwargs, "dynamic_shapes": dynamic_shapes, "relations": {"total": "past + seq"}}
 
 
@@ -99,11 +100,9 @@ def main() -> int:
     report = result.validate()
     print(report)
 
-    # timings, both after a first export: torch.export alone on the same call (the cache passed as
-    # `cache`, the name of forward's parameter), then onnxport's whole export
+    # timings, both after a first export: torch.export alone on the same call, then onnxport's whole export
     auto = torch.export.Dim.AUTO
     kwargs = dict(example_inputs()["kwargs"])
-    kwargs["cache"] = kwargs.pop("past_key_values")
     start = time.perf_counter()
     torch.export.export(model, (), kwargs, dynamic_shapes={
         "input_ids": {0: auto, 1: auto}, "attention_mask": {0: auto, 1: auto}, "position_ids": {0: auto, 1: auto},

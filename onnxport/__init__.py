@@ -6,6 +6,7 @@ from onnxport.errors import (
     ConfigError,
     ContractError,
     ControlFlowError,
+    DataDependentError,
     DynamicShapesError,
     ExportError,
     RenderError,
@@ -20,7 +21,9 @@ from onnxport.errors import (
     ValidationError,
 )
 from onnxport.export import to_onnx
+from onnxport.quantize import AccuracyTolerance
 from onnxport.result import ExportResult
+from onnxport.translate.registry import Registry
 from onnxport.translate.registry import user_translates as translates
 from onnxport.verify import ValidationReport, validate
 
@@ -40,6 +43,14 @@ def export_encoder_decoder(model, encoder_inputs, **kwargs):
     from onnxport.encoder_decoder import export_encoder_decoder as impl
 
     return impl(model, encoder_inputs, **kwargs)
+
+
+def export_pretrained(directory, task=None, **kwargs):
+    """Export a local ``save_pretrained`` directory for a task (``feature-extraction``,
+    ``text-generation-with-past``...); see ``onnxport.pretrained.export_pretrained``."""
+    from onnxport.pretrained import export_pretrained as impl
+
+    return impl(directory, task, **kwargs)
 
 
 def pretty_onnx(model, **kwargs):
@@ -71,9 +82,10 @@ def plot_dot(model, **kwargs):
 
 
 __all__ = [
-    "CaptureError", "CheckpointError", "ConfigError", "ContractError", "ControlFlowError", "DynamicShapesError",
-    "ExportError", "ExportResult", "RenderError", "ReturnnError", "RewriteError", "SaveError", "ShowInputError",
+    "AccuracyTolerance", "CaptureError", "CheckpointError", "ConfigError", "ContractError", "ControlFlowError",
+    "DataDependentError", "DynamicShapesError", "ExportError", "ExportResult", "Registry", "RenderError", "ReturnnError",
+    "RewriteError", "SaveError", "ShowInputError",
     "SpecializationError", "TargetError", "TranslationError", "UnsupportedOpError", "ValidationError",
-    "ValidationReport", "export_encoder_decoder", "export_from_config", "export_returnn_config", "find_divergence",
-    "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
+    "ValidationReport", "export_encoder_decoder", "export_from_config", "export_pretrained", "export_returnn_config",
+    "find_divergence", "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
 ]

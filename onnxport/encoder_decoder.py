@@ -124,20 +124,25 @@ def _start_token(model: torch.nn.Module) -> int:
                       hint="set model.generation_config.decoder_start_token_id")
 
 
-def default_encoder_dims(encoder_inputs: dict) -> dict:
+DIM_NAMES = {"batch": "batch", "seq": "seq", "past": "past", "encoder_seq": "encoder_seq"}
+
+
+def default_encoder_dims(encoder_inputs: dict, names: dict | None = None) -> dict:
     """``batch`` on axis 0 of every encoder input, ``encoder_seq`` on axis 1 of 2-D integer inputs
-    (token ids and their mask); other axes (Whisper's mel bins and frames) static."""
+    (token ids and their mask); other axes (Whisper's mel bins and frames) static. ``names``: other
+    names for ``batch`` and ``encoder_seq`` (``DIM_NAMES`` keys)."""
+    names = DIM_NAMES | dict(names or {})
     dims = {}
     for name, t in encoder_inputs.items():
-        axes = {0: "batch"}
+        axes = {0: names["batch"]}
         if t.dim() == 2 and not t.dtype.is_floating_point:
-            axes[1] = "encoder_seq"
+            axes[1] = names["encoder_seq"]
         dims[name] = axes
     return dims
 
 
 def export_encoder_decoder(model: torch.nn.Module, encoder_inputs: dict, *, dynamic_shapes: dict | None = None,
-                           past: int = 3, **options: Any) -> EncoderDecoderExport:
+                           past: int = 3, dim_names: dict | None = None, **options: Any) -> EncoderDecoderExport:
     """Export an encoder-decoder's encoder and its decoder-with-cache (see the module docstring).
 
     Args:
@@ -147,6 +152,9 @@ def export_encoder_decoder(model: torch.nn.Module, encoder_inputs: dict, *, dyna
             ``input_features`` float ``[batch, mel_bins, frames]``.
         dynamic_shapes: the encoder inputs' dynamic axes; default ``default_encoder_dims``.
         past: cached steps of the decoder's example (its new tokens: 2).
+        dim_names: the names of the decoder's dims (``DIM_NAMES`` keys: ``batch``, ``seq`` the new
+            tokens, ``past`` the cached ones, ``encoder_seq`` the encoder's output length, when
+            dynamic); default ``DIM_NAMES``. ``dynamic_shapes`` should name the encoder's the same.
         options: further ``onnxport.to_onnx`` arguments (``opset``, ``optimize``...).
 
     Returns an ``EncoderDecoderExport`` (``.encoder``, ``.decoder``, ``.save(dir)``, ``.validate()``,
@@ -157,7 +165,8 @@ def export_encoder_decoder(model: torch.nn.Module, encoder_inputs: dict, *, dyna
     from transformers import DynamicCache, EncoderDecoderCache
 
     start = _start_token(model)
-    enc_dims = dynamic_shapes if dynamic_shapes is not None else default_encoder_dims(encoder_inputs)
+    names = DIM_NAMES | dict(dim_names or {})
+    enc_dims = dynamic_shapes if dynamic_shapes is not None else default_encoder_dims(encoder_inputs, names)
     encoder_module = EncoderWithCrossCache(model, start).eval()
     with torch.no_grad():
         enc_out = encoder_module(**encoder_inputs)
@@ -168,7 +177,7 @@ def export_encoder_decoder(model: torch.nn.Module, encoder_inputs: dict, *, dyna
                       **options)
 
     length = encoder.model.graph.outputs[0].shape[1]
-    enc_seq = "encoder_seq" if not isinstance(length, int) else None
+    enc_seq = names["encoder_seq"] if not isinstance(length, int) else None
     mask = encoder_inputs.get("attention_mask")
     batch = hidden.shape[0]
     gen = torch.Generator().manual_seed(0)
@@ -178,14 +187,14 @@ def export_encoder_decoder(model: torch.nn.Module, encoder_inputs: dict, *, dyna
         first = torch.cat([torch.full((batch, 1), start), torch.randint(0, vocab, (batch, past - 1), generator=gen)], 1)
         model(decoder_input_ids=first, past_key_values=cache, use_cache=True, attention_mask=mask,
               encoder_outputs=_base_output(hidden))
-    along = {0: "batch", 1: enc_seq} if enc_seq else {0: "batch"}  # [batch, encoder_seq, ...]
+    b = names["batch"]
+    along = {0: b, 1: enc_seq} if enc_seq else {0: b}  # [batch, encoder_seq, ...]
     kwargs = dict(input_ids=torch.randint(0, vocab, (batch, 2), generator=gen), encoder_hidden_states=hidden)
-    dims = {"input_ids": {0: "batch", 1: "seq"}, "encoder_hidden_states": along}
+    dims = {"input_ids": {0: b, 1: names["seq"]}, "encoder_hidden_states": along}
     if mask is not None:
         kwargs["encoder_attention_mask"], dims["encoder_attention_mask"] = mask, along
     kwargs["past_key_values"] = cache
-    dims["past_key_values"] = {"decoder": {0: "batch", 2: "past"},
-                               "encoder": {0: "batch", 2: enc_seq} if enc_seq else {0: "batch"}}
+    dims["past_key_values"] = {"decoder": {0: b, 2: names["past"]}, "encoder": {0: b, 2: enc_seq} if enc_seq else {0: b}}
     dec_names = ["logits"] + [f"present.{i}.decoder.{kv}" for i in range(layers) for kv in ("key", "value")]
     decoder = to_onnx(DecoderWithCache(model).eval(), kwargs=kwargs, dynamic_shapes=dims, output_names=dec_names,
                       **options)

@@ -108,15 +108,19 @@ class ExportError(Exception):
     Attributes:
         what: the full message, as given.
         summary: its first line, short (what the CLI prints after ``onnxport: error:``).
-        detail: what did not fit in the summary, plus the ``detail`` argument (torch's own message).
+        detail: what did not fit in the summary, plus the ``detail`` argument (torch's own message),
+            plus the ``output`` argument (for the one debugging: the capture steps as they ran, what
+            torch printed while failing), which ``str(e)`` does not repeat (the CLI shows the detail
+            with ``--debug``).
         where: the user's source line (``file:line in func: code``) or None.
         hint: what to do about it, or None.
     """
 
     def __init__(self, message: str, *, node: Any = None, where: str | None = None, hint: str | None = None,
-                 detail: str | None = None):
+                 detail: str | None = None, output: str | None = None):
         self.what = strip_ansi(message)
         self.summary, rest = split_message(self.what)
+        self._given = (node, detail)
         extra = strip_ansi(detail).strip() if detail else ""
         self.detail = "\n".join(p for p in (rest, extra) if p) or None
         self.where = where or (user_source_line(node) if node is not None else None)
@@ -129,11 +133,29 @@ class ExportError(Exception):
             text += f"\n  fix: {self.hint}"
         if self.detail:
             text += "\n  detail: " + self.detail.replace("\n", "\n    ")
+        printed = strip_ansi(output).strip() if output else ""
+        if printed:
+            self.detail = (self.detail + "\n" if self.detail else "") + printed
         super().__init__(text)
+
+    def with_output(self, output: str) -> "ExportError":
+        """This error again, with ``output`` (see the class) at the end of its ``detail``; ``self``
+        when ``output`` is empty."""
+        if not output or not output.strip():
+            return self
+        node, detail = self._given
+        again = type(self)(self.what, node=node, where=self.where, hint=self.hint, detail=detail, output=output)
+        again.__cause__, again.__traceback__ = self.__cause__, self.__traceback__
+        return again
 
 
 class CaptureError(ExportError):
     """torch.export could not capture the model (the model's forward raised, or tracing failed)."""
+
+
+class DataDependentError(CaptureError):
+    """The model's code needs to decide a condition on a size known only when it runs (a count
+    computed from data: a boolean mask's rows, ``nonzero``), which torch.export cannot trace."""
 
 
 class DynamicShapesError(ExportError):

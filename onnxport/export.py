@@ -12,6 +12,7 @@ import torch
 
 from onnxport.errors import ExportError
 from onnxport.result import ExportResult
+from onnxport.translate.registry import Registry
 
 MIN_OPSET = 18
 MAX_OPSET = 23  # the newest opset whose operators onnxport emits and tests
@@ -38,6 +39,7 @@ def to_onnx(
     relations: dict[str, str] | None = None,
     on_step: StepCallback | None = None,
     capture_hooks: Callable[[], contextlib.AbstractContextManager] | None = None,
+    registry: Registry | None = None,
 ) -> ExportResult:
     """Export a PyTorch model to ONNX, keeping dynamic dimensions symbolic under the user's names.
 
@@ -70,8 +72,11 @@ def to_onnx(
         on_step: called ``(step, seconds)`` as each step ends (``STEPS``: rewrite, capture,
             decompose, translate, optimize, finalize).
         capture_hooks: ``() -> context manager`` entered while torch.export traces the model (each
-            capture attempt), after onnxport's own patches: patches a model's framework needs
-            during tracing only (``onnxport.integrations.returnn.capture_hooks``), undone on exit.
+            trace, and the whole-program decomposition, which traces the program again), after
+            onnxport's own patches: patches a model's framework needs during tracing only
+            (``onnxport.integrations.returnn.capture_hooks``), undone on exit.
+        registry: the user translations to use (``onnxport.Registry``); default: the one
+            ``@onnxport.translates`` registers into. They win over the built-in translations.
 
     Returns:
         ``ExportResult`` with ``.model`` (onnx_ir.Model), ``.model_proto``, ``.save()``, ``.validate()``.
@@ -85,7 +90,11 @@ def to_onnx(
 
     Threads: torch.export is not thread-safe and capture patches torch for the process, so one
     export runs at a time (``onnxport.capture.patches.CAPTURE_LOCK``); an export started in another
-    thread waits for it.
+    thread waits for it. Every patch is registered in ``onnxport.capture.patches`` and undone after
+    the trace; one left by an interrupted export is undone when the next one starts.
+
+    ``result.captured.attempts`` lists the capture steps as they ran (``onnxport export --debug``
+    prints them).
 
     Every condition on sizes the trace relies on is decided over the declared sizes (see
     ``onnxport.capture.guards``): proved ones are dropped, torch's 0/1 specializations kept
@@ -95,7 +104,7 @@ def to_onnx(
     Semantics: torch.export (https://pytorch.org/docs/stable/export.html) for capture; each ATen
     overload translated per the ONNX operator specs of the target opset.
     """
-    from onnxport.capture.patches import exclusive_capture, patch_sites, restore_leftovers
+    from onnxport.capture.patches import exclusive_capture, restore_leftovers
     from onnxport.capture.values import check_inputs
 
     if not MIN_OPSET <= opset <= MAX_OPSET:
@@ -121,21 +130,20 @@ def to_onnx(
     # torch.export is not thread-safe and the capture patches change torch for the whole process:
     # one export at a time; another thread's export waits here
     with exclusive_capture():
-        restore_leftovers(patch_sites())
+        restore_leftovers()
         return _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline,
-                         strict, rewrite_control_flow, other_axes, relations, capture_hooks, step, timings)
+                         strict, rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings)
 
 
 def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline, strict,
-              rewrite_control_flow, other_axes, relations, capture_hooks, step, timings) -> ExportResult:
+              rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings) -> ExportResult:
     """The steps of ``to_onnx`` in order, each timed by ``step`` into ``timings``."""
     from onnxport.capture import capture, decompose
     from onnxport.capture.values import check_outputs
     from onnxport.finalize import finalize
     from onnxport.optimize.pipeline import optimize as run_passes
-    from onnxport.translate.inplace import translatable
     from onnxport.translate.program import build_model
-    from onnxport.translate.registry import Registry
+    from onnxport.translate.registry import Translations
 
     module, rewrite_notes = model, []
     if rewrite_control_flow and isinstance(model, torch.nn.Module):
@@ -144,43 +152,30 @@ def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, op
         with step("rewrite"):
             model = rewrite_module(model, args, kwargs)
         rewrite_notes = list(getattr(model, "onnxport_rewrite_notes", []))
-    registry = Registry(opset)
-    hooks = registry.capture_hooks if capture_hooks is None else _both(registry.capture_hooks, capture_hooks)
+    translations = Translations(opset, registry)
     with step("capture"):
         captured = capture(model, args, kwargs, dynamic_shapes, strict=strict, rewritten=rewrite_control_flow,
-                           other_axes=other_axes, hooks=hooks, relations=relations)
+                           other_axes=other_axes, ops=translations, hooks=capture_hooks, relations=relations)
         check_outputs(captured.program, module)
     with step("decompose"):
-        decomposed = decompose(captured.program, registry.lookup, registry.capture_hooks,
-                               translates=lambda node: translatable(node, registry.lookup))
+        decomposed = decompose(captured.program, translations, capture_hooks)
         if decomposed.program is not captured.program:
             captured = dataclasses.replace(captured, program=decomposed.program)
     with step("translate"):
-        ir_model = build_model(captured, opset=opset, registry=registry, input_names=input_names,
+        ir_model = build_model(captured, opset=opset, registry=translations, input_names=input_names,
                                output_names_=output_names,
                                options={"inline": inline, "rewritten_loops": rewrite_control_flow})
     if optimize:
         with step("optimize"):
             run_passes(ir_model, opset)
     with step("finalize"):
-        finalize(ir_model, inline=inline, constraints=[str(g) for g in captured.constraints])
+        finalize(ir_model, inline=inline, constraints=[str(g) for g in captured.adopted()])
     if isinstance(module, torch.export.ExportedProgram):
         module = module.module()
     return ExportResult(ir_model, program=captured.program, module=module, example=(args, kwargs),
                         captured=captured, timings=timings, dim_names=dict(ir_model.meta.get("dim_names", {})),
                         rewrite_notes=rewrite_notes,
                         decomposed={"local": list(decomposed.local), "whole_program": list(decomposed.whole_program)})
-
-
-def _both(first: Callable, second: Callable) -> Callable:
-    """``() -> context manager`` entering ``first()`` then ``second()``."""
-
-    @contextlib.contextmanager
-    def hooks() -> Iterator[None]:
-        with first(), second():
-            yield
-
-    return hooks
 
 
 def print_step(name: str, seconds: float) -> None:

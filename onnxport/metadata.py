@@ -4,3 +4,4 @@ that writes or reads them)."""
 SOURCE_KEY = "source"  # node metadata: the user's line the node comes from (``file.py:12 in forward: ...``)
 FX_NODE_KEY = "fx_node"  # value metadata: the FX node whose result the value holds
 CONSTRAINTS_KEY = "onnxport.constraints"  # model metadata: the constraints adopted on dynamic dims, "; "-joined
+QUANTIZATION_KEY = "onnxport.quantization"  # model metadata: the quantization mode of a quantized result

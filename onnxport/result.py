@@ -8,6 +8,7 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from onnxport.capture.guards import adopted_of
 from onnxport.saving import PROTOBUF_LIMIT, needs_external_data, save_model
 
 
@@ -28,19 +29,23 @@ class ExportResult:
         validation: its ``ValidationReport`` (None when not validated).
         decomposed: the ATen ops without a translation, decomposed node by node (``"local"``), and
             those that made the whole program be decomposed by torch anew (``"whole_program"``).
+        quantization: for a result of ``quantize``, how it was quantized
+            (``onnxport.quantize.Quantization``: mode, what stayed in float, the accuracy tolerance);
+            None for a float model.
     """
 
     external_data_threshold = PROTOBUF_LIMIT  # bytes of the serialized model, not of the weights alone
     _FIELDS = ("model", "program", "module", "example", "captured", "timings", "dim_names", "rewrite_notes",
-               "config", "validation", "decomposed")
+               "config", "validation", "decomposed", "quantization")
 
     def __init__(self, model: ir.Model, *, program=None, module=None, example=None, captured=None,
                  timings: dict | None = None, dim_names: dict | None = None, rewrite_notes: list | None = None,
-                 config: Any = None, validation: Any = None, decomposed: dict | None = None):
+                 config: Any = None, validation: Any = None, decomposed: dict | None = None,
+                 quantization: Any = None):
         values = dict(model=model, program=program, module=module, example=example, captured=captured,
                       timings=dict(timings or {}), dim_names=dict(dim_names or {}),
                       rewrite_notes=list(rewrite_notes or []), config=config, validation=validation,
-                      decomposed=dict(decomposed or {"local": [], "whole_program": []}))
+                      decomposed=dict(decomposed or {"local": [], "whole_program": []}), quantization=quantization)
         for name, value in values.items():
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_proto", None)
@@ -62,7 +67,8 @@ class ExportResult:
 
     @property
     def guards(self) -> list:
-        """Every condition on sizes the export relies on, decided (``onnxport.capture.guards.Guard``:
+        """Every condition on sizes the export relies on, decided (``onnxport.capture.guards.Guard``, its
+        ``status`` a ``GuardStatus``:
         proved, kept or adopted), with the user's line."""
         return list(getattr(self.captured, "guards", None) or [])
 
@@ -70,7 +76,7 @@ class ExportResult:
     def constraints(self) -> list:
         """The conditions adopted as constraints of the export (``time % 4 == 0``, ``time >= 5``):
         the model is exported and validated for sizes that satisfy them."""
-        return [g for g in self.guards if g.status == "adopted"]
+        return adopted_of(self.guards)
 
     @property
     def model_proto(self) -> onnx.ModelProto:
@@ -105,12 +111,29 @@ class ExportResult:
             external_data = self.needs_external_data()
         return save_model(self.model, path, external_data)
 
+    def quantize(self, mode: str, **options: Any) -> "ExportResult":
+        """A new result with the model quantized (``"int8"``, ``"int8-static"``, ``"int4"``), the
+        embeddings, the final projection and ``keep_float`` layers left in float; this result is
+        unchanged. Options and errors: ``onnxport.quantize.quantize``."""
+        from onnxport.quantize import quantize
+
+        return quantize(self, mode, **options)
+
     def validate(self, inputs: Any = None, sizes: Any = None, *, values: Any = None, atol: float | None = None,
                  rtol: float | None = None):
         """Run eager PyTorch and onnxruntime on the example, other sizes, other values and
         ``inputs``, and compare every output (updated buffers and inputs included); see
         ``onnxport.verify.validate`` (``values``: the value kinds, default all). Returns a
-        ``ValidationReport``; raises ``ValidationError`` when validation cannot run."""
+        ``ValidationReport``; raises ``ValidationError`` when validation cannot run.
+
+        A quantized result is compared with eager PyTorch's float outputs in the user's terms
+        instead (``onnxport.verify.accuracy.validate_quantized``: per output the error, top-1
+        agreement or cosine similarity, judged by ``quantization.tolerance``); ``values``, ``atol``
+        and ``rtol`` do not apply there. Returns an ``AccuracyReport``."""
+        if self.quantization is not None:
+            from onnxport.verify.accuracy import validate_quantized
+
+            return validate_quantized(self, inputs=inputs, sizes=sizes)
         from onnxport.verify import validate
 
         return validate(self, inputs=inputs, sizes=sizes, values=values, atol=atol, rtol=rtol)
@@ -128,10 +151,19 @@ class ExportResult:
             max_new_tokens: tokens to generate.
             atol, rtol: tolerance of the logits (default 1e-3 each).
 
+        A quantized result reports greedy-token agreement instead (``GenerationAgreement``: each
+        step fed eager's tokens so far, the fraction of steps choosing eager's token, judged by
+        ``quantization.tolerance.tokens``, and the first step where free decoding diverges).
+
         Returns a ``GenerationReport`` (``.ok``, ``.first_difference``, printable); see
         ``onnxport.verify.generation.check_generation``, which raises ``ValidationError`` when the
         decoder's inputs are not a decoder's (input_ids, past_key_values.*) or generate fails.
         """
+        if self.quantization is not None:
+            from onnxport.verify.accuracy import generation_agreement
+
+            return generation_agreement(model, self.model_proto, prompt_ids, attention_mask=attention_mask,
+                                        max_new_tokens=max_new_tokens, tolerance=self.quantization.tolerance.tokens)
         from onnxport.verify.generation import LOGITS_ATOL, LOGITS_RTOL, check_generation
 
         return check_generation(model, self.model_proto, prompt_ids, attention_mask=attention_mask,
@@ -170,6 +202,7 @@ class ExportResult:
 
         opset = self.model.opset_imports.get("", None)
         constraints = f", constraints=[{'; '.join(str(c) for c in self.constraints)}]" if self.constraints else ""
+        quantized = f", quantized={self.quantization.mode}" if self.quantization is not None else ""
         return (f"ExportResult(inputs=[{'; '.join(sig(v) for v in g.inputs)}], "
                 f"outputs=[{'; '.join(sig(v) for v in g.outputs)}], nodes={self.count_nodes()}, "
-                f"functions={len(self.model.functions)}, opset={opset}{constraints})")
+                f"functions={len(self.model.functions)}, opset={opset}{constraints}{quantized})")

@@ -1,5 +1,6 @@
 """The package's stages import only earlier stages: capture never imports translation, translation
-never the optimizer, nothing outside ``cli/`` imports ``cli/`` (every import counted, function-level
+never the optimizer, quantization (a stage after finalize) neither verification nor the result,
+nothing outside ``cli/`` imports ``cli/`` (every import counted, function-level
 ones included); and ``import onnxport`` loads no op translation."""
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "onnxport"
 
 # stage of each top-level part, in pipeline order; a module imports only stages up to its own
 STAGES = {
-    "errors": 0, "metadata": 0,
+    "errors": 0, "metadata": 0, "torch_behaviour": 0,
     "rewrite": 1, "capture": 1,
     "translate": 2,
     "optimize": 3,
     "finalize": 4,
-    "verify": 5, "show": 5,
+    "verify": 5, "show": 5, "quantize": 5,
     "result": 6, "saving": 6, "export": 6, "demo_models": 6, "encoder_decoder": 6,
-    "config": 7,
+    "config": 7, "pretrained": 7,
     "integrations": 8,
     "__init__": 9, "__main__": 10,
     "cli": 10,
@@ -89,3 +90,143 @@ def test_every_error_class_is_in_errors_and_exported():
             if isinstance(node, ast.ClassDef):
                 bases = {getattr(b, "id", getattr(b, "attr", "")) for b in node.bases}
                 assert not bases & defined, f"{module} defines {node.name}, an ExportError, outside errors.py"
+
+
+# ------------------------------------------------------------------------------ capture-time patches
+REGISTRY_MODULE = PACKAGE / "capture" / "patches.py"
+# setattr/delattr outside the registry, each on an object onnxport itself made or reads as data
+SETATTR_ALLOWED = {
+    ("config/config.py", "decl"), ("config/config.py", "cfg"),  # the config objects being parsed
+    ("config/export.py", "cfg"),
+    ("capture/caches.py", "layer"),  # a cache layer being rebuilt from its tensors
+    ("capture/decompose.py", "graph.owning_module"),  # the captured program's own module: a constant kept
+    ("result.py", "self"),
+}
+_EXTERNAL = ("torch", "transformers", "torchvision", "timm", "math", "sys", "builtins")
+
+
+def _root(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _external_names(tree: ast.AST) -> set[str]:
+    """Names bound to torch, transformers, ... (imports, and names assigned from them)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] in _EXTERNAL}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in _EXTERNAL:
+            names |= {a.asname or a.name for a in node.names}
+    changed = True
+    while changed:  # aliases: vf = torch._VF, cls = nn.LSTM (an attribute, not a value a call makes)
+        changed = False
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Attribute, ast.Name)) \
+                    and _root(node.value) in names:
+                for t in node.targets:
+                    if isinstance(t, ast.Name) and t.id not in names:
+                        names.add(t.id)
+                        changed = True
+    return names
+
+
+def _patch_sites_outside_the_registry(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    rel = path.relative_to(PACKAGE).as_posix() if path.is_relative_to(PACKAGE) else path.name
+    external = _external_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr") \
+                and node.args:
+            target = ast.unparse(node.args[0])
+            if (rel, target) not in SETATTR_ALLOWED:
+                found.append(f"{rel}:{node.lineno}: {node.func.id}({target}, ...)")
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign)) else node.targets if isinstance(node, ast.Delete) else []
+        for t in targets:
+            if not isinstance(t, (ast.Attribute, ast.Subscript)):
+                continue
+            text = ast.unparse(t)
+            attribute = isinstance(t, ast.Attribute)
+            if (attribute and _root(t) in external) or ".__code__" in text or ".py_kernels" in text or (
+                    attribute and t.attr == "forward" and _root(t) != "self"):
+                found.append(f"{rel}:{node.lineno}: {text} = ...")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("clear", "update", "pop") and ".py_kernels" in ast.unparse(node.func.value):
+            found.append(f"{rel}:{node.lineno}: {ast.unparse(node.func)}(...)")
+    return found
+
+
+def test_every_capture_time_patch_goes_through_the_registry():
+    """torch, transformers and the user's modules are changed only by ``capture/patches.py``'s changes
+    (``SetAttribute``, ``SetKernel``, ``SetCode``, ``SetConfig``), each part of a registered ``Patch``."""
+    found = [site for _, path in _modules() if path != REGISTRY_MODULE
+             for site in _patch_sites_outside_the_registry(path)]
+    assert not found, "patch these through onnxport.capture.patches (register(Patch(...))):\n" + "\n".join(found)
+
+
+def test_the_patch_check_finds_a_patch_made_directly(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("import torch\nfrom torch.export import _trace\n\n"
+                      "def f(fn, new):\n    vf = torch._VF\n    vf._pack = new\n    _trace.produce = new\n"
+                      "    fn.__code__ = new.__code__\n    torch.nn.LSTM.forward = new\n    setattr(vf, 'x', 1)\n")
+    found = sorted(_patch_sites_outside_the_registry(sample), key=lambda s: int(s.split(":")[1]))
+    assert [f.split(": ", 1)[1] for f in found] == ["vf._pack = ...", "_trace.produce = ...", "fn.__code__ = ...",
+                                                    "torch.nn.LSTM.forward = ...", "setattr(vf, ...)"]
+
+
+def test_every_registered_patch_lists_its_sites():
+    from onnxport.capture.patches import REGISTRY
+    from onnxport.translate.registry import Translations
+
+    Translations(20)  # the op families' patches
+    for name, patch in REGISTRY.items():
+        if patch.sample is None or name.startswith("test: "):
+            continue
+        sites = patch.sites()
+        assert sites or name in ("sliding window as full", "one batched_nms", "experts as grouped_mm"), \
+            f"{name} lists no site"  # a library not imported
+        assert patch.doc, f"{name} has no doc"
+
+
+# ------------------------------------------------------------------------------ capture steps
+def test_the_capture_steps_are_listed_in_one_place():
+    """Every step class of ``capture/steps.py`` is in ``STEPS`` once, and only ``STEPS`` lists them:
+    ``capture()`` runs the list (``run_steps``) and calls no step itself."""
+    import inspect
+
+    from onnxport.capture import steps
+
+    classes = {c for c in vars(steps).values() if inspect.isclass(c) and issubclass(c, steps.Step)
+               and c not in (steps.Step, steps.Fallback, steps.Decision)}
+    listed = [type(s) for s in steps.STEPS]
+    assert sorted(c.__name__ for c in classes) == sorted(c.__name__ for c in listed) and len(set(listed)) == len(listed)
+    for _, path in _modules():
+        text = path.read_text()
+        for c in classes:
+            if path.name != "steps.py":
+                assert f"{c.__name__}(" not in text, f"{path} makes the step {c.__name__} outside STEPS"
+
+
+def test_capture_trace_has_no_long_nested_function():
+    for name in ("trace.py", "steps.py"):
+        tree = ast.parse((PACKAGE / "capture" / name).read_text())
+        for outer in ast.walk(tree):
+            if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for inner in ast.walk(outer):
+                    if inner is not outer and isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        length = inner.end_lineno - inner.lineno + 1
+                        assert length <= 20, f"capture/{name}: {outer.name}.{inner.name} is {length} lines"
+
+
+def test_quantization_and_verification_do_not_import_each_other():
+    """Both come after finalize and take a finished result: quantization chooses and quantizes,
+    verification measures; neither needs the other's code."""
+    for module, path in _modules():
+        own = _part(module)
+        if own in ("quantize", "verify"):
+            other = "verify" if own == "quantize" else "quantize"
+            for line, target in _imports(path):
+                assert _part(target) != other, f"{module} imports {target} at line {line}"

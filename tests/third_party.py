@@ -1,6 +1,8 @@
 """Third-party model packages, imported so that their model classes work beside this torch build.
 
-The torchvision wheel the package index serves for torch 2.13 carries compiled ops (``nms``,
+From torch 2.14 the package index serves a torchvision (0.29.2) whose compiled ops load beside torch:
+``setup.sh --torch 2.15`` installs it in the venv's site-packages and nothing below is needed. The
+torchvision wheel the package index serves for torch 2.13 carries compiled ops (``nms``,
 ``roi_align``...) that do not load with the CPU torch, and its import fails registering their meta
 kernels (``operator torchvision::nms does not exist``). ``setup.sh`` therefore installs it outside the
 venv's site-packages, in ``<venv>/vision-packages``, so that transformers (which imports torchvision
@@ -15,6 +17,9 @@ from __future__ import annotations
 import sys
 import types
 from pathlib import Path
+
+import pytest
+import torch
 
 VISION_PACKAGES = Path(sys.prefix) / "vision-packages"
 
@@ -53,3 +58,26 @@ def import_timm():
         return timm
     except ImportError:
         return None
+
+
+def torchvision_ops_load() -> bool:
+    """Whether torchvision's compiled ops (``torch.ops.torchvision.nms``, ``roi_align``) are registered
+    beside this torch build (they are with torch >= 2.14 and torchvision 0.29; not with the torch 2.13
+    CPU build, see above)."""
+    if import_torchvision() is None:
+        return False
+    try:
+        torch.ops.torchvision.nms.default
+        torch.ops.torchvision.roi_align.default
+    except (AttributeError, RuntimeError):
+        return False
+    return True
+
+
+def require_torchvision_ops():
+    """``torchvision``, or skip the calling test with the reason when its compiled ops do not load here."""
+    if not torchvision_ops_load():
+        pytest.skip("torchvision's compiled ops (nms, roi_align) do not load beside this torch build (torch 2.13 "
+                    "CPU); these tests run in the torch 2.15 environment (bash setup.sh --torch 2.15)",
+                    allow_module_level=True)
+    return import_torchvision()

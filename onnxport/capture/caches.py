@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxport.capture.patches import Patch, SetAttribute, installed, register
 from onnxport.errors import CaptureError, DynamicShapesError
 
 INPUT_PREFIX = "past_key_values"  # ONNX name prefix of a cache given as input
@@ -280,24 +281,35 @@ def cache_input_name(parameter: str) -> str:
     return INPUT_PREFIX if parameter in CACHE_PARAMETERS else parameter
 
 
+def _full_layer_method(fn):
+    """A method calling ``fn`` (DynamicLayer's): a function of its own, so the patch's mark is not
+    set on transformers' function."""
+
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+
+    return method
+
+
+def _sliding_window_changes() -> list:
+    cu = _cache_utils()
+    if cu is None:
+        return []
+    return [SetAttribute(cu.DynamicSlidingWindowLayer, n,
+                         lambda _original, n=n: _full_layer_method(getattr(cu.DynamicLayer, n)))
+            for n in ("update", "get_mask_sizes", "get_seq_length")]
+
+
+SLIDING_WINDOW_AS_FULL = register(Patch(
+    "sliding window as full", _sliding_window_changes,
+    "transformers' DynamicSlidingWindowLayer.update / get_mask_sizes / get_seq_length: a sliding-window cache "
+    "layer keeps every step like a full-attention layer (the attention mask still applies the window)"))
+
+
 @contextlib.contextmanager
 def sliding_window_as_full():
     """While active, transformers' sliding-window cache layers keep every step like a full-attention
-    layer (the attention mask still applies the window). See the module docstring."""
-    cu = _cache_utils()
-    if cu is None:
+    layer (``SLIDING_WINDOW_AS_FULL``; the attention mask still applies the window). See the module
+    docstring."""
+    with installed(SLIDING_WINDOW_AS_FULL):
         yield
-        return
-    cls = cu.DynamicSlidingWindowLayer
-    names = ("update", "get_mask_sizes", "get_seq_length")
-    saved = {n: cls.__dict__.get(n) for n in names}
-    try:
-        for n in names:
-            setattr(cls, n, getattr(cu.DynamicLayer, n))
-        yield
-    finally:
-        for n, f in saved.items():
-            if f is None:
-                delattr(cls, n)
-            else:
-                setattr(cls, n, f)

@@ -15,7 +15,7 @@ from torch.utils import _pytree as pytree
 
 from onnxport.capture.caches import may_be_empty
 from onnxport.capture.dynamic_shapes import DeclaredDim
-from onnxport.capture.guards import Guard, SizeVar
+from onnxport.capture.guards.conditions import Guard, SizeVar, adopted_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +48,9 @@ class Captured:
         guards: every condition on sizes the trace relies on, decided (``capture.guards``).
         variables: torch's symbol -> ``SizeVar``: the sizes the export holds for.
         relations: dim name -> its sympy expression over other dim names (``total = past + seq``),
-            as the user declared them (``onnxport.capture.relations``).
+            as the user declared them or torch derived them (``onnxport.capture.relations``).
+        attempts: the capture steps as they ran (``capture.state.Attempt``: step, applied, why),
+            printed by ``onnxport export --debug``.
     """
 
     program: torch.export.ExportedProgram
@@ -58,6 +60,7 @@ class Captured:
     guards: list[Guard] = dataclasses.field(default_factory=list)
     variables: dict[Any, SizeVar] = dataclasses.field(default_factory=dict)
     relations: dict[str, Any] = dataclasses.field(default_factory=dict)
+    attempts: tuple = ()
 
     @property
     def inputs(self) -> list[UserInput]:
@@ -76,10 +79,9 @@ class Captured:
         return {d.name for d in self.declared
                 if may_be_empty(d.input_name) and d.input_name in ranks and d.axis == ranks[d.input_name] - 2}
 
-    @property
-    def constraints(self) -> list[Guard]:
+    def adopted(self) -> list[Guard]:
         """The conditions adopted as constraints of the export (``time % 4 == 0``)."""
-        return [g for g in self.guards if g.status == "adopted"]
+        return adopted_of(self.guards)
 
 
 def user_placeholders(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:

@@ -4,11 +4,14 @@ input, axis and dimension, the user's line and what to do."""
 from __future__ import annotations
 
 import re
+import sysconfig
 import traceback
 from typing import Any
 
 from onnxport.capture.dynamic_shapes import DeclaredDim
-from onnxport.errors import CaptureError, DynamicShapesError, ExportError, SpecializationError, last_user_frame
+from onnxport.capture.data_dependent import data_dependent_error, is_data_dependent
+from onnxport.errors import (CaptureError, ControlFlowError, DynamicShapesError, ExportError, SpecializationError,
+                             last_user_frame)
 
 
 MESSAGE_LIMIT = 400  # characters of torch's message an error repeats (sympy guards run to thousands)
@@ -75,13 +78,27 @@ def _pinned(text: str, declared: list[DeclaredDim], events: list, top) -> Specia
     return None
 
 
-def classify(e: Exception, declared: list[DeclaredDim], records: list, top, events: list = ()) -> Exception:
+def classify(e: Exception, declared: list[DeclaredDim], records: list, top, events: list = (),
+             unbacked: list = ()) -> Exception:
+    """The ``ExportError`` torch.export's failure ``e`` means for the user.
+
+    Args:
+        e: what torch.export raised.
+        declared: the declared dims; ``top``: forward's parameters and values.
+        records: the specializations recorded while tracing (``guards.record.Specialization``);
+        events: the guard events (``GuardEvent``); unbacked: the data-dependent sizes made
+            (``Unbacked``).
+    """
     inner = e
     while inner is not None and not isinstance(inner, ExportError):
         inner = inner.__cause__ or inner.__context__
-    if isinstance(inner, ExportError):  # raised on purpose by a capture hook: keep it whole
+    if isinstance(inner, ExportError):  # raised on purpose by a capture patch: keep it whole
         return inner
     text = str(e)
+    if "aliasing during higher order op tracing" in text:
+        return _aliasing_error(e)
+    if is_data_dependent(e):
+        return data_dependent_error(e, list(unbacked))
     m = re.search(r"tracing inferred a static shape of (\d+) for dimension inputs\['(\w+)'\]\.shape\[(\d+)\]", text)
     if m:  # Dim.DYNAMIC pinned to one size
         value, top_name, axis = int(m.group(1)), m.group(2), int(m.group(3))
@@ -135,6 +152,32 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
                 "the scanned axis and flips it for you")
     return CaptureError(f"torch.export could not capture the model: {type(e).__name__}: {first}", where=where,
                         hint=hint)
+
+
+def _aliasing_error(e: BaseException) -> ControlFlowError:
+    """torch.export's refusal of a cond/while_loop/map body that returns one of its inputs
+    (``Encountered aliasing during higher order op tracing``): the operator, the user's line and
+    the ``.clone()`` fix."""
+    m = re.search(r"Higher Order Operator: (\S+)", str(e))
+    op = m.group(1) if m else "a higher-order op"
+    return ControlFlowError(
+        f"a {op} body returns one of its inputs unchanged: return input.clone() instead of input",
+        where=_user_line(e),
+        hint="in the branch/body function, replace `return x` by `return x.clone()` for every output "
+             "that is one of its inputs (control-flow bodies must return new tensors)")
+
+
+_STDLIB = sysconfig.get_paths()["stdlib"]
+
+
+def _user_line(e: BaseException) -> str | None:
+    """The innermost frame of ``e``'s traceback outside torch, onnxport and the standard library."""
+    for f in reversed(traceback.extract_tb(e.__traceback__)):
+        p = f.filename
+        if "/torch/" in p or "/onnxport/" in p or p.startswith(_STDLIB) or p.startswith("<"):
+            continue
+        return f"{p}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
+    return None
 
 
 def required_ranges(text: str) -> dict[str, tuple]:

@@ -22,6 +22,8 @@ from typing import Any, Callable
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxport.capture.patches import installed, user_hooks
+from onnxport.capture.state import OpSupport
 from onnxport.errors import UnsupportedOpError
 
 
@@ -35,23 +37,22 @@ class Decomposition:
     whole_program: tuple[str, ...] = ()
 
 
-def decompose(program: torch.export.ExportedProgram, has_translation: Callable[[Any], Any],
-              hooks: Callable[[], Any] = contextlib.nullcontext,
-              translates: Callable[[torch.fx.Node], bool] | None = None) -> Decomposition:
+def decompose(program: torch.export.ExportedProgram, ops: OpSupport,
+              hooks: Callable[[], Any] | None = None) -> Decomposition:
     """Decompose the ops without a translation (in the main graph and in control-flow bodies); a
     program whose every op translates is returned unchanged.
 
     Args:
         program: the captured program (its graph is changed in place by local decompositions).
-        has_translation: ``overload -> translation or None`` (``Registry.lookup``).
-        hooks: ``() -> context manager`` entered around a whole-program decomposition
-            (``Registry.capture_hooks``: the ops kept whole during capture stay whole there).
-        translates: ``node -> bool``, whether a node translates as it is (default: its overload
-            has a translation); an in-place op the translation handles counts as translated.
+        ops: the export's translations (``OpSupport``: ``lookup(overload)``, ``translatable(node)``,
+            an in-place op the translation handles counting as translated; ``capture_patches``).
+        hooks: the user's ``capture_hooks``. A whole-program decomposition traces the program
+            again: the translations' capture patches and these hooks are installed for it as for
+            the capture (the ops kept whole there stay whole).
     """
-    translates = translates or (lambda n: has_translation(n.target) is not None)
+    has_translation = ops.lookup
     pending = [(gm, n) for gm, n in _nodes(program.graph_module)
-               if isinstance(n.target, torch._ops.OpOverload) and not translates(n)]
+               if isinstance(n.target, torch._ops.OpOverload) and not ops.translatable(n)]
     if not pending:
         return Decomposition(program)
     table = {op: fn for op, fn in _default_table().items() if has_translation(op) is None}
@@ -67,14 +68,15 @@ def decompose(program: torch.export.ExportedProgram, has_translation: Callable[[
         for op in list(whole.keys()):
             if has_translation(op) is not None:
                 whole.pop(op)
-        ops = tuple(sorted(set(blocking)))
+        blocked = tuple(sorted(set(blocking)))
+        patches = (*ops.capture_patches, *((user_hooks(hooks),) if hooks is not None else ()))
         try:
-            with hooks():
-                return Decomposition(program.run_decompositions(whole), whole_program=ops)
+            with installed(*patches):
+                return Decomposition(program.run_decompositions(whole), whole_program=blocked)
         except Exception as e:  # noqa: BLE001 - torch failing to decompose: the ops are unsupported
             first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
             raise UnsupportedOpError(
-                f"no ONNX translation for {', '.join(ops)}, and torch's decomposition of the program fails: "
+                f"no ONNX translation for {', '.join(blocked)}, and torch's decomposition of the program fails: "
                 f"{type(e).__name__}: {first}",
                 hint="register a translation with @onnxport.translates(<the op>), or compute it another way") from e
     touched = set()

@@ -3,19 +3,17 @@
 ``nn.TransformerEncoder`` in eval mode, with a ``src_key_padding_mask`` and no grad, runs its
 nested-tensor fast path: padded frames leave the layers as zeros (``to_padded_tensor(0.)``), before
 the final norm. Tracing takes the regular path, which leaves values there. During capture,
-``transformer_encoder_as_eager()`` makes the traced forward zero the padded frames exactly when
+``TRANSFORMER_ENCODER_AS_EAGER`` (a registered capture patch) makes the traced forward zero the padded frames exactly when
 eager's fast path would (the same module conditions; the mask's left alignment checked as data).
 Semantics: ``torch.nn.TransformerEncoder.forward`` (torch 2.13), assuming inference without grad.
 """
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 from torch import nn
 
-from onnxport.capture.patches import patched
+from onnxport.capture.patches import Patch, SetAttribute, register
 
 
 def _static_fast_path(enc: nn.TransformerEncoder, src: torch.Tensor, mask, key_padding_mask) -> bool:
@@ -32,33 +30,33 @@ def _static_fast_path(enc: nn.TransformerEncoder, src: torch.Tensor, mask, key_p
     )
 
 
-@contextlib.contextmanager
-def transformer_encoder_as_eager():
-    """Context manager patching ``nn.TransformerEncoder.forward`` for the duration of a capture
-    (``capture.patches.patched``: under the capture lock, restored however the capture ends)."""
+def _make(original):
+    """``nn.TransformerEncoder.forward`` zeroing the padded frames where eager's fast path would."""
 
-    def make(original):
-        def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
-            if not _static_fast_path(self, src, mask, src_key_padding_mask):
-                return original(self, src, mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
-            norm, self.norm = self.norm, None
-            try:
-                out = original(self, src, mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
-            finally:
-                self.norm = norm
-            pad = src_key_padding_mask.bool() if src_key_padding_mask.dtype != torch.bool else src_key_padding_mask
-            keep = ~pad
-            # eager checks the mask is left aligned (valid frames first) before taking the fast path
-            if getattr(self, "mask_check", True):
-                frames = torch.arange(keep.shape[1], device=keep.device).unsqueeze(0)
-                aligned = (keep == (frames < keep.sum(1, keepdim=True))).all()
-            else:
-                aligned = torch.ones((), dtype=torch.bool)
-            frame_pad = pad.unsqueeze(-1) if self.layers[0].self_attn.batch_first else pad.t().unsqueeze(-1)
-            out = torch.where(aligned, out.masked_fill(frame_pad, 0.0), out)
-            return norm(out) if norm is not None else out
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        if not _static_fast_path(self, src, mask, src_key_padding_mask):
+            return original(self, src, mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
+        norm, self.norm = self.norm, None
+        try:
+            out = original(self, src, mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
+        finally:
+            self.norm = norm
+        pad = src_key_padding_mask.bool() if src_key_padding_mask.dtype != torch.bool else src_key_padding_mask
+        keep = ~pad
+        # eager checks the mask is left aligned (valid frames first) before taking the fast path
+        if getattr(self, "mask_check", True):
+            frames = torch.arange(keep.shape[1], device=keep.device).unsqueeze(0)
+            aligned = (keep == (frames < keep.sum(1, keepdim=True))).all()
+        else:
+            aligned = torch.ones((), dtype=torch.bool)
+        frame_pad = pad.unsqueeze(-1) if self.layers[0].self_attn.batch_first else pad.t().unsqueeze(-1)
+        out = torch.where(aligned, out.masked_fill(frame_pad, 0.0), out)
+        return norm(out) if norm is not None else out
 
-        return forward
+    return forward
 
-    with patched(nn.TransformerEncoder, "forward", make):
-        yield
+
+TRANSFORMER_ENCODER_AS_EAGER = register(Patch(
+    "transformer encoder as eager", lambda: [SetAttribute(nn.TransformerEncoder, "forward", _make)],
+    "nn.TransformerEncoder.forward: the traced forward zeroes the padded frames where eager's nested-tensor "
+    "fast path would"))

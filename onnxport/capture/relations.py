@@ -112,7 +112,7 @@ def from_guards(guards: list) -> dict[str, sympy.Expr]:
     needs (``(p + s) == total``) defines ``name`` (``onnxport.capture.guards.Guard``)."""
     out = {}
     for g in guards:
-        if g.status != "adopted" or g.python.count("==") != 1:
+        if not g.adopted or g.python.count("==") != 1:
             continue
         lhs, rhs = (side.strip() for side in g.python.split("=="))
         for name, other in ((rhs.strip("() "), lhs), (lhs.strip("() "), rhs)):

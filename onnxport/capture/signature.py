@@ -10,11 +10,12 @@ call names it.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-from typing import Any, Iterator
+from typing import Any
 
 import torch
+
+from onnxport.capture.patches import Patch, SetAttribute, register
 
 
 def absorbed_keywords(model: Any, kwargs: dict) -> list[str]:
@@ -30,16 +31,9 @@ def absorbed_keywords(model: Any, kwargs: dict) -> list[str]:
     return [k for k in kwargs if k not in named]
 
 
-@contextlib.contextmanager
-def explicit_signature(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
-    """While active, ``model.forward`` (an ``nn.Module`` instance's) has a signature of the
-    positional parameters ``args`` fills and one parameter per key of ``kwargs``, when forward takes
-    some of those keys through ``**kwargs``; otherwise nothing changes. The instance is restored
-    on exit."""
-    if not isinstance(model, torch.nn.Module) or not absorbed_keywords(model, kwargs):
-        yield
-        return
-    original = model.forward
+def _explicit_forward(original: Any, args: tuple, kwargs: dict) -> Any:
+    """``original`` (a bound forward) with a signature of the positional parameters ``args`` fills
+    and one keyword parameter per key of ``kwargs``."""
     params = list(inspect.signature(original).parameters.values())
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:len(args)]
     explicit = [inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in positional]
@@ -49,12 +43,16 @@ def explicit_signature(model: Any, args: tuple, kwargs: dict) -> Iterator[None]:
         return original(*a, **kw)
 
     forward.__signature__ = inspect.Signature(explicit)
-    had = "forward" in model.__dict__
-    model.forward = forward
-    try:
-        yield
-    finally:
-        if had:
-            model.forward = original
-        else:
-            del model.forward
+    return forward
+
+
+def _explicit_signature_changes(model: Any, args: tuple, kwargs: dict) -> list:
+    if not isinstance(model, torch.nn.Module) or not absorbed_keywords(model, kwargs):
+        return []
+    return [SetAttribute(model, "forward", lambda original: _explicit_forward(original, args, kwargs))]
+
+
+EXPLICIT_SIGNATURE = register(Patch(
+    "explicit signature", _explicit_signature_changes,
+    "the user's module's forward (the instance's): while traced, a signature with one parameter per keyword "
+    "input it takes through **kwargs; nothing changes otherwise", None))

@@ -6,7 +6,7 @@ import argparse
 import importlib
 import sys
 
-SUBCOMMANDS = ["demo", "export", "show", "plot", "validate"]
+SUBCOMMANDS = ["demo", "export", "export-hf", "show", "plot", "validate"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,10 +20,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
+        path = f"onnxport.cli.{name.replace('-', '_')}"  # export-hf: onnxport.cli.export_hf
         try:
-            module = importlib.import_module(f"onnxport.cli.{name}")
+            module = importlib.import_module(path)
         except ModuleNotFoundError as e:
-            if e.name == f"onnxport.cli.{name}":
+            if e.name == path:
                 continue
             raise
         p = module.add_parser(sub)

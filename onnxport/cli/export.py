@@ -61,10 +61,18 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, help="relative tolerance of validation")
     p.add_argument("--no-validate", dest="validate", action="store_false",
                    help="skip the comparison with onnxruntime (the contract is still checked)")
+    p.add_argument("--quantize", metavar="MODE", choices=("int8", "int8-static", "int4"),
+                   help="write the model quantized: int8 (dynamic, per-channel weights), int8-static (QDQ, "
+                        "calibrated on generated example-like inputs) or int4 (weight-only MatMulNBits); "
+                        "embeddings and the final projection stay in float; validation then reports the "
+                        "accuracy against eager PyTorch's float model (top-1 agreement, cosine similarity)")
+    p.add_argument("--keep-float", dest="keep_float", action="append", default=[], metavar="NAME",
+                   help="with --quantize: a weight-name prefix (module path, e.g. lm_head) kept in float (repeatable)")
+    p.add_argument("--block-size", type=int, default=32, metavar="N", help="with --quantize int4: block size (default 32)")
     p.add_argument("--report", metavar="JSON", help="write the validation table as JSON")
     p.add_argument("--quiet", action="store_true", help="print neither progress nor the table")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                   help="show full tracebacks on errors")
+                   help="show full tracebacks and details on errors, and the capture steps as they ran")
     return p
 
 
@@ -214,9 +222,18 @@ def run(args) -> int:
                 data, model=target, checkpoint=args.checkpoint, model_args=parse_model_args(args.model_args),
                 validate=args.validate, on_step=progress, opset=args.opset, inline=args.inline,
                 optimize=args.optimize, strict=args.strict, atol=args.atol, rtol=args.rtol)
+        if args.quantize:
+            result = _quantized(result, args, progress)
+        elif args.keep_float:
+            raise ConfigError("--keep-float is for --quantize", hint="add --quantize int8 (or int8-static, int4)")
         t0 = time.perf_counter()
         result.save(args.output)
         progress("save", time.perf_counter() - t0)
+        if debug and result.captured is not None:
+            from onnxport.capture.trace import debug_text
+
+            progress.close()
+            print(debug_text(result.captured.attempts))
     except ExportError as e:
         progress.close()
         if debug:
@@ -226,6 +243,8 @@ def run(args) -> int:
     finally:
         progress.close()
     report = result.validation
+    if result.quantization is not None:
+        return _report_accuracy(result, args)
     if not args.quiet:
         print(f"wrote {args.output}: {result!r}")
         if report is not None:
@@ -240,6 +259,38 @@ def run(args) -> int:
         print(f"onnxport: validation mismatch on {len(bad)} of {len(report.checks)} checks "
               f"(first: {bad[0].output} at {bad[0].sizes or bad[0].inputs}); {args.output} was written",
               file=sys.stderr)
+        return 1
+    return 0
+
+
+def _quantized(result, args, progress):
+    """The exported result quantized as ``--quantize`` asks, its accuracy measured unless
+    ``--no-validate`` (the float model's validation has run before)."""
+    t0 = time.perf_counter()
+    quantized = result.quantize(args.quantize, keep_float=args.keep_float, block_size=args.block_size)
+    progress("quantize", time.perf_counter() - t0)
+    if args.validate:
+        t0 = time.perf_counter()
+        quantized = quantized.replace(validation=quantized.validate())
+        progress("accuracy", time.perf_counter() - t0)
+    return quantized
+
+
+def _report_accuracy(result, args) -> int:
+    """Print and write the accuracy report of a quantized export; 1 when below its tolerance."""
+    report = result.validation
+    if not args.quiet:
+        print(f"wrote {args.output}: {result!r}")
+        print(report if report is not None else result.quantization)
+    if args.report:
+        payload = report.to_dict() if report is not None else {"ok": None, "quantization": str(result.quantization)}
+        payload.update({"model": os.path.abspath(args.output), "timings": dict(result.timings)})
+        with open(args.report, "w") as f:
+            json.dump(_finite(payload), f, indent=2, default=str)
+    if report is not None and not report.ok:
+        bad = [name for name, s in report.summary().items() if not s["ok"]]
+        print(f"onnxport: the quantized model is below its accuracy tolerance on {', '.join(bad)}; "
+              f"{args.output} was written", file=sys.stderr)
         return 1
     return 0
 

@@ -14,6 +14,7 @@ from onnxport.config.checkpoint import load_checkpoint
 from onnxport.config.config import (ExportConfig, default_sizes, dynamic_shapes, input_specs, load_config, make_inputs,
                                     sizes_text)
 from onnxport.config.target import build_model
+from onnxport.capture.guards import adopted_of
 from onnxport.capture.relations import parse_relations
 from onnxport.errors import FIRST_LINE_LIMIT, ConfigError, ContractError
 from onnxport.export import to_onnx
@@ -140,7 +141,7 @@ def _validation_sizes(cfg: ExportConfig, guards: list) -> list[dict[str, int]]:
     """The config's validation sizes: those it lists (each checked against the export's adopted
     constraints), else the generated ones (``config.default_sizes``, the guards' boundaries
     included), moved to the nearest sizes that satisfy the constraints."""
-    constraints = [g for g in guards if g.status == "adopted"]
+    constraints = adopted_of(guards)
     ranges = {n: (r.min, r.max) for n, r in cfg.dims.items()}
     sets = cfg.sizes if cfg.sizes_given else default_sizes(cfg, guards)
     out = []

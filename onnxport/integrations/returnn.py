@@ -25,29 +25,14 @@ computes on batches padded to their longest sequence, which is how RETURNN batch
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import torch
 
+from onnxport.capture.patches import Patch, SetAttribute, installed, register
 from onnxport.integrations.returnn_dims import DimValues, assign_recording, dim_value_methods
 
 _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
-
-
-class _Patches:
-    """Attributes replaced on objects, restored in reverse order by ``restore``."""
-
-    def __init__(self) -> None:
-        self.saved: list[tuple[Any, str, Any]] = []
-
-    def set(self, owner: Any, name: str, value: Any) -> None:
-        self.saved.append((owner, name, owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)))
-        setattr(owner, name, value)
-
-    def restore(self) -> None:
-        while self.saved:
-            owner, name, value = self.saved.pop()
-            setattr(owner, name, value)
 
 
 def _convert_to_tensor(original: Callable) -> Callable:
@@ -96,33 +81,38 @@ def _cache_key_by_identity(original: Callable) -> Callable:
     return dim_value_for_key
 
 
-@contextlib.contextmanager
-def capture_hooks() -> Iterator[None]:
-    """Replace, while torch.export traces a RETURNN model, the RETURNN functions listed in this
-    module's docstring; restore them on exit, also on errors. Raises ``ReturnnError`` when RETURNN
-    is not installed."""
-    from onnxport.integrations.returnn_forward import require_returnn
-
-    require_returnn()
+def _returnn_changes(values: DimValues) -> list:
+    """The changes listed in the module docstring, recording into ``values``."""
     import returnn.frontend as rf
     from returnn.frontend import _cache, array_
     from returnn.tensor import TensorDict
     from returnn.tensor._dim_extra import _DimMixin
 
-    patches = _Patches()
-    values = DimValues()
-    try:
-        convert = _convert_to_tensor(array_.convert_to_tensor)
-        for owner in (array_, rf):
-            patches.set(owner, "convert_to_tensor", convert)
-            patches.set(owner, "constant", convert)
-        dim_value, dim_value_tensor = dim_value_methods(values, _DimMixin.get_dim_value,
-                                                         _DimMixin.get_dim_value_tensor)
-        patches.set(_DimMixin, "get_dim_value", dim_value)
-        patches.set(_DimMixin, "get_dim_value_tensor", dim_value_tensor)
-        patches.set(TensorDict, "assign_from_raw_tensor_dict_",
-                    assign_recording(values, TensorDict.assign_from_raw_tensor_dict_))
-        patches.set(_cache, "_dim_value_for_key", _cache_key_by_identity(_cache._dim_value_for_key))
+    convert = _convert_to_tensor(array_.convert_to_tensor)
+    dim_value, dim_value_tensor = dim_value_methods(values, _DimMixin.get_dim_value, _DimMixin.get_dim_value_tensor)
+    replaced = [(array_, "convert_to_tensor", convert), (array_, "constant", convert), (rf, "convert_to_tensor", convert),
+                (rf, "constant", convert), (_DimMixin, "get_dim_value", dim_value),
+                (_DimMixin, "get_dim_value_tensor", dim_value_tensor),
+                (TensorDict, "assign_from_raw_tensor_dict_",
+                 assign_recording(values, TensorDict.assign_from_raw_tensor_dict_)),
+                (_cache, "_dim_value_for_key", _cache_key_by_identity(_cache._dim_value_for_key))]
+    return [SetAttribute(owner, name, lambda _original, f=f: f) for owner, name, f in replaced]
+
+
+RETURNN_TRACEABLE = register(Patch(
+    "RETURNN traceable", _returnn_changes,
+    "returnn.frontend convert_to_tensor / constant, _DimMixin.get_dim_value(_tensor), "
+    "TensorDict.assign_from_raw_tensor_dict_, _cache._dim_value_for_key: sizes kept symbolic while a RETURNN "
+    "model is traced (see the module docstring)", None))
+
+
+@contextlib.contextmanager
+def capture_hooks() -> Iterator[None]:
+    """Replace, while torch.export traces a RETURNN model, the RETURNN functions listed in this
+    module's docstring (``RETURNN_TRACEABLE``, a registered capture patch); restore them on exit,
+    also on errors. Raises ``ReturnnError`` when RETURNN is not installed."""
+    from onnxport.integrations.returnn_forward import require_returnn
+
+    require_returnn()
+    with installed(RETURNN_TRACEABLE.using(DimValues())):
         yield
-    finally:
-        patches.restore()

@@ -6,6 +6,9 @@
   permutations) and records the permutation in its metadata (``transposed_perm``), so that nobody
   copies weights by name into the wrong layout. onnxscript's folder folds such a Transpose too but
   names the result after the Transpose output, losing the parameter's name: this step is ours.
+- ``Gather`` of one constant index from an initializer read only by such Gathers, each index once
+  (``weight[e]`` of every expert of a mixture-of-experts layer), is folded whatever its size into
+  one initializer per index, named ``<name>.<index>``: the same elements, none copied at run time.
 - Then ``onnxscript.optimizer.fold_constants``: a node whose inputs are all constants is evaluated
   (onnx reference implementation) when no input exceeds ``input_limit`` elements and the result
   adds no more than ``size_limit`` elements; ``Shape``/``Size`` of static dims fold, and
@@ -53,6 +56,53 @@ def _fold_weight_transpose(node: ir.Node) -> bool:
     return True
 
 
+def _gathered_index(node: ir.Node, rank: int) -> tuple[int, int] | None:
+    """``(axis, index)`` of a ``Gather`` taking one constant 0-d index of its data, else None."""
+    if node.op_type != "Gather" or node.domain != "" or len(node.inputs) != 2 or node.outputs[0].is_graph_output():
+        return None
+    idx = const_array(node.inputs[1])
+    if idx is None or idx.ndim != 0 or idx.dtype.kind not in "iu":
+        return None
+    axis = node.attributes.get_int("axis", 0)
+    axis = axis + rank if axis < 0 else axis
+    return axis, int(idx)
+
+
+def _fold_weight_parts(w: ir.Value) -> bool:
+    """Split an initializer read only by ``Gather``s of distinct constant indices on one axis into one
+    initializer per index (``<name>.<index>``); the Gathers removed."""
+    graph = w.graph
+    if graph is None or not w.is_initializer() or w.is_graph_input() or w.is_graph_output() or w.shape is None:
+        return False
+    uses = list(w.uses())
+    if not uses or any(i != 0 for _, i in uses):
+        return False
+    rank = len(w.shape)
+    picks = [_gathered_index(node, rank) for node, _ in uses]
+    if any(p is None for p in picks) or len({p[0] for p in picks}) != 1:
+        return False
+    size = w.shape[picks[0][0]]
+    if not isinstance(size, int):
+        return False
+    indices = [p[1] + size if p[1] < 0 else p[1] for p in picks]
+    names = [f"{w.name}.{i}" for i in indices]
+    if len(set(indices)) != len(indices) or any(not 0 <= i < size for i in indices) \
+            or any(n in graph.initializers for n in names):
+        return False
+    arr = const_array(w)
+    if arr is None:
+        return False
+    for (node, _), (axis, _), index, name in zip(uses, picks, indices, names):
+        data = np.ascontiguousarray(np.take(arr, index, axis=axis))
+        part = ir.Value(name=name, type=w.type, shape=ir.Shape(data.shape), const_value=ir.tensor(data, name=name))
+        part.metadata_props.update(w.metadata_props)
+        graph.register_initializer(part)
+        node.outputs[0].replace_all_uses_with(part)
+        graph.remove(node, safe=True)
+    graph.initializers.pop(w.name)
+    return True
+
+
 class ConstantFoldingPass(ir.passes.InPlacePass):
     """Fold transposed weights (named), then constant subcomputations (onnxscript), then remove the
     nodes left unused; see the module docstring.
@@ -72,6 +122,7 @@ class ConstantFoldingPass(ir.passes.InPlacePass):
         transposes = [n for g in (model.graph, *model.functions.values()) for n in g.all_nodes()
                       if n.op_type == "Transpose" and n.domain == ""]
         modified = any([_fold_weight_transpose(n) for n in transposes])
+        modified |= any([_fold_weight_parts(w) for w in list(model.graph.initializers.values())])
         folded = onnxscript.optimizer.fold_constants(
             model, input_size_limit=self.input_limit, output_size_limit=self.size_limit,
             should_fold=lambda node: True if node.op_type == "ConstantOfShape" and node.domain == "" else None)

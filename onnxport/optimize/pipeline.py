@@ -4,8 +4,8 @@ Library passes: onnx-ir's CSE (run on every graph by ``cse``), dead-node and unu
 removal, constant lifting and initializer deduplication; onnxscript's constant folder (in
 ``constant_folding``, after the named weight transposes) and its pattern rewriter, on which the
 fusion rules are written. onnxport's own: shape arithmetic and no-op removal, which compare named
-dims, and ``Where`` on conditions that hold one repeated value (their module docstrings say why no
-library pass does the same).
+dims, ``Where`` on conditions that hold one repeated value, and axes and defaults written as
+fusion tools read them (their module docstrings say why no library pass does the same).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from onnxport.optimize.fuse_gelu import GeluFusionPass
 from onnxport.optimize.fuse_gemm import GemmFusionPass
 from onnxport.optimize.fuse_layer_norm import LayerNormFusionPass
 from onnxport.optimize.fuse_rms_norm import RMSNormFusionPass
+from onnxport.optimize.fusion_forms import FusionFormsPass
 from onnxport.optimize.noop_removal import NoOpRemovalPass
 from onnxport.optimize.shape_arithmetic import ShapeArithmeticPass
 from onnxport.optimize.unflatten_gemm import UnflattenGemmPass
@@ -53,6 +54,7 @@ def passes(opset: int, *, attention: bool = False) -> list[ir.passes.PassBase]:
         *simplify,
         *fusions,
         *simplify,
+        FusionFormsPass(),
         common.RemoveUnusedFunctionsPass(),
         common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
         common.DeduplicateInitializersPass(),

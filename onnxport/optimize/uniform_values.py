@@ -9,7 +9,9 @@ shape (the broadcast would add nothing). The nodes left unused go with the pass 
 
 Where they come from: an attention mask that masks nothing, built by the model as a constant
 expanded to the batch (Hugging Face's ``create_bidirectional_mask`` without a padding mask, as in
-ViT), and the fully-masked-row guard of ``scaled_dot_product_attention`` computed from it. The
+ViT), turned into the additive bias ``Where(mask, 0, -inf)`` of ``scaled_dot_product_attention``:
+the bias is a uniform zero, its ``Add`` to the scores is the scores, and the fully-masked-row guard
+``Where(IsNaN(probs), 0, probs)`` over a softmax of unmasked scores is the probabilities. The
 constant folder cannot see through them: the ``Expand`` has a dynamic shape.
 
 Why ours: onnxscript's constant folder folds nodes whose inputs are all constant, and its rules
@@ -56,6 +58,12 @@ def _through(node: ir.Node | None, seen: dict) -> tuple[Any, list | None]:
     if node is None or node.domain != "" or len(node.outputs) != 1 or not node.inputs:
         return _NONE, None
     op = node.op_type
+    if op == "Where" and len(node.inputs) == 3 and None not in node.inputs:
+        cond, cond_dims = uniform(node.inputs[0], seen)
+        if cond is _NONE:
+            return _NONE, None
+        (a, a_dims), (b, b_dims) = uniform(node.inputs[1], seen), uniform(node.inputs[2], seen)
+        return (a if bool(cond) else b), _broadcast([cond_dims, a_dims, b_dims])
     if op not in ("Expand", "Identity", "Cast", "Not", "ReduceMax", "ReduceMin"):
         return _NONE, None
     x, shape = uniform(node.inputs[0], seen)
@@ -117,14 +125,57 @@ def _broadcast(shapes: list[list | None]) -> list | None:
     return out
 
 
+def _zero_added(node: ir.Node, seen: dict) -> ir.Value | None:
+    """``x`` of ``Add(x, z)`` / ``Add(z, x)`` with ``z`` a uniform zero whose broadcast leaves
+    ``x``'s dims and dtype as they are (an attention bias that masks nothing), else None."""
+    for x, z in (node.inputs, tuple(reversed(node.inputs))):
+        if z is None or z.producer() is None or z.producer().op_type not in ("Where", "Expand"):
+            continue  # a computed bias, not a weight that happens to hold zeros
+        element, z_dims = uniform(z, seen)
+        if element is _NONE or x is None or x.dtype != node.outputs[0].dtype or x.dtype is None \
+                or not x.dtype.is_floating_point() or float(element) != 0.0:
+            continue
+        if dims(x) is not None and _broadcast([dims(x), z_dims]) == dims(x):
+            return x
+    return None
+
+
+def _needless_nan_guard(node: ir.Node) -> ir.Value | None:
+    """``p`` of ``Where(IsNaN(p), c, p)`` with ``p = Softmax(MatMul(...))``: the fully-masked-row guard
+    of attention whose scores have no mask added; softmax gives NaN there only from NaN or infinite
+    inputs, where PyTorch gives NaN too."""
+    cond, _, p = node.inputs
+    guard = cond.producer()
+    if guard is None or guard.op_type != "IsNaN" or guard.inputs[0] is not p:
+        return None
+    softmax = p.producer()
+    scores = softmax.inputs[0].producer() if softmax is not None and softmax.op_type == "Softmax" else None
+    return p if scores is not None and scores.op_type == "MatMul" else None
+
+
 class UniformWherePass(ScopedPass):
-    """``Where`` on a uniform condition becomes the selected branch (see the module docstring)."""
+    """``Where`` on a uniform condition becomes the selected branch (see the module docstring), an
+    ``Add`` of a uniform zero its other operand, and attention's NaN guard over scores left without
+    a mask the probabilities."""
 
     def rewrite(self, scope) -> bool:
         modified = False
         seen: dict = {}
         for node in list(scope):
-            if node.graph is None or node.op_type != "Where" or node.domain != "" or len(node.inputs) != 3:
+            if node.graph is None or node.domain != "" or not node.outputs:
+                continue
+            if node.op_type == "Add" and len(node.inputs) == 2:
+                x = _zero_added(node, seen)
+                if x is not None and replace_value(node.outputs[0], x):
+                    modified = True
+                    prune(node)
+                continue
+            if node.op_type != "Where" or len(node.inputs) != 3:
+                continue
+            p = _needless_nan_guard(node) if None not in node.inputs else None
+            if p is not None and dims(p) == dims(node.outputs[0]) and replace_value(node.outputs[0], p):
+                modified = True
+                prune(node)
                 continue
             cond, cond_dims = uniform(node.inputs[0], seen)
             if cond is _NONE or None in node.inputs:

@@ -45,7 +45,7 @@ class TranslationContext:
             (the model went through ``rewrite_control_flow``: its scans may come from Python loops).
         dim_namer: renders a sympy dimension expression as an int or a dim_param string
             (``program.DimNamer``); defaults to the parent's.
-        registry: the export's ``translate.registry.Registry``; defaults to the parent's.
+        registry: the export's ``translate.registry.Translations``; defaults to the parent's.
         size_floors: torch's size symbol -> the least size the export promises for it
             (``may_be_empty``); defaults to the parent's.
     """

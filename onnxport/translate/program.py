@@ -18,7 +18,7 @@ from onnxport.errors import ExportError, TranslationError
 from onnxport.translate import symbolic
 from onnxport.translate.context import TranslationContext
 from onnxport.translate.graph import graph_output, set_meta_type, translate_nodes
-from onnxport.translate.registry import Registry
+from onnxport.translate.registry import Translations
 
 DOMAIN = "onnxport"  # domain of the local functions onnxport emits
 
@@ -71,14 +71,14 @@ def output_names(program: torch.export.ExportedProgram, n_user: int) -> list[str
     return names
 
 
-def build_model(captured: Captured, *, opset: int, registry: Registry, input_names: list[str] | None = None,
+def build_model(captured: Captured, *, opset: int, registry: Translations, input_names: list[str] | None = None,
                 output_names_: list[str] | None = None, options: dict | None = None) -> ir.Model:
     """Translate ``captured.program`` into an onnx_ir.Model (not yet optimized).
 
     Args:
         captured: what capture handed forward.
         opset: the ONNX default-domain opset.
-        registry: the export's translations (``Registry(opset)``).
+        registry: the export's translations (``Translations(opset, user_registry)``).
         input_names, output_names_: names overriding the flat ones (one per tensor input/output).
         options: export options shared by nested contexts (``inline``).
 

@@ -1,4 +1,4 @@
-"""Registry of ATen-overload -> ONNX translations, made per export.
+"""Translations of ATen overloads to ONNX: the built-in ones, the user's, and what one export uses.
 
 A translation is a plain function ``fn(ctx, *args, **kwargs)`` taking the ATen overload's arguments
 (FX nodes replaced by ``onnx_ir.Value``; SymInts by 0-d int64 values) and returning the ONNX value
@@ -11,24 +11,33 @@ A translation is a plain function ``fn(ctx, *args, **kwargs)`` taking the ATen o
     @translates(aten.rms_norm.default, opset=(23, None))   # only where the target opset allows
     def rms_norm_23(ctx, x, shape, weight=None, eps=None): ...
 
-Users register theirs with ``onnxport.translates`` (``user_translates``): a user translation wins
-over the built-in one for the same overload and opset, whenever either was registered.
+- **Built-in**: the families' ``@translates`` while ``translate.ops`` loads (the first time an
+  export needs a translation); the table is frozen then. A family that needs a patch while
+  torch.export traces (an op kept whole) registers it with ``during_capture`` (a
+  ``capture.patches.Patch``).
+- **User**: a ``Registry`` holds user translations, which win over the built-in ones for the same
+  overload and opset: ``reg = onnxport.Registry(); @reg.translates(op) ...;
+  to_onnx(..., registry=reg)``. ``@onnxport.translates`` registers into the default registry
+  (``DEFAULT``), which exports use when given none. Registering an overload again for the same
+  opsets warns (the new translation replaces the old).
+- **One export**: ``Translations(opset, registry)``: the lookup for its opset (user first), which
+  nodes translate as they are, and the patches capture installs (``capture.state.OpSupport``).
 
-``Registry(opset)`` is what one export uses: the lookup for its opset, and the capture hooks the
-op families need (``during_capture``), handed to capture and translation as an argument. The op
-family modules are imported when the first registry is made, not when ``onnxport`` is imported.
+Registration and ``override`` hold the capture lock: an export running in another thread never
+sees a table change halfway.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any, Callable, Iterator
+import warnings
+from types import MappingProxyType
+from typing import Any, Callable, Iterator, Mapping
 
-_BUILTIN: dict[Any, list["Translation"]] = {}
-_USER: dict[Any, list["Translation"]] = {}
-_CAPTURE_HOOKS: list[Callable[[], Any]] = []
-_LOADED = False
+import torch
+
+from onnxport.capture.patches import CAPTURE_LOCK, Patch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +55,9 @@ class Translation:
 def _targets(targets: tuple) -> list[Any]:
     out = []
     for t in targets:
+        if isinstance(t, str):  # "namespace::op.overload": an op of a library not imported here
+            out.append(t)
+            continue
         overloads = getattr(t, "overloads", None)
         if callable(overloads) and not hasattr(t, "_schema"):
             out += [getattr(t, name) for name in t.overloads()]
@@ -54,65 +66,188 @@ def _targets(targets: tuple) -> list[Any]:
     return out
 
 
-def _register(table: dict, targets: tuple, opset: tuple | None) -> Callable[[Callable], Callable]:
-    span = tuple(opset) if opset is not None else (None, None)
+def _span(opset: tuple | None) -> tuple:
+    return tuple(opset) if opset is not None else (None, None)
+
+
+# ------------------------------------------------------------------------------ built-in
+class _BuiltinTable:
+    """The built-in translations and capture patches, filled while ``translate.ops`` loads, then
+    frozen (``freeze``): afterwards they are read-only mappings and tuples."""
+
+    def __init__(self) -> None:
+        self.translations: Mapping[Any, tuple[Translation, ...]] | dict = {}
+        self.patches: tuple[Patch, ...] | list = []
+        self.frozen = False
+
+    def add(self, target: Any, translation: Translation) -> None:
+        if self.frozen:
+            raise RuntimeError(f"the built-in translations are frozen: register {target} in an onnxport.Registry "
+                               "(or with @onnxport.translates)")
+        self.translations[target] = (translation, *self.translations.get(target, ()))  # the latest first
+
+    def add_patch(self, patch: Patch) -> None:
+        if self.frozen:
+            raise RuntimeError(f"the built-in capture patches are frozen: {patch.name!r} came too late")
+        self.patches.append(patch)
+
+    def freeze(self) -> None:
+        self.translations = MappingProxyType(dict(self.translations))
+        self.patches = tuple(self.patches)
+        self.frozen = True
+
+
+_BUILTIN = _BuiltinTable()
+
+
+def translates(*targets: Any, opset: tuple | None = None) -> Callable[[Callable], Callable]:
+    """Decorator registering a built-in translation of each target (an op family's, while
+    ``translate.ops`` loads).
+
+    Args:
+        targets: ``torch._ops.OpOverload`` objects (``torch.ops.aten.add.Tensor``), an
+            ``OpOverloadPacket`` (every overload of it), a Python callable that appears as an FX
+            ``call_function`` target (``operator.mul``, ``torch.ops.higher_order.scan``), or the
+            qualified name ``"namespace::op.overload"`` of an overload a library defines when it is
+            imported (``"torchvision::nms.default"``): onnxport does not import it.
+        opset: ``(min, max)`` ONNX opsets the translation serves (inclusive; None for open).
+
+    Raises:
+        RuntimeError: the built-in table is already frozen.
+    """
+    span = _span(opset)
 
     def deco(fn: Callable) -> Callable:
         for t in _targets(targets):
-            table.setdefault(t, []).insert(0, Translation(fn, span))  # the latest first
+            _BUILTIN.add(t, Translation(fn, span))
         return fn
 
     return deco
 
 
-def translates(*targets: Any, opset: tuple | None = None) -> Callable[[Callable], Callable]:
-    """Decorator registering a built-in translation of each target.
-
-    Args:
-        targets: ``torch._ops.OpOverload`` objects (``torch.ops.aten.add.Tensor``), an
-            ``OpOverloadPacket`` (every overload of it), or a Python callable that appears as an FX
-            ``call_function`` target (``operator.mul``, ``torch.ops.higher_order.scan``).
-        opset: ``(min, max)`` ONNX opsets the translation serves (inclusive; None for open).
-    """
-    return _register(_BUILTIN, targets, opset)
+def during_capture(patch: Patch) -> Patch:
+    """Have every capture install ``patch`` (registered in ``capture.patches``) while torch.export
+    traces, and the whole-program decomposition too. An op family uses it to keep an ATen op whole
+    in the graph when torch's own decomposition of it would not stay symbolic (lstm unrolled over
+    time). Returns the patch."""
+    _BUILTIN.add_patch(patch)
+    return patch
 
 
-def user_translates(*targets: Any, opset: tuple | None = None) -> Callable[[Callable], Callable]:
-    """``onnxport.translates``: register your own translation of each target; it wins over the
-    built-in one for the same overload and opset, whenever either was registered. Arguments as
-    ``translates``."""
-    return _register(_USER, targets, opset)
+def _builtin() -> _BuiltinTable:
+    """The built-in table, loaded (every op family imported) and frozen the first time."""
+    with CAPTURE_LOCK:
+        if not _BUILTIN.frozen:
+            from onnxport.translate import ops  # noqa: F401  (registers every family)
 
-
-def during_capture(factory: Callable[[], Any]) -> Callable[[], Any]:
-    """Decorator registering ``factory() -> context manager`` entered around torch.export and
-    decomposition (``Registry.capture_hooks``). An op family uses it to keep an ATen op whole in the
-    graph when torch's own decomposition of it would not stay symbolic (lstm unrolled over time)."""
-    _CAPTURE_HOOKS.append(factory)
-    return factory
-
-
-def _load() -> None:
-    global _LOADED
-    if not _LOADED:
-        _LOADED = True
-        from onnxport.translate import ops  # noqa: F401  (registers every family)
+            _BUILTIN.freeze()
+    return _BUILTIN
 
 
 def builtin_translations(target: Any) -> list[Translation]:
     """The built-in translations of ``target`` registered so far, the latest first (for an op family
     that extends them, as the complex-number translations do, keeping each one's opset range)."""
-    return list(_BUILTIN.get(target, []))
+    return list(_BUILTIN.translations.get(target, ()))
 
 
+# ------------------------------------------------------------------------------ user
 class Registry:
-    """The translations one export uses: user translations first, then the built-in ones, each for
-    the export's opset; and the op families' capture hooks."""
+    """User translations, which win over the built-in ones for the same overload and opset.
 
-    def __init__(self, opset: int):
-        _load()
+    ``registry.translates(op, opset=...)`` (decorator) or ``registry.register(op, fn, opset=...)``
+    adds one; ``to_onnx(..., registry=registry)`` exports with them. Registering an overload again
+    for the same opsets warns (``UserWarning``): the new translation replaces the old one.
+    """
+
+    def __init__(self) -> None:
+        self._table: dict[Any, list[Translation]] = {}
+
+    def register(self, target: Any, fn: Callable | None, *, opset: tuple | None = None) -> None:
+        """Add ``fn`` as the translation of ``target`` (an overload, an ``OpOverloadPacket`` for
+        every overload, an FX ``call_function`` target, or an overload's qualified name
+        ``"namespace::op.overload"``, for an op a library defines when imported) for ``opset`` (``(min, max)``, inclusive;
+        None: every opset); ``fn=None`` decomposes the op instead."""
+        span = _span(opset)
+        with CAPTURE_LOCK:
+            for t in _targets((target,)):
+                entries = self._table.setdefault(t, [])
+                same = [e for e in entries if e.opsets == span]
+                if same:
+                    warnings.warn(f"{t} already has a translation for opsets {span} in this registry "
+                                  f"({getattr(same[0].fn, '__qualname__', same[0].fn)}); "
+                                  f"{getattr(fn, '__qualname__', fn)} replaces it", UserWarning, stacklevel=3)
+                    entries.remove(same[0])
+                entries.insert(0, Translation(fn, span))
+
+    def translates(self, *targets: Any, opset: tuple | None = None) -> Callable[[Callable], Callable]:
+        """Decorator: ``register`` the function for each target (arguments as ``register``)."""
+
+        def deco(fn: Callable) -> Callable:
+            for t in targets:
+                self.register(t, fn, opset=opset)
+            return fn
+
+        return deco
+
+    def remove(self, target: Any) -> None:
+        """Drop every translation of ``target`` (each overload of an ``OpOverloadPacket``)."""
+        with CAPTURE_LOCK:
+            for t in _targets((target,)):
+                self._table.pop(t, None)
+
+    def translations(self, target: Any) -> tuple[Translation, ...]:
+        """The translations of ``target`` in this registry, the latest first."""
+        return tuple(self._table.get(target, ()))
+
+    @contextlib.contextmanager
+    def override(self, mapping: dict[Any, Callable | None]) -> Iterator["Registry"]:
+        """Replace translations for the exports made inside the block (``None``: decompose the op);
+        holds the capture lock for the block, so exports in other threads wait and never see it."""
+        with CAPTURE_LOCK:
+            for k, v in mapping.items():
+                self._table.setdefault(k, []).insert(0, Translation(v))
+            try:
+                yield self
+            finally:
+                for k in mapping:
+                    entries = self._table.get(k, [])
+                    if entries:
+                        entries.pop(0)
+                    if not entries:
+                        self._table.pop(k, None)
+
+
+DEFAULT = Registry()
+
+
+def user_translates(*targets: Any, opset: tuple | None = None) -> Callable[[Callable], Callable]:
+    """``onnxport.translates``: register your own translation of each target in the default
+    registry (``DEFAULT``); it wins over the built-in one for the same overload and opset, whenever
+    either was registered. Arguments as ``Registry.register``."""
+    return DEFAULT.translates(*targets, opset=opset)
+
+
+def override(mapping: dict[Any, Callable | None]) -> contextlib.AbstractContextManager:
+    """``DEFAULT.override(mapping)``: translations replaced for the exports made inside the block
+    (``with override({aten.relu.default: fn}):``; ``None`` as the translation: decompose the op)."""
+    return DEFAULT.override(mapping)
+
+
+# ------------------------------------------------------------------------------ one export
+class Translations:
+    """The translations one export uses: the registry's first, then the built-in ones, each for the
+    export's opset; which nodes translate as they are; and the patches capture installs."""
+
+    def __init__(self, opset: int, registry: Registry | None = None):
+        self._builtin = _builtin()
         self.opset = opset
+        self.registry = registry if registry is not None else DEFAULT
         self._cache: dict[Any, Callable | None] = {}
+
+    @property
+    def capture_patches(self) -> tuple[Patch, ...]:
+        """The op families' patches (``during_capture``), installed while torch.export traces."""
+        return tuple(self._builtin.patches)
 
     def lookup(self, target: Any) -> Callable | None:
         """The translation of ``target`` for this opset, or None (no translation: decomposed)."""
@@ -121,10 +256,13 @@ class Registry:
         except (KeyError, TypeError):
             pass
         fn = None
-        for table in (_USER, _BUILTIN):
-            found = next((t for t in table.get(target, []) if t.serves(self.opset)), None)
-            if found is not None:
-                fn = found.fn
+        keys = [target]
+        if isinstance(target, torch._ops.OpOverload):
+            keys.append(f"{target._name}.{target._overloadname}")
+        for table in (self.registry.translations, lambda key: self._builtin.translations.get(key, ())):
+            first = next((t for key in keys for t in table(key) if t.serves(self.opset)), None)
+            if first is not None:
+                fn = first.fn
                 break
         try:
             self._cache[target] = fn
@@ -132,32 +270,8 @@ class Registry:
             pass
         return fn
 
-    @contextlib.contextmanager
-    def capture_hooks(self) -> Iterator[None]:
-        """Enter every ``during_capture`` context manager of the op families."""
-        with contextlib.ExitStack() as stack:
-            for factory in _CAPTURE_HOOKS:
-                stack.enter_context(factory())
-            yield
+    def translatable(self, node: Any) -> bool:
+        """Whether ``node`` translates as it is (an in-place op the translation handles counts)."""
+        from onnxport.translate.inplace import translatable
 
-
-class override:
-    """Context manager replacing translations for the exports made inside it:
-    ``with override({aten.relu.default: fn}):`` (``None`` as the translation: decompose the op)."""
-
-    def __init__(self, mapping: dict[Any, Callable | None]):
-        self.mapping = mapping
-
-    def __enter__(self):
-        for k, v in self.mapping.items():
-            _USER.setdefault(k, []).insert(0, Translation(v))
-        return self
-
-    def __exit__(self, *exc):
-        for k in self.mapping:
-            entries = _USER.get(k, [])
-            if entries:
-                entries.pop(0)
-            if not entries:
-                _USER.pop(k, None)
-        return False
+        return translatable(node, self.lookup)

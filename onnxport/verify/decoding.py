@@ -119,7 +119,8 @@ class Decoded:
 
 def greedy(runner: OrtRunner, start: np.ndarray, max_new_tokens: int, *, mask: np.ndarray | None = None,
            eos: tuple = (), pad: int | None = None, cross: dict | None = None,
-           encoder_states: np.ndarray | None = None, encoder_mask: np.ndarray | None = None) -> Decoded:
+           encoder_states: np.ndarray | None = None, encoder_mask: np.ndarray | None = None,
+           forced: np.ndarray | None = None) -> Decoded:
     """Greedy decoding: the first step feeds ``start`` (``[batch, n]`` token ids: the prompt, or an
     encoder-decoder's start token) with an empty cache; each later step the chosen token, the cache
     the previous step returned, the mask grown by one. A row that chose an ``eos`` token is
@@ -139,6 +140,9 @@ def greedy(runner: OrtRunner, start: np.ndarray, max_new_tokens: int, *, mask: n
         eos, pad: end-of-sequence token ids and the padding id of finished rows.
         cross: cross-attention cache inputs (``past_key_values.<i>.encoder.*``) from the encoder.
         encoder_states, encoder_mask: the encoder's output ``[batch, encoder_seq, width]`` and mask.
+        forced: ``[batch, steps]`` tokens fed at each step instead of the chosen ones (teacher
+            forcing: every step sees those tokens so far); ``tokens`` then holds what the model would
+            have chosen at each step, for at most ``steps`` steps.
 
     Raises ``ValidationError`` when the decoder's layout is not one this loop feeds.
     """
@@ -186,13 +190,18 @@ def greedy(runner: OrtRunner, start: np.ndarray, max_new_tokens: int, *, mask: n
     seen = start.shape[1]
     unfinished = np.ones(batch, dtype=bool)
     chosen, logits_per_step = [], []
-    for _ in range(max_new_tokens):
+    steps = max_new_tokens if forced is None else min(max_new_tokens, forced.shape[1])
+    for t in range(steps):
         last = step(tokens, seen)
         logits_per_step.append(last)
         nxt = last.argmax(-1).astype(np.int64)
-        if pad is not None:
+        if forced is not None:
+            chosen.append(nxt)
+            nxt = forced[:, t].astype(np.int64)
+        elif pad is not None:
             nxt = np.where(unfinished, nxt, pad)
-        chosen.append(nxt)
+        if forced is None:
+            chosen.append(nxt)
         if eos:
             unfinished &= ~np.isin(nxt, list(eos))
         tokens, seen = nxt[:, None], seen + 1

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from onnxport.capture.guards import adopted_of
 from onnxport.capture.relations import evaluate
 
 MAX_BOUNDARY_SETS = 6
@@ -50,7 +51,7 @@ def validation_sizes(examples: dict[str, int], ranges: dict[str, tuple], guards:
     if not examples:
         return []
     related = {n: e for n, e in (relations or {}).items() if n in examples}
-    constraints = [g for g in guards if g.status == "adopted"]
+    constraints = adopted_of(guards)
     symbols = [s for s in examples if s not in related]
     zero = {s for s in empty if s in symbols}
     out: list[tuple[str, dict]] = []

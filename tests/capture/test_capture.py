@@ -258,17 +258,24 @@ def test_specialization_check_refuses_a_declared_axis_that_came_out_constant():
     """The last check of capture, run on a program torch.export let through with a declared axis
     constant (torch 2.13 raises first in the cases known; the check stays as the safety net)."""
     from onnxport.capture.dynamic_shapes import DeclaredDim
-    from onnxport.capture.trace import _check_specialization
+    from onnxport.capture.guards import Specialization
+    from onnxport.capture.state import CaptureState, Request, Traced
+    from onnxport.capture.steps import CheckSpecialization
 
     class Rows(torch.nn.Module):
         def forward(self, x):
             return x * 2
 
-    program = torch.export.export(Rows(), (torch.randn(3, 4),))  # every axis static
-    records = [(["L['x'].size()[0]"], 3, "model.py:7 in forward: for i in range(x.shape[0]):")]
-    declared = [DeclaredDim("x", 0, "rows", True)]
+    x = torch.randn(3, 4)
+    program = torch.export.export(Rows(), (x,))  # every axis static
+    records = (Specialization(("L['x'].size()[0]",), 3, "model.py:7 in forward: for i in range(x.shape[0]):"),)
+
+    def state(declared):
+        request = Request(Rows(), (x,), {}, None, top=[("x", x)], declared=declared, names=["x"])
+        return CaptureState(request, trace=Traced(program, records=records))
+
     with pytest.raises(onnxport.SpecializationError) as info:
-        _check_specialization(program, ["x"], declared, records, [("x", None)])
+        CheckSpecialization()(state([DeclaredDim("x", 0, "rows", True)]))
     assert "'rows'" in str(info.value) and "constant 3" in str(info.value)
-    assert info.value.where == records[0][2]
-    _check_specialization(program, ["x"], [DeclaredDim("x", 0, "x_dim0", False, "auto")], records, [("x", None)])
+    assert info.value.where == records[0].where
+    assert CheckSpecialization()(state([DeclaredDim("x", 0, "x_dim0", False, "auto")])).why

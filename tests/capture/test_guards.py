@@ -14,7 +14,7 @@ from torch.utils._sympy.functions import FloorDiv, Mod
 
 import onnxport
 from exportcheck import check_export, count_ops
-from onnxport.capture import guards as G
+from onnxport.capture.guards import conditions as G
 
 T = sympy.Symbol("s0", integer=True, positive=True)
 B = sympy.Symbol("s1", integer=True, positive=True)

@@ -10,11 +10,27 @@ import pytest
 import torch
 
 import onnxport
-from onnxport.capture.patches import CAPTURE_LOCK, original_of, patch_sites, patched
+from onnxport.capture.patches import (CAPTURE_LOCK, REGISTRY, Patch, SetAttribute, install, installed, original_of,
+                                      patch_sites, register, restore_leftovers)
+from onnxport.capture.tracing import SYMBOLIC_MATH
+from onnxport.translate.registry import Translations
+
+Translations(20)  # the op families' patches registered too
 
 
 def snapshot() -> dict:
-    return {(id(owner), name): getattr(owner, name) for owner, name in patch_sites()}
+    """The value at every registered site (a kernel table copied: it is changed in place)."""
+    out = {}
+    for owner, name in patch_sites():
+        value = getattr(owner, name, None)
+        out[(id(owner), name)] = dict(value) if isinstance(value, dict) else value
+    return out
+
+
+PLUS_ONE = register(Patch("test: math.sqrt plus one",
+                          lambda: [SetAttribute(__import__("math"), "sqrt", lambda original: (lambda v: original(v) + 1))]))
+PLUS_TEN = register(Patch("test: math.sqrt plus ten",
+                          lambda: [SetAttribute(__import__("math"), "sqrt", lambda original: (lambda v: original(v) + 10))]))
 
 
 class Encoder(torch.nn.Module):
@@ -145,8 +161,7 @@ def test_a_patch_left_installed_is_undone_by_the_next_export():
     import math
 
     real = math.sqrt
-    leaked = patched(math, "sqrt", lambda original: (lambda v: original(v) + 1))
-    leaked.__enter__()  # as if a capture had ended where no finally could run
+    install(PLUS_ONE)  # as if a capture had ended where no finally could run
     assert math.sqrt(4.0) == 3.0 and original_of(math.sqrt) is real
     try:
         result = onnxport.to_onnx(Scaled().eval(), (torch.randn(3, 9),), dynamic_shapes={"x": {0: "n"}})
@@ -160,15 +175,47 @@ def test_a_patch_never_wraps_a_patch():
     import math
 
     real = math.sqrt
-    with patched(math, "sqrt", lambda original: (lambda v: original(v) + 1)):
-        with patched(math, "sqrt", lambda original: (lambda v: original(v) + 10)):
+    with installed(PLUS_ONE):
+        with installed(PLUS_TEN):
             assert math.sqrt(4.0) == 12.0  # the inner one replaced the function underneath, not the outer patch
         assert math.sqrt is real  # ... and restored the function underneath
     assert math.sqrt is real
 
 
+def test_a_patch_must_be_registered_to_be_installed():
+    unregistered = Patch("not registered", lambda: [SetAttribute(__import__("math"), "sqrt", lambda o: o)])
+    with pytest.raises(ValueError, match="not registered"):
+        install(unregistered)
+    with pytest.raises(ValueError, match="already registered"):
+        register(Patch(PLUS_ONE.name, PLUS_ONE.changes))
+
+
+@pytest.mark.parametrize("name", sorted(n for n, p in REGISTRY.items() if p.sample is not None))
+def test_every_registered_patch_changes_its_sites_and_restores_them(name):
+    patch = REGISTRY[name]
+    before = snapshot()
+    handle = install(patch, *patch.sample)
+    try:
+        if patch.sites():  # transformers' patch has none when transformers is not installed
+            assert snapshot() != before, f"{name} changed none of its sites"
+    finally:
+        handle.restore()
+    assert snapshot() == before
+    assert not handle.restore()  # once only
+
+
+def test_restore_leftovers_undoes_every_patch_still_installed():
+    import math
+
+    real = math.sqrt
+    install(SYMBOLIC_MATH)
+    install(PLUS_TEN)
+    assert restore_leftovers() == [PLUS_TEN.name, SYMBOLIC_MATH.name]
+    assert math.sqrt is real and restore_leftovers() == []
+
+
 def test_dim_constraint_solving_that_sympy_refuses_does_not_stop_capture():
-    from onnxport.capture.patches import _tolerant_solve
+    from onnxport.capture.guards.record import _tolerant_solve
 
     def refuses(self):
         raise NotImplementedError("The inequality cannot be solved using solve_univariate_inequality.")

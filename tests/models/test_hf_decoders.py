@@ -15,11 +15,11 @@ import torch
 
 import onnxport
 
-transformers = pytest.importorskip("transformers")
-from transformers import DynamicCache  # noqa: E402
+from hf_decoding import IDS, VOCAB, check_validates_and_decodes, export_step, prompts
 
-VOCAB, WIDTH, LAYERS, HEADS, FF = 1000, 64, 2, 4, 128
-IDS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+transformers = pytest.importorskip("transformers")
+
+WIDTH, LAYERS, HEADS, FF = 64, 2, 4, 128
 
 
 def _config(name: str):
@@ -42,32 +42,10 @@ def _config(name: str):
                                                                   n_head=HEADS, n_positions=128, **IDS)
 
 
-DIMS = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
-        "position_ids": {0: "batch", 1: "seq"}, "past_key_values": {0: "batch", 2: "past"}}
-
-
 @functools.lru_cache(maxsize=None)
 def exported(name: str):
     """The model and its decoder exported from a step with 5 cached and 3 new tokens."""
-    torch.manual_seed(0)
-    cls, cfg = _config(name)
-    model = cls(cfg).eval()
-    past, seq = 5, 3
-    cache = DynamicCache(config=cfg)
-    with torch.no_grad():
-        model(input_ids=torch.randint(3, VOCAB, (2, past)), past_key_values=cache, use_cache=True)
-    kwargs = dict(input_ids=torch.randint(3, VOCAB, (2, seq)), attention_mask=torch.ones(2, past + seq, dtype=torch.int64),
-                  position_ids=torch.arange(past, past + seq).expand(2, seq), past_key_values=cache, use_cache=True)
-    result = onnxport.to_onnx(model, kwargs=kwargs, dynamic_shapes=DIMS, relations={"total": "past + seq"})
-    return model, result
-
-
-def _prompts():
-    gen = torch.Generator().manual_seed(1)
-    ids = torch.randint(3, VOCAB, (2, 6), generator=gen)
-    mask = torch.ones(2, 6, dtype=torch.int64)
-    ids[1, :2], mask[1, :2] = IDS["pad_token_id"], 0  # the second prompt is 2 shorter: left padding
-    return ids, mask
+    return export_step(*_config(name))
 
 
 @pytest.mark.parametrize("name", ["llama", "qwen2", "phi", "gpt2", "mistral", "gemma3"])
@@ -84,21 +62,7 @@ def test_decoder_with_cache_validates_and_decodes_as_generate(name):
     assert outputs["logits"] == ["batch", "seq", VOCAB]
     assert outputs["present.0.key"] == ["batch", heads, "past + seq", 16]
 
-    report = r.validate()
-    assert report.ok, report
-    compared = [c for c in report.checks if not c.rejected]
-    assert not report.rejected and len({c.inputs for c in compared}) >= 6
-    for c in compared:
-        sizes = {k: int(v) for k, v in (kv.split("=") for kv in c.sizes.split(", "))}
-        assert sizes["total"] == sizes["past"] + sizes["seq"]
-    assert any(c.why.startswith("empty") and "past=0" in c.sizes for c in compared)
-
-    ids, mask = _prompts()
-    single = r.check_generation(model, ids[:1], max_new_tokens=16)
-    assert single.ok, single
-    padded = r.check_generation(model, ids, attention_mask=mask, max_new_tokens=16)
-    assert padded.ok, padded
-    assert len(padded.expected[0]) == 16 and padded.got == padded.expected
+    check_validates_and_decodes(model, r)
 
 
 def test_a_decoder_that_computes_otherwise_is_reported_at_its_first_differing_step():
@@ -111,7 +75,7 @@ def test_a_decoder_that_computes_otherwise_is_reported_at_its_first_differing_st
     head.CopyFrom(onnx.numpy_helper.from_array(values, head.name))
     from onnxport.verify import check_generation
 
-    report = check_generation(model, proto, _prompts()[0][:1], max_new_tokens=4)
+    report = check_generation(model, proto, prompts()[0][:1], max_new_tokens=4)
     assert not report.ok and report.first_difference == 0
     assert report.logits_max_abs[0] > 1e-3 and "first differing step: 0" in str(report)
 

@@ -4,12 +4,13 @@ weights), exported with dynamic batch, height and width and checked at other siz
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
 
 from exportcheck import check_export
-from third_party import import_torchvision
+from third_party import VISION_PACKAGES, import_torchvision, torchvision_ops_load
 
 torchvision = import_torchvision()
 pytestmark = pytest.mark.skipif(torchvision is None, reason="torchvision is not installed")
@@ -32,3 +33,14 @@ def test_classifier_with_dynamic_batch_and_image_size(name):
     # squeeze-excitation products) constrain no size: every image size PyTorch takes is exported
     assert not r.constraints, [str(c) for c in r.constraints]
     assert any(g.status == "kept" and g.method == "strides or contiguity only" for g in r.guards)
+
+
+def test_compiled_ops_load_except_beside_the_cpu_build():
+    # tests of nms / roi_align skip where these ops do not load: that must be the torch 2.13 set-up only
+    # (torchvision outside site-packages), never an environment with a torchvision built for its torch
+    beside_the_cpu_build = Path(torchvision.__file__).resolve().is_relative_to(VISION_PACKAGES.resolve())
+    assert torchvision_ops_load() is not beside_the_cpu_build
+    if not beside_the_cpu_build:
+        boxes = torch.tensor([[0.0, 0, 10, 10], [1, 1, 11, 11], [20, 20, 30, 30]])
+        keep = torchvision.ops.nms(boxes, torch.tensor([0.9, 0.8, 0.7]), 0.5)
+        assert keep.tolist() == [0, 2]

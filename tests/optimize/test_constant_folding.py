@@ -82,6 +82,29 @@ g (float[N, 4] x) => (float[N, 5] y, float[N, 4] z)
     np.testing.assert_array_equal(w.const_value.numpy()[:, 0], [1, 2, 3, 4])
 
 
+def test_weight_parts_gathered_by_constant_index_become_initializers():
+    """Each expert's matrix of a mixture-of-experts weight: one initializer per index, whatever the
+    size cap; a weight also read otherwise, or an index taken twice, is left alone."""
+    m = parse("""
+g (float[N, 2] x) => (float[N, 2] y, float[N, 2] z)
+  <float[3, 2, 2] w = {1,2,3,4,5,6,7,8,9,10,11,12}, float[2, 2, 2] v = {1,2,3,4,5,6,7,8}> {
+  i0 = Constant<value = int64 {0}>()
+  i2 = Constant<value = int64 {-1}>()
+  w0 = Gather<axis = 0>(w, i0)
+  w2 = Gather<axis = 0>(w, i2)
+  a = MatMul(x, w0)
+  y = MatMul(a, w2)
+  v0 = Gather<axis = 0>(v, i0)
+  v0b = Gather<axis = 0>(v, i0)
+  b = MatMul(x, v0)
+  z = MatMul(b, v0b)
+}""")
+    model = check_pass(ConstantFoldingPass(size_limit=1), m, SIZES)
+    assert "w" not in model.graph.initializers and "v" in model.graph.initializers
+    np.testing.assert_array_equal(model.graph.initializers["w.2"].const_value.numpy(), [[9, 10], [11, 12]])
+    assert {"w.0", "w.2"} <= set(model.graph.initializers) and ops(model)["Gather"] == 2
+
+
 def test_random_and_graph_inputs_are_not_constants():
     m = parse("""
 g (float[N] x, float[2] init) => (float[N] y, float[2] r) <float[2] init = {1, 2}> {

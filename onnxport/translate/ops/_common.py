@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
 import torch
-from torch._C import DispatchKey
 
 from onnxport.translate import dtypes
 
@@ -61,24 +59,3 @@ def axes_const(ctx, axes) -> ir.Value:
 
 def norm_axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
-
-
-@contextlib.contextmanager
-def tracing_kernels(kernels: dict) -> Iterator[None]:
-    """Context manager: ``{OpOverload: python kernel}`` installed as the op's CompositeImplicitAutograd
-    and Autograd Python kernels while it is active, the previous kernels restored on exit however
-    it ends. torch's Python dispatcher consults them only while tracing: eager execution is
-    unchanged. Used by capture hooks that keep an op whole (or symbolic) under torch.export."""
-    saved = {}
-    try:
-        for op, fn in kernels.items():
-            saved[op] = dict(op.py_kernels)
-            op.py_kernels[DispatchKey.CompositeImplicitAutograd] = fn
-            op.py_kernels[DispatchKey.Autograd] = fn
-            op._dispatch_cache.clear()
-        yield
-    finally:
-        for op, previous in saved.items():
-            op.py_kernels.clear()
-            op.py_kernels.update(previous)
-            op._dispatch_cache.clear()

@@ -12,8 +12,13 @@ a KV cache, grouped heads, fully masked rows give 0). Details matched to PyTorch
 - ``is_causal=True`` is the top-left aligned lower-triangular mask (query i sees keys j <= i).
 - A bool mask keeps the positions where it is True; a float mask is added to the scores.
 - A query row whose every key is masked (bool mask all False, float mask all -inf, or both) gives
-  0 in PyTorch's kernels (not NaN): the row's probabilities are replaced by 0 where the row
-  maximum of the scores is -inf.
+  0 in PyTorch's kernels (not NaN): with a mask, the probabilities softmax leaves NaN are replaced
+  by 0 (a NaN among the inputs gives 0 on its rows too, where PyTorch gives NaN).
+
+The masks are written in the form onnxruntime's fusion tools (onnxscript's ``ort_fusions``, the
+transformers optimizer) read as attention: a bool or causal mask becomes an additive bias
+``Where(mask, 0, -inf)`` on the mask's shape, added to the scores, and fully masked rows are
+cleared with ``Where(IsNaN(probs), 0, probs)``.
 - ``enable_gqa=True`` with ``Hq = g * Hkv`` query heads repeats each key/value head ``g`` times
   (``repeat_interleave`` on the head axis), as PyTorch does.
 
@@ -117,31 +122,27 @@ def attention(ctx, q, k, v, attn_mask=None, is_causal=False, scale=None, enable_
         if not (isinstance(groups, int) and groups == 1):
             k, v = _repeat_heads(ctx, k, groups), _repeat_heads(ctx, v, groups)
     scores = ctx.op.MatMul(ctx.op.Mul(q, _scale_value(ctx, q, scale, to)), _swap_last(ctx, k, k_rank))
-    allowed = None
+    allowed, mask_bias = None, None
     if attn_mask is not None:
         if attn_mask.dtype == BOOL:
             allowed = attn_mask
         else:
-            scores = ctx.op.Add(scores, ctx.cast(attn_mask, to))
+            mask_bias = ctx.cast(attn_mask, to)
     if is_causal:
         causal = _causal_allowed(ctx, q, k_in)
         allowed = causal if allowed is None else ctx.op.And(allowed, causal)
     neg_inf = ctx.scalar(-np.inf, to)
     if allowed is not None:
-        scores = ctx.op.Where(allowed, scores, neg_inf)
+        # a bool mask (and the causal one) as an additive bias on the mask's own shape, usually far
+        # smaller than the scores ([B, 1, L, S] against [B, H, L, S]): the form fusion tools read
+        bias = ctx.op.Where(allowed, ctx.scalar(0.0, to), neg_inf)
+        mask_bias = bias if mask_bias is None else ctx.op.Add(mask_bias, bias)
+    if mask_bias is not None:
+        scores = ctx.op.Add(scores, mask_bias)
     probs = ctx.op.Softmax(scores, axis=-1)
     if attn_mask is not None:
-        # fully masked rows: softmax gives NaN, PyTorch gives 0. Whether a row has a key left is
-        # read from the mask, usually far smaller than the scores ([B, 1, 1, S] against [B, H, L, S])
-        last = ctx.const(np.array([-1], dtype=np.int64))
-        if allowed is not None:
-            no_key = ctx.op.Not(ctx.cast(ctx.op.ReduceMax(ctx.cast(allowed, ir.DataType.INT32), last, keepdims=1), BOOL))
-            if attn_mask.dtype != BOOL:  # a float mask as well as the causal one
-                no_key = ctx.op.Or(no_key, ctx.op.Equal(ctx.op.ReduceMax(ctx.cast(attn_mask, to), last, keepdims=1),
-                                                         neg_inf))
-        else:
-            no_key = ctx.op.Equal(ctx.op.ReduceMax(ctx.cast(attn_mask, to), last, keepdims=1), neg_inf)
-        probs = ctx.op.Where(no_key, ctx.scalar(0.0, to), probs)
+        # fully masked rows: softmax gives NaN (every score -inf), PyTorch gives 0
+        probs = ctx.op.Where(ctx.op.IsNaN(probs), ctx.scalar(0.0, to), probs)
     return ctx.op.MatMul(probs, v), probs, scores
 
 

@@ -11,11 +11,7 @@ parameters, SymInts) by capture. Semantics: torch's higher-order ops
 
 from __future__ import annotations
 
-import contextlib
 import operator
-import re
-import sysconfig
-import traceback
 from typing import Any
 
 import numpy as np
@@ -23,9 +19,10 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import ControlFlowError, UnsupportedOpError, last_user_frame
+from onnxport.torch_behaviour import scan_accepts_zero_length
 from onnxport.translate import bodies
 from onnxport.translate.graph import set_meta_type
-from onnxport.translate.registry import during_capture, translates
+from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
 hop = torch.ops.higher_order
@@ -104,16 +101,19 @@ def _guard_empty(ctx, init: list, xs: list, axes: list[int], out_axes: list[int]
     """``make_scan(ctx, xs)`` (the Scan node's outputs: carries then stacked outputs), made to
     accept a scan length of 0, which onnxruntime's Scan refuses (it cannot slice an empty axis).
 
-    Only a scan made from a Python loop by ``rewrite_control_flow`` is guarded: the loop runs zero
-    times at length 0, while PyTorch's own ``scan`` and ``map`` raise there (a model that raises in
-    onnxruntime where PyTorch raises needs no guard). When the length ``L`` along ``axes[0]`` of
+    Guarded where PyTorch gives a result at length 0: a scan made from a Python loop by
+    ``rewrite_control_flow`` (the loop runs zero times), and every scan where the installed torch's
+    ``scan`` returns the initial carries and empty outputs (torch 2.14 and later;
+    ``torch_behaviour.scan_accepts_zero_length``). Where it raises (torch 2.13), and for ``map``, which
+    raises on every release, a model that raises in onnxruntime as PyTorch does needs no guard. When
+    the length ``L`` along ``axes[0]`` of
     ``xs[0]`` is not a static nonzero size, the scanned inputs get one row of ones appended when
     ``L == 0`` (so the Scan runs once), the stacked outputs keep their first ``L`` rows along
     ``out_axes`` and the carries are the initial ones when ``L == 0``: what a loop of no iterations
     gives. ``traced``: the FX fake tensor of the first scanned input (scanned along its axis 0); no
     guard where the export promises ``L >= 1``.
     """
-    if not xs or not ctx.options.get("rewritten_loops"):
+    if not xs or not (ctx.options.get("rewritten_loops") or scan_accepts_zero_length()):
         return make_scan(ctx, xs)
     length = xs[0].shape[axes[0]] if xs[0].shape is not None else None
     if isinstance(length, int) and length > 0:
@@ -307,38 +307,3 @@ def _body_line(body: Any) -> str | None:
             return last_user_frame(n.meta["stack_trace"])
     return None
 
-
-_STDLIB = sysconfig.get_paths()["stdlib"]
-
-
-def _user_line(e: BaseException) -> str | None:
-    """The innermost frame of ``e``'s traceback outside torch, onnxport and the standard library."""
-    for f in reversed(traceback.extract_tb(e.__traceback__)):
-        p = f.filename
-        if "/torch/" in p or "/onnxport/" in p or p.startswith(_STDLIB) or p.startswith("<"):
-            continue
-        return f"{p}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
-    return None
-
-
-class AliasingErrors(contextlib.AbstractContextManager):
-    """Turns torch.export's refusal of a cond/while_loop/map body that returns one of its inputs
-    (``Encountered aliasing during higher order op tracing``) into a ``ControlFlowError`` naming
-    the operator, the user's line and the ``.clone()`` fix. Entered around capture."""
-
-    def __exit__(self, typ, e, tb):
-        if e is None or not isinstance(e, Exception) or "aliasing during higher order op tracing" not in str(e):
-            return False
-        m = re.search(r"Higher Order Operator: (\S+)", str(e))
-        op = m.group(1) if m else "a higher-order op"
-        where = _user_line(e)
-        err = ControlFlowError(
-            f"a {op} body returns one of its inputs unchanged: return input.clone() instead of input",
-            where=where,
-            hint="in the branch/body function, replace `return x` by `return x.clone()` for every output "
-                 "that is one of its inputs (control-flow bodies must return new tensors)",
-        )
-        raise err.with_traceback(tb) from e
-
-
-during_capture(AliasingErrors)

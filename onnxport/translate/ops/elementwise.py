@@ -143,10 +143,11 @@ def fmod(ctx, a, b):
 
 @translates(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
 def pow_(ctx, a, b):
-    """pow.Tensor_Tensor/.Tensor_Scalar/.Scalar: ONNX Pow in the result dtype; ``x ** 2`` is x * x,
-    ``x ** 0.5`` Sqrt; integer results are computed in double and rounded."""
+    """pow.Tensor_Tensor/.Tensor_Scalar/.Scalar: ONNX Pow in the result dtype; ``x ** 2`` of integers
+    is x * x (floats keep ``Pow(x, 2)``, which onnxruntime computes as x * x and its fusion tools read
+    in RMS norms), ``x ** 0.5`` Sqrt; other integer results are computed in double and rounded."""
     to = ctx.out_dtype
-    if not isinstance(b, ir.Value) and b == 2 and isinstance(a, ir.Value):
+    if not isinstance(b, ir.Value) and b == 2 and isinstance(a, ir.Value) and not dtypes.is_float(to):
         a = ctx.cast(a, to)
         return ctx.op.Mul(a, a)
     if not isinstance(b, ir.Value) and b == 0.5 and isinstance(a, ir.Value) and dtypes.is_float(to):

@@ -1,6 +1,6 @@
 """Indexing: slice, select, narrow, index (advanced indexing), index_put, index_select, gather,
 take, scatter / scatter_add / scatter_reduce, slice_scatter, select_scatter, masked_fill,
-masked_scatter, masked_select, nonzero.
+masked_scatter, masked_select, nonzero, nonzero_static.
 
 Semantics: PyTorch indexing (https://pytorch.org/docs/stable/tensor_view.html and NumPy's advanced
 indexing rules that torch follows) on ONNX Slice, Gather, GatherElements, GatherND,
@@ -453,3 +453,17 @@ def nonzero(ctx, x):
         nz = ctx.op.NonZero(x)
         return ctx.op.Slice(ctx.op.Transpose(nz, perm=[1, 0]), _c(ctx, [0]), _c(ctx, [0]), _c(ctx, [1]))
     return ctx.op.Transpose(ctx.op.NonZero(x), perm=[1, 0])
+
+
+@translates(aten.nonzero_static.default)
+def nonzero_static(ctx, x, *, size, fill_value=-1):
+    """nonzero_static(Tensor self, *, SymInt size, int fill_value=-1) -> [size, rank] int64: the
+    first ``size`` coordinates of ``nonzero(self)`` in row-major order, rows past the count filled
+    with ``fill_value``. ``size`` may be a SymInt. Concat(Transpose(NonZero), fill rows) sliced to
+    ``size`` rows. Semantics: ``torch.nonzero_static`` (PyTorch doc); torch 2.14's decomposition of
+    ``aten.combinations`` goes through it.
+    """
+    coords = nonzero(ctx, x)
+    fill = ctx.op.Expand(_c(ctx, fill_value), ctx.shape_list([size, ctx.rank(x)]))
+    rows = ctx.shape_list([size])
+    return ctx.op.Slice(ctx.op.Concat(coords, fill, axis=0), _c(ctx, [0]), rows, _c(ctx, [0]))

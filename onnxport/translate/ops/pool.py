@@ -10,7 +10,6 @@ whole tensor, so they are taken modulo the plane size.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 
 import numpy as np
@@ -19,8 +18,9 @@ import torch
 
 from onnxport.errors import TranslationError, UnsupportedOpError
 from onnxport.translate import dtypes
-from onnxport.translate.ops._common import axes_const, tracing_kernels
+from onnxport.translate.ops._common import axes_const
 from onnxport.translate.ops.conv import expand_param
+from onnxport.capture.patches import Patch, SetKernel, register
 from onnxport.translate.registry import during_capture, translates
 
 aten = torch.ops.aten
@@ -444,14 +444,9 @@ def _max_pool1d_by_indices(x, kernel_size, stride=(), padding=0, dilation=1, cei
     return torch.ops.aten.max_pool1d_with_indices.default(x, kernel_size, stride, padding, dilation, ceil_mode)[0]
 
 
-@during_capture
-@contextlib.contextmanager
-def max_pool1d_stays_symbolic():
-    """Context manager: trace ``aten.max_pool1d`` as ``max_pool1d_with_indices(...)[0]``.
-
-    The kernel torch traces for ``max_pool1d`` reads the length as a Python int, which pins a
-    dynamic time axis to the example's size; the ``with_indices`` form keeps it symbolic. Eager
-    execution is unchanged (the kernel is consulted only by torch's Python dispatcher while tracing).
-    """
-    with tracing_kernels({torch.ops.aten.max_pool1d.default: _max_pool1d_by_indices}):
-        yield
+MAX_POOL1D_STAYS_SYMBOLIC = during_capture(register(Patch(
+    "max_pool1d stays symbolic", lambda: [SetKernel(torch.ops.aten.max_pool1d.default, _max_pool1d_by_indices)],
+    "aten.max_pool1d traced as max_pool1d_with_indices(...)[0]: the kernel torch traces for max_pool1d reads the "
+    "length as a Python int, which pins a dynamic time axis to the example's size; the with_indices form keeps it "
+    "symbolic. Eager execution is unchanged (the kernel is consulted only by torch's Python dispatcher while "
+    "tracing)")))

@@ -29,14 +29,14 @@ pad_packed_sequence`` as one op with ONNX ``sequence_lens``; any other packing r
 
 from __future__ import annotations
 
-import contextlib
 
 import numpy as np
 import onnx_ir as ir
 import torch
 
 from onnxport.errors import TranslationError, UnsupportedOpError
-from onnxport.translate.ops._common import tracing_kernels
+from onnxport.capture.patches import Patch, SetAttribute, SetKernel, register
+from onnxport.translate.ops.rnn_projected import is_projected, lstm_projected
 from onnxport.translate.registry import during_capture, translates
 
 aten = torch.ops.aten
@@ -79,28 +79,17 @@ def _packed_unsupported(*args, **kwargs):
         hint=_PACKED_HINT)
 
 
-@during_capture
-@contextlib.contextmanager
-def keep_recurrent_ops():
-    """Context manager: keep ``aten.lstm/gru/rnn_*.input`` whole while torch.export traces.
+def _recurrent_changes() -> list:
+    return [SetAttribute(torch._VF, "_pack_padded_sequence", lambda _original: _packed_unsupported),
+            *(SetKernel(op, fn) for op, fn in _SHAPE_KERNELS.items())]
 
-    Replaces their Python decompositions (CompositeImplicitAutograd and Autograd kernels, which loop
-    over time) by kernels computing only the output shapes, and makes ``pack_padded_sequence`` raise
-    ``UnsupportedOpError``; restores everything on exit. Eager execution does not use these
-    kernels (they are consulted only by torch's Python dispatcher during tracing).
-    """
-    vf = torch._VF
-    had_pack = "_pack_padded_sequence" in vf.__dict__
-    old_pack = vf.__dict__.get("_pack_padded_sequence")
-    vf._pack_padded_sequence = _packed_unsupported
-    try:
-        with tracing_kernels(_SHAPE_KERNELS):
-            yield
-    finally:
-        if had_pack:
-            vf._pack_padded_sequence = old_pack
-        else:
-            del vf._pack_padded_sequence
+
+KEEP_RECURRENT_OPS = during_capture(register(Patch(
+    "recurrent ops kept whole", _recurrent_changes,
+    "aten.lstm/gru/rnn_*.input kept whole while torch.export traces: their Python decompositions "
+    "(CompositeImplicitAutograd and Autograd kernels, which loop over time) replaced by kernels computing only "
+    "the output shapes; torch._VF._pack_padded_sequence raises UnsupportedOpError. Eager execution does not use "
+    "these kernels (they are consulted only by torch's Python dispatcher during tracing)")))
 
 
 # --------------------------------------------------------------------------- weights
@@ -155,13 +144,13 @@ def _check(kind: str, params, has_biases, num_layers, dropout, train, bidirectio
                                hint="export the model in eval mode (model.eval())")
     if len(params) != num_layers * dirs * per:
         raise TranslationError(
-            f"{kind} with {len(params)} weight tensors for {num_layers} layer(s) x {dirs} direction(s): "
-            "projections (LSTM proj_size) have no ONNX equivalent",
-            hint="use proj_size=0, or apply the projection as a separate nn.Linear after each layer")
+            f"{kind} with {len(params)} weight tensors for {num_layers} layer(s) x {dirs} direction(s), "
+            f"expected {num_layers * dirs * per}",
+            hint="pass the layer's own flat weights (nn.LSTM/GRU/RNN._flat_weights)")
     hidden = params[1].shape[-1]
     if params[1].shape[0] != gates * hidden:
         raise TranslationError(f"{kind}: hidden weight of shape {list(params[1].shape)} is not [{gates}*H, H]",
-                               hint="projections (proj_size) are not supported")
+                               hint="pass the layer's own flat weights (nn.LSTM/GRU/RNN._flat_weights)")
     return dirs, hidden
 
 
@@ -199,9 +188,13 @@ def lstm(ctx, input, hx, params, has_biases, num_layers, dropout, train, bidirec
     float dropout, bool train, bool bidirectional, bool batch_first) -> (output, h_n, c_n).
 
     input: float[T, B, I] (or [B, T, I] when batch_first); hx: (h0, c0) each
-    float[layers*dirs, B, H]. Raises TranslationError for projections (proj_size > 0) and for
-    dropout in training mode.
+    float[layers*dirs, B, H]. With projections (proj_size P > 0: a ``w_hr`` per layer and
+    direction, h0 float[layers*dirs, B, P]) a Scan over the cell (``rnn_projected.py``). Raises
+    TranslationError for dropout in training mode.
     """
+    if is_projected(params, has_biases, num_layers, bidirectional):
+        return lstm_projected(ctx, input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                              batch_first)
     _check("lstm", params, has_biases, num_layers, dropout, train, bidirectional, 4)
     out, (h, c) = _recurrent(ctx, "LSTM", input, list(hx), params, has_biases, num_layers, bidirectional,
                              batch_first, _LSTM_ORDER, {})

@@ -7,7 +7,7 @@ taken at each sequence's last valid step, and the padded outputs hold ``padding_
 recurrent operators give the same with ``sequence_lens`` (outputs past a sequence's length are 0).
 
 torch.export cannot trace a PackedSequence (its sizes are data). While onnxport captures,
-``padded_sequences`` replaces ``torch.nn.utils.rnn.pack_padded_sequence`` by a function returning a
+``PADDED_SEQUENCES`` (a registered capture patch) replaces ``torch.nn.utils.rnn.pack_padded_sequence`` by a function returning a
 ``PaddedSequence`` (the padded time-major batch and its lengths), the ``forward`` of nn.LSTM, GRU
 and RNN run such an input as the op ``onnxport::padded_rnn``, and ``pad_packed_sequence`` turns it
 back into a padded tensor. Outside capture nothing changes; ``onnxport::padded_rnn`` itself runs
@@ -16,7 +16,6 @@ PyTorch's packed implementation, so an ExportedProgram keeps eager semantics.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import types
 
@@ -25,8 +24,9 @@ import torch
 from torch import Tensor
 from torch.nn.utils import rnn as rnn_utils
 
-from onnxport.errors import UnsupportedOpError
 from onnxport.translate.ops.rnn import _GRU_ORDER, _LSTM_ORDER, _RNN_ORDER, _recurrent
+from onnxport.capture.patches import Patch, SetAttribute, SetCode, register
+from onnxport.translate.ops.rnn_projected import is_projected, lstm_projected
 from onnxport.translate.registry import during_capture, translates
 
 def _copy(fn):
@@ -103,14 +103,13 @@ def _forward_padded(module, orig_forward):
     def forward(input, hx=None):
         if not isinstance(input, PaddedSequence):
             return orig_forward(input, hx)
-        if getattr(module, "proj_size", 0):
-            raise UnsupportedOpError("LSTM with proj_size > 0 has no ONNX equivalent",
-                                     hint="use proj_size=0, or a separate nn.Linear after each layer")
         dirs = 2 if module.bidirectional else 1
         x = input.data
         if hx is None:
             zeros = x.new_zeros((module.num_layers * dirs, x.shape[1], module.hidden_size))
-            hx = (zeros, zeros) if module.mode == "LSTM" else zeros
+            projected = getattr(module, "proj_size", 0) or module.hidden_size
+            hx = (x.new_zeros((module.num_layers * dirs, x.shape[1], projected)), zeros) if module.mode == "LSTM" \
+                else zeros
         states = list(hx) if module.mode == "LSTM" else [hx]
         out, *final = torch.ops.onnxport.padded_rnn(module.mode, x, input.lengths, states, module._flat_weights,
                                                     module.bias, module.num_layers, module.bidirectional)
@@ -119,51 +118,36 @@ def _forward_padded(module, orig_forward):
     return forward
 
 
-@during_capture
-@contextlib.contextmanager
-def padded_sequences():
-    """Context manager: capture pack/pad_packed_sequence around nn.LSTM/GRU/RNN (see module doc)."""
-    saved_forwards = {cls: cls.forward for cls in (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN)}
+def _padded_forward(orig):
+    """nn.LSTM/GRU/RNN's ``forward`` running a ``PaddedSequence`` as ``onnxport::padded_rnn``."""
 
-    def patched(cls):
-        orig = saved_forwards[cls]
+    def forward(self, input, hx=None):
+        return _forward_padded(self, lambda i, h: orig(self, i, h))(input, hx)
 
-        def forward(self, input, hx=None):
-            return _forward_padded(self, lambda i, h: orig(self, i, h))(input, hx)
+    return forward
 
-        return forward
 
-    # swap the code of the functions themselves, so that names imported with
+def _padded_changes() -> list:
+    # the code of the functions themselves is swapped, so that names imported with
     # ``from torch.nn.utils.rnn import pack_padded_sequence`` are redirected too
-    with _redirected(rnn_utils.pack_padded_sequence, _pack), _redirected(rnn_utils.pad_packed_sequence, _pad):
-        for cls in saved_forwards:
-            cls.forward = patched(cls)
-        try:
-            yield
-        finally:
-            for cls, fwd in saved_forwards.items():
-                cls.forward = fwd
+    return [SetCode(rnn_utils.pack_padded_sequence, _pack), SetCode(rnn_utils.pad_packed_sequence, _pad),
+            *(SetAttribute(cls, "forward", _padded_forward) for cls in (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN))]
 
 
-@contextlib.contextmanager
-def _redirected(fn, replacement):
-    """Make every reference to ``fn`` call ``replacement`` (its ``__code__`` becomes a trampoline)."""
-    key = f"__onnxport_{fn.__name__}"
-    namespace: dict = {}
-    exec(f"def trampoline(*args, **kwargs):\n    return {key}(*args, **kwargs)", namespace)  # noqa: S102
-    saved = fn.__code__
-    fn.__globals__[key] = replacement
-    fn.__code__ = namespace["trampoline"].__code__
-    try:
-        yield
-    finally:
-        fn.__code__ = saved
-        fn.__globals__.pop(key, None)
+PADDED_SEQUENCES = during_capture(register(Patch(
+    "padded sequences", _padded_changes,
+    "torch.nn.utils.rnn.pack_padded_sequence / pad_packed_sequence (their code) and nn.LSTM/GRU/RNN.forward: "
+    "pack/pad_packed_sequence around a recurrent layer captured as onnxport::padded_rnn (see the module doc)")))
 
 
 @translates(torch.ops.onnxport.padded_rnn.default)
 def padded_rnn_onnx(ctx, mode, x, lengths, hx, params, has_biases, num_layers, bidirectional):
-    """onnxport::padded_rnn on ONNX LSTM/GRU/RNN with ``sequence_lens = int32(lengths)``."""
+    """onnxport::padded_rnn on ONNX LSTM/GRU/RNN with ``sequence_lens = int32(lengths)``; an LSTM
+    with projections as a Scan over its cell, masked past each length (``rnn_projected.py``)."""
+    if mode == "LSTM" and is_projected(params, has_biases, num_layers, bidirectional):
+        out, h, c = lstm_projected(ctx, x, hx, params, has_biases, num_layers, 0.0, False, bidirectional, False,
+                                   lengths=lengths)
+        return [out, h, c]
     seq_lens = ctx.cast(lengths, ir.DataType.INT32)
     if mode == "LSTM":
         op, order, attrs = "LSTM", _LSTM_ORDER, {}

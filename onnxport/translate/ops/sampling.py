@@ -10,13 +10,12 @@ kept whole during capture so that dynamic sizes stay dynamic.
 
 from __future__ import annotations
 
-import contextlib
 
 import onnx_ir as ir
 import torch
 
 from onnxport.errors import UnsupportedOpError
-from onnxport.translate.ops._common import tracing_kernels
+from onnxport.capture.patches import Patch, SetKernel, register
 from onnxport.translate.registry import during_capture, translates
 
 aten = torch.ops.aten
@@ -103,14 +102,9 @@ def _affine_grid_shape(theta, size, align_corners):
     return theta.new_empty((size[0], *size[2:], len(size) - 2))
 
 
-@during_capture
-@contextlib.contextmanager
-def keep_affine_grid():
-    """Context manager: keep ``aten.affine_grid_generator`` whole while torch.export traces.
-
-    Its Python decomposition builds the base grid with ``linspace`` over the output size, which
-    pins dynamic sizes to the example's; the kernel used instead only gives the output shape.
-    Eager execution does not use it (it is consulted only by torch's Python dispatcher).
-    """
-    with tracing_kernels({aten.affine_grid_generator.default: _affine_grid_shape}):
-        yield
+KEEP_AFFINE_GRID = during_capture(register(Patch(
+    "affine_grid_generator kept whole", lambda: [SetKernel(aten.affine_grid_generator.default, _affine_grid_shape)],
+    "aten.affine_grid_generator kept whole while torch.export traces: its Python decomposition builds the base "
+    "grid with linspace over the output size, which pins dynamic sizes to the example's; the kernel used instead "
+    "only gives the output shape. Eager execution does not use it (it is consulted only by torch's Python "
+    "dispatcher)")))

@@ -1,5 +1,5 @@
 """slice/select/narrow, advanced indexing (index.Tensor), index_put, gather/scatter family,
-index_select, masked_fill, masked_scatter, nonzero, slice_scatter/select_scatter."""
+index_select, masked_fill, masked_scatter, nonzero, nonzero_static, slice_scatter/select_scatter."""
 
 import pytest
 import torch
@@ -148,6 +148,21 @@ def test_masks_nonzero(dtype):
     b, t = 3, 4
     check_export(Masks(), (_make((b, t), dtype), torch.rand(b, t) > 0.5, _make((200,), dtype)),
                  {"x": {0: "b", 1: "t"}, "m": {0: "b", 1: "t"}, "src": None})
+
+
+class NonzeroStatic(torch.nn.Module):
+    def forward(self, x, m):  # x: [b, t], m: [b, t] bool
+        return (
+            torch.nonzero_static(x, size=5),                               # padded or cut: fixed size
+            torch.nonzero_static(m, size=x.shape[0] * x.shape[1], fill_value=-7),  # SymInt size
+            torch.nonzero_static(x[0, 0], size=3),                         # 0-d: [3, 0]
+        )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_nonzero_static(dtype):
+    check_export(NonzeroStatic(), (_make((3, 4), dtype), torch.rand(3, 4) > 0.5),
+                 {"x": {0: "b", 1: "t"}, "m": {0: "b", 1: "t"}})
 
 
 class ScatterSlices(torch.nn.Module):

@@ -1,6 +1,6 @@
 """lstm / gru / rnn_tanh / rnn_relu on ONNX LSTM, GRU, RNN: gate order, weights, layers, directions,
-batch_first, initial states; packed sequences with ONNX sequence_lens; projections and packing forms
-that cannot be captured raise clear errors."""
+batch_first, initial states; packed sequences with ONNX sequence_lens; LSTM with projections as a
+Scan over its cell, packed too; packing forms that cannot be captured raise clear errors."""
 
 import pytest
 import torch
@@ -120,10 +120,42 @@ def test_packed_sequence_by_imported_name():
     assert Imported()(x, lengths).shape == (3, 5, 16)  # eager packing is left as it was
 
 
-def test_lstm_projection_raises_clear_error():
-    model = _Rnn(torch.nn.LSTM(8, 16, proj_size=4))
-    with pytest.raises(onnxport.errors.ExportError, match="proj_size"):
-        onnxport.to_onnx(model.eval(), (torch.randn(5, 3, 8),), dynamic_shapes={"x": {0: "time", 1: "batch"}})
+@pytest.mark.parametrize("with_state", [False, True], ids=["zero_state", "initial_state"])
+@pytest.mark.parametrize("config", list(_CONFIGS))
+def test_lstm_with_projections_scans_its_cell(config, with_state):
+    """nn.LSTM(proj_size=P): one Scan per layer (both directions in it), h of size P, c of size H."""
+    kw = _CONFIGS[config]
+    model = _Rnn(torch.nn.LSTM(8, 16, proj_size=6, **kw))
+    batch, time = 3, 5
+    bf = kw.get("batch_first", False)
+    x = torch.randn(batch, time, 8) if bf else torch.randn(time, batch, 8)
+    dims = {"x": {0: "batch", 1: "time"} if bf else {0: "time", 1: "batch"}}
+    args = [x]
+    layers, dirs = kw.get("num_layers", 1), 2 if kw.get("bidirectional") else 1
+    if with_state:
+        args += [torch.randn(layers * dirs, batch, 6), torch.randn(layers * dirs, batch, 16)]
+        dims.update(h0={1: "batch"}, c0={1: "batch"})
+    out = ["batch", "time", 6 * dirs] if bf else ["time", "batch", 6 * dirs]
+    r = check_export(model, tuple(args), dims, expect_outputs={"output_0": out, "output_1": [layers * dirs, "batch", 6],
+                                                               "output_2": [layers * dirs, "batch", 16]})
+    assert count_ops(r, "Scan") == layers and count_ops(r, "LSTM") == 0
+
+
+@pytest.mark.parametrize("with_state", [False, True], ids=["zero_state", "initial_state"])
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["forward", "bidirectional"])
+def test_packed_lstm_with_projections(bidirectional, with_state):
+    """Each sequence over its own length: final states at its last step, reverse from its end."""
+    rnn = torch.nn.LSTM(8, 16, proj_size=6, num_layers=2, bidirectional=bidirectional, batch_first=True)
+    model = _Packed(rnn, padding_value=-1.0)
+    n = 2 * (2 if bidirectional else 1)
+    x, lengths = torch.randn(3, 6, 8), torch.tensor([4, 6, 1])  # unsorted, one full, one of length 1
+    args, dims = [x, lengths], {"x": {0: "batch", 1: "time"}, "lengths": {0: "batch"}}
+    if with_state:
+        args += [torch.randn(n, 3, 6), torch.randn(n, 3, 16)]
+        dims.update(h0={1: "batch"}, c0={1: "batch"})
+    r = check_export(model, tuple(args), dims,
+                     inputs=[(torch.randn(2, 9, 8), torch.tensor([3, 9]))] if not with_state else None)
+    assert count_ops(r, "Scan") == 2 and count_ops(r, "LSTM") == 0
 
 
 def test_recurrent_op_stays_whole_when_the_graph_is_decomposed():

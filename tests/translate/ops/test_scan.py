@@ -17,6 +17,7 @@ from torch.export import Dim
 
 import onnxport
 from exportcheck import check_export, count_ops
+from onnxport.torch_behaviour import scan_accepts_zero_length
 
 
 MODES = [pytest.param(inline, opt, id=f"{'inline' if inline else 'functions'}-{'opt' if opt else 'noopt'}")
@@ -103,17 +104,27 @@ def test_zero_length_rewritten_loop_gives_the_empty_result(inline, optimize):
         np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-5)
 
 
-def test_zero_length_scan_raises_as_pytorch_does():
-    # PyTorch's scan refuses a length-0 scanned axis; the ONNX model (no guard) refuses it too
+def test_zero_length_scan_does_what_the_installed_torch_does():
+    # torch 2.13's scan refuses a length-0 scanned axis and the ONNX model (no guard) refuses it too;
+    # from torch 2.14 it returns empty outputs, and so does the ONNX model (guarded)
     x_rows, y_rows, dim = Dim("x_rows"), Dim("y_rows"), Dim("dim")
     result = onnxport.to_onnx(PairwiseDistance(), (torch.randn(3, 4), torch.randn(5, 4)),
                               dynamic_shapes={"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}})
+    session = _session(result)
     x, y = torch.randn(0, 4), torch.randn(5, 4)
-    with pytest.raises((RuntimeError, IndexError)):
-        PairwiseDistance()(x, y)
-    with pytest.raises(Exception, match="Scan"):
-        _session(result).run(None, {"x": x.numpy(), "y": y.numpy()})
-    assert [n.op_type for n in result.model.graph] == ["Scan"]
+    try:
+        expected = PairwiseDistance()(x, y)
+    except (RuntimeError, IndexError):
+        with pytest.raises(Exception, match="Scan"):
+            session.run(None, {"x": x.numpy(), "y": y.numpy()})
+        assert [n.op_type for n in result.model.graph] == ["Scan"]
+    else:
+        (got,) = session.run(None, {"x": x.numpy(), "y": y.numpy()})
+        assert got.shape == tuple(expected.shape)
+    for nx, ny in [(1, 2), (4, 7)]:
+        x, y = torch.randn(nx, 4), torch.randn(ny, 4)
+        (got,) = session.run(None, {"x": x.numpy(), "y": y.numpy()})
+        np.testing.assert_allclose(got, PairwiseDistance()(x, y).numpy(), atol=1e-5, rtol=1e-5)
 
 
 class LoopCarryAndRows(torch.nn.Module):
@@ -341,10 +352,12 @@ def test_body_returning_its_input_asks_for_clone():
 
 @pytest.mark.parametrize("low", [0, 1])
 @pytest.mark.parametrize("model,rewrite", [(PairwiseDistance(), False), (LoopDistances(), True)], ids=["scan", "loop"])
-def test_zero_length_guard_only_for_loops_where_the_export_promises_length_0(model, rewrite, low):
+def test_zero_length_guard_only_where_pytorch_runs_0_steps_and_the_export_promises_them(model, rewrite, low):
+    # a loop runs 0 times on every release; torch's own scan returns empty outputs from 2.14 on
+    runs_empty = rewrite or scan_accepts_zero_length()
     x_rows, y_rows, dim = Dim("x_rows", min=low), Dim("y_rows"), Dim("dim")
-    sizes = [{"x_rows": 6, "y_rows": 3, "dim": 5}] + ([{"x_rows": low, "y_rows": 2, "dim": 4}] if rewrite or low else [])
+    sizes = [{"x_rows": 6, "y_rows": 3, "dim": 5}] + ([{"x_rows": low, "y_rows": 2, "dim": 4}] if runs_empty or low else [])
     result = check_export(model, (torch.randn(3, 4), torch.randn(5, 4)),
                           {"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}}, sizes=sizes,
                           rewrite_control_flow=rewrite)
-    assert count_ops(result, "Pad") == (1 if rewrite and low == 0 else 0)
+    assert count_ops(result, "Pad") == (1 if runs_empty and low == 0 else 0)

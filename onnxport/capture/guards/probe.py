@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from onnxport.capture.captured import Captured
-from onnxport.capture.guards import Guard, range_error
+from onnxport.capture.guards.conditions import Guard, GuardStatus, range_error
 from onnxport.capture.inputs import dim_examples, dim_names, inputs_like_example
 from onnxport.capture.relations import evaluate
 from onnxport.errors import last_user_frame
@@ -57,7 +57,7 @@ def probe_size_one(model: Any, captured: Captured) -> tuple[list[Guard], dict]:
         text = f"{var.name} >= 2"
         if not var.adoptable:
             raise range_error(text, ({var.name: 1},), where, [var])
-        guards.append(Guard(text, "adopted", where, ({var.name: 1},), ({var.name: 2},),
+        guards.append(Guard(text, GuardStatus.ADOPTED, where, ({var.name: 1},), ({var.name: 2},),
                             f"PyTorch refuses {var.name} = 1: {message}", text, (var.name,)))
         variables[symbol] = dataclasses.replace(var, lo=2)
     return guards, variables

@@ -1,8 +1,8 @@
 """Guards met during capture, decided: the conditions torch.export deferred to run time, the ranges
 it narrowed, and the range violations it raised for named dimensions.
 
-``capture`` records ``GuardEvent``s while torch.export traces (``capture_patches.record_guards``);
-the functions here turn them into ``guards.Guard`` decisions (see ``onnxport.capture.guards``):
+``capture`` records ``GuardEvent``s while torch.export traces (``guards.record.RECORD_GUARDS``);
+the functions here turn them into ``Guard`` decisions (see ``guards.conditions``):
 
 * ``violation_ranges``: torch refused a declared range (``Not all values of time ... satisfy 4 <=
   time``): the range to retry torch with, and what onnxport promises in it (a condition the model
@@ -26,8 +26,8 @@ from typing import Any
 import sympy
 import torch
 
-from onnxport.capture import guards as G
-from onnxport.capture.patches import GuardEvent
+from onnxport.capture.guards import conditions as G
+from onnxport.capture.guards.record import GuardEvent
 from onnxport.capture.dynamic_shapes import DeclaredDim, int_oo_or_none
 from onnxport.capture.relations import resolve, symbol
 
@@ -166,6 +166,31 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
                 expr = expr.xreplace(subs)
             conditions.append((expr, e.where, e.branch, e.layout))
     return guards + G.decide(conditions, variables), variables
+
+
+def decide_program(program: torch.export.ExportedProgram, placeholders: list, names: list[str],
+                   declared: list[DeclaredDim], events: list[GuardEvent], *, ranges: dict[str, tuple],
+                   promised: dict[str, tuple], narrowed: dict[str, tuple], implied: dict[str, tuple],
+                   relations: dict[str, sympy.Expr]) -> tuple[list[G.Guard], dict[sympy.Symbol, G.SizeVar]]:
+    """The one decision once a program is captured: the ranges torch's suggested fixes gave a dim
+    named without one (adopted as they are), the narrowings decided while retrying (``narrowed``),
+    then every range torch narrowed and every condition it deferred (``decide_captured``).
+
+    ``ranges``: dim name -> the range torch.export was given; ``promised``: the range the export
+    holds for, where it differs; ``implied``: the ranges a relation gave (not adopted);
+    ``relations``: dim name -> its expression over other dims.
+
+    Returns the guards in order and torch's symbol -> ``SizeVar`` with its promised range.
+    Raises ``SpecializationError`` or ``DynamicShapesError`` (see ``decide_captured``).
+    """
+    promised, narrowed = dict(promised), dict(narrowed)
+    for name, r in ranges.items():  # ranges from torch's suggested fixes: adopted as they are
+        if name not in narrowed and implied.get(name) != r:
+            promised[name] = r
+            narrowed[name] = (G.range_guard(G.SizeVar(None, name, 1, None, True), r[0] or 1, r[1], None),)
+    variables = size_vars(placeholders, names, declared, promised)
+    decided, variables = decide_captured(program, variables, events, dict(ranges), dict(relations))
+    return [g for n in narrowed for g in narrowed[n]] + decided, variables
 
 
 def relation_substitutions(variables: dict[sympy.Symbol, G.SizeVar],

@@ -28,6 +28,7 @@ as Python integers (``//`` floors, ``%`` is Python's modulo, division by zero ex
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import itertools
 import math
@@ -40,6 +41,14 @@ SPREAD_TO = 1 << 24  # ... and sizes spread geometrically beyond, up to this
 GRID_POINTS = 20_000  # several dimensions: at most this many combinations
 SMALL = 256  # a 0/1-specialization guard excludes sizes below this only
 SHOWN = 6  # excluded sizes named in a message
+
+
+class GuardStatus(enum.StrEnum):
+    """How onnxport decided a guard (see the module docstring)."""
+
+    PROVED = "proved"  # true at every declared size: dropped
+    KEPT = "kept"  # torch's choice among equivalent traces: the sizes stay, validation looks on both sides
+    ADOPTED = "adopted"  # a constraint of the export, stated in a warning and in the model's metadata
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,15 +78,15 @@ class SizeVar:
 class Guard:
     """One condition on sizes the export relies on, and how onnxport decided it.
 
-    ``text`` reads in the user's dim names (``time % 4 == 0``, ``time >= 4``); ``status`` is
-    ``"proved"``, ``"kept"`` or ``"adopted"``; ``excluded`` lists the first size assignments the
+    ``text`` reads in the user's dim names (``time % 4 == 0``, ``time >= 4``); ``status`` a
+    ``GuardStatus``; ``excluded`` lists the first size assignments the
     condition excludes (``({"time": 1}, {"time": 2})``); ``boundary`` the assignments on each side
     of its boundary, where validation looks; ``python`` the condition as a Python expression over
     the dim names (``holds()`` evaluates it).
     """
 
     text: str
-    status: str
+    status: GuardStatus
     where: str | None
     excluded: tuple = ()
     boundary: tuple = ()
@@ -87,6 +96,11 @@ class Guard:
 
     def __str__(self) -> str:
         return self.text
+
+    @property
+    def adopted(self) -> bool:
+        """Adopted as a constraint of the export (``GuardStatus.ADOPTED``)."""
+        return self.status is GuardStatus.ADOPTED
 
     def holds(self, sizes: dict[str, int]) -> bool:
         """Whether the condition holds for ``sizes`` (dim name -> size; names it does not read
@@ -314,13 +328,13 @@ def _simple_form(var: SizeVar, excluded: set[int]) -> str | None:
     return None
 
 
-def boundary_points(expr: sympy.Basic, outcome: Outcome, status: str, variables: dict) -> tuple:
+def boundary_points(expr: sympy.Basic, outcome: Outcome, status: GuardStatus, variables: dict) -> tuple:
     """Size assignments (in ``outcome.symbols`` order) where validation looks: for a condition
     that excludes sizes, the allowed neighbours of its first excluded run (and, when kept, the
     first excluded size itself); for a proved condition of one symbol that divides it (``time//4``),
     the two sizes around the first multiple of the divisor past the minimum."""
     if len(outcome.symbols) != 1:
-        return tuple(outcome.excluded[:1]) if status == "kept" else ()
+        return tuple(outcome.excluded[:1]) if status is GuardStatus.KEPT else ()
     lo = max(1, variables[outcome.symbols[0]].lo)
     if not outcome.excluded:
         divisors = sorted({int(a.args[1]) for a in expr.atoms(sympy.Function)
@@ -335,8 +349,8 @@ def boundary_points(expr: sympy.Basic, outcome: Outcome, status: str, variables:
     end = first
     while end + 1 in excluded:
         end += 1
-    pts = [first - 1, end + 1] + ([first] if status == "kept" else [])
-    return tuple((p,) for p in pts if p >= lo and (p not in excluded or status == "kept"))
+    pts = [first - 1, end + 1] + ([first] if status is GuardStatus.KEPT else [])
+    return tuple((p,) for p in pts if p >= lo and (p not in excluded or status is GuardStatus.KEPT))
 
 
 # ------------------------------------------------------------------------------ decisions
@@ -364,33 +378,38 @@ def decide(conditions: list[tuple],
     checked.sort(key=lambda c: (isinstance(c[0], sympy.Ne), len(c[3].symbols), c[4][0] == c[4][1], len(c[4][0])))
     guards: list[Guard] = []
     for expr, where, branch, outcome, (text, python, names), layout in checked:
-        adopted = [g for g in guards if g.status == "adopted"]
+        adopted = adopted_of(guards)
         points = [p for p in outcome.excluded if _allowed(p, outcome.symbols, variables, adopted)]
         outcome = dataclasses.replace(outcome, excluded=points)
         excluded = tuple({variables[s].name: v for s, v in zip(outcome.symbols, p)} for p in points[:SHOWN + 1])
         if not outcome.evaluable:  # undecided: the sizes stay, validation looks
-            guards.append(Guard(python, "kept", where, (), (), outcome.method, "True", ()))
+            guards.append(Guard(python, GuardStatus.KEPT, where, (), (), outcome.method, "True", ()))
             continue
         if not points:
             method = outcome.method + (" with the adopted constraints" if adopted and outcome.checked else "")
-            guards.append(Guard(python, "proved", where, (), boundary_of(expr, outcome, "proved", variables), method,
+            guards.append(Guard(python, GuardStatus.PROVED, where, (), boundary_of(expr, outcome, GuardStatus.PROVED, variables), method,
                                 python, names))
             continue
         if layout:  # a memory layout torch picked (strides): no value depends on it
-            guards.append(Guard(python, "kept", where, excluded, boundary_of(expr, outcome, "kept", variables),
+            guards.append(Guard(python, GuardStatus.KEPT, where, excluded, boundary_of(expr, outcome, GuardStatus.KEPT, variables),
                                 "strides or contiguity only", python, names))
             continue
         if branch and not (kept_kind(expr, outcome) and in_installed_package(branch)):
             raise branch_error(text, excluded, branch)
         if kept_kind(expr, outcome):
-            status, text, where = "kept", python, branch or where
+            status, text, where = GuardStatus.KEPT, python, branch or where
         elif all(variables[s].adoptable for s in outcome.symbols):
-            status = "adopted"
+            status = GuardStatus.ADOPTED
         else:
             raise range_error(text, excluded, where, [variables[s] for s in outcome.symbols])
         guards.append(Guard(text, status, where, excluded, boundary_of(expr, outcome, status, variables), outcome.method,
                             python, names))
     return guards
+
+
+def adopted_of(guards: Iterable[Guard]) -> list[Guard]:
+    """The guards adopted as constraints of the export, in order."""
+    return [g for g in guards if g.adopted]
 
 
 def in_installed_package(where: str) -> bool:
@@ -407,7 +426,7 @@ def _allowed(point: tuple, symbols: tuple, variables: dict, adopted: list[Guard]
     return all(g.holds(sizes) for g in adopted)
 
 
-def boundary_of(expr: sympy.Basic, outcome: Outcome, status: str, variables: dict) -> tuple:
+def boundary_of(expr: sympy.Basic, outcome: Outcome, status: GuardStatus, variables: dict) -> tuple:
     """``boundary_points`` as ``{name: size}`` assignments."""
     return tuple({variables[s].name: v for s, v in zip(outcome.symbols, p)}
                  for p in boundary_points(expr, outcome, status, variables))
@@ -426,7 +445,7 @@ def range_guard(var: SizeVar, lower: int, upper: int | None, where: str | None) 
     text = " and ".join(parts) or f"{var.name} >= {lo}"
     boundary = tuple({var.name: s} for s in (lower - 1, lower) if s >= 1) + \
         (tuple({var.name: s} for s in (upper, upper + 1)) if upper is not None and upper < (var.hi or SPREAD_TO) else ())
-    return Guard(text, "adopted", where, tuple(excluded), boundary, "range narrowed by torch.export", text,
+    return Guard(text, GuardStatus.ADOPTED, where, tuple(excluded), boundary, "range narrowed by torch.export", text,
                  (var.name,))
 
 
@@ -443,7 +462,7 @@ def kept_range_guard(var: SizeVar, lower: int, upper: int | None, cause: Any, wh
     if upper is not None and (var.hi is None or upper < var.hi):
         excluded.append({var.name: upper + 1})
     boundary = tuple({var.name: s} for s in (lower - 1, lower, lo) if s >= lo)
-    return Guard(text, "kept", where, tuple(excluded), boundary, "range torch.export traced", "True", ())
+    return Guard(text, GuardStatus.KEPT, where, tuple(excluded), boundary, "range torch.export traced", "True", ())
 
 
 def branch_error(text: str, excluded: tuple, branch: str):

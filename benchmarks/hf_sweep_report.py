@@ -1,0 +1,125 @@
+"""``HF_SWEEP.md`` from the results cache of ``hf_sweep.py``: totals, failure categories per exporter
+with their architectures, and one row per model type."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+
+FAILED = ("refused", "wrong", "specialized", "invalid", "timeout", "crashed")
+STATUSES = ("ok",) + FAILED
+
+
+def category(result: dict) -> str:
+    """A failure's kind: its status and its error with names of the model's own values taken out
+    (numbers, symbols like ``s72``/``u0``, shapes), so that one cause across models is one row."""
+    status = result.get("status", "?")
+    error = (result.get("error") or "").strip()
+    if status in ("timeout",):
+        return "timeout"
+    if status == "wrong":
+        return "wrong: " + re.sub(r"output \d+: ", "", re.sub(r"[\d.e+-]{3,}", "N", error.split(": ", 1)[-1]))[:90]
+    m = re.search(r"no ONNX translation for ([\w.]+)", error)
+    if m:
+        return f"{status}: no ONNX translation for {m.group(1)}"
+    m = re.search(r"(GuardOnDataDependentSymNode|DataDependentOutputException|Could not guard on data-dependent"
+                  r"|data-dependent)", error)
+    if m:
+        return f"{status}: data-dependent expression ({m.group(1)})"
+    text = re.sub(r"\b[su]\d+\b", "s", error)  # torch's symbols
+    text = re.sub(r"\d+", "N", text)
+    text = re.sub(r"'[^']{40,}'", "'...'", text)
+    text = re.sub(r"\s+", " ", text)
+    return f"{status}: {text[:110]}"
+
+
+def _cell(result: dict | None) -> str:
+    if not result:
+        return "-"
+    status = result["status"]
+    if status == "ok":
+        return "OK"
+    error = (result.get("error") or "").replace("|", "\\|").replace("\n", " ")
+    return f"{status}: {error[:100]}"
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{100 * n / d:.1f}%" if d else "-"
+
+
+def write_report(data: dict, types: list[str], exporters: list[str]) -> str:
+    """The markdown report of ``data`` (the cache) over ``types``."""
+    meta, results = data["meta"], data["results"]
+    probes = {t: results.get(t, {}).get("probe") for t in types}
+    built = [t for t in types if (probes[t] or {}).get("status") == "built"]
+    probe_status = Counter((p or {}).get("status", "not run") for p in probes.values())
+    lines = [
+        "# Every architecture transformers ships, exported three ways",
+        "",
+        f"transformers {meta.get('transformers')}, torch {meta.get('torch')}, onnxruntime {meta.get('onnxruntime')}, "
+        f"onnxscript {meta.get('onnxscript')}; onnxport at {meta.get('onnxport_commit')}; Python {meta.get('python')}. "
+        f"Run {meta.get('started')} to {meta.get('finished', '?')} ({meta.get('hours', '?')} h), "
+        f"`{meta.get('command', 'python benchmarks/hf_sweep.py')}`.",
+        "",
+        "Each model type of `CONFIG_MAPPING` gets a tiny config derived from its config class by generic rules "
+        "and its base model (`AutoModel`'s class) with seeded random weights (`benchmarks/hf_tiny.py`); dims are "
+        "dynamic where eager PyTorch runs at another size (batch always tried; text length, decoder length, "
+        "image size, audio length). Every exporter runs in a fresh process; each model is compared with eager at "
+        "the example sizes and at other sizes of its dynamic dims (`|onnx - eager| <= 1e-4 * max(1, max|eager|) "
+        "+ 1e-3 * |eager|`). Verdicts: OK; refused (the export raised); wrong (an output differs); specialized "
+        "(a dim declared dynamic came out fixed); invalid (onnxruntime cannot run it); timeout; crashed.",
+        "",
+        "## Totals",
+        "",
+        f"- model types: {len(types)}; built with a tiny config and run in eager on generic inputs: "
+        f"**{len(built)}**; " + ", ".join(f"{k}: {v}" for k, v in sorted(probe_status.items()) if k != "built"),
+        "",
+        "| exporter | " + " | ".join(STATUSES) + " | OK of built |",
+        "|---|" + "---|" * (len(STATUSES) + 1),
+    ]
+    counts = {}
+    for e in exporters:
+        c = Counter((results.get(t, {}).get(e) or {}).get("status", "not run") for t in built)
+        counts[e] = c
+        lines.append(f"| {e} | " + " | ".join(str(c.get(s, 0)) for s in STATUSES) +
+                     f" | **{c.get('ok', 0)} / {len(built)} ({_pct(c.get('ok', 0), len(built))})** |")
+    if "onnxport" in exporters:
+        ours = {t for t in built if (results[t].get("onnxport") or {}).get("status") == "ok"}
+        for e in exporters:
+            if e == "onnxport":
+                continue
+            theirs = {t for t in built if (results[t].get(e) or {}).get("status") == "ok"}
+            lines.append("")
+            lines.append(f"- OK with onnxport and not with {e}: {len(ours - theirs)}; OK with {e} and not with "
+                         f"onnxport: {len(theirs - ours)} ({', '.join(sorted(theirs - ours)[:40]) or 'none'})")
+    for e in exporters:
+        groups = defaultdict(list)
+        for t in built:
+            r = results.get(t, {}).get(e)
+            if r and r["status"] != "ok":
+                groups[category(r)].append(t)
+        lines += ["", f"## Failures of {e}: {sum(len(v) for v in groups.values())}", ""]
+        if not groups:
+            lines.append("none")
+            continue
+        lines += ["| count | category | architectures |", "|---|---|---|"]
+        for cat, members in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            shown = ", ".join(members[:12]) + (f" and {len(members) - 12} more" if len(members) > 12 else "")
+            lines.append(f"| {len(members)} | {cat.replace('|', '/')} | {shown} |")
+    lines += ["", "## Per architecture", "",
+              "| model type | class | config | parameters | dynamic dims | " + " | ".join(exporters) + " |",
+              "|---|---|---|---|---|" + "---|" * len(exporters)]
+    for t in built:
+        p = probes[t]
+        dims = ", ".join(p.get("dims", {})) or "none"
+        row = [t, p.get("class", ""), p.get("attempt", ""), f"{p.get('parameters', 0) / 1e6:.2f}M", dims]
+        row += [_cell(results.get(t, {}).get(e)) for e in exporters]
+        lines.append("| " + " | ".join(row) + " |")
+    others = [t for t in types if (probes[t] or {}).get("status") != "built"]
+    lines += ["", f"## Not built with a tiny config or generic inputs: {len(others)}", "",
+              "| model type | status | why (each attempt) |", "|---|---|---|"]
+    for t in others:
+        p = probes[t] or {"status": "not run", "errors": []}
+        why = "; ".join(dict.fromkeys(p.get("errors") or [""])).replace("|", "\\|")[:240]
+        lines.append(f"| {t} | {p['status']} | {why} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,565 @@
+"""Tiny configs and example inputs for every architecture transformers ships, derived generically.
+
+``attempts(model_type)`` yields configs of one model type, smallest first, each made from the config
+class's defaults by rules on its constructor's parameter names (the same rules for every class,
+applied to sub-configs too):
+
+* ``tiny``: widths 128, 2 heads (1 key/value head where the default groups them), head sizes 64,
+  feed-forward 256, 2 layers, vocabulary 1000, 4 experts (2 per token), images of 4 patches
+  and at least 64 pixels, stage depths 1, stage widths an eighth, positions 256;
+* ``shallow``: only layers, stage depths, vocabulary and experts reduced, widths and images as the
+  defaults;
+* a config with more than ``MAX_PARAMETERS`` parameters (counted on the meta device) is not built.
+
+``build(model_type, attempt)`` makes the base model (``AutoModel``'s class for the type, seeded);
+``probe`` finds the first attempt whose model runs in eager on generic inputs (``Inputs``) and which
+dims eager also runs at another size: batch always tried, the text length, the decoder's length, the
+image size, the audio length each kept dynamic only where eager runs at another size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from typing import Any
+
+import torch
+
+MAX_PARAMETERS = 40_000_000
+WIDTH, HEADS, KV_HEADS, HEAD_DIM, FFN, LAYERS, VOCAB, EXPERTS, POSITIONS = 128, 2, 1, 64, 256, 2, 1000, 4, 256
+SIZES = {"batch": (2, 3), "seq": (7, 11), "decoder_seq": (5, 9)}  # example size, other size
+
+_LAYERS = re.compile(r"^(num_(hidden_|encoder_|decoder_|text_|vision_|audio_|transformer_|)layers|n_layers?|"
+                     r"(encoder|decoder|text|vision|audio)_layers|depth|num_hidden_blocks|num_blocks)$")
+_WIDTH = re.compile(r"^(hidden_size|d_model|n_embd|n_embed|embed_dim|dim|hidden_dim|d_embed|model_dim|emb_dim|"
+                    r"word_embed_proj_dim|projection_dim|proj_dim|text_embed_dim|vision_embed_dim|"
+                    r"(encoder|decoder|text|vision|audio)_hidden_size|d_hidden)$")
+_HEADS = re.compile(r"^(num_attention_heads|n_heads?|num_heads|(encoder|decoder)_attention_heads|attention_heads|"
+                    r"num_(encoder|decoder)_attention_heads)$")
+_KV = re.compile(r"^(num_key_value_heads|num_kv_heads|n_kv_heads|multi_query_group_num)$")
+_HEAD_DIM = re.compile(r"^(head_dim|d_kv|attention_head_dim|kv_channels|(qk|v|qk_nope|qk_rope)_head_dim|"
+                       r"attention_head_size)$")
+_FFN = re.compile(r"(intermediate_size|ffn_dim|^d_ff$|^n_inner$|^mlp_dim$|^dim_feedforward$|^ffn_hidden_size$|"
+                  r"^intermediate_dim$|^encoder_ffn_dim$|^decoder_ffn_dim$)")
+_EXPERTS = re.compile(r"^(num_experts|num_local_experts|n_routed_experts|moe_num_experts|num_routed_experts)$")
+_PER_TOKEN = re.compile(r"^(num_experts_per_tok|num_experts_per_token|moe_topk|top_k|moe_k)$")
+_POSITIONS = re.compile(r"^(max_position_embeddings|n_positions|max_seq_len|max_sequence_length|"
+                        r"max_target_positions|n_ctx)$")
+_IDS = re.compile(r"(_token_id|_token_index|_token_ids)$")
+
+
+@dataclasses.dataclass
+class Rules:
+    """What an attempt changes."""
+
+    name: str
+    widths: bool
+
+
+ATTEMPTS = (Rules("tiny", widths=True), Rules("shallow", widths=False))
+
+
+def _scaled(values: list, factor: int) -> list:
+    return [max(8, (v // factor + 7) // 8 * 8) if isinstance(v, int) and v > 8 else v for v in values]
+
+
+def _trim_layers(values: list, count: int) -> list:
+    """A per-layer list cut to ``count`` entries, keeping one of each distinct entry."""
+    keep = []
+    for i, v in enumerate(values):
+        if v not in [values[j] for j in keep]:
+            keep.append(i)
+    for i in range(len(values)):
+        if len(keep) >= count:
+            break
+        if i not in keep:
+            keep.append(i)
+    return [values[i] for i in sorted(keep)]
+
+
+_PER_LAYER_NAME = re.compile(r"(layer|block|pattern|types|attn|attention|mlp|moe|window|sparse|dense)")
+
+
+def _value(config: Any, name: str) -> Any:
+    """``config.<name>``, or None where reading it raises (attributes that differ per layer)."""
+    try:
+        return getattr(config, name, None)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def overrides(config: Any, rules: Rules) -> dict:
+    """Constructor arguments of ``type(config)`` that make ``config`` small (see the module
+    docstring); sub-configs (attributes holding configs) shrunk the same way, from their current
+    values."""
+    from transformers import PretrainedConfig
+
+    params = inspect.signature(type(config).__init__).parameters
+    out: dict[str, Any] = {}
+    old_layers = None
+    for name in params:
+        if name in ("self", "kwargs"):
+            continue
+        value = _value(config, name)
+        if value is None:
+            if name == "vocab_size":
+                out[name] = VOCAB
+            continue
+        if isinstance(value, PretrainedConfig):
+            out[name] = type(value)(**(_current(value) | overrides(value, rules)))
+            continue
+        if isinstance(value, bool):
+            if name == "use_timm_backbone" and value:  # a backbone the installed transformers ships
+                out[name] = False
+            continue
+        if isinstance(value, int):
+            new = _int_rule(name, value, rules, config)
+            if new is not None and new != value:
+                if name in ("num_hidden_layers", "num_layers", "n_layer"):
+                    old_layers = value
+                out[name] = new
+        elif isinstance(value, float) and name.endswith("_coefficient") and value > 1.0 and rules.widths:
+            out[name] = 1.0
+        elif isinstance(value, dict) and rules.widths:
+            new = _dict_rule(value, config)
+            if new != value:
+                out[name] = new
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, int) and not isinstance(v, bool)
+                                                                 for v in value):
+            new = _list_rule(name, list(value), rules)
+            if new is not None:
+                out[name] = type(value)(new) if isinstance(value, tuple) else new
+    for name in ("image_size", "input_size"):
+        if name in params and _value(config, name) is not None and rules.widths:
+            out[name] = _image(_value(config, name), _value(config, "patch_size"))
+    if old_layers is not None:
+        count = next(out[n] for n in ("num_hidden_layers", "num_layers", "n_layer") if n in out)
+        for name in params:
+            value = _value(config, name)
+            if name in out or not _PER_LAYER_NAME.search(name):
+                continue
+            if isinstance(value, (list, tuple)) and len(value) == old_layers:
+                trimmed = _trim_layers(list(value), count)
+            elif isinstance(value, str) and len(value) == old_layers and "pattern" in name:
+                trimmed = "".join(_trim_layers(list(value), count))
+            else:
+                continue
+            out[name] = trimmed
+            if len(trimmed) > count:
+                for n in ("num_hidden_layers", "num_layers", "n_layer"):
+                    if n in out:
+                        out[n] = len(trimmed)
+    if "width_coefficient" in out and isinstance(_value(config, "hidden_dim"), int):  # EfficientNet's last width
+        out["hidden_dim"] = int(_value(config, "hidden_dim") * out["width_coefficient"] / config.width_coefficient)
+    _fix_ids(config, params, out)
+    return out
+
+
+def _current(config: Any) -> dict:
+    """The constructor arguments that rebuild ``config`` as it is."""
+    params = inspect.signature(type(config).__init__).parameters
+    out = {}
+    for name in params:
+        if name not in ("self", "kwargs") and name in vars(config):
+            out[name] = vars(config)[name]
+    return out
+
+
+def _dict_rule(value: dict, config: Any) -> dict:
+    """Rope parameters: multimodal rope sections scaled to the new head size (stated where the
+    class takes them but its default leaves them to the model's code), the original context within
+    the new positions."""
+    out = dict(value)
+    section = value.get("mrope_section")
+    if section is None and "rope_type" in value and "mrope_section" in getattr(config, "ignore_keys_at_rope_validation",
+                                                                              ()):
+        section = [2, 3, 3]
+    if isinstance(section, (list, tuple)) and section and all(isinstance(v, int) for v in section):
+        half, total = HEAD_DIM // 2, sum(section)
+        scaled = [max(1, v * half // total) for v in section]
+        scaled[0] += half - sum(scaled)
+        out["mrope_section"] = scaled
+    original = value.get("original_max_position_embeddings")
+    if isinstance(original, int) and original > POSITIONS:
+        out["original_max_position_embeddings"] = POSITIONS // 2
+    return out
+
+
+def _int_rule(name: str, value: int, rules: Rules, config: Any) -> int | None:
+    if _LAYERS.match(name):
+        return min(value, LAYERS)
+    if "vocab_size" in name and value > VOCAB:
+        return VOCAB
+    if _EXPERTS.match(name):
+        return min(value, EXPERTS)
+    if _PER_TOKEN.match(name):
+        return min(value, 2)
+    if name in ("n_group", "topk_group", "n_shared_experts", "first_k_dense_replace"):
+        return min(value, 1)
+    if name.endswith("_layer_period") or name.endswith("_layers_block_period"):
+        return min(value, 2)
+    if name.endswith("_layer_offset"):
+        return min(value, 1)
+    if not rules.widths:
+        return None
+    if _WIDTH.match(name):
+        # a final width scaled with the width coefficient (EfficientNet): see overrides
+        return None if name == "hidden_dim" and hasattr(config, "width_coefficient") else WIDTH
+    if _HEADS.match(name):
+        return min(value, HEADS)
+    if _KV.match(name):
+        heads = next((getattr(config, n) for n in ("num_attention_heads", "n_head", "num_heads")
+                      if isinstance(getattr(config, n, None), int)), None)
+        return KV_HEADS if heads and value < heads else min(value, HEADS)
+    if _HEAD_DIM.match(name):
+        return min(value, HEAD_DIM)
+    if name in ("kv_lora_rank", "q_lora_rank"):
+        return min(value, 32)
+    if name in ("rotary_dim", "rotary_emb_dim"):
+        return min(value, HEAD_DIM)
+    if name in ("codebook_dim", "out_hidden_size"):
+        return WIDTH
+    if _FFN.search(name):
+        return min(value, FFN)
+    if _POSITIONS.match(name):
+        return min(value, POSITIONS)
+    if name == "max_source_positions":
+        return min(value, 32)
+    if name in ("embedding_size", "hidden_channels", "num_features"):
+        return min(value, 32)
+    return None
+
+
+def _list_rule(name: str, values: list, rules: Rules) -> list | None:
+    if name in ("depths", "num_layers", "block_repeats", "num_blocks", "layers", "stage_depths", "depth"):
+        return [min(v, 1) for v in values]
+    if not rules.widths:
+        return None
+    if name in ("hidden_sizes", "embed_dims", "embed_dim", "hidden_dims", "channels", "widths", "dims",
+                "num_channels_per_stage", "neck_hidden_sizes", "backbone_hidden_sizes"):
+        return _scaled(values, 8)
+    if name in ("num_heads", "num_attention_heads", "heads"):
+        return [min(v, 2) for v in values]
+    return None
+
+
+def _image(value: Any, patch: Any) -> Any:
+    p = patch[0] if isinstance(patch, (list, tuple)) else patch
+    side = max(4 * p, 64) if isinstance(p, int) and p > 0 else 64
+    if isinstance(value, (list, tuple)):
+        return type(value)([side] * len(value))
+    return side if isinstance(value, int) else value
+
+
+def _fix_ids(config: Any, params: Any, out: dict) -> None:
+    """Token ids beyond the new vocabulary moved to its end (the same old id, the same new id)."""
+    vocab = out.get("vocab_size", getattr(config, "vocab_size", None))
+    if not isinstance(vocab, int):
+        vocab = VOCAB
+    moved: dict[int, int] = {}
+
+    def move(i: Any) -> Any:
+        if isinstance(i, int) and not isinstance(i, bool) and i >= vocab:
+            moved.setdefault(i, vocab - 1 - len(moved))
+            return moved[i]
+        return i
+
+    for name in params:
+        if _IDS.search(name) and hasattr(config, name):
+            value = getattr(config, name)
+            new = [move(v) for v in value] if isinstance(value, (list, tuple)) else move(value)
+            if new != value:
+                out[name] = new
+
+
+def make_config(model_type: str, rules: Rules) -> Any:
+    """The config of ``model_type`` under ``rules``."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    cls = CONFIG_MAPPING[model_type]
+    return cls(**overrides(cls(), rules))
+
+
+def model_class(model_type: str) -> type:
+    """The base model class (``AutoModel``) of ``model_type``, else its first head class, else (a
+    sub-model's config: ``clip_text_model``) the model class of its modeling module whose
+    ``config_class`` is the config class, a base model (no head) first."""
+    import importlib
+
+    from transformers import PreTrainedModel
+    from transformers.models.auto import modeling_auto as ma
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    config_cls = CONFIG_MAPPING[model_type]
+    for mapping in (ma.MODEL_MAPPING, ma.MODEL_FOR_CAUSAL_LM_MAPPING, ma.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING,
+                    ma.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING, ma.MODEL_FOR_CTC_MAPPING, ma.MODEL_FOR_BACKBONE_MAPPING):
+        if config_cls in mapping:
+            cls = mapping[config_cls]
+            return cls[0] if isinstance(cls, (list, tuple)) else cls
+    module = importlib.import_module(config_cls.__module__.replace(".configuration_", ".modeling_"))
+    found = [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, PreTrainedModel)
+             and c.__dict__.get("config_class", getattr(c, "config_class", None)) is config_cls
+             and not c.__name__.endswith("PreTrainedModel")]
+    found.sort(key=lambda c: ("For" in c.__name__, len(c.__name__)))
+    if not found:
+        raise LookupError(f"no model class for {model_type}")
+    return found[0]
+
+
+def parameters_on_meta(cls: type, config: Any) -> int:
+    with torch.device("meta"):
+        model = cls(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def build(model_type: str, attempt: str) -> torch.nn.Module:
+    """The seeded base model of ``model_type`` under the attempt named ``attempt``, eval, float32,
+    its cache off."""
+    rules = next(r for r in ATTEMPTS if r.name == attempt)
+    config = make_config(model_type, rules)
+    for c in [config] + [getattr(config, n) for n in ("text_config", "decoder") if hasattr(config, n)]:
+        if hasattr(c, "use_cache"):
+            c.use_cache = False
+    torch.manual_seed(0)
+    model = model_class(model_type)(config)
+    return model.eval().float()
+
+
+# ---------------------------------------------------------------------------------------- inputs
+@dataclasses.dataclass
+class Inputs:
+    """Generic inputs of a model: which tensors (by forward parameter), and which of their dims
+    are dynamic (``dims``: name -> example and other size; the rest of the sizes fixed)."""
+
+    names: list
+    dims: dict  # dim name -> (example size, other size)
+    fixed: dict  # name -> fixed sizes used by the makers (image side, channels, audio bins...)
+
+    def make(self, model: torch.nn.Module, which: int, seed: int = 0) -> dict:
+        """The tensors at the example (``which=0``) or the other (``1``) sizes of the dynamic dims."""
+        size = {d: v[which] for d, v in self.dims.items()}
+        size |= {d: v for d, v in self.fixed.items() if d not in size}
+        gen = torch.Generator().manual_seed(seed + which)
+        return {name: MAKERS[name](model, size, gen) for name in self.names}
+
+    def dynamic_shapes(self) -> dict:
+        """``{input: {axis: dim name}}`` of the dynamic dims."""
+        out = {}
+        for name in self.names:
+            axes = {axis: dim for axis, dim in AXES[name].items() if dim in self.dims}
+            out[name] = axes or None
+        return out
+
+
+def _vocab(model: torch.nn.Module) -> int:
+    config = model.config
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    return int(getattr(text, "vocab_size", None) or getattr(config, "vocab_size", None) or VOCAB)
+
+
+def _ids(model, size, gen, length="seq"):
+    return torch.randint(3, max(4, min(_vocab(model), VOCAB)), (size["batch"], size[length]), generator=gen)
+
+
+def _image_channels(model) -> int:
+    config = model.config
+    vision = getattr(config, "vision_config", None) or config
+    return int(getattr(vision, "num_channels", None) or getattr(config, "num_channels", 3) or 3)
+
+
+def _values_shape(s: dict) -> tuple:
+    """A waveform ``[samples]``, ``[channels, samples]``, or a spectrogram ``[frames, bins]``."""
+    layout = s.get("layout", "samples")
+    if layout == "channels":
+        return s["channels"], s["samples"]
+    if layout == "frames":
+        return s["frames"], s["bins"]
+    return (s["samples"],)
+
+
+MAKERS = {
+    "input_ids": lambda m, s, g: _ids(m, s, g),
+    "attention_mask": lambda m, s, g: torch.ones(s["batch"], s["seq"], dtype=torch.int64),
+    "decoder_input_ids": lambda m, s, g: _ids(m, s, g, "decoder_seq"),
+    "pixel_values": lambda m, s, g: torch.randn(s["batch"], s["channels"], s["image"], s["image"], generator=g),
+    "input_values": lambda m, s, g: torch.randn(s["batch"], *_values_shape(s), generator=g),
+    "input_features": lambda m, s, g: torch.randn(s["batch"], *((s["bins"], s["frames"]) if s["bins_first"]
+                                                               else (s["frames"], s["bins"])), generator=g),
+    "bbox": lambda m, s, g: torch.sort(torch.randint(0, 1000, (s["batch"], s["seq"], 4), generator=g), -1)[0][
+        ..., [0, 1, 2, 3]],
+}
+AXES = {
+    "input_ids": {0: "batch", 1: "seq"},
+    "attention_mask": {0: "batch", 1: "seq"},
+    "decoder_input_ids": {0: "batch", 1: "decoder_seq"},
+    "pixel_values": {0: "batch", 2: "image", 3: "image"},  # square images: one dim
+    "input_values": {0: "batch", 1: "samples"},
+    "input_features": {0: "batch"},
+    "bbox": {0: "batch", 1: "seq"},
+}
+
+
+def _vision(config) -> Any:
+    return getattr(config, "vision_config", None) or config
+
+
+def _image_dims(model: torch.nn.Module) -> tuple[dict, dict]:
+    """``(dims, fixed)`` of square images of the vision config's size; the other size two patches
+    (or 32 pixels) more."""
+    vision = _vision(model.config)
+    side = getattr(vision, "image_size", None)
+    side = side[0] if isinstance(side, (list, tuple)) else side
+    side = int(side) if isinstance(side, int) else 64
+    patch = getattr(vision, "patch_size", None)
+    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
+    step = 2 * patch if isinstance(patch, int) and patch > 0 else 32
+    return {"image": (side, side + step)}, {"channels": _image_channels(model)}
+
+
+def candidates(model: torch.nn.Module) -> list[Inputs]:
+    """Input sets to try, in order, for ``model`` (by its main input and ``forward``'s parameters)."""
+    params = inspect.signature(model.forward).parameters
+    main = getattr(model, "main_input_name", "input_ids")
+    config = model.config
+    batch = {"batch": SIZES["batch"]}
+    out = []
+    if main == "pixel_values" or ("pixel_values" in params and "input_ids" not in params):
+        dims, fixed = _image_dims(model)
+        out.append(Inputs(["pixel_values"], batch | dims, fixed))
+    elif main == "input_values":
+        audio = {"samples": (3200, 4800)}
+        out.append(Inputs(["input_values"], batch | audio, {"layout": "samples"}))
+        channels = getattr(config, "audio_channels", None) or 1
+        out.append(Inputs(["input_values"], batch | audio, {"layout": "channels", "channels": channels}))
+        bins = next((getattr(config, n) for n in ("num_mel_bins", "feature_size") if
+                     isinstance(getattr(config, n, None), int)), 128)
+        frames = getattr(config, "max_length", None)
+        out.append(Inputs(["input_values"], batch, {"layout": "frames", "bins": bins,
+                                                    "frames": frames if isinstance(frames, int) else 1024}))
+    elif main == "input_features":
+        bins = next((getattr(config, n) for n in ("num_mel_bins", "feature_size", "input_feat_per_channel", "n_mels",
+                                                   "num_mel_bins_encoder") if isinstance(getattr(config, n, None), int)), 80)
+        source = getattr(config, "max_source_positions", None)
+        frames = 2 * source if isinstance(source, int) else 64
+        names = ["input_features"] + (["decoder_input_ids"] if getattr(config, "is_encoder_decoder", False)
+                                      and "decoder_input_ids" in params else [])
+        dims = batch | ({"decoder_seq": SIZES["decoder_seq"]} if len(names) > 1 else {})
+        for first in (True, False):
+            out.append(Inputs(names, dims, {"bins": bins, "frames": frames, "bins_first": first}))
+    else:
+        names = ["input_ids"] + (["attention_mask"] if "attention_mask" in params else [])
+        dims = batch | {"seq": SIZES["seq"]}
+        if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
+            names.append("decoder_input_ids")
+            dims["decoder_seq"] = SIZES["decoder_seq"]
+        out.append(Inputs(names, dims, {}))
+        if "bbox" in params:
+            out.append(Inputs(names + ["bbox"], dims, {}))
+        if "pixel_values" in params:
+            image, fixed = _image_dims(model)
+            out.append(Inputs(names + ["pixel_values"], dims | image, fixed))
+        if "attention_mask" in names:
+            out.append(Inputs([n for n in names if n != "attention_mask"], dims, {}))
+    return out
+
+
+def run(model: torch.nn.Module, inputs: dict) -> list[torch.Tensor]:
+    """Eager outputs, flattened (tensors only, in pytree order)."""
+    with torch.no_grad():
+        out = model(**inputs)
+    return flat(out)
+
+
+def flat(out: Any) -> list[torch.Tensor]:
+    """The tensors of a model's output in order (a ``ModelOutput`` by its fields)."""
+    if hasattr(out, "to_tuple"):
+        out = out.to_tuple()
+    leaves = torch.utils._pytree.tree_leaves(out)
+    return [t for t in leaves if isinstance(t, torch.Tensor)]
+
+
+def missing_required(model: torch.nn.Module, names: list) -> list[str]:
+    """``forward``'s parameters without a default that ``names`` does not give."""
+    params = inspect.signature(model.forward).parameters
+    return [n for n, p in params.items() if p.default is inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in names]
+
+
+def probe(model_type: str) -> dict:
+    """The first attempt that builds and runs in eager, its inputs and their dynamic dims; or why
+    none does (``status``: ``built``, ``no-build``, ``no-inputs``, ``too-large``)."""
+    errors = []
+    for rules in ATTEMPTS:
+        try:
+            cls = model_class(model_type)
+            config = make_config(model_type, rules)
+            count = parameters_on_meta(cls, config)
+            if count > MAX_PARAMETERS:
+                errors.append(f"{rules.name}: {count / 1e6:.0f}M parameters")
+                continue
+            model = build(model_type, rules.name)
+        except Exception as e:  # noqa: BLE001 - any failure of the generic config is a finding
+            errors.append(f"{rules.name}: build: {type(e).__name__}: {_line(e)}")
+            continue
+        for inputs in candidates(model):
+            need = missing_required(model, inputs.names)
+            if need:
+                errors.append(f"{rules.name}: forward requires {need}")
+                continue
+            try:
+                example = run(model, inputs.make(model, 0))
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"{rules.name}: eager: {type(e).__name__}: {_line(e)}")
+                continue
+            if not example:
+                errors.append(f"{rules.name}: no tensor output")
+                continue
+            dynamic = _dynamic_dims(model, inputs)
+            return {"status": "built", "attempt": rules.name, "class": type(model).__name__, "parameters": count,
+                    "inputs": inputs.names, "fixed": inputs.fixed,
+                    "dims": {d: list(v) for d, v in dynamic.items()},
+                    "all_dims": {d: list(v) for d, v in inputs.dims.items()},
+                    "static": sorted(set(inputs.dims) - set(dynamic)), "outputs": len(example)}
+    status = "too-large" if errors and all("parameters" in e for e in errors) else \
+        "no-inputs" if any("forward requires" in e or "eager:" in e for e in errors) else "no-build"
+    return {"status": status, "errors": errors}
+
+
+def _dynamic_dims(model: torch.nn.Module, inputs: Inputs) -> dict:
+    """The dims of ``inputs`` eager also runs at their other size: all at once, else one by one."""
+    def runs(dims: dict) -> bool:
+        trial = Inputs(inputs.names, {d: (v if d in dims else (v[0], v[0])) for d, v in inputs.dims.items()},
+                       inputs.fixed)
+        try:
+            return bool(run(model, trial.make(model, 1)))
+        except Exception:  # noqa: BLE001
+            return False
+
+    if runs(inputs.dims):
+        return dict(inputs.dims)
+    keep = {}
+    for d, v in inputs.dims.items():
+        if runs({d: v}):
+            keep[d] = v
+    return keep
+
+
+def _line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else "")[:200]
+
+
+def restore(record: dict) -> tuple[torch.nn.Module, Inputs]:
+    """The model and inputs a probe record describes (rebuilt: same seed, same weights)."""
+    model = build(record["type"], record["attempt"])
+    dims = {d: tuple(v) for d, v in record["dims"].items()}
+    return model, Inputs(record["inputs"], dims, {**record["fixed"], **_static_sizes(record)})
+
+
+def _static_sizes(record: dict) -> dict:
+    """Sizes of the dims that stayed static, at their example size (the probe's first value)."""
+    out = {}
+    for d in record.get("static", []):
+        out[d] = record["all_dims"][d][0]
+    return out

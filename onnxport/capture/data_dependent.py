@@ -1,0 +1,121 @@
+"""torch.export's failure on a data-dependent size, in the user's terms.
+
+A size computed from data (``u0``: the rows a boolean mask keeps, ``nonzero``, NMS) is unknown
+while torch.export traces; a condition on it (``if kept.numel() > 4000:``) cannot be decided and
+torch raises ``GuardOnDataDependentSymNode``. ``data_dependent_error`` names the size as the user's
+code made it (``kept.shape[0]``, the count of ``kept = boxes[keep]`` at line 6), the condition in
+those terms, the line that needs it, and the fixes that apply there:
+
+- ``torch._check(...)`` of a bound before that line, when the count has one (the condition is
+  then decided);
+- ``torch.cond`` for a branch of the user's own code (both sides exported as an ONNX If);
+- leaving the count dynamic where the code fixes it to the example's (``view(-1, ...)``), when
+  torch must decide the count equals a constant.
+
+Semantics: ``torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode`` (``cond``: the
+sympy condition; ``partial_fx_graph``: the graph traced so far, printed by torch).
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+from typing import Any
+
+import sympy
+
+from onnxport.capture.guards.conditions import in_installed_package
+from onnxport.errors import DataDependentError, last_user_frame
+
+_ASSIGNED = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]+)?=(?!=)")
+_VALUE = re.compile(r'^\s*\w+: "\w+\[([^\]]*)\]"')
+
+
+def is_data_dependent(e: BaseException) -> bool:
+    """torch's ``GuardOnDataDependentSymNode``, with the condition it could not decide."""
+    return type(e).__name__ == "GuardOnDataDependentSymNode" and isinstance(getattr(e, "cond", None), sympy.Basic)
+
+
+def _code(where: str | None) -> str:
+    """The code of a ``file:line in func: code`` line."""
+    return where.split(": ", 1)[1].strip() if where and ": " in where else ""
+
+
+def _short(where: str | None) -> str:
+    """``nms.py:6`` of a ``/path/nms.py:6 in forward: code`` line."""
+    if not where:
+        return "an unknown line"
+    path, _, rest = where.partition(":")
+    return f"{path.rsplit('/', 1)[-1]}:{rest.split(' ', 1)[0]}"
+
+
+def _axis(symbol: Any, graph: str) -> int | None:
+    """The axis of the first value of torch's partial graph whose shape holds ``symbol`` alone."""
+    for line in graph.splitlines():
+        m = _VALUE.match(line)
+        if m:
+            dims = [d.strip() for d in m.group(1).split(",")]
+            if str(symbol) in dims:
+                return dims.index(str(symbol))
+    return None
+
+
+def user_names(cond: sympy.Basic, unbacked: list, graph: str) -> dict:
+    """torch's data-dependent symbol -> ``(name in the user's terms, the user's line that made it)``:
+    ``kept.shape[0]`` when the line assigns a name and the graph shows the axis, else ``u0``."""
+    out = {}
+    for s in sorted(getattr(cond, "free_symbols", ()), key=str):
+        made = next((u for u in unbacked if str(u.symbol) == str(s)), None)
+        if made is None:
+            continue
+        m, axis = _ASSIGNED.match(_code(made.where)), _axis(s, graph)
+        name = f"{m.group(1)}.shape[{axis}]" if m and axis is not None else str(s)
+        out[s] = (name, made.where)
+    return out
+
+
+def _bound(cond: sympy.Basic, symbol: Any) -> sympy.Basic:
+    """``not cond``, solved for ``symbol`` when it is linear in it (``4*u0 > 4000`` -> ``u0 <= 1000``)."""
+    negated = sympy.Not(cond)
+    if not isinstance(negated, sympy.core.relational.Relational):
+        return negated
+    diff = sympy.expand(negated.lhs - negated.rhs)
+    a, b = diff.coeff(symbol, 1), diff.subs(symbol, 0)
+    if not (a.is_Integer and b.is_Number and a != 0 and (b / a).is_Integer) or diff.free_symbols != {symbol}:
+        return negated
+    op = type(negated) if a > 0 else type(negated.reversed)
+    return op(symbol, -b / a)
+
+
+def _in_user_terms(expr: sympy.Basic, names: dict) -> str:
+    return str(expr.xreplace({s: sympy.Symbol(n) for s, (n, _) in names.items()}))
+
+
+def _fixes(cond: sympy.Basic, names: dict, where: str | None) -> str:
+    code = _code(where)
+    library = bool(where) and in_installed_package(where)
+    symbol = next(iter(names), None)
+    bound = _in_user_terms(_bound(cond, symbol) if symbol is not None else sympy.Not(cond), names)
+    fixes = [f"if the count is bounded that way, state it before {'the call' if library else 'this line'} with "
+             f"torch._check({bound}) (torch.export then decides the condition)"]
+    if re.match(r"(if|elif|while)\b", code) or " if " in code:
+        fixes.append("to keep both sides, write the branch with torch.cond(pred, true_fn, false_fn, operands) "
+                     "(exported as an ONNX If)")
+    if isinstance(cond, (sympy.Eq, sympy.Ne)) and any(not a.free_symbols for a in cond.args):
+        fixes.append("if this count is an output's size, leave it dynamic (reshape with -1, not the example's count): "
+                     "the ONNX output keeps it as a dynamic dimension")
+    return "; ".join(fixes)
+
+
+def data_dependent_error(e: BaseException, unbacked: list) -> DataDependentError:
+    """The ``DataDependentError`` of torch's failure ``e`` (``unbacked``: the data-dependent sizes
+    recorded while it traced, ``guards.record.Unbacked``)."""
+    cond = e.cond
+    names = user_names(cond, unbacked, getattr(e, "partial_fx_graph", "") or "")
+    where = last_user_frame("".join(traceback.format_list(traceback.extract_tb(e.__traceback__))))
+    made = "; ".join(f"{n} is the count of `{_code(w)}` at {_short(w)}" for n, w in names.values())
+    branch = re.match(r"(if|elif|while)\b", _code(where))
+    what = (f"the model {'branches on' if branch else 'needs to decide'} a size known only when it runs: "
+            f"{_in_user_terms(cond, names)}" + (f" ({made})" if made else ""))
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return DataDependentError(what, where=where, hint=_fixes(cond, names, where), detail=first)

@@ -1,0 +1,309 @@
+"""Guards as torch.export meets them: the patches that record, while the model is traced, each
+condition on sizes torch relies on, each size it pins to a constant and where each data-dependent
+size was made, with the user's line.
+
+- ``RECORD_SPECIALIZATIONS``: each symbol torch pins to a constant (``Specialization``);
+- ``RECORD_GUARDS``: each condition torch defers to run time and each range it narrows
+  (``GuardEvent``), with whether the user's own code branched on it; torch's solver of the
+  conditions made tolerant of what sympy cannot solve;
+- ``DEFER_RANGE_VIOLATIONS``: torch's check of the declared ranges records its violation instead of
+  raising, so the traced program is kept for onnxport to decide;
+- ``RECORD_UNBACKED``: where each data-dependent size (``u0`` of ``nonzero``, a boolean mask) was
+  made (``Unbacked``), for the error that names it.
+
+Each records into a list the capture passes when installing it (``patch.using(the_list)``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import linecache
+import os
+import sys
+import traceback
+from typing import Any, NamedTuple
+
+from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.errors import is_internal_path
+
+
+class Specialization(NamedTuple):
+    """torch pinned a symbol to a constant: its sources (``L['x'].size()[1]``), the constant, the
+    user's line."""
+
+    sources: tuple
+    value: int
+    where: str | None
+
+
+@dataclasses.dataclass
+class GuardEvent:
+    """A condition on sizes torch.export's trace relies on, as it was met during tracing.
+
+    ``kind`` is ``"assert"`` (a condition torch deferred to run time: ``expr`` is the sympy boolean)
+    or ``"range"`` (torch narrowed ``symbol``'s range to ``lower..upper`` from a condition it could
+    solve for that symbol). ``where`` is the user's line; ``branch`` the user's line when the user's
+    own code turned the condition into a Python bool (``if``, ``while``, ``and``, ``min()``...).
+    """
+
+    kind: str
+    expr: Any = None
+    symbol: Any = None
+    lower: Any = None
+    upper: Any = None
+    sources: tuple = ()
+    where: str | None = None
+    branch: str | None = None
+    cause: Any = None  # for a range: the condition torch solved for the symbol (sympy boolean), if known
+    layout: bool = False  # met while torch computed strides or contiguity (``layout_only``)
+
+
+@dataclasses.dataclass(frozen=True)
+class Unbacked:
+    """A data-dependent size torch made while tracing (``u0``): its symbol and the user's line."""
+
+    symbol: Any
+    where: str | None
+
+
+def user_frame() -> str | None:
+    """``file:line in func: code`` of the innermost frame of the user's code on the stack."""
+    for f in reversed(traceback.extract_stack()):
+        if is_internal_path(f.filename):
+            continue
+        return f"{f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
+    return None
+
+
+_TORCH_INIT = os.path.join("torch", "__init__.py")
+_PRIMS_COMMON = os.path.join("torch", "_prims_common", "__init__.py")
+# torch's stride and contiguity computations (torch/_prims_common): a condition met inside them
+# picks a memory layout for a value, never the value
+_LAYOUT_FUNCTIONS = frozenset({
+    "check_all_strides", "check_contiguous_sizes_strides", "is_contiguous", "is_contiguous_or_false",
+    "is_channels_last_contiguous", "is_channels_last_contiguous_2d", "is_channels_last_contiguous_3d",
+    "is_channels_last_contiguous_or_false", "is_channels_last_contiguous_or_false_2d",
+    "is_channels_last_contiguous_or_false_3d", "is_contiguous_for_memory_format",
+    "is_contiguous_for_memory_format_or_false", "_is_non_overlapping_and_dense_or_false",
+    "is_non_overlapping_and_dense_or_false", "is_non_overlapping_and_dense",
+    "compute_elementwise_output_logical_to_physical_perm", "compute_elementwise_output_strides",
+    "suggest_memory_format", "make_contiguous_strides_for", "make_channels_last_strides_for",
+    "make_channels_last_1d_strides_for", "make_channels_last_2d_strides_for", "make_channels_last_3d_strides_for",
+})
+
+
+def layout_only() -> bool:
+    """True while torch computes strides or contiguity (a function of ``torch/_prims_common``
+    listed above is on the stack): the condition being met decides a memory layout, which ONNX
+    tensors do not have, and no value of the model."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name in _LAYOUT_FUNCTIONS and f.f_code.co_filename.endswith(_PRIMS_COMMON):
+            return True
+        f = f.f_back
+    return False
+
+
+def branch_frame() -> str | None:
+    """``file:line in func: code`` of the user's code that is turning a SymBool into a Python bool
+    right now (an ``if`` / ``while`` / ``and`` / ``min()`` on sizes), or None when torch itself
+    asks (an operator's size check) or the user's line is an ``assert``."""
+    f = sys._getframe(1)
+    while f is not None and not (f.f_code.co_name == "__bool__" and f.f_code.co_filename.endswith(_TORCH_INIT)):
+        f = f.f_back
+    while f is not None and f.f_code.co_filename.endswith(_TORCH_INIT):
+        f = f.f_back
+    if f is None or is_internal_path(f.f_code.co_filename):
+        return None
+    code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+    if code.startswith("assert "):
+        return None
+    return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}: {code}"
+
+
+def _shape_env_class():
+    from torch.fx.experimental import symbolic_shapes as ss
+
+    return ss
+
+
+# ------------------------------------------------------------------------------ specializations
+def _specialization_changes(records: list) -> list:
+    ss = _shape_env_class()
+
+    def make(original):
+        def set_replacement(self, a, tgt, msg):
+            try:
+                if getattr(tgt, "is_number", False):
+                    sources = tuple(s.name for s in self.var_to_sources.get(a, []))
+                    records.append(Specialization(sources, int(tgt), user_frame()))
+            except Exception:  # noqa: BLE001 - recording must never change capture
+                pass
+            return original(self, a, tgt, msg)
+
+        return set_replacement
+
+    return [SetAttribute(ss.ShapeEnv, "_set_replacement", make)]
+
+
+RECORD_SPECIALIZATIONS = register(Patch(
+    "record specializations", _specialization_changes,
+    "ShapeEnv._set_replacement: each symbol torch pins to a constant, with the user's line", ([],)))
+
+
+# ------------------------------------------------------------------------------ guards
+class _GuardRecorder:
+    """The replacements ``RECORD_GUARDS`` installs, sharing the conditions being applied."""
+
+    def __init__(self, events: list):
+        self.events, self.seen, self.causes = events, set(), []
+
+    def guard_rel(self, original):
+        def guard_rel(env, expr):
+            self.causes.append(expr)
+            try:
+                return original(env, expr)
+            finally:
+                self.causes.pop()
+
+        return guard_rel
+
+    def defer(self, original):
+        def defer(env, orig_expr, msg, fx_node=None):
+            before = env.num_deferred_runtime_asserts
+            self.causes.append(orig_expr)
+            try:
+                out = original(env, orig_expr, msg, fx_node)
+            finally:
+                self.causes.pop()
+            if env.num_deferred_runtime_asserts != before:
+                self._record_asserts(env)
+            return out
+
+        return defer
+
+    def _record_asserts(self, env) -> None:
+        try:
+            where, branch, layout = user_frame(), branch_frame(), layout_only()
+            for ras in env.deferred_runtime_asserts.values():
+                for ra in ras:
+                    if id(ra) not in self.seen:
+                        self.seen.add(id(ra))
+                        self.events.append(GuardEvent("assert", expr=ra.expr, where=where, branch=branch, layout=layout))
+        except Exception:  # noqa: BLE001 - recording must never change capture
+            pass
+
+    def narrow(self, original):
+        def narrow(env, symbol, vr, vr_sloc=None, *, is_constraint=False):
+            old = env.var_to_range.get(symbol)
+            out = original(env, symbol, vr, vr_sloc, is_constraint=is_constraint)
+            new = env.var_to_range.get(symbol)
+            if old is not None and new != old:
+                try:
+                    sources = tuple(s.name for s in env.var_to_sources.get(symbol, []))
+                    self.events.append(GuardEvent("range", symbol=symbol, lower=new.lower, upper=new.upper,
+                                                  sources=sources, where=user_frame(), branch=branch_frame(),
+                                                  cause=self.causes[-1] if self.causes else None,
+                                                  layout=layout_only()))
+                except Exception:  # noqa: BLE001 - recording must never change capture
+                    pass
+            return out
+
+        return narrow
+
+
+def _guard_changes(events: list) -> list:
+    ss = _shape_env_class()
+    rec = _GuardRecorder(events)
+    return [SetAttribute(ss.ShapeEnv, "guard_or_defer_runtime_assert", rec.defer),
+            SetAttribute(ss.ShapeEnv, "_update_var_to_range", rec.narrow),
+            SetAttribute(ss.ShapeEnv, "_maybe_guard_rel", rec.guard_rel),
+            SetAttribute(ss.DimConstraints, "prettify_results", _tolerant_prettify),
+            SetAttribute(ss.DimConstraints, "solve", _tolerant_solve)]
+
+
+def _tolerant_solve(original):
+    """torch's ``DimConstraints.solve`` simplifies the conditions on the dims with sympy, to suggest
+    fixes for a violation, and fails on one sympy cannot solve (``Eq(-x/32 + (x/16)//2, 0)`` from
+    timm's DLA, whose levels halve the size five times): the whole capture then fails. Patched:
+    such a failure leaves the conditions unsolved; onnxport decides every one of them itself."""
+
+    def solve(self, *args, **kwargs):
+        try:
+            return original(self, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - sympy's refusals only; anything else is raised
+            if isinstance(e, NotImplementedError) or type(e).__module__.startswith("sympy"):
+                return None
+            raise
+
+    return solve
+
+
+def _tolerant_prettify(original):
+    """torch's ``DimConstraints.prettify_results`` formats the suggested fixes of a constraint
+    violation, and fails on a relation it does not expect (``8/3 <= d1`` from ``x[..., 1:][..., 1:]``
+    on a batch of 3), hiding the violation itself. Patched: the violation is raised without the
+    suggestions then, and onnxport decides the guard from its own records."""
+
+    def prettify_results(self, *args, **kwargs):
+        try:
+            return original(self, *args, **kwargs)
+        except AssertionError:
+            return ""
+
+    return prettify_results
+
+
+RECORD_GUARDS = register(Patch(
+    "record guards", _guard_changes,
+    "ShapeEnv.guard_or_defer_runtime_assert / _update_var_to_range / _maybe_guard_rel: each condition torch "
+    "defers and each range it narrows (GuardEvent); DimConstraints.solve / prettify_results tolerate what "
+    "sympy cannot solve", ([],)))
+
+
+# ------------------------------------------------------------------------------ range violations
+def _violation_changes(violations: list) -> list:
+    from torch.export import _trace
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+    def make(original):
+        def checked(*args, **kwargs):
+            try:
+                return original(*args, **kwargs)
+            except ConstraintViolationError as e:
+                violations.append(e)
+                return None
+
+        return checked
+
+    return [SetAttribute(_trace, "produce_guards_and_solve_constraints", make)]
+
+
+DEFER_RANGE_VIOLATIONS = register(Patch(
+    "defer range violations", _violation_changes,
+    "torch.export._trace.produce_guards_and_solve_constraints: its ConstraintViolationError recorded, not "
+    "raised; the traced program is kept and onnxport decides each violation (guards.events.violation_ranges) "
+    "without tracing the model a second time", ([],)))
+
+
+# ------------------------------------------------------------------------------ data-dependent sizes
+def _unbacked_changes(made: list) -> list:
+    ss = _shape_env_class()
+
+    def make(original):
+        def create_unbacked_symint(self, *args, **kwargs):
+            out = original(self, *args, **kwargs)
+            try:
+                made.append(Unbacked(out.node.expr, user_frame()))
+            except Exception:  # noqa: BLE001 - recording must never change capture
+                pass
+            return out
+
+        return create_unbacked_symint
+
+    return [SetAttribute(ss.ShapeEnv, "create_unbacked_symint", make)]
+
+
+RECORD_UNBACKED = register(Patch(
+    "record data-dependent sizes", _unbacked_changes,
+    "ShapeEnv.create_unbacked_symint: where each data-dependent size (u0) was made, with the user's line", ([],)))

@@ -1,0 +1,328 @@
+"""The capture steps, in the order ``capture()`` runs them (``STEPS``).
+
+Each step takes the ``CaptureState`` and returns a new one, or a string saying why it does not
+apply. ``capture()`` runs the list in order; a step that asks for torch.export to be called again
+(``state.retrace(...)``: a range, a relation, size-oblivious reasoning changed) sends the loop
+back to ``Trace``. Each step run is recorded in ``Captured.attempts``.
+
+- ``Fallback`` steps recover from a failed trace: each reads the failure and changes what
+  torch.export is asked (at most ``MAX_TRACES`` calls in all).
+- ``Decision`` steps run once a program is captured: specialization check, relations torch
+  derived, the shape guards decided, size 1 probed in eager PyTorch.
+
+A new fallback is one ``Fallback`` subclass with a ``retry(state)`` method, listed in ``STEPS``
+where it should be tried; a patch it needs while torch traces is registered
+(``capture.patches.register``) and added with ``state.retrace(why, patches=state.patches + (P,))``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+
+import sympy
+import torch
+
+from onnxport.capture.captured import Captured, user_placeholders
+from onnxport.capture.classify import (classify, derived_dims, is_size_guard, required_ranges, source_matches,
+                                       specialization_error, top_level_name)
+from onnxport.capture.guards import decide_program, violation_ranges
+from onnxport.capture.guards.probe import probe_size_one
+from onnxport.capture.relations import candidates, symbol
+from onnxport.capture.state import CaptureState, Traced
+from onnxport.capture.tracing import describe, failed, trace
+from onnxport.errors import DynamicShapesError, ExportError, SpecializationError
+
+MAX_TRACES = 6  # torch.export calls in one capture, the first included
+
+
+class Step:
+    """One capture step: ``step(state) -> new state | why it does not apply``."""
+
+    name = "step"
+
+    def __call__(self, state: CaptureState) -> CaptureState | str:
+        raise NotImplementedError
+
+
+class Trace(Step):
+    """The plain capture: torch.export with the state's ranges, relations and patches."""
+
+    name = "trace"
+
+    def __call__(self, state):
+        if state.trace is not None:
+            return "torch.export already ran for this state"
+        traced = trace(state)
+        return state.but(describe(traced), trace=traced, traces=state.traces + 1)
+
+
+class Fallback(Step):
+    """A step that recovers from a failed trace by changing what torch.export is asked."""
+
+    def __call__(self, state):
+        if not state.failed:
+            return "the trace succeeded"
+        if state.traces >= MAX_TRACES:
+            return f"torch.export was called {MAX_TRACES} times"
+        return self.retry(state)
+
+    def retry(self, state: CaptureState) -> CaptureState | str:
+        raise NotImplementedError
+
+
+class Decision(Step):
+    """A step that decides on a captured program."""
+
+    def __call__(self, state):
+        if state.program is None:
+            return "no program was captured"
+        return self.decide(state)
+
+    def decide(self, state: CaptureState) -> CaptureState | str:
+        raise NotImplementedError
+
+
+# ------------------------------------------------------------------------------ after a trace
+class DecideDeferredViolations(Step):
+    """Decide the declared ranges torch found violated after tracing, keeping the traced program;
+    a violation this cannot decide (or refuses: a branch on the size) becomes the trace's failure,
+    for the fallbacks."""
+
+    name = "decide the range violations found after tracing"
+
+    def __call__(self, state):
+        violation = state.trace.violation if state.trace is not None else None
+        if violation is None:
+            return "torch found no declared range violated after tracing"
+        try:
+            decided = _decide_violation(state, violation)
+        except ExportError as refused:
+            return state.but(f"refused: {refused.summary}", trace=failed(state, state.trace, refused))
+        if decided is None:
+            return state.but("undecided: " + describe_violation(violation),
+                             trace=failed(state, state.trace, violation))
+        return state.but(f"adopted the ranges of {', '.join(sorted(decided))}",
+                         trace=_without_violation(state.trace), **_narrowed(state, decided))
+
+
+class RelateDerivedDims(Fallback):
+    """torch.export derives a relation between dims named without a range (``u = t + 1``): give it."""
+
+    name = "relate dims torch derived"
+
+    def retry(self, state):
+        strings, related = state.request.strings, state.related
+        found = {n: d for n, d in derived_dims(state.trace.text).items()
+                 if n in strings and d[0] in strings and n not in state.derived and n not in related}
+        if not found:
+            return "torch derived no relation between dims named without a range"
+        text = ", ".join(f"{n} = {k}*{b} + {c}" for n, (b, k, c) in found.items())
+        return state.retrace(f"torch.export relates {text}", derived={**state.derived, **found})
+
+
+class NarrowViolatedRanges(Fallback):
+    """torch refused a declared range: decide each violation (adopt, keep, or refuse) and retrace
+    with the range torch needs."""
+
+    name = "decide range violations"
+
+    def retry(self, state):
+        if isinstance(state.trace.error, SpecializationError):
+            return "the failure is a specialization"
+        request = state.request
+        needed = {n: v for n, v in violation_ranges(state.trace.text, state.trace.events, request.declared,
+                                                    state.promised).items() if state.ranges.get(n) != v.torch}
+        if not needed:
+            return "no declared range violation to decide"
+        return state.retrace(f"narrowed {', '.join(f'{n} to {v.torch}' for n, v in needed.items())}",
+                             **_narrowed(state, needed))
+
+
+class AdoptRequiredRanges(Fallback):
+    """torch's suggested fixes give a range to a dim named without one (a conv stack needs
+    ``time >= 7``): retrace with it (adopted as a constraint once captured)."""
+
+    name = "adopt the ranges torch requires of unnamed-range dims"
+
+    def retry(self, state):
+        strings = state.request.strings
+        suggested = {n: r for n, r in required_ranges(state.trace.text).items()
+                     if n in strings and state.ranges.get(n) != r}
+        if not suggested:
+            return "torch suggests no range for a dim named without one"
+        return state.retrace(f"ranges {suggested}", ranges={**state.ranges, **suggested},
+                             first_failure=state.first_failure or state.trace)
+
+
+class ReasonSizeObliviously(Fallback):
+    """A failure about sizes being 0 or 1 (or a specialization): retrace reasoning size-obliviously
+    (``backed_size_oblivious``), so torch does not specialize them."""
+
+    name = "reason size-obliviously about 0/1"
+
+    def retry(self, state):
+        error = state.trace.error
+        if state.oblivious:
+            return "already reasoning size-obliviously"
+        if not (is_size_guard(error) or isinstance(error, SpecializationError)):
+            return "the failure is not about sizes 0 and 1"
+        return state.retrace("retrace with backed_size_oblivious", oblivious=True,
+                             first_failure=state.first_failure or state.trace)
+
+
+# ------------------------------------------------------------------------------ decisions
+class CheckSpecialization(Decision):
+    """Every axis declared dynamic stayed symbolic (else ``SpecializationError`` with the user's line)."""
+
+    name = "check no declared dim was specialized"
+
+    def decide(self, state):
+        request = state.request
+        by_name = dict(zip(request.names, user_placeholders(state.program)))
+        for d in request.declared:
+            node = by_name.get(d.input_name)
+            val = node.meta.get("val") if node is not None and d.strict else None
+            if isinstance(val, torch.Tensor) and isinstance(val.shape[d.axis], int):
+                top = top_level_name(d, request.top)
+                where = next((r.where for r in state.trace.records if source_matches(r.sources, d.input_name, d.axis,
+                                                                                      top)), None)
+                raise specialization_error(d, int(val.shape[d.axis]), where, top)
+        return state.but("every declared dim stayed symbolic")
+
+
+class AdoptDerivedRelations(Decision):
+    """The relations torch derived become the export's, with a warning saying how to state them."""
+
+    name = "adopt the relations torch derived"
+
+    def decide(self, state):
+        if not state.derived:
+            return "torch derived no relation"
+        related = dict(state.related)
+        for name, (base, k, c) in state.derived.items():
+            related[name] = k * symbol(base) + c
+            warnings.warn(f"torch.export relates {name} to {base}: {name} = {related[name]}; onnxport adopted this "
+                          f"relation (the ONNX model names the axis {related[name]}); declare relations={{'{name}': "
+                          f"'{related[name]}'}} to state it yourself", UserWarning, stacklevel=5)
+        return state.but(", ".join(f"{n} = {related[n]}" for n in state.derived), related=related)
+
+
+class DecideGuards(Decision):
+    """Every condition on sizes the trace relies on, decided over the declared sizes
+    (``guards.decide_program``): proved, kept, adopted, or refused with the user's line."""
+
+    name = "decide the shape guards"
+
+    def decide(self, state):
+        request = state.request
+        try:
+            guards, variables = decide_program(
+                state.program, user_placeholders(state.program), request.names, request.declared,
+                list(state.trace.events), ranges=state.ranges, promised=state.promised, narrowed=state.narrowed,
+                implied=state.implied, relations=state.related)
+        except (SpecializationError, DynamicShapesError) as e:
+            hint = _relation_hint(e, state)
+            if hint is None:
+                raise
+            raise type(e)(e.what, where=e.where, hint=hint) from e
+        counts = {s: sum(g.status == s for g in guards) for s in {g.status for g in guards}}
+        return state.but(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no guard",
+                         guards=tuple(guards), variables=variables)
+
+
+class ProbeSizeOne(Decision):
+    """The dims the export would promise from size 1 on, run at size 1 in eager PyTorch
+    (``guards.probe``): a size PyTorch refuses is excluded (adopted ``>= 2``) or refused."""
+
+    name = "probe size 1 in eager PyTorch"
+
+    def decide(self, state):
+        probed, variables = probe_size_one(state.request.model, captured_of(state))
+        if not probed:
+            return "eager PyTorch takes size 1 (or no dim starts at 1)"
+        return state.but(", ".join(g.text for g in probed), guards=state.guards + tuple(probed), variables=variables)
+
+
+STEPS: tuple[Step, ...] = (
+    Trace(),
+    DecideDeferredViolations(),
+    RelateDerivedDims(),
+    NarrowViolatedRanges(),
+    AdoptRequiredRanges(),
+    ReasonSizeObliviously(),
+    CheckSpecialization(),
+    AdoptDerivedRelations(),
+    DecideGuards(),
+    ProbeSizeOne(),
+)
+
+
+# ------------------------------------------------------------------------------ helpers
+def captured_of(state: CaptureState) -> Captured:
+    """The ``Captured`` the state describes (its program, decisions and attempts)."""
+    request = state.request
+    return Captured(state.program, request.names, request.declared, (request.args, request.kwargs),
+                    list(state.guards or ()), dict(state.variables or {}), dict(state.related), state.attempts)
+
+
+def _narrowed(state: CaptureState, decided: dict) -> dict:
+    """The state's ``ranges``, ``promised`` and ``narrowed`` with the ``Narrowing``s ``decided``."""
+    return {"ranges": {**state.ranges, **{n: v.torch for n, v in decided.items()}},
+            "promised": {**state.promised, **{n: v.promised for n, v in decided.items()}},
+            "narrowed": {**state.narrowed, **{n: tuple(v.guards) for n, v in decided.items()}}}
+
+
+def _decide_violation(state: CaptureState, violation: Exception) -> dict | None:
+    """The ``Narrowing`` of every dim a deferred violation names, or None when one is undecided."""
+    request, traced = state.request, state.trace
+    pinned = classify(violation, request.declared, traced.records, request.top, traced.events)
+    if isinstance(pinned, SpecializationError):
+        return None
+    decided = violation_ranges(str(violation), traced.events, request.declared, state.promised)
+    named = {n for n, _ in re.findall(r"Not all values of (\w+) = (\S+) in the specified range", str(violation))}
+    return decided if decided and not named - set(decided) else None
+
+
+def _without_violation(traced: Traced) -> Traced:
+    return dataclasses.replace(traced, violation=None)
+
+
+def describe_violation(violation: Exception) -> str:
+    first = str(violation).strip().splitlines()
+    return first[0][:160] if first else type(violation).__name__
+
+
+def _relation_hint(error, state: CaptureState) -> str | None:
+    """The error's hint with the relations the example's sizes satisfy among the dims the failed
+    condition reads (``total = past + seq``): sizes related that way may be what the model needs."""
+    request = state.request
+    example = {d.name: request.example_size(d) for d in request.declared if request.example_size(d) is not None}
+    named = set(re.findall(r"\w+", error.what))
+    found = [(n, e) for n, e in candidates(example)
+             if n not in state.related and {n, *re.findall(r"[A-Za-z_]\w*", e)} <= named]
+    if not found:
+        return None
+    name, expr = found[0]
+    also = "".join(f" or {n} = {e}" for n, e in found[1:3])
+    return (f"the example has {name} = {expr}{also}: if the model needs that, declare it with "
+            f'relations={{"{name}": "{expr}"}} (to_onnx) or {name} = "{expr}" in a config\'s [dims]; otherwise '
+            + (error.hint or ""))
+
+
+def implied_ranges(state: CaptureState) -> dict[str, tuple]:
+    """The range torch.export is given for a related dim: the least value of its expression at the
+    sizes torch traces its terms with (2 and up, or the declared minimum), for expressions that grow
+    with every term (``past + seq`` -> 4). torch would otherwise narrow the range itself while
+    tracing (a mask ``total`` at least ``past + seq``) and report it as a violation; the range
+    onnxport promises for the dim stays what its relation gives."""
+    by_name = {d.name: d for d in state.request.declared}
+    out = {}
+    for name, expr in state.related.items():
+        poly = sympy.Poly(expr, *expr.free_symbols) if expr.free_symbols else None
+        if poly is None or any(c < 0 for c in poly.coeffs()) or name not in by_name:
+            continue
+        lows = {s: max(2, by_name[str(s)].min) if str(s) in by_name else 2 for s in expr.free_symbols}
+        out[name] = (int(expr.xreplace(lows)), by_name[name].max)
+    return out

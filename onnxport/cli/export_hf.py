@@ -1,0 +1,99 @@
+"""``onnxport export-hf DIR -o OUT --task TASK``: a local ``save_pretrained`` directory exported by task
+(``onnxport.pretrained.export_pretrained``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+EPILOG = """\
+tasks:
+  feature-extraction               model.onnx: last_hidden_state
+  text-classification              model.onnx: logits
+  image-classification             model.onnx: logits
+  automatic-speech-recognition     encoder_model.onnx + decoder_model.onnx with its cache (Whisper);
+                                   model.onnx: logits (CTC models)
+  text-generation-with-past        model.onnx with its cache + genai_config.json (onnxruntime-genai)
+  text2text-generation-with-past   encoder_model.onnx + decoder_model.onnx with its cache (T5, BART)
+
+examples:
+  onnxport export-hf ./tiny-llama -o out/llama --task text-generation-with-past
+  onnxport export-hf ./bert-sst2 -o out/bert --task text-classification --report out/bert/report.json
+
+Nothing is downloaded: DIR is a directory save_pretrained() wrote (config.json, model.safetensors).
+exit codes: 0 success; 1 a validation or decoding mismatch (the files are written, the tables show
+where); 2 user error (directory, task, export), nothing written.
+"""
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register the ``export-hf`` subcommand and return its parser."""
+    from onnxport.pretrained import TASKS
+
+    p = subparsers.add_parser(
+        "export-hf", help="export a Hugging Face model directory by task, validate it, check its decoding",
+        description="Load the model of a local save_pretrained() directory for a task, export it to ONNX with\n"
+                    "dims named as Optimum and onnxruntime-genai name them, compare onnxruntime with eager\n"
+                    "PyTorch at other sizes, and for a generation task compare greedy decoding with generate().",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("directory", metavar="DIR", help="the model directory (config.json and weights)")
+    p.add_argument("-o", "--output", metavar="OUT", required=True, help="directory to write the models into (created)")
+    p.add_argument("--task", choices=list(TASKS), help="the task (default: the head config.json's architectures names)")
+    p.add_argument("--opset", type=int, default=20, help="ONNX opset (18 or newer; default 20)")
+    p.add_argument("--no-validate", dest="validate", action="store_false",
+                   help="skip the comparison with eager PyTorch")
+    p.add_argument("--generate", type=int, default=16, metavar="N",
+                   help="tokens of the greedy decoding checks of a generation task (default 16; 0 skips them)")
+    p.add_argument("--report", metavar="JSON", help="write the checks as JSON")
+    p.add_argument("--quiet", action="store_true", help="print neither progress nor the tables")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks on errors")
+    return p
+
+
+def run(args) -> int:
+    """Export, save and report; returns 0, 1 (a check failed, files written) or 2 (user error)."""
+    from onnxport.cli import error_text
+    from onnxport.cli.export import Progress, _finite
+    from onnxport.cli.paths import check_output_paths
+    from onnxport.errors import ExportError, SaveError
+    from onnxport.pretrained import export_pretrained
+
+    debug = getattr(args, "debug", False)
+    progress = Progress(quiet=args.quiet)
+    try:
+        if os.path.exists(args.output) and not os.path.isdir(args.output):
+            raise SaveError(f"-o {args.output} is a file: the output of export-hf is a directory")
+        check_output_paths({"--report": args.report})
+        result = export_pretrained(args.directory, args.task, validate=args.validate, generate=args.generate,
+                                   opset=args.opset, on_step=progress)
+        start = time.perf_counter()
+        paths = result.save(args.output)
+        progress("save", time.perf_counter() - start)
+    except ExportError as e:
+        progress.close()
+        if debug:
+            raise
+        print(error_text(e, debug), file=sys.stderr)
+        return 2
+    finally:
+        progress.close()
+    if not args.quiet:
+        print(result)
+        print()
+        for path in paths:
+            print(f"wrote {path}")
+    if args.report:
+        payload = {"task": result.task, "source": os.path.abspath(result.source), "ok": result.ok,
+                   "files": paths, "validation": {k: v.to_dict() for k, v in result.validation.items()},
+                   "generation": [{"label": label, **g.to_dict()} for label, g in result.generation]}
+        with open(args.report, "w") as f:
+            json.dump(_finite(payload), f, indent=2, default=str)
+    if not result.ok:
+        failed = [f"validation of {k}.onnx" for k, v in result.validation.items() if not v.ok]
+        failed += [f"decoding ({label})" for label, g in result.generation if not g.ok]
+        print(f"onnxport: {', '.join(failed)} failed; {args.output} was written", file=sys.stderr)
+        return 1
+    return 0

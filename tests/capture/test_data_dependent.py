@@ -1,0 +1,88 @@
+"""A branch on a data-dependent count (an NMS-like model): onnxport's error alone on stderr, naming
+the count as the user's code made it, the line, and the fixes that apply; torch's graph dump kept
+on the error's detail."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import onnxport
+
+MODEL = textwrap.dedent("""\
+    import torch
+
+
+    class NMSLike(torch.nn.Module):
+        \"\"\"Keeps the boxes scoring over a threshold, then branches on how many there are.\"\"\"
+
+        def forward(self, boxes, scores):
+            keep = scores > 0.5
+            kept = boxes[keep]
+            if kept.numel() > 4000:
+                kept = kept[:1000]
+            return kept * 2
+    """)
+
+
+@pytest.fixture()
+def model_file(tmp_path):
+    path = tmp_path / "nms_model.py"
+    path.write_text(MODEL)
+    return path
+
+
+def _model(path):
+    namespace: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - the test's own model
+    return namespace["NMSLike"]().eval()
+
+
+def test_the_error_names_the_count_the_line_and_the_fixes(model_file, capfd):
+    with pytest.raises(onnxport.DataDependentError) as info:
+        onnxport.to_onnx(_model(model_file), (torch.randn(30, 4), torch.rand(30)),
+                         dynamic_shapes={"boxes": {0: "n"}, "scores": {0: "n"}})
+    e = info.value
+    assert "4*kept.shape[0] > 4000" in e.summary and "kept = boxes[keep]" in e.what and "nms_model.py:9" in e.what
+    assert e.where.endswith("nms_model.py:10 in forward: if kept.numel() > 4000:")
+    assert "torch._check(kept.shape[0] <= 1000)" in e.hint and "torch.cond" in e.hint
+    assert "strict=False" not in e.hint
+    assert "def forward" in e.detail and "capture steps:" in e.detail  # torch's dump and the steps, for --debug
+    assert "def forward" not in str(e)
+    assert capfd.readouterr().err == ""
+
+
+def test_the_command_prints_only_onnxports_error(model_file, tmp_path):
+    cmd = [sys.executable, "-m", "onnxport", "export", f"{model_file}:NMSLike", "--input", "boxes: float32[n, 4]",
+           "--input", "scores: float32[n]", "-o", str(tmp_path / "out.onnx")]
+    run = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) <= 5, run.stderr
+    error = [i for i, line in enumerate(lines) if line.startswith("onnxport: error: ")]
+    assert error and all(line.startswith("onnxport: ") for line in lines[:error[0]]), run.stderr
+    assert "kept.shape[0]" in lines[error[0]] and "torch._check" in run.stderr and "torch.ops" not in run.stderr
+    assert not (tmp_path / "out.onnx").exists()
+    debug = subprocess.run(cmd[:4] + ["--debug"] + cmd[4:], capture_output=True, text=True, cwd=tmp_path,
+                           timeout=600)
+    assert "torch printed while tracing:" in debug.stderr and "torch.ops.aten.index.Tensor" in debug.stderr
+
+
+class Bounded(torch.nn.Module):
+    """The fix the error offers, applied: the count bounded, the branch decided."""
+
+    def forward(self, boxes, scores):
+        kept = boxes[scores > 0.5]
+        torch._check(kept.shape[0] <= 1000)
+        if kept.numel() > 4000:
+            kept = kept[:1000]
+        return kept * 2
+
+
+def test_the_offered_bound_makes_the_model_export():
+    boxes, scores = torch.randn(30, 4), torch.rand(30)
+    r = onnxport.to_onnx(Bounded().eval(), (boxes, scores), dynamic_shapes={"boxes": {0: "n"}, "scores": {0: "n"}})
+    assert r.validate().ok
