@@ -57,8 +57,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-optimize", dest="optimize", action="store_false", default=None,
                    help="skip the optimization passes")
     p.add_argument("--strict", action="store_true", default=None, help="capture with torch.export's strict mode")
-    p.add_argument("--atol", type=float, help="absolute tolerance of validation (default: config's, else per dtype)")
-    p.add_argument("--rtol", type=float, help="relative tolerance of validation")
+    p.add_argument("--atol", type=float, help="judge every float output by |ONNX - eager| <= atol + rtol |eager| per "
+                                               "element (default: the config's; without, float32 outputs against "
+                                               "eager PyTorch in float64)")
+    p.add_argument("--rtol", type=float, help="relative tolerance of --atol's judgement")
     p.add_argument("--no-validate", dest="validate", action="store_false",
                    help="skip the comparison with onnxruntime (the contract is still checked)")
     p.add_argument("--quantize", metavar="MODE", choices=("int8", "int8-static", "int4"),

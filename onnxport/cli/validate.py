@@ -29,8 +29,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                                        "(the weights the ONNX file was exported with)")
     p.add_argument("--find-divergence", action="store_true",
                    help="on a mismatch, report the first node whose values differ, with the model's source line")
-    p.add_argument("--atol", type=float, help="absolute tolerance (default by dtype: 1e-4 for float32)")
-    p.add_argument("--rtol", type=float, help="relative tolerance (default by dtype: 1e-3 for float32)")
+    p.add_argument("--atol", type=float, help="judge every float output by |ONNX - eager| <= atol + rtol |eager| per "
+                                               "element (default: float32 outputs against eager PyTorch in float64)")
+    p.add_argument("--rtol", type=float, help="relative tolerance of --atol's judgement (default by dtype: 1e-3 "
+                                              "for float32)")
     p.add_argument("--generate", type=int, metavar="N",
                    help="also decode N tokens greedily in onnxruntime and compare them with the model's generate "
                         "(a transformers model whose decoder was exported with its cache)")
