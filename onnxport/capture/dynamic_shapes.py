@@ -16,6 +16,7 @@ from torch.export import Dim
 from torch.utils import _pytree as pytree
 
 from onnxport.capture.caches import CacheKey, cache_input_name, cache_leaves, expand_spec, is_cache
+from onnxport.capture.parameters import ONE, Parameter, spread
 from onnxport.errors import DynamicShapesError
 
 
@@ -147,28 +148,17 @@ def expand_caches(top: list[tuple[str, Any]], per_input: dict[str, Any]) -> dict
     return out
 
 
-def spec_for(spec: Any, top: list[tuple[str, Any]]) -> dict[str, Any]:
-    """Align the dynamic_shapes spec with the top-level inputs: name -> spec of that input."""
+def spec_for(spec: Any, top: list[tuple[str, Any]], params: list[Parameter] | None = None) -> dict[str, Any]:
+    """Align the dynamic_shapes spec with the top-level inputs: name -> spec of that input. ``spec``
+    is in torch.export's form (by forward() parameter, ``params``) or one entry per input
+    (``onnxport.capture.parameters.spread``).
+
+    Raises:
+        DynamicShapesError: a spec that fits neither form.
+    """
     if spec is None:
         return {}
-    if isinstance(spec, dict):
-        known = {n for n, _ in top}
-        unknown = [k for k in spec if k not in known]
-        if unknown:
-            raise DynamicShapesError(
-                f"dynamic_shapes names {unknown} but the model's inputs are {sorted(known)}",
-                hint="key dynamic_shapes by the forward() parameter names, or pass a tuple in argument order",
-            )
-        return dict(spec)
-    if isinstance(spec, (list, tuple)):
-        if len(spec) != len(top):
-            raise DynamicShapesError(
-                f"dynamic_shapes has {len(spec)} entries but the model takes {len(top)} inputs "
-                f"({', '.join(n for n, _ in top)})",
-                hint="give one entry per input (None for an input with no dynamic dimension)",
-            )
-        return {n: s for (n, _), s in zip(top, spec)}
-    raise DynamicShapesError(f"dynamic_shapes must be a dict, tuple or list, not {type(spec).__name__}")
+    return spread(spec, top, params or [Parameter(n, ONE, (n,)) for n, _ in top])
 
 
 def positive_axes(value: Any, spec: Any) -> Any:

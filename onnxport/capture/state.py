@@ -21,6 +21,8 @@ import torch
 
 from onnxport.capture.dynamic_shapes import (DeclaredDim, declared_dims, expand_caches, flat_names, other_axes_auto,
                                              positive_axes, signature_names, spec_for, string_names, to_dims)
+from onnxport.capture.values import distinct_tensors
+from onnxport.capture.parameters import bound_parameters, gather, has_variadic, torch_form
 from onnxport.capture.guards import Guard, GuardEvent, SizeVar, Specialization, Unbacked
 from onnxport.capture.patches import Patch
 from onnxport.capture.relations import broken, parse_relations
@@ -60,6 +62,7 @@ class Request:
     ops: OpSupport | None = None
     hooks: tuple[Patch, ...] = ()
     top: list = dataclasses.field(default_factory=list)
+    params: list = dataclasses.field(default_factory=list)
     strings: frozenset = frozenset()
     declared: list[DeclaredDim] = dataclasses.field(default_factory=list)
     names: list[str] = dataclasses.field(default_factory=list)
@@ -78,7 +81,10 @@ class Request:
         if options.get("other_axes", "static") not in ("static", "auto"):
             raise DynamicShapesError(f"other_axes must be 'static' or 'auto', not {options['other_axes']!r}")
         top = signature_names(model, args, kwargs)
-        request = cls(model, args, kwargs, dynamic_shapes, top=top, strings=frozenset(string_names(dynamic_shapes)),
+        dynamic_shapes = torch_form(dynamic_shapes, model, args, kwargs)
+        args, kwargs = distinct_tensors(args, kwargs)
+        request = cls(model, args, kwargs, dynamic_shapes, top=top, params=bound_parameters(model, args, kwargs, top),
+                      strings=frozenset(string_names(dynamic_shapes)),
                       **options)
         declared = declared_dims(top, request.per_input(to_dims(dynamic_shapes, {})), set(request.strings))
         flat = flat_names(top)
@@ -89,7 +95,7 @@ class Request:
 
     def per_input(self, spec: Any) -> dict[str, Any]:
         """``spec`` (Dims) per top-level input, caches expanded, axes positive, ``other_axes`` applied."""
-        per = expand_caches(self.top, spec_for(spec, self.top))
+        per = expand_caches(self.top, spec_for(spec, self.top, self.params))
         normalized = {n: positive_axes(v, per.get(n)) for n, v in self.top}
         if self.other_axes == "auto":
             normalized = {n: other_axes_auto(v, normalized[n]) for n, v in self.top}
@@ -99,6 +105,8 @@ class Request:
         """The ``dynamic_shapes`` torch.export is given: the user's, with ``ranges`` and ``derived``."""
         spec = to_dims(self.dynamic_shapes, {}, dict(ranges), dict(derived))
         normalized = self.per_input(spec)
+        if has_variadic(self.params):
+            return gather(normalized, self.params)
         if isinstance(spec, (list, tuple)):
             return type(spec)(normalized[n] for n, _ in self.top)
         if isinstance(spec, dict) or self.other_axes == "auto":

@@ -43,6 +43,45 @@ def check_inputs(model: Any, args: tuple, kwargs: dict) -> None:
                  "your own with torch.export.register_dataclass or torch.utils._pytree.register_pytree_node")
 
 
+def distinct_tensors(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args`` and ``kwargs`` with every tensor that is the same object as an earlier one, or shares
+    its memory, replaced by a copy. torch.export fakes one tensor per object (and per storage), so
+    ``model(x, a=y, b=y)`` would be traced with ``a`` and ``b`` as one value: an ONNX model that reads
+    ``b`` where the code reads ``a``. The inputs are returned as given when no two share memory.
+    """
+    seen: set[int] = set()
+    repeated = False
+    for leaf in pytree.tree_leaves((args, kwargs)):
+        key = _memory(leaf)
+        if key is not None:
+            repeated = repeated or key in seen
+            seen.add(key)
+    if not repeated:
+        return args, kwargs
+    seen.clear()
+
+    def copy(leaf: Any) -> Any:
+        key = _memory(leaf)
+        if key is None:
+            return leaf
+        if key in seen:
+            return leaf.clone()
+        seen.add(key)
+        return leaf
+
+    return pytree.tree_map(copy, (args, kwargs))
+
+
+def _memory(leaf: Any) -> int | None:
+    """The address of a real tensor's storage (None for other values, meta and empty tensors)."""
+    if not isinstance(leaf, torch.Tensor) or leaf.device.type == "meta" or leaf.numel() == 0:
+        return None
+    try:
+        return leaf.untyped_storage().data_ptr() or None
+    except (RuntimeError, NotImplementedError):  # fake or functional tensors
+        return None
+
+
 def check_outputs(program: torch.export.ExportedProgram, model: Any) -> None:
     """Raise ``CaptureError`` at the user's ``return`` when ``forward`` returns a value ONNX cannot
     hold as an output (a string, an arbitrary object) or nothing at all (``None``).
