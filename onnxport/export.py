@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+import warnings
 from typing import Any, Callable, Iterator
 
 import torch
@@ -131,8 +132,32 @@ def to_onnx(
     # one export at a time; another thread's export waits here
     with exclusive_capture():
         restore_leftovers()
-        return _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline,
-                         strict, rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings)
+        result = _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline,
+                           strict, rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings)
+    with step("check size 1"):
+        return _settle_floors(result)
+
+
+def _settle_floors(result: ExportResult) -> ExportResult:
+    """``result``, or a new one where a size torch.export's default minimum alone left out (size 1)
+    is wrong in the ONNX model: that ``n >= 2`` adopted (warning, ``constraints``, metadata)."""
+    from onnxport.capture.trace import adopted_warning
+    from onnxport.finalize import record_constraints
+    from onnxport.verify.default_floor import adopted, floors, wrong_below
+
+    wrong = {}
+    for guard in floors(result.guards):
+        why = wrong_below(result, guard)
+        if why is not None:
+            wrong[id(guard)] = adopted(guard, why)
+    if not wrong:
+        return result
+    guards = [wrong.get(id(g), g) for g in result.guards]
+    captured = dataclasses.replace(result.captured, guards=guards)
+    record_constraints(result.model, [str(g) for g in captured.adopted()])
+    for guard in wrong.values():
+        warnings.warn(adopted_warning(guard), UserWarning, stacklevel=3)
+    return result.replace(captured=captured, model=result.model)
 
 
 def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline, strict,

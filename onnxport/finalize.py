@@ -12,6 +12,15 @@ from onnxport.errors import TranslationError
 from onnxport.metadata import CONSTRAINTS_KEY
 
 
+def record_constraints(model: ir.Model, constraints: list[str] | None) -> None:
+    """The ``constraints`` adopted on the model's dynamic dimensions in its metadata under
+    ``onnxport.constraints``, ``; ``-joined (none: the key removed)."""
+    if constraints:
+        model.metadata_props[CONSTRAINTS_KEY] = "; ".join(constraints)
+    else:
+        model.metadata_props.pop(CONSTRAINTS_KEY, None)
+
+
 def finalize(model: ir.Model, *, inline: bool = False, constraints: list[str] | None = None) -> ir.Model:
     """Make ``model`` ready to serialize (in place): inlined functions when ``inline``, topological
     order, unique value names, only the opsets in use; the ``constraints`` adopted on its dynamic
@@ -22,8 +31,7 @@ def finalize(model: ir.Model, *, inline: bool = False, constraints: list[str] | 
         TranslationError: the model fails the ONNX checker (an exporter bug, with the checker's words).
     """
     _restore_output_types(model)
-    if constraints:
-        model.metadata_props[CONSTRAINTS_KEY] = "; ".join(constraints)
+    record_constraints(model, constraints)
     if inline and model.functions:
         common.InlinePass()(model)
         common.RemoveUnusedFunctionsPass()(model)

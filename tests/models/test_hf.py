@@ -57,6 +57,22 @@ def test_text_model(build, opset):
     assert count_ops(r, "Attention") == (LAYERS if opset >= 23 else 0)
 
 
+@pytest.mark.parametrize("build", [_bert], ids=["bert"])
+def test_one_token_is_not_given_up(build):
+    """A dynamic size declared without a minimum keeps size 1 where torch.export's default minimum of 2
+    is the only lower bound (BERT's ``position_ids[:, :seq]`` bounds it from above): no ``seq >= 2``
+    among the constraints, and onnxruntime matches eager PyTorch on one token."""
+    torch.manual_seed(0)
+    model, width = build()
+    ids = torch.randint(0, VOCAB, (2, 9))
+    mask = torch.ones(2, 9, dtype=torch.int64)
+    dims = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+    r = check_export(model.eval(), (ids, mask), dims, sizes=[{"batch": 3, "seq": 1}, {"batch": 1, "seq": 1}])
+    assert [str(c) for c in r.constraints] == ["seq <= 128"]
+    one = r.validate(sizes=[{"batch": 2, "seq": 1}], values=[])
+    assert one.ok and one.checks, one
+
+
 def test_vit_dynamic_batch():
     torch.manual_seed(0)
     cfg = transformers.ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=WIDTH,

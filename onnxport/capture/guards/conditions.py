@@ -40,6 +40,7 @@ EXHAUSTIVE = 4096  # one dimension: every size from its minimum up to this
 SPREAD_TO = 1 << 24  # ... and sizes spread geometrically beyond, up to this
 GRID_POINTS = 20_000  # several dimensions: at most this many combinations
 SMALL = 256  # a 0/1-specialization guard excludes sizes below this only
+DEFAULT_FLOOR = "torch.export's default minimum"  # a kept guard ``n >= 2`` no condition of the model asks
 SHOWN = 6  # excluded sizes named in a message
 
 

@@ -68,6 +68,16 @@ def size_vars(placeholders: list, names: list[str], declared: list[DeclaredDim],
     return out
 
 
+def _default_floor(event: GuardEvent) -> bool:
+    """The event's lower bound is torch.export's default minimum of 2 for a backed size, not a
+    condition of the model: its cause bounds the size from above only (``seq <= 512`` at
+    ``position_ids[:, :seq]``). The sizes below stay promised; validation looks at 1."""
+    cause = event.cause
+    return (int(event.lower) <= 2 and cause is not None and event.symbol is not None
+            and isinstance(cause, (sympy.LessThan, sympy.StrictLessThan)) and cause.lhs == event.symbol
+            and not cause.rhs.free_symbols)
+
+
 def narrowing(var: G.SizeVar, events: list[GuardEvent]) -> Narrowing:
     """Split the range ``events`` of one dimension: conditions the model needs (adopted, or refused
     for an explicit range) and torch's 0/1 specializations (kept: validation looks there).
@@ -76,14 +86,14 @@ def narrowing(var: G.SizeVar, events: list[GuardEvent]) -> Narrowing:
         SpecializationError: the user's code branched on the size (names the ``if``).
         DynamicShapesError: the dimension has an explicit range a condition the model needs cuts.
     """
-    def bounds(evs):
-        lower = max([int(e.lower) for e in evs] + [var.lo])
+    def bounds(evs, floors=True):
+        lower = max([int(e.lower) for e in evs if floors or not _default_floor(e)] + [var.lo])
         uppers = [u for u in (int_oo_or_none(e.upper) for e in evs) if u is not None] + \
             ([var.hi] if var.hi is not None else [])
         return lower, min(uppers) if uppers else None
 
     needed = [e for e in events if not e.layout and (e.cause is None or not G.compares_with_one(e.cause))]
-    lo, hi = bounds(needed)
+    lo, hi = bounds(needed, floors=False)
     t_lo, t_hi = bounds(events)
     guards = []
     branch = next((e.branch for e in events if e.branch), None)
@@ -98,6 +108,10 @@ def narrowing(var: G.SizeVar, events: list[GuardEvent]) -> Narrowing:
         kept = [e for e in events if e not in needed]
         guard = G.kept_range_guard(dataclasses.replace(var, symbol=events[0].symbol, lo=lo, hi=hi), t_lo, t_hi,
                                    kept[-1].cause if kept else None, kept[-1].where if kept else None)
+        if t_lo == 2 > lo and (t_hi is None or t_hi == hi) and all(
+                _default_floor(e) for e in events if int(e.lower) == 2):
+            guard = dataclasses.replace(guard, method=G.DEFAULT_FLOOR, text=f"{var.name} >= 2",
+                                        excluded=tuple({var.name: s} for s in range(max(1, lo), 2)))
         if branch and not G.in_installed_package(branch):
             raise G.branch_error(guard.text, guard.excluded, branch)
         guards.append(guard)
