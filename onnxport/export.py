@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from onnxport.errors import ExportError
+from onnxport.errors import DataDependentError, ExportError, SpecializationError
 from onnxport.result import ExportResult
 from onnxport.translate.registry import Registry
 
@@ -35,7 +35,7 @@ def to_onnx(
     inline: bool = False,
     strict: bool = False,
     verbose: bool = False,
-    rewrite_control_flow: bool = False,
+    rewrite_control_flow: bool | None = None,
     other_axes: str = "static",
     relations: dict[str, str] | None = None,
     on_step: StepCallback | None = None,
@@ -61,7 +61,10 @@ def to_onnx(
         strict: capture with torch.export's strict (TorchDynamo) mode.
         verbose: print one progress line per step with its duration (``on_step`` prints them).
         rewrite_control_flow: rewrite Python loops/branches over dynamic sizes into
-            scan/cond/while_loop before capture (when available).
+            scan/cond/while_loop before capture (``True``), never (``False``: a loop over a
+            dynamic size is a ``SpecializationError``), or, by default (``None``), only after
+            capture fails on one (``SpecializationError``, ``DataDependentError``), with a
+            warning naming each construct rewritten and its line.
         other_axes: ``"static"`` (default, torch.export's rule: an axis ``dynamic_shapes`` does not
             name keeps the example's size) or ``"auto"`` (such axes are ``Dim.AUTO``: dynamic where
             the model allows it, named ``<input>_dim<axis>``, static where it does not).
@@ -178,9 +181,16 @@ def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, op
             model = rewrite_module(model, args, kwargs)
         rewrite_notes = list(getattr(model, "onnxport_rewrite_notes", []))
     translations = Translations(opset, registry)
+    options = dict(strict=strict, other_axes=other_axes, ops=translations, hooks=capture_hooks, relations=relations)
     with step("capture"):
-        captured = capture(model, args, kwargs, dynamic_shapes, strict=strict, rewritten=rewrite_control_flow,
-                           other_axes=other_axes, ops=translations, hooks=capture_hooks, relations=relations)
+        try:
+            captured = capture(model, args, kwargs, dynamic_shapes, rewritten=bool(rewrite_control_flow), **options)
+        except (SpecializationError, DataDependentError) as error:
+            if rewrite_control_flow is not None or not isinstance(model, torch.nn.Module):
+                raise
+            model, rewrite_notes = _rewritten_after(error, model, args, kwargs)
+            rewrite_control_flow = True
+            captured = capture(model, args, kwargs, dynamic_shapes, rewritten=True, **options)
         check_outputs(captured.program, module)
     with step("decompose"):
         decomposed = decompose(captured.program, translations, capture_hooks)
@@ -201,6 +211,29 @@ def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, op
                         captured=captured, timings=timings, dim_names=dict(ir_model.meta.get("dim_names", {})),
                         rewrite_notes=rewrite_notes,
                         decomposed={"local": list(decomposed.local), "whole_program": list(decomposed.whole_program)})
+
+
+def _rewritten_after(error: ExportError, model: torch.nn.Module, args: tuple, kwargs: dict) -> tuple:
+    """``model`` with its Python loops and branches over sizes rewritten (``onnxport.rewrite``) after
+    capture failed on one (``error``), and the rewrite's notes; one notice names what was rewritten
+    and where. Raises ``error`` when the rewriter changes nothing or its copy differs from ``model``."""
+    from onnxport.rewrite import rewrite_module
+
+    try:
+        new = rewrite_module(model, args, kwargs, warn=False)
+    except ExportError:
+        raise error from None
+    notes = list(getattr(new, "onnxport_rewrite_notes", []))
+    done = [n for n in notes if n.rewritten]
+    if not done:
+        raise error
+    done.sort(key=lambda n: n.construct == "if")  # loops first: what capture failed on, most often
+    shown = "; ".join(f"the {n.construct} at {n.where}" for n in done[:3])
+    more = f" and {len(done) - 3} more (ExportResult.rewrite_notes)" if len(done) > 3 else ""
+    warnings.warn(f"capture failed on Python control flow ({str(error).splitlines()[0]}); "
+                  f"onnxport rewrote {shown}{more}, and checked the rewritten model against yours in eager PyTorch; "
+                  "pass rewrite_control_flow=False to get the error instead", UserWarning, stacklevel=4)
+    return new, notes
 
 
 def print_step(name: str, seconds: float) -> None:

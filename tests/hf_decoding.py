@@ -15,10 +15,13 @@ DIMS = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "
         "position_ids": {0: "batch", 1: "seq"}, "past_key_values": {0: "batch", 2: "past"}}
 
 
-def export_step(cls, cfg) -> tuple[torch.nn.Module, onnxport.ExportResult]:
+RELATIONS = {"total": "past + seq"}
+
+
+def export_step(cls, cfg, relations: dict | None = RELATIONS) -> tuple[torch.nn.Module, onnxport.ExportResult]:
     """``cls(cfg)`` (a transformers *ForCausalLM, seeded, in eval mode) and its export from a step
     with 5 cached and 3 new tokens, batch 2, called as its users call it
-    (``past_key_values=DynamicCache(...)``)."""
+    (``past_key_values=DynamicCache(...)``), with ``relations`` (None: the call as written)."""
     from transformers import DynamicCache
 
     torch.manual_seed(0)
@@ -29,7 +32,7 @@ def export_step(cls, cfg) -> tuple[torch.nn.Module, onnxport.ExportResult]:
         model(input_ids=torch.randint(3, VOCAB, (2, past)), past_key_values=cache, use_cache=True)
     kwargs = dict(input_ids=torch.randint(3, VOCAB, (2, seq)), attention_mask=torch.ones(2, past + seq, dtype=torch.int64),
                   position_ids=torch.arange(past, past + seq).expand(2, seq), past_key_values=cache, use_cache=True)
-    return model, onnxport.to_onnx(model, kwargs=kwargs, dynamic_shapes=DIMS, relations={"total": "past + seq"})
+    return model, onnxport.to_onnx(model, kwargs=kwargs, dynamic_shapes=DIMS, relations=relations)
 
 
 def prompts() -> tuple[torch.Tensor, torch.Tensor]:

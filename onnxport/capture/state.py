@@ -21,6 +21,7 @@ import torch
 
 from onnxport.capture.dynamic_shapes import (DeclaredDim, declared_dims, expand_caches, flat_names, other_axes_auto,
                                              positive_axes, signature_names, spec_for, string_names, to_dims)
+from onnxport.capture.cache_relations import implied_relations
 from onnxport.capture.values import distinct_tensors
 from onnxport.capture.parameters import bound_parameters, gather, has_variadic, torch_form
 from onnxport.capture.guards import Guard, GuardEvent, SizeVar, Specialization, Unbacked
@@ -89,6 +90,7 @@ class Request:
         declared = declared_dims(top, request.per_input(to_dims(dynamic_shapes, {})), set(request.strings))
         flat = flat_names(top)
         leaves = MappingProxyType({f: leaf for f, leaf, _ in flat})
+        relations = {**implied_relations(top, declared, relations), **(relations or {})}
         related = _relations(relations, declared, leaves)
         return dataclasses.replace(request, declared=declared, names=[f for f, _, _ in flat], leaves=leaves,
                                    related=MappingProxyType(related))

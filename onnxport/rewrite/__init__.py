@@ -27,7 +27,7 @@ __all__ = ["RewriteError", "RewriteNote", "rewrite_module", "rewrite_function"]
 
 
 def rewrite_module(model: torch.nn.Module, args: Any = (), kwargs: dict | None = None, *,
-                   check: bool = True) -> torch.nn.Module:
+                   check: bool = True, warn: bool = True) -> torch.nn.Module:
     """Rewrite the control flow of ``model`` into scan / while_loop / torch.cond.
 
     Args:
@@ -35,6 +35,7 @@ def rewrite_module(model: torch.nn.Module, args: Any = (), kwargs: dict | None =
         args, kwargs: example inputs, as given to ``to_onnx``.
         check: compare the rewritten copy with ``model`` in eager mode (example inputs, then one
             random input set of other sizes when the model accepts one).
+        warn: warn about the constructs left as Python (one warning listing them).
 
     Returns:
         A module computing the same function, with ``.onnxport_rewrite_notes``: a list of
@@ -48,7 +49,8 @@ def rewrite_module(model: torch.nn.Module, args: Any = (), kwargs: dict | None =
     notes: list[RewriteNote] = []
     new = rewrite_tree(model, notes)
     new.onnxport_rewrite_notes = notes
-    warn_notes(notes)
+    if warn:
+        warn_notes(notes)
     rewritten = [n for n in notes if n.rewritten]
     if check and rewritten:
         check_equivalent(model, new, tuple(args), dict(kwargs or {}), rewritten)

@@ -80,6 +80,16 @@ def test_a_decoder_that_computes_otherwise_is_reported_at_its_first_differing_st
     assert report.logits_max_abs[0] > 1e-3 and "first differing step: 0" in str(report)
 
 
+def test_the_call_as_written_needs_no_relation():
+    """Without ``relations``, the mask's ``total = past + seq`` is adopted from the cache's contract,
+    with one notice; the export validates and decodes as with the relation stated."""
+    cls, cfg = _config("llama")
+    with pytest.warns(UserWarning, match=r"adopted the relation total = past \+ seq"):
+        model, result = export_step(cls, cfg, relations=None)
+    assert str(result.captured.relations["total"]) == "past + seq"
+    check_validates_and_decodes(model, result)
+
+
 def test_a_model_without_a_cache_input_is_refused_for_the_decoding_check():
     model, _ = exported("gpt2")
 

@@ -1,7 +1,7 @@
 """Mamba from a tiny config (2 layers, width 64, state 8, vocab 1000, seeded, weights spread so that
 the tokens vary): its sequential selective scan (a Python loop over the sequence in a function
-``forward`` calls, appending to a list then stacked) exported with ``rewrite_control_flow=True`` as
-an ONNX ``Scan``, correct at other lengths; and its decoding step with the convolution and
+``forward`` calls, appending to a list then stacked) exported with default arguments (the loop
+rewritten after capture fails on it, with a notice) as an ONNX ``Scan``, correct at other lengths; and its decoding step with the convolution and
 recurrent states as inputs and outputs, decoded greedily in onnxruntime against ``generate``."""
 
 import pytest
@@ -45,10 +45,13 @@ def test_the_sequential_selective_scan_exports_as_a_scan_correct_at_other_length
     model = Backbone(_spread(transformers.MambaModel(_config())))
     ids = torch.randint(3, VOCAB, (2, 7))
     with pytest.raises(onnxport.SpecializationError, match="range\\(seq_len\\)"):
-        onnxport.to_onnx(model, (ids,), dynamic_shapes={"input_ids": {0: "batch", 1: "seq"}})
-    r = check_export(model, (ids,), {"input_ids": {0: "batch", 1: "seq"}}, rewrite_control_flow=True, atol=1e-4,
-                     rtol=1e-3, sizes=[{"batch": 1, "seq": 1}, {"batch": 3, "seq": 30}],
-                     expect_outputs={"output": ["batch", "seq", 64]})
+        onnxport.to_onnx(model, (ids,), dynamic_shapes={"input_ids": {0: "batch", 1: "seq"}},
+                         rewrite_control_flow=False)
+    # by default the loop capture fails on is rewritten, with one notice naming it
+    with pytest.warns(UserWarning, match=r"onnxport rewrote the for at .*modeling_mamba.py:\d+ in mamba_selective_scan"):
+        r = check_export(model, (ids,), {"input_ids": {0: "batch", 1: "seq"}}, atol=1e-4,
+                         rtol=1e-3, sizes=[{"batch": 1, "seq": 1}, {"batch": 3, "seq": 30}],
+                         expect_outputs={"output": ["batch", "seq", 64]})
     assert count_ops(r, "Scan") == 2  # one per layer
     assert any(n.rewritten and "mamba_selective_scan" in n.where for n in r.rewrite_notes)
 

@@ -1,0 +1,78 @@
+"""By default, a Python loop over a dynamic size or a branch on a data-dependent count is rewritten
+after capture fails on it (one warning naming the construct and its line): the loop becomes a
+``Scan``, the branch an ``If`` holding both sides, each compared with eager PyTorch through
+onnxruntime on inputs that take every side. ``rewrite_control_flow=False`` gives the error
+instead; a construct the rewriter cannot express keeps the error."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+import onnxport
+from exportcheck import check_export, count_ops
+
+
+class CountBranch(torch.nn.Module):
+    """The branch is on how many values are positive: a count known only when the model runs."""
+
+    def forward(self, x):
+        kept = x[x > 0]
+        if kept.numel() > 3:
+            y = kept.sum() * 2
+        else:
+            y = kept.sum() - 1
+        return y
+
+
+class RowLoop(torch.nn.Module):
+    def forward(self, x, y):
+        dist = torch.empty(x.shape[0], y.shape[0])
+        for i in range(x.shape[0]):
+            dist[i, :] = ((y - x[i:i + 1]) ** 2).sum(1)
+        return dist
+
+
+class CountReturn(torch.nn.Module):
+    """A data-dependent count returned through a Python int: nothing the rewriter can express."""
+
+    def forward(self, x):
+        kept = x[x > 0]
+        return torch.zeros(int(kept.numel()) if kept.numel() > 2 else 1)
+
+
+def _run(result, x: torch.Tensor) -> np.ndarray:
+    session = ort.InferenceSession(result.model_proto.SerializeToString())
+    return session.run(None, {"x": x.numpy()})[0]
+
+
+def test_a_branch_on_a_data_dependent_count_becomes_if():
+    with pytest.warns(UserWarning, match=r"onnxport rewrote the if at .*test_after_capture_fails.py:\d+ in forward"):
+        result = onnxport.to_onnx(CountBranch(), (torch.randn(8),), dynamic_shapes={"x": {0: "n"}})
+    assert count_ops(result, "If") == 1
+    for x in (torch.tensor([1.0, 2, -1, 3, 4]), torch.tensor([1.0, -2, -1]), torch.randn(40), torch.zeros(2)):
+        np.testing.assert_allclose(_run(result, x), CountBranch()(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_without_the_rewrite_the_branch_is_an_error():
+    with pytest.raises(onnxport.DataDependentError, match=r"kept.shape\[0\] > 3"):
+        onnxport.to_onnx(CountBranch(), (torch.randn(8),), dynamic_shapes={"x": {0: "n"}},
+                         rewrite_control_flow=False)
+
+
+def test_a_loop_over_a_dynamic_size_becomes_scan():
+    x, y = torch.randn(3, 4), torch.randn(5, 4)
+    dims = {"x": {0: "x_rows", 1: "dim"}, "y": {0: "y_rows", 1: "dim"}}
+    with pytest.warns(UserWarning, match=r"onnxport rewrote the for at .*test_after_capture_fails.py:\d+ in forward"):
+        result = check_export(RowLoop(), (x, y), dims, expect_outputs={"output": ["x_rows", "y_rows"]})
+    assert count_ops(result, "Scan") == 1
+    with pytest.raises(onnxport.SpecializationError, match=r"range\(x.shape\[0\]\)"):
+        onnxport.to_onnx(RowLoop(), (x, y), dynamic_shapes=dims, rewrite_control_flow=False)
+
+
+def test_what_the_rewriter_cannot_express_keeps_the_error():
+    with pytest.raises(onnxport.ExportError) as info:
+        onnxport.to_onnx(CountReturn(), (torch.randn(8),), dynamic_shapes={"x": {0: "n"}})
+    assert "test_after_capture_fails.py" in str(info.value)
