@@ -188,9 +188,13 @@ def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, op
         except (SpecializationError, DataDependentError) as error:
             if rewrite_control_flow is not None or not isinstance(model, torch.nn.Module):
                 raise
-            model, rewrite_notes = _rewritten_after(error, model, args, kwargs)
+            model, rewrite_notes, notice = _rewritten_after(error, model, args, kwargs)
             rewrite_control_flow = True
-            captured = capture(model, args, kwargs, dynamic_shapes, rewritten=True, **options)
+            try:
+                captured = capture(model, args, kwargs, dynamic_shapes, rewritten=True, **options)
+            except ExportError:
+                raise error from None  # the rewrite did not help: the first failure is the user's to fix
+            warnings.warn(notice, UserWarning, stacklevel=3)
         check_outputs(captured.program, module)
     with step("decompose"):
         decomposed = decompose(captured.program, translations, capture_hooks)
@@ -215,8 +219,9 @@ def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, op
 
 def _rewritten_after(error: ExportError, model: torch.nn.Module, args: tuple, kwargs: dict) -> tuple:
     """``model`` with its Python loops and branches over sizes rewritten (``onnxport.rewrite``) after
-    capture failed on one (``error``), and the rewrite's notes; one notice names what was rewritten
-    and where. Raises ``error`` when the rewriter changes nothing or its copy differs from ``model``."""
+    capture failed on one (``error``), the rewrite's notes, and the notice naming what was rewritten
+    and where (given once the rewritten model captures). Raises ``error`` when the rewriter
+    changes nothing or its copy differs from ``model``."""
     from onnxport.rewrite import rewrite_module
 
     try:
@@ -230,10 +235,10 @@ def _rewritten_after(error: ExportError, model: torch.nn.Module, args: tuple, kw
     done.sort(key=lambda n: n.construct == "if")  # loops first: what capture failed on, most often
     shown = "; ".join(f"the {n.construct} at {n.where}" for n in done[:3])
     more = f" and {len(done) - 3} more (ExportResult.rewrite_notes)" if len(done) > 3 else ""
-    warnings.warn(f"capture failed on Python control flow ({str(error).splitlines()[0]}); "
-                  f"onnxport rewrote {shown}{more}, and checked the rewritten model against yours in eager PyTorch; "
-                  "pass rewrite_control_flow=False to get the error instead", UserWarning, stacklevel=4)
-    return new, notes
+    notice = (f"capture failed on Python control flow ({str(error).splitlines()[0]}); onnxport rewrote {shown}{more}, "
+              "and checked the rewritten model against yours in eager PyTorch; pass rewrite_control_flow=False to "
+              "get the error instead")
+    return new, notes, notice
 
 
 def print_step(name: str, seconds: float) -> None:
