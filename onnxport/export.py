@@ -17,7 +17,7 @@ from onnxport.translate.registry import Registry
 
 MIN_OPSET = 18
 MAX_OPSET = 23  # the newest opset whose operators onnxport emits and tests
-STEPS = ("rewrite", "capture", "decompose", "translate", "optimize", "finalize")
+STEPS = ("rewrite", "capture", "decompose", "translate", "optimize", "finalize", "check size 1")
 
 StepCallback = Callable[[str, float], None]  # (step name, seconds), called as each step ends
 
@@ -74,7 +74,8 @@ def to_onnx(
             relation substituted, ``validate()`` generates only sizes satisfying it. Relations
             torch.export derives itself (an axis of size ``2*time``) need no statement.
         on_step: called ``(step, seconds)`` as each step ends (``STEPS``: rewrite, capture,
-            decompose, translate, optimize, finalize).
+            decompose, translate, optimize, finalize, and "check size 1" where a size only
+            torch.export's default minimum left out is run in onnxruntime against eager).
         capture_hooks: ``() -> context manager`` entered while torch.export traces the model (each
             trace, and the whole-program decomposition, which traces the program again), after
             onnxport's own patches: patches a model's framework needs during tracing only
@@ -137,6 +138,10 @@ def to_onnx(
         restore_leftovers()
         result = _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline,
                            strict, rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings)
+    from onnxport.verify.default_floor import floors
+
+    if not floors(result.guards):
+        return result
     with step("check size 1"):
         return _settle_floors(result)
 

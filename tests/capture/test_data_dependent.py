@@ -26,6 +26,16 @@ MODEL = textwrap.dedent("""\
             if kept.numel() > 4000:
                 kept = kept[:1000]
             return kept * 2
+
+
+    class NMSLikeInline(torch.nn.Module):
+        \"\"\"The same branch as a conditional expression, which the rewriter leaves as Python.\"\"\"
+
+        def forward(self, boxes, scores):
+            keep = scores > 0.5
+            kept = boxes[keep]
+            limit = 1000 if kept.numel() > 4000 else kept.shape[0]
+            return kept[:limit] * 2
     """)
 
 
@@ -36,16 +46,16 @@ def model_file(tmp_path):
     return path
 
 
-def _model(path):
+def _model(path, name: str = "NMSLike"):
     namespace: dict = {}
     exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - the test's own model
-    return namespace["NMSLike"]().eval()
+    return namespace[name]().eval()
 
 
 def test_the_error_names_the_count_the_line_and_the_fixes(model_file, capfd):
     with pytest.raises(onnxport.DataDependentError) as info:
         onnxport.to_onnx(_model(model_file), (torch.randn(30, 4), torch.rand(30)),
-                         dynamic_shapes={"boxes": {0: "n"}, "scores": {0: "n"}})
+                         dynamic_shapes={"boxes": {0: "n"}, "scores": {0: "n"}}, rewrite_control_flow=False)
     e = info.value
     assert "4*kept.shape[0] > 4000" in e.summary and "kept = boxes[keep]" in e.what and "nms_model.py:9" in e.what
     assert e.where.endswith("nms_model.py:10 in forward: if kept.numel() > 4000:")
@@ -56,8 +66,22 @@ def test_the_error_names_the_count_the_line_and_the_fixes(model_file, capfd):
     assert capfd.readouterr().err == ""
 
 
-def test_the_command_prints_only_onnxports_error(model_file, tmp_path):
+def test_the_command_exports_the_branch_as_if(model_file, tmp_path):
+    """By default the branch is rewritten into torch.cond after capture fails on it: an ONNX ``If``,
+    one notice on stderr naming the ``if`` and its line."""
+    out = tmp_path / "out.onnx"
     cmd = [sys.executable, "-m", "onnxport", "export", f"{model_file}:NMSLike", "--input", "boxes: float32[n, 4]",
+           "--input", "scores: float32[n]", "-o", str(out)]
+    run = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert "onnxport rewrote the if at" in run.stderr and "nms_model.py:10" in run.stderr
+    import onnx
+
+    assert [n.op_type for n in onnx.load(str(out)).graph.node].count("If") == 1
+
+
+def test_the_command_prints_only_onnxports_error(model_file, tmp_path):
+    cmd = [sys.executable, "-m", "onnxport", "export", f"{model_file}:NMSLikeInline", "--input", "boxes: float32[n, 4]",
            "--input", "scores: float32[n]", "-o", str(tmp_path / "out.onnx")]
     run = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
     lines = run.stderr.strip().splitlines()

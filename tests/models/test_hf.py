@@ -73,6 +73,27 @@ def test_one_token_is_not_given_up(build):
     assert one.ok and one.checks, one
 
 
+def test_mobilenet_v2_tf_padding_with_dynamic_image_size():
+    """HF MobileNetV2 pads as TensorFlow's "SAME" (``int()`` of the image size, a branch on its parity):
+    exported with batch, height and width dynamic, right at odd and even sizes."""
+    torch.manual_seed(0)
+    cfg = transformers.MobileNetV2Config(image_size=32, depth_multiplier=0.35, num_labels=10)
+
+    class Classifier(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = transformers.MobileNetV2ForImageClassification(cfg)
+
+        def forward(self, pixel_values):
+            return self.model(pixel_values=pixel_values).logits
+
+    r = check_export(Classifier().eval(), (torch.randn(2, 3, 32, 32),),
+                     {"pixel_values": {0: "batch", 2: "height", 3: "width"}},
+                     sizes=[{"batch": 1, "height": 33, "width": 24}, {"batch": 3, "height": 17, "width": 40}],
+                     expect_outputs={"output": ["batch", 10]})
+    assert not r.constraints
+
+
 def test_vit_dynamic_batch():
     torch.manual_seed(0)
     cfg = transformers.ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=WIDTH,
