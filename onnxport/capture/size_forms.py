@@ -1,5 +1,11 @@
 """Library code that turns a size into a Python int, captured in a form that keeps it symbolic.
 
+transformers' ``torch_int`` / ``torch_float`` (``transformers.utils.generic``, used by 150 model
+files for sizes: position-embedding interpolation, anchor grids, patch counts) call ``int(x)`` /
+``float(x)``, which fix a symbolic size to the example's; ``SYMBOLIC_TORCH_INT`` gives the traced
+modules versions that return a ``SymInt`` / ``SymFloat`` as it is (``torch.sym_int`` /
+``torch.sym_float`` across the two), the same value eager computes.
+
 transformers' MobileNet v1 / v2 compute TensorFlow's "SAME" padding with ``int(features.shape[-2])``
 and a branch on ``in_height % stride == 0`` (``apply_tf_padding``): torch.export fixes the image size
 there. The padding is one formula at every size, TensorFlow's own
@@ -45,6 +51,50 @@ def _along(size, kernel: int, stride: int):
     if stride == 1:
         return max(kernel - 1, 0)
     return torch.sym_max(((size + stride - 1) // stride - 1) * stride + kernel - size, 0)
+
+
+def _symbolic_int(original):
+    def torch_int(x):
+        if isinstance(x, torch.SymInt):
+            return x
+        if isinstance(x, torch.SymFloat):
+            return torch.sym_int(x)
+        return original(x)
+
+    return torch_int
+
+
+def _symbolic_float(original):
+    def torch_float(x):
+        if isinstance(x, torch.SymFloat):
+            return x
+        if isinstance(x, torch.SymInt):
+            return torch.sym_float(x)
+        return original(x)
+
+    return torch_float
+
+
+def _torch_int_changes() -> list:
+    generic = sys.modules.get("transformers.utils.generic")
+    if generic is None:
+        return []
+    changes = []
+    for attribute, make in (("torch_int", _symbolic_int), ("torch_float", _symbolic_float)):
+        original = getattr(generic, attribute, None)
+        if original is None:
+            continue
+        for name, module in list(sys.modules.items()):
+            if name.startswith("transformers") and module is not None and vars(module).get(attribute) is original:
+                changes.append(SetAttribute(module, attribute, make))
+    return changes
+
+
+SYMBOLIC_TORCH_INT = register(Patch(
+    "transformers' torch_int symbolic", _torch_int_changes,
+    "transformers' torch_int / torch_float in every loaded transformers module that holds them: while torch.export "
+    "traces, a symbolic size passes through as it is instead of int() / float() fixing it; nothing happens where "
+    "transformers is not imported"))
 
 
 def _changes() -> list:

@@ -94,6 +94,26 @@ def test_mobilenet_v2_tf_padding_with_dynamic_image_size():
     assert not r.constraints
 
 
+def test_vit_interpolated_position_encoding_with_dynamic_image_size():
+    """ViT with ``interpolate_pos_encoding=True`` interpolates its position grid to the patch counts of the
+    image: height and width stay dynamic (no upper bound adopted) and match eager at other sizes."""
+    torch.manual_seed(0)
+    cfg = transformers.ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=WIDTH,
+                                 num_hidden_layers=1, num_attention_heads=HEADS, intermediate_size=FF)
+
+    class Vit(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = transformers.ViTModel(cfg, add_pooling_layer=False)
+
+        def forward(self, pixel_values):
+            return self.model(pixel_values=pixel_values, interpolate_pos_encoding=True).last_hidden_state
+
+    r = check_export(Vit().eval(), (torch.randn(2, 3, 48, 40),), {"pixel_values": {2: "height", 3: "width"}},
+                     sizes=[{"height": 64, "width": 24}, {"height": 16, "width": 56}], values=[])
+    assert not [c for c in r.constraints if "height" in c.names and "<=" in str(c)]
+
+
 def test_vit_dynamic_batch():
     torch.manual_seed(0)
     cfg = transformers.ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=WIDTH,

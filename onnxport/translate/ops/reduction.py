@@ -291,6 +291,14 @@ def all_(ctx, x, dim=None, keepdim=False):
     return _any_all(ctx, "ReduceMin", x, dim, keepdim)
 
 
+@translates(aten._is_all_true.default)
+def is_all_true(ctx, x):
+    """_is_all_true(Tensor self) -> Tensor: a 0-d bool, True where every element of the bool tensor
+    ``self`` is True (``torch.Tensor.all`` behind ``torch._check`` and ``torch_compilable_check``);
+    ``all`` over every axis."""
+    return _any_all(ctx, "ReduceMin", x, None, False)
+
+
 @translates(aten.logsumexp.default)
 def logsumexp(ctx, x, dim, keepdim=False):
     """logsumexp(Tensor self, int[1] dim, bool keepdim=False) = m + log(sum(exp(x - m))) with m the

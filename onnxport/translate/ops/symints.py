@@ -177,10 +177,26 @@ def sym_float(ctx, a):
     return ctx.cast(_v(ctx, a), ir.DataType.DOUBLE)
 
 
-@translates(torch.sym_int, math.floor, math.trunc)
-def sym_int(ctx, a):
+@translates(math.floor)
+def floor(ctx, a):
     a = _v(ctx, a)
     return ctx.cast(ctx.op.Floor(a) if a.dtype == ir.DataType.DOUBLE else a, _I64)
+
+
+@translates(torch.sym_int, math.trunc)
+def sym_int(ctx, a):
+    """``int(x)`` of a symbolic float: toward zero (Floor above 0, Ceil below), as Python's ``int``."""
+    a = _v(ctx, a)
+    if a.dtype != ir.DataType.DOUBLE:
+        return ctx.cast(a, _I64)
+    toward_zero = ctx.op.Where(ctx.op.Less(a, ctx.scalar(0.0, ir.DataType.DOUBLE)), ctx.op.Ceil(a), ctx.op.Floor(a))
+    return ctx.cast(toward_zero, _I64)
+
+
+@translates(torch.sym_ite)
+def sym_ite(ctx, condition, if_true, if_false):
+    """``torch.sym_ite(b, t, f)``: ``t`` where the symbolic bool ``b`` holds, else ``f`` (Where)."""
+    return ctx.op.Where(_v(ctx, condition), *_same(ctx, if_true, if_false))
 
 
 @translates(math.ceil)

@@ -88,6 +88,13 @@ def test_any_all(dtype):
     check_export(Fn(fn), (x,), DYN)
 
 
+def test_is_all_true():
+    """aten._is_all_true (behind torch._check and transformers' torch_compilable_check) on bool
+    tensors of dynamic size, all True and not."""
+    fn = lambda t: (torch.ops.aten._is_all_true(t > -10), torch.ops.aten._is_all_true(t > 0))  # noqa: E731
+    check_export(Fn(fn), (torch.randn(3, 5),), ({0: "rows", 1: "cols"},), sizes=[{"rows": 1, "cols": 1}])
+
+
 def test_logsumexp_with_infinities():
     x = make(torch.float32)
     x[0, 1] = float("-inf")

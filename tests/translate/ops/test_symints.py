@@ -57,3 +57,19 @@ def test_tensor_split_at_indices_given_as_a_tensor():
         x = torch.randn(3, 8, 2)
         report = result.validate(inputs=[(x, torch.tensor(idx))], sizes=[])
         assert report.ok, report
+
+
+class ChooseAndTruncate(torch.nn.Module):
+    """``torch.sym_ite`` of two sizes, and ``torch.sym_int`` of a size ratio that is negative at some
+    sizes (Python's ``int`` rounds toward zero there, not down)."""
+
+    def forward(self, x):
+        n, t = x.shape
+        larger = torch.sym_ite(n > t, n, t)
+        ratio = torch.sym_int((n - 2 * t) / 3)
+        return torch.arange(larger) + ratio
+
+
+def test_sym_ite_and_sym_int_toward_zero():
+    check_export(ChooseAndTruncate(), (torch.randn(5, 4),), {"x": {0: "n", 1: "t"}},
+                 sizes=[{"n": 3, "t": 4}, {"n": 7, "t": 2}, {"n": 2, "t": 9}])
