@@ -149,6 +149,15 @@ class ExportError(Exception):
         return again
 
 
+    def with_hint(self, hint: str | None) -> "ExportError":
+        """This error again, with ``hint`` as its fix."""
+        node, detail = self._given
+        again = type(self)(self.what, node=node, where=self.where, hint=hint, detail=detail)
+        again.detail = self.detail
+        again.__cause__, again.__traceback__ = self.__cause__, self.__traceback__
+        return again
+
+
 class CaptureError(ExportError):
     """torch.export could not capture the model (the model's forward raised, or tracing failed)."""
 

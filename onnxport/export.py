@@ -197,8 +197,8 @@ def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, op
             rewrite_control_flow = True
             try:
                 captured = capture(model, args, kwargs, dynamic_shapes, rewritten=True, **options)
-            except ExportError:
-                raise error from None  # the rewrite did not help: the first failure is the user's to fix
+            except ExportError as again:  # the rewrite did not help: the first failure is the user's to fix
+                raise _tried(error, f"the rewritten model failed too: {again.summary}") from None
             warnings.warn(notice, UserWarning, stacklevel=3)
         check_outputs(captured.program, module)
     with step("decompose"):
@@ -231,12 +231,14 @@ def _rewritten_after(error: ExportError, model: torch.nn.Module, args: tuple, kw
 
     try:
         new = rewrite_module(model, args, kwargs, warn=False)
-    except ExportError:
-        raise error from None
+    except ExportError as failed:
+        raise _tried(error, failed.summary) from None
     notes = list(getattr(new, "onnxport_rewrite_notes", []))
     done = [n for n in notes if n.rewritten]
     if not done:
-        raise error
+        left = next((n for n in notes if not n.rewritten), None)
+        raise _tried(error, f"{left.construct} at {left.where}: {left.detail}" if left else "no loop or branch it "
+                     "can rewrite") from None
     done.sort(key=lambda n: n.construct == "if")  # loops first: what capture failed on, most often
     shown = "; ".join(f"the {n.construct} at {n.where}" for n in done[:3])
     more = f" and {len(done) - 3} more (ExportResult.rewrite_notes)" if len(done) > 3 else ""
@@ -244,6 +246,16 @@ def _rewritten_after(error: ExportError, model: torch.nn.Module, args: tuple, kw
               "and checked the rewritten model against yours in eager PyTorch; pass rewrite_control_flow=False to "
               "get the error instead")
     return new, notes, notice
+
+
+def _tried(error: ExportError, why: str) -> ExportError:
+    """``error`` with its fix no longer offering ``rewrite_control_flow=True`` (it was tried: ``why``)."""
+    import re
+
+    hint = re.sub(r"(,? or )?pass rewrite_control_flow=True to (to_onnx|export both sides as an ONNX If, or )", "",
+                  error.hint or "").strip(" ;,")
+    tried = f"onnxport's rewrite of Python control flow did not help ({why})"
+    return error.with_hint(f"{hint}; {tried}" if hint else tried)
 
 
 def print_step(name: str, seconds: float) -> None:

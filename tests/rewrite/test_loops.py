@@ -44,7 +44,7 @@ def test_reference_loop_matches_cdist_at_every_size():
 def test_without_rewrite_the_loop_is_refused_with_the_hint():
     with pytest.raises(onnxport.ExportError, match="rewrite_control_flow"):
         onnxport.to_onnx(Loop(), (torch.randn(3, 4), torch.randn(5, 4)),
-                         dynamic_shapes={"x": {0: Dim("x_rows")}, "y": {0: Dim("y_rows")}})
+                         dynamic_shapes={"x": {0: Dim("x_rows")}, "y": {0: Dim("y_rows")}}, rewrite_control_flow=False)
 
 
 class TwoStateCell(torch.nn.Module):
