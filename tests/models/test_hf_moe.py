@@ -67,3 +67,13 @@ def test_moe_decoder_with_cache_validates_and_decodes_as_generate(name):
     assert not any(n.op_type in ("Loop", "Scan", "NonZero") for n in r.model.graph)
 
     check_validates_and_decodes(model, r)
+
+
+def test_dbrx_experts_loop_validates_and_decodes_as_generate():
+    """DBRX's experts loop over the experts some token selected (a count known only when the model runs):
+    captured as the same loop over every expert, the export validates and decodes as ``generate``."""
+    cfg = transformers.DbrxConfig(vocab_size=VOCAB, d_model=WIDTH, n_layers=LAYERS, n_heads=HEADS, max_seq_len=128,
+                                  attn_config={"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
+                                  ffn_config={"ffn_hidden_size": 128, "moe_num_experts": 4, "moe_top_k": 2}, **IDS)
+    model, r = export_step(transformers.DbrxForCausalLM, cfg)
+    check_validates_and_decodes(model, r)
