@@ -18,6 +18,10 @@
   Folded values become initializers of their graph (``Constant`` nodes inside local functions).
 - Nodes left unused are removed.
 
+An initializer read lazily (``onnx_ir.LazyTensor``: a weight left in its checkpoint,
+``onnxport.weights``) is transposed or split lazily too: the new initializer reads the weight and
+transposes it (or takes its part) when the model is saved, so folding materializes no weight.
+
 Semantics: each folded operator per its ONNX spec (https://onnx.ai/onnx/operators/); onnxscript
 optimizer documentation (https://microsoft.github.io/onnxscript/api/optimizer.html).
 """
@@ -32,6 +36,17 @@ import onnxscript.optimizer
 from onnxport.optimize._scopes import const_array
 
 
+def _transposed(arr: np.ndarray, perm: list[int]) -> np.ndarray:
+    """``arr`` permuted by ``perm``, contiguous: torch's copy (several times faster than numpy's on
+    large matrices) on the bits viewed as integers of the same width, any dtype; numpy's otherwise."""
+    if arr.dtype.itemsize in (1, 2, 4, 8) and arr.ndim >= 2:
+        import torch
+
+        bits = np.ascontiguousarray(arr).view(f"i{arr.dtype.itemsize}")
+        return torch.from_numpy(bits).permute(perm).contiguous().numpy().view(arr.dtype)
+    return np.ascontiguousarray(np.transpose(arr, perm))
+
+
 def _fold_weight_transpose(node: ir.Node) -> bool:
     """Fold ``Transpose(w)`` into ``w`` when ``w`` is an initializer read only there."""
     w = node.inputs[0]
@@ -39,17 +54,26 @@ def _fold_weight_transpose(node: ir.Node) -> bool:
         return False
     if len(w.uses()) != 1 or node.outputs[0].is_graph_output():
         return False
-    arr = const_array(w)
-    if arr is None:
-        return False
-    perm = list(node.attributes.get_ints("perm", reversed(range(arr.ndim))))
-    data = np.ascontiguousarray(np.transpose(arr, perm))
+    source = w.const_value
+    if isinstance(source, ir.LazyTensor):  # read at save time: transposed then, one tensor at a time
+        rank = len(source.shape)
+        perm = list(node.attributes.get_ints("perm", reversed(range(rank))))
+        shape = ir.Shape([source.shape[p] for p in perm])
+        tensor = ir.LazyTensor(lambda: ir.tensor(_transposed(source.numpy(), perm)), dtype=source.dtype, shape=shape,
+                               name=w.name)
+    else:
+        arr = const_array(w)
+        if arr is None:
+            return False
+        rank = arr.ndim
+        perm = list(node.attributes.get_ints("perm", reversed(range(rank))))
+        tensor = ir.tensor(_transposed(arr, perm), name=w.name)
     # the new tensor first: renaming the value renames its tensor, which may be the caller's
-    suffix = ".T" if perm == list(reversed(range(arr.ndim))) else ".permuted"
-    w.const_value = ir.tensor(data, name=w.name)
+    suffix = ".T" if perm == list(reversed(range(rank))) else ".permuted"
+    w.const_value = tensor
     if not w.name.endswith(suffix):
         w.name = w.name + suffix
-    w.shape = ir.Shape(data.shape)
+    w.shape = ir.Shape(tensor.shape)
     w.metadata_props["transposed_perm"] = ",".join(str(p) for p in perm)
     node.outputs[0].replace_all_uses_with(w)
     node.graph.remove(node, safe=True)
@@ -89,12 +113,19 @@ def _fold_weight_parts(w: ir.Value) -> bool:
     if len(set(indices)) != len(indices) or any(not 0 <= i < size for i in indices) \
             or any(n in graph.initializers for n in names):
         return False
-    arr = const_array(w)
-    if arr is None:
+    source = w.const_value
+    arr = None if isinstance(source, ir.LazyTensor) else const_array(w)
+    if arr is None and not isinstance(source, ir.LazyTensor):
         return False
     for (node, _), (axis, _), index, name in zip(uses, picks, indices, names):
-        data = np.ascontiguousarray(np.take(arr, index, axis=axis))
-        part = ir.Value(name=name, type=w.type, shape=ir.Shape(data.shape), const_value=ir.tensor(data, name=name))
+        if arr is None:  # read at save time: the part taken then (the whole tensor read once per part)
+            shape = ir.Shape([d for i, d in enumerate(source.shape) if i != axis])
+            tensor = ir.LazyTensor(lambda a=axis, i=index, n=name: ir.tensor(
+                np.ascontiguousarray(np.take(source.numpy(), i, axis=a)), name=n), dtype=source.dtype, shape=shape,
+                name=name)
+        else:
+            tensor = ir.tensor(np.ascontiguousarray(np.take(arr, index, axis=axis)), name=name)
+        part = ir.Value(name=name, type=w.type, shape=ir.Shape(tensor.shape), const_value=tensor)
         part.metadata_props.update(w.metadata_props)
         graph.register_initializer(part)
         node.outputs[0].replace_all_uses_with(part)

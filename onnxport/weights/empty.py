@@ -7,7 +7,7 @@ import contextlib
 import threading
 from typing import Iterator
 
-import torch
+from torch.nn.modules.module import register_module_parameter_registration_hook
 
 _LOCK = threading.Lock()
 
@@ -24,20 +24,18 @@ def empty_weights() -> Iterator[None]:
             model = LlamaForCausalLM(config)   # parameters on meta, rotary inv_freq computed
         result = onnxport.to_onnx(model, (ids,), weights="ckpt/model.safetensors.index.json")
 
-    Changes ``torch.nn.Module.register_parameter`` for the whole process while the block runs
-    (one such block at a time); restored on exit, whatever ends the block.
+    Through torch's global parameter registration hook
+    (``torch.nn.modules.module.register_module_parameter_registration_hook``), for the whole
+    process while the block runs (one such block at a time); removed on exit, whatever ends it.
     """
     with _LOCK:
-        original = torch.nn.Module.register_parameter
+        def to_meta(module, name, param):
+            if param is None or param.is_meta:
+                return None
+            return type(param)(param.to("meta"), requires_grad=param.requires_grad)
 
-        def register_parameter(self, name, param):
-            original(self, name, param)
-            if param is not None and not param.is_meta:
-                kind = type(self._parameters[name])
-                self._parameters[name] = kind(self._parameters[name].to("meta"), requires_grad=param.requires_grad)
-
-        torch.nn.Module.register_parameter = register_parameter
+        handle = register_module_parameter_registration_hook(to_meta)
         try:
             yield
         finally:
-            torch.nn.Module.register_parameter = original
+            handle.remove()
