@@ -20,6 +20,7 @@ from safetensors.torch import save_file
 
 import onnxport
 from onnxport.errors import CheckpointError, SaveError
+from onnxport.verify.weightless import BASIS
 from onnxport.weights import empty_weights
 
 transformers = pytest.importorskip("transformers")
@@ -221,7 +222,7 @@ def test_validation_without_eager_says_so_and_with_eager_compares(tmp_path):
     result = _export(_meta(), weights=_write(tmp_path, "safetensors", _state()))
     light = result.validate()
     assert light.ok, light
-    assert {c.basis for c in light.checks} == {onnxport.verify.weightless.BASIS}
+    assert {c.basis for c in light.checks} == {BASIS}
     assert all("not compared with eager" in c.note for c in light.checks)
     assert len({c.inputs for c in light.checks}) >= 4  # the example and other sizes
     full = result.validate(load_eager=True)
