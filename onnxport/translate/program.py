@@ -224,3 +224,6 @@ def _output_args(graph: torch.fx.Graph) -> list[Any]:
     out = next(n for n in graph.nodes if n.op == "output")
     return list(out.args[0])
 
+
+
+_to_ir_tensor = ir_tensor  # the name callers used before onnxport.weights.ir_tensor
