@@ -221,15 +221,19 @@ def run(label: str, widths: dict, size_gb: float, args, validate: bool) -> dict:
 
 def table(rows: list[dict]) -> str:
     head = ("model", "layers", "checkpoint", "copy s", "export s", "save s", "export+save / copy",
-            "peak RSS", "peak RSS / checkpoint", "eager validation")
+            "peak RSS", "peak RSS / checkpoint", "eager validation", "load")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         total = r["export_s"] + r["save_s"]
-        val = "-" if "validate_ok" not in r else \
-            f"{'ok' if r['validate_ok'] else 'FAILED'} in {r['validate_s']:.0f} s, peak RSS {r['peak_rss_validate'] / GB:.1f} GB"
-        lines.append(f"| {r['label']} ({r['dtype']}) | {r['layers']} | {r['ckpt_bytes'] / GB:.2f} GB | {r['copy_s']:.1f} | "
-                     f"{r['export_s']:.1f} | {r['save_s']:.1f} | {total / r['copy_s']:.2f}x | "
-                     f"{r['peak_rss'] / GB:.2f} GB | {r['peak_rss'] / r['ckpt_bytes']:.1%} | {val} |")
+        val = "-"
+        if "validate_ok" in r:
+            val = (f"{'ok' if r['validate_ok'] else 'FAILED'} ({r['checks']} checks) in {r['validate_s']:.0f} s, "
+                   f"peak RSS {r['peak_rss_validate'] / GB:.1f} GB")
+        cells = (f"{r['label']} ({r['dtype']})", r["layers"], f"{r['ckpt_bytes'] / GB:.2f} GB", f"{r['copy_s']:.1f}",
+                 f"{r['export_s']:.1f}", f"{r['save_s']:.1f}", f"{total / r['copy_s']:.2f}x",
+                 f"{r['peak_rss'] / GB:.2f} GB", f"{r['peak_rss'] / r['ckpt_bytes']:.1%}", val,
+                 f"{r['load'][0]:.1f} / {r['load'][1]:.1f}")
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 
 

@@ -60,7 +60,7 @@ def _problems(value, array: np.ndarray, dims: dict) -> list[str]:
     """What in ``array`` differs from the declared output ``value`` (an ``onnx_ir.Value``)."""
     out = []
     if value is None:
-        return [f"output not declared by the model"]
+        return ["output not declared by the model"]
     if value.dtype is not None:
         itemsize = value.dtype.itemsize
         if array.dtype.itemsize != itemsize:
