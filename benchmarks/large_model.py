@@ -8,6 +8,8 @@
    the meta device), exports it with its cache (``DynamicCache`` inputs, ``present.*`` outputs)
    with ``to_onnx(weights=<index>)`` and saves it (external data streamed from the shards), and
    reports export and save seconds and the process's peak resident memory (``VmHWM``).
+   With ``--limit-gb``, that process's address space is capped (``RLIMIT_AS``) below the
+   checkpoint's size: the export cannot hold the weights in memory, even for a moment.
 4. The same for a smaller model (hidden 2048, MLP 5632, 16 heads; ``--eager-gb``), then
    ``validate(load_eager=True)``: the checkpoint loaded into a real model, onnxruntime against
    eager PyTorch.
@@ -146,10 +148,10 @@ def example(cfg, past: int = 5, seq: int = 3) -> dict:
                 position_ids=torch.arange(past, past + seq).expand(2, seq), past_key_values=cache, use_cache=True)
 
 
-def peak_rss() -> int:
-    """Bytes of this process's peak resident memory (``VmHWM``)."""
+def peak_rss(key: str = "VmHWM") -> int:
+    """Bytes of this process's peak resident memory (``VmHWM``; ``VmPeak``: peak virtual memory)."""
     with open("/proc/self/status") as f:
-        return int(next(line for line in f if line.startswith("VmHWM")).split()[1]) * 1024
+        return int(next(line for line in f if line.startswith(key)).split()[1]) * 1024
 
 
 def export_phase(args) -> None:
@@ -161,6 +163,10 @@ def export_phase(args) -> None:
     import onnxport
 
     warnings.filterwarnings("ignore")
+    if args.limit_gb:  # the address space capped: holding the weights in memory would fail
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (int(args.limit_gb * GB), int(args.limit_gb * GB)))
     cfg = transformers.LlamaConfig.from_json_file(str(Path(args.ckpt) / "config.json"))
     cfg.dtype = getattr(torch, args.dtype)
     base = peak_rss()
@@ -175,6 +181,7 @@ def export_phase(args) -> None:
     t2 = time.perf_counter()
     after_save = peak_rss()
     out = {"export_s": t1 - t0, "save_s": t2 - t1, "peak_rss": after_save, "rss_at_start": base,
+           "vm_peak": peak_rss("VmPeak"), "limit_gb": args.limit_gb,
            "reads_before_save": reads_before_save, "tensors": len(result.weights.checkpoint),
            "onnx_bytes": sum(p.stat().st_size for p in Path(args.out).iterdir()), "timings": result.timings}
     if args.validate:
@@ -202,7 +209,8 @@ def run(label: str, widths: dict, size_gb: float, args, validate: bool) -> dict:
     print(f"[{label}] copy {copy_s:.1f} s; exporting in a fresh process", flush=True)
     out.mkdir(parents=True)
     cmd = [sys.executable, __file__, "--phase", "export", "--ckpt", str(folder), "--out", str(out),
-           "--dtype", args.dtype] + (["--validate"] if validate else [])
+           "--dtype", args.dtype] + (["--validate"] if validate else []) + \
+        (["--limit-gb", str(args.limit_gb)] if args.limit_gb and not validate else [])
     load_before = os.getloadavg()[0]
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
@@ -247,6 +255,8 @@ def main() -> None:
     parser.add_argument("--dir", default="/tmp/onnxport-large", help="where checkpoints and ONNX files go")
     parser.add_argument("--keep", action="store_true", help="keep the checkpoints and ONNX files")
     parser.add_argument("--markdown", help="append the table to this file")
+    parser.add_argument("--limit-gb", type=float, default=0,
+                        help="cap the large model's export process's address space (RLIMIT_AS) at this many GB")
     parser.add_argument("--phase", default="all", choices=["all", "export"], help=argparse.SUPPRESS)
     parser.add_argument("--ckpt", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
