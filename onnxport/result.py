@@ -142,14 +142,15 @@ class ExportResult:
         A model exported from its checkpoint (``weights`` set, the module on the meta device) has
         no eager model to compare with: with ``load_eager=True`` the checkpoint is loaded into a
         real copy of the module (memory for all the weights) and validation runs as above;
-        otherwise onnxruntime runs the saved model on the same input sets and each output is
-        checked without eager PyTorch (its dtype and shape as declared, no NaN or infinity; see
-        ``onnxport.verify.weightless``), each row saying it was not compared."""
+        otherwise onnxruntime runs the saved model on the example, the size sets (or ``sizes``)
+        and ``inputs``, and each output is checked without eager PyTorch (its dtype and shape as
+        declared, no NaN or infinity; see ``onnxport.verify.weightless``), each row saying it was
+        not compared."""
         if self.weights is not None and self.module is not None and on_meta(self.module):
             if not load_eager:
                 from onnxport.verify.weightless import check_without_eager
 
-                return check_without_eager(self, sizes=sizes)
+                return check_without_eager(self, sizes=sizes, inputs=inputs)
             return self.replace(module=materialize(self.module, self.weights)).validate(
                 inputs, sizes, values=values, atol=atol, rtol=rtol)
         if self.quantization is not None:

@@ -21,7 +21,7 @@ BASIS = "no eager: runs, dtype and shape as declared, finite"
 NOT_COMPARED = "not compared with eager PyTorch (weights on disk; validate(load_eager=True) loads them)"
 
 
-def check_without_eager(result, sizes=None) -> ValidationReport:
+def check_without_eager(result, sizes=None, inputs=None) -> ValidationReport:
     """Run the saved model in onnxruntime on the example and on other sizes of every dynamic
     dimension (``validate``'s size sets, or ``sizes``: ``[{dim name: size}]``), and check each
     output's dtype, shape (``dim_param``s resolved with the set's sizes) and finiteness.
@@ -29,6 +29,8 @@ def check_without_eager(result, sizes=None) -> ValidationReport:
     Args:
         result: an ``ExportResult`` exported from its checkpoint (``result.weights``).
         sizes: size assignments instead of the default sets.
+        inputs: extra input sets, each ``(args, kwargs)`` or an args tuple, run too (their
+            outputs' named dims are not resolved: only fixed dims, dtype and finiteness checked).
 
     Returns a ``ValidationReport`` whose rows have ``basis`` ``BASIS`` and a note saying they
     were not compared with eager PyTorch; ``ok`` when every output ran as declared.
@@ -39,7 +41,7 @@ def check_without_eager(result, sizes=None) -> ValidationReport:
     checks: list[Check] = []
     with exclusive_capture(), tempfile.TemporaryDirectory(prefix="onnxport-validate-") as tmp:
         runner = OrtRunner(result.save(os.path.join(tmp, "model.onnx"), external_data=True))
-        sets = _input_sets(result, None, sizes, [], True, None)
+        sets = _input_sets(result, inputs, sizes, [], True, None)
         for label, dims, why, _, (args, kwargs) in sets:
             size_text = _fmt_sizes(dims) if dims is not None else ""
             try:

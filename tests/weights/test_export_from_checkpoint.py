@@ -151,6 +151,30 @@ def test_mismatches_are_one_error_naming_each_and_nothing_is_written(tmp_path):
     assert sorted(os.listdir(tmp_path)) == before
 
 
+@pytest.mark.parametrize("fault,message", [
+    ("missing", "missing from the checkpoint: model.layers.1.mlp.up_proj.weight"),
+    ("unexpected", "unexpected in the checkpoint: model.layers.0.extra.weight"),
+    ("shape", "other shape (checkpoint vs model): model.norm.weight (65,) vs (64,)"),
+])
+def test_each_mismatch_alone_is_an_error_before_capture(tmp_path, fault, message, monkeypatch):
+    state = _state()
+    if fault == "missing":
+        state.pop("model.layers.1.mlp.up_proj.weight")
+    elif fault == "unexpected":
+        state["model.layers.0.extra.weight"] = torch.zeros(3)
+    else:
+        state["model.norm.weight"] = torch.ones(65)
+    path = _write(tmp_path, "sharded", state)
+    before = sorted(os.listdir(tmp_path))
+    traced = []
+    monkeypatch.setattr(torch.export, "export", lambda *a, **k: traced.append(a))
+    with pytest.raises(CheckpointError) as info:
+        _export(_meta(), weights=path)
+    assert message in str(info.value) and str(info.value).count("checkpoint: ") + str(info.value).count(
+        "model): ") == 1
+    assert not traced and sorted(os.listdir(tmp_path)) == before
+
+
 def test_a_model_on_meta_without_weights_is_refused():
     with pytest.raises(CheckpointError, match="on the meta device"):
         _export(_meta())
