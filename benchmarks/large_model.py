@@ -74,8 +74,8 @@ def meta_model(cfg):
 
     from onnxport.weights import empty_weights
 
-    with empty_weights():
-        return transformers.LlamaForCausalLM(cfg).eval()
+    with empty_weights():  # transformers builds in float32 whatever cfg.dtype says: cast on meta (free)
+        return transformers.LlamaForCausalLM(cfg).to(cfg.dtype).eval()
 
 
 def write_checkpoint(cfg, folder: Path, shard_bytes: float) -> tuple[int, float]:
@@ -85,6 +85,11 @@ def write_checkpoint(cfg, folder: Path, shard_bytes: float) -> tuple[int, float]
 
     t0 = time.perf_counter()
     shapes = {k: (tuple(t.shape), t.dtype) for k, t in meta_model(cfg).state_dict().items()}
+    needed = sum(t.numel() * t.element_size() for t in meta_model(cfg).state_dict().values())
+    free = shutil.disk_usage(folder.parent if folder.parent.exists() else "/").free
+    if free < 2.2 * needed:  # the checkpoint and its copy (or its ONNX data), with a margin
+        raise SystemExit(f"{needed / GB:.1f} GB of weights need {2.2 * needed / GB:.0f} GB free on {folder.parent}, "
+                         f"{free / GB:.0f} GB are: give a smaller --size-gb")
     shards, current, size = [], [], 0
     for name, (shape, dtype) in shapes.items():
         n = dtype.itemsize

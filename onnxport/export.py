@@ -143,6 +143,14 @@ def to_onnx(
     if isinstance(model, torch.nn.Module):
         check_inputs(model, args, kwargs)
     bound = _bind_weights(model, weights, cast_weights)
+    if bound is not None and strict:
+        from onnxport.errors import CaptureError
+        from onnxport.weights import on_meta
+
+        if on_meta(model):
+            raise CaptureError("strict=True cannot capture a model whose weights are on the meta device: TorchDynamo "
+                               "fakes them on the meta device, away from the inputs",
+                               hint="export it with strict=False (the default), which fakes them on the CPU")
     # torch.export is not thread-safe and the capture patches change torch for the whole process:
     # one export at a time; another thread's export waits here
     with exclusive_capture():

@@ -175,9 +175,11 @@ def test_each_mismatch_alone_is_an_error_before_capture(tmp_path, fault, message
     assert not traced and sorted(os.listdir(tmp_path)) == before
 
 
-def test_a_model_on_meta_without_weights_is_refused():
+def test_a_model_on_meta_without_weights_or_in_strict_mode_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match="on the meta device"):
         _export(_meta())
+    with pytest.raises(onnxport.CaptureError, match="(?s)strict=True cannot capture.*strict=False"):
+        _export(_meta(), weights=_write(tmp_path, "safetensors", _state()), strict=True)
 
 
 class WithTables(torch.nn.Module):
