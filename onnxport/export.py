@@ -98,8 +98,9 @@ def to_onnx(
         DynamicShapesError, SpecializationError, CaptureError, UnsupportedOpError,
         TranslationError, ControlFlowError, CheckpointError (all ``onnxport.ExportError``).
         ``CheckpointError`` names every parameter or buffer missing from ``weights``, unexpected
-        in it, of another shape or dtype, and a model on the meta device given no ``weights``. ``CaptureError`` also
-        for an example input torch.export cannot take (named) and for a ``forward`` returning a
+        in it, of another shape or dtype, and a model on the meta device given no ``weights``.
+        ``CaptureError`` also for a model on the meta device with ``strict=True``, for an example
+        input torch.export cannot take (named) and for a ``forward`` returning a
         string or only ``None`` (with its ``return`` line); Python numbers it returns become scalar
         outputs.
 
@@ -142,31 +143,29 @@ def to_onnx(
     kwargs = dict(kwargs or {})
     if isinstance(model, torch.nn.Module):
         check_inputs(model, args, kwargs)
-    bound = _bind_weights(model, weights, cast_weights)
-    if bound is not None and strict:
-        from onnxport.errors import CaptureError
-        from onnxport.weights import on_meta
-
-        if on_meta(model):
-            raise CaptureError("strict=True cannot capture a model whose weights are on the meta device: TorchDynamo "
-                               "fakes them on the meta device, away from the inputs",
-                               hint="export it with strict=False (the default), which fakes them on the CPU")
+    bound = _bind_weights(model, weights, cast_weights, strict)
     # torch.export is not thread-safe and the capture patches change torch for the whole process:
     # one export at a time; another thread's export waits here
     with exclusive_capture():
         restore_leftovers()
         return _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline,
-                         strict, rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings, bound)
+                         strict, rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings,
+                         bound)
 
 
-def _bind_weights(model: Any, weights: Any, cast: bool):
+def _bind_weights(model: Any, weights: Any, cast: bool, strict: bool):
     """The model's tensors matched with the checkpoint ``weights`` (``onnxport.weights.bind``), or
-    None without one; ``CheckpointError`` for a model on the meta device and no checkpoint."""
-    from onnxport.errors import CheckpointError
+    None without one; ``CheckpointError`` for a model on the meta device and no checkpoint,
+    ``CaptureError`` for one to capture with ``strict=True``."""
+    from onnxport.errors import CaptureError, CheckpointError
     from onnxport.weights import bind, on_meta, open_checkpoint
 
+    meta = on_meta(model) if isinstance(model, torch.nn.Module) else []
+    if meta and strict:
+        raise CaptureError("strict=True cannot capture a model whose weights are on the meta device: TorchDynamo "
+                           "fakes them on the meta device, away from the inputs",
+                           hint="export it with strict=False (the default), which fakes them on the CPU")
     if weights is None:
-        meta = on_meta(model) if isinstance(model, torch.nn.Module) else []
         if meta:
             raise CheckpointError(f"the model has {len(meta)} parameters or buffers on the meta device (no values), "
                                   f"{', '.join(meta[:4])}{', ...' if len(meta) > 4 else ''}",

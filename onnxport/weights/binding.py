@@ -146,7 +146,8 @@ def bind(module: torch.nn.Module, checkpoint: Checkpoint, *, cast: bool = False)
 
 
 def _named_tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {**dict(module.named_parameters(remove_duplicate=False)), **dict(module.named_buffers(remove_duplicate=False))}
+    return {**dict(module.named_parameters(remove_duplicate=False)),
+            **dict(module.named_buffers(remove_duplicate=False))}
 
 
 def _dt(dtype: torch.dtype) -> str:

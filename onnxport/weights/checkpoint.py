@@ -265,4 +265,5 @@ def unreadable(path: str, e: Exception) -> CheckpointError:
         return CheckpointError(f"checkpoint {path} is damaged or truncated (not a complete torch.save file)",
                                hint="save or copy it again", detail=text)
     return CheckpointError(f"checkpoint {path} cannot be read with torch.load(weights_only=True)",
-                           hint="save it with torch.save(model.state_dict(), path)", detail=f"{type(e).__name__}: {text}")
+                           hint="save it with torch.save(model.state_dict(), path)",
+                           detail=f"{type(e).__name__}: {text}")

@@ -64,7 +64,7 @@ def test_several_files_joined_and_a_name_in_two_refused(tmp_path):
     torch.save(dict(list(STATE.items())[2:]), tmp_path / "two.pt")
     _check(open_checkpoint([tmp_path / "one.safetensors", tmp_path / "two.pt"]))
     save_file({"a.bias": torch.zeros(4)}, str(tmp_path / "three.safetensors"))
-    with pytest.raises(CheckpointError, match=r"(?s)'a.bias' is in two files .*one.safetensors and .*three.safetensors"):
+    with pytest.raises(CheckpointError, match=r"(?s)'a.bias' is in two files .*one.safetensors and .*three"):
         open_checkpoint([tmp_path / "one.safetensors", tmp_path / "three.safetensors"])
 
 

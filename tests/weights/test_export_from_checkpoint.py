@@ -114,7 +114,8 @@ def test_export_from_checkpoint_equals_in_memory_export_and_eager(tmp_path, form
     path = _write(tmp_path, form, _state())
     read = []
     original = onnxport.weights.Checkpoint.read
-    monkeypatch.setattr(onnxport.weights.Checkpoint, "read", lambda self, name: read.append(name) or original(self, name))
+    monkeypatch.setattr(onnxport.weights.Checkpoint, "read",
+                        lambda self, name: read.append(name) or original(self, name))
     result = _export(_meta(), weights=path)
     ckpt = result.weights.checkpoint
     assert all(ckpt.entries[n].dtype.itemsize * np.prod(ckpt.entries[n].shape) <= 4 * SMALL for n in read), read

@@ -56,8 +56,8 @@ cache = DynamicCache(config=cfg)
 gen = torch.Generator().manual_seed(1)
 for layer in range(cfg.num_hidden_layers):
     cache.update(torch.randn(1, 8, 4, 128, generator=gen), torch.randn(1, 8, 4, 128, generator=gen), layer)
-kwargs = dict(input_ids=torch.randint(3, 8000, (1, 2), generator=gen), attention_mask=torch.ones(1, 6, dtype=torch.int64),
-              position_ids=torch.arange(4, 6).expand(1, 2), past_key_values=cache, use_cache=True)
+kwargs = dict(input_ids=torch.randint(3, 8000, (1, 2), generator=gen),
+              attention_mask=torch.ones(1, 6, dtype=torch.int64), position_ids=torch.arange(4, 6).expand(1, 2), past_key_values=cache, use_cache=True)
 dims = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
         "position_ids": {0: "batch", 1: "seq"}, "past_key_values": {0: "batch", 2: "past"}}
 # a tiny export first: the libraries an export imports on first use are loaded before measuring
@@ -67,8 +67,9 @@ before = status("VmRSS")
 result = onnxport.to_onnx(meta, kwargs=kwargs, dynamic_shapes=dims, relations={"total": "past + seq"},
                           weights=os.path.join(folder, "model.safetensors.index.json"))
 result.save(os.path.join(folder, "out", "model.onnx"))
+out = os.path.join(folder, "out")
 print(json.dumps({"before": before, "peak": status("VmHWM"), "checkpoint": result.weights.checkpoint.nbytes,
-                  "saved": sum(os.path.getsize(os.path.join(folder, "out", n)) for n in os.listdir(os.path.join(folder, "out")))}))
+                  "saved": sum(os.path.getsize(os.path.join(out, n)) for n in os.listdir(out))}))
 '''
 
 
