@@ -57,7 +57,8 @@ gen = torch.Generator().manual_seed(1)
 for layer in range(cfg.num_hidden_layers):
     cache.update(torch.randn(1, 8, 4, 128, generator=gen), torch.randn(1, 8, 4, 128, generator=gen), layer)
 kwargs = dict(input_ids=torch.randint(3, 8000, (1, 2), generator=gen),
-              attention_mask=torch.ones(1, 6, dtype=torch.int64), position_ids=torch.arange(4, 6).expand(1, 2), past_key_values=cache, use_cache=True)
+              attention_mask=torch.ones(1, 6, dtype=torch.int64), position_ids=torch.arange(4, 6).expand(1, 2),
+              past_key_values=cache, use_cache=True)
 dims = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
         "position_ids": {0: "batch", 1: "seq"}, "past_key_values": {0: "batch", 2: "past"}}
 # a tiny export first: the libraries an export imports on first use are loaded before measuring
