@@ -3,9 +3,11 @@ read only when asked for, one at a time.
 
 Formats (``open_checkpoint``):
 
-* a safetensors file (https://huggingface.co/docs/safetensors): its header through
-  ``safetensors.safe_open``; a tensor read opens the file, copies that one tensor out and closes it
-  again, so no mapping of the file stays resident between reads;
+* a safetensors file (https://huggingface.co/docs/safetensors): its names, shapes and dtypes
+  through ``safetensors.safe_open``; a tensor is read with sequential reads of its bytes, at the
+  offset the header gives, into memory of its own: the kernel reads ahead (a weight transposed
+  from a memory map would be read from the disk in column order, page by page, several times
+  slower), and no page of the file counts in the process's resident memory;
 * a sharded safetensors checkpoint: its index (``model.safetensors.index.json``, as
   ``transformers``' ``save_pretrained`` writes it: ``{"weight_map": {name: shard file}}``) or a
   folder holding one; the shards are read where the index says;
@@ -48,6 +50,7 @@ class Entry:
     shape: tuple[int, ...]
     dtype: torch.dtype
     file: str
+    offset: int | None = None  # of the data in a safetensors file, in bytes from the file's start
 
     @property
     def nbytes(self) -> int:
@@ -98,10 +101,7 @@ class Checkpoint:
             if entry.file in self._states:
                 tensor = self._states[entry.file][name].detach().clone()  # out of the mapping
             else:
-                from safetensors import safe_open
-
-                with safe_open(entry.file, framework="pt") as f:  # closed again: its mapping goes with it
-                    tensor = f.get_tensor(name)
+                tensor = _read_at(entry)
         except (OSError, RuntimeError, ValueError) as e:
             raise CheckpointError(f"cannot read tensor {name!r} from {entry.file}: {type(e).__name__}: {e}",
                                   hint="check the file is complete (copy or save it again)") from e
@@ -192,8 +192,9 @@ def _safetensors_entries(path: str, names: set[str] | None) -> dict[str, Entry]:
     from safetensors import safe_open
 
     try:
-        with safe_open(path, framework="pt") as f:
+        with safe_open(path, framework="pt") as f:  # checks the header and the data's extent
             keys = list(f.keys())
+            offsets = _data_offsets(path)
             out = {}
             for key in keys:
                 if names is not None and key not in names:
@@ -203,7 +204,7 @@ def _safetensors_entries(path: str, names: set[str] | None) -> dict[str, Entry]:
                 if dtype is None:
                     raise CheckpointError(f"tensor {key!r} of {path} has dtype {piece.get_dtype()}, which onnxport "
                                           f"does not read", hint=f"save it as one of {', '.join(SAFETENSORS_DTYPES)}")
-                out[key] = Entry(key, tuple(int(d) for d in piece.get_shape()), dtype, path)
+                out[key] = Entry(key, tuple(int(d) for d in piece.get_shape()), dtype, path, offsets[key])
     except CheckpointError:
         raise
     except Exception as e:  # noqa: BLE001 - safetensors raises its own SafetensorError
@@ -214,6 +215,37 @@ def _safetensors_entries(path: str, names: set[str] | None) -> dict[str, Entry]:
         raise CheckpointError(f"shard {path} lacks tensor(s) its index puts there: {', '.join(lost[:8])}",
                               hint="the index and the shards come from different saves: copy them again together")
     return out
+
+
+def _data_offsets(path: str) -> dict[str, int]:
+    """Where each tensor's data starts in the safetensors file at ``path``, in bytes from the start
+    of the file: the format's header is an 8-byte little-endian length, then that many bytes of
+    JSON giving each tensor's ``data_offsets`` from the end of the header."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    return {k: 8 + n + int(v["data_offsets"][0]) for k, v in header.items() if k != "__metadata__"}
+
+
+_CHUNK = 64 * 2**20  # bytes per read() call
+
+
+def _read_at(entry: Entry) -> torch.Tensor:
+    """The tensor of ``entry`` read from its safetensors file (little-endian, as the format stores
+    it) with sequential reads into a new tensor."""
+    tensor = torch.empty(entry.shape, dtype=entry.dtype)
+    if entry.nbytes == 0:
+        return tensor
+    view = memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
+    with open(entry.file, "rb", buffering=0) as f:
+        f.seek(entry.offset)
+        done = 0
+        while done < entry.nbytes:
+            got = f.readinto(view[done:done + _CHUNK])
+            if not got:
+                raise OSError(f"{entry.file} ends {entry.nbytes - done} bytes before the end of tensor {entry.name!r}")
+            done += got
+    return tensor
 
 
 def _torch_state(path: str) -> dict[str, torch.Tensor]:
