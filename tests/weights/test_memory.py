@@ -1,7 +1,7 @@
 """Peak resident memory of an export from a checkpoint: a Llama-style decoder of about 300 MB
 (float32, width 1024, 5 layers, vocabulary 8000) written as two safetensors shards, exported with
 its cache from the meta device and saved, in a fresh process (measured from after a tiny export
-that loads the libraries an export imports): the peak grows by less than half the checkpoint
+that loads the libraries an export imports): the peak grows by less than 60% of the checkpoint
 (the weights are read one at a time, when saved), whereas loading the model would need all of it."""
 
 import json
@@ -11,8 +11,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # of the checkpoint's bytes: the trace (about 60 MB here, whatever the weights' size) and two or three
-# times the largest tensor (32 MB: read, transposed); loading the model would need more than 100%
-BOUND = 0.50
+# times the largest tensor (32 MB: read, transposed), with what the allocator keeps: 37-43% measured;
+# loading the model would need more than 100%
+BOUND = 0.60
 
 CHILD = r'''
 import json, os, sys, warnings
