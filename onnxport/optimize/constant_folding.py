@@ -20,7 +20,8 @@
 
 An initializer read lazily (``onnx_ir.LazyTensor``: a weight left in its checkpoint,
 ``onnxport.weights``) is transposed or split lazily too: the new initializer reads the weight and
-transposes it (or takes its part) when the model is saved, so folding materializes no weight.
+transposes it (or takes its part) when the model is saved, so folding materializes no weight; a
+transposed matrix is written in blocks of rows (``TransposedLazyTensor``), never whole.
 
 Semantics: each folded operator per its ONNX spec (https://onnx.ai/onnx/operators/); onnxscript
 optimizer documentation (https://microsoft.github.io/onnxscript/api/optimizer.html).
@@ -47,6 +48,36 @@ def _transposed(arr: np.ndarray, perm: list[int]) -> np.ndarray:
     return np.ascontiguousarray(np.transpose(arr, perm))
 
 
+class TransposedLazyTensor(ir.LazyTensor):
+    """A lazily read matrix, transposed: ``numpy()`` / ``tobytes()`` give the whole transposed
+    copy; ``tofile()`` (what a save calls) writes it in blocks of rows made one after the other in
+    one reused buffer of about ``BLOCK`` bytes, so that no whole transposed copy is held."""
+
+    BLOCK = 16 * 2**20  # bytes of transposed rows made and written at a time
+
+    def __init__(self, source: ir.LazyTensor, name: str | None):
+        rows, cols = source.shape
+        super().__init__(lambda: ir.tensor(_transposed(source.numpy(), [1, 0])), dtype=source.dtype,
+                         shape=ir.Shape([cols, rows]), name=name)
+        self.source = source
+
+    def tofile(self, file) -> None:
+        import torch
+
+        arr = self.source.numpy()
+        if arr.dtype.itemsize not in (1, 2, 4, 8) or arr.ndim != 2:
+            super().tofile(file)
+            return
+        matrix = torch.from_numpy(np.ascontiguousarray(arr).view(f"i{arr.dtype.itemsize}"))
+        rows, cols = matrix.shape
+        step = max(1, self.BLOCK // max(1, rows * arr.dtype.itemsize))
+        buffer = torch.empty((min(step, cols), rows), dtype=matrix.dtype)
+        for start in range(0, cols, step):
+            block = buffer[: min(step, cols - start)]
+            block.copy_(matrix[:, start:start + step].t())
+            file.write(memoryview(block.numpy()).cast("B"))
+
+
 def _fold_weight_transpose(node: ir.Node) -> bool:
     """Fold ``Transpose(w)`` into ``w`` when ``w`` is an initializer read only there."""
     w = node.inputs[0]
@@ -59,8 +90,11 @@ def _fold_weight_transpose(node: ir.Node) -> bool:
         rank = len(source.shape)
         perm = list(node.attributes.get_ints("perm", reversed(range(rank))))
         shape = ir.Shape([source.shape[p] for p in perm])
-        tensor = ir.LazyTensor(lambda: ir.tensor(_transposed(source.numpy(), perm)), dtype=source.dtype, shape=shape,
-                               name=w.name)
+        if perm == [1, 0]:
+            tensor = TransposedLazyTensor(source, w.name)
+        else:
+            tensor = ir.LazyTensor(lambda: ir.tensor(_transposed(source.numpy(), perm)), dtype=source.dtype,
+                                   shape=shape, name=w.name)
     else:
         arr = const_array(w)
         if arr is None:

@@ -12,6 +12,8 @@ import json
 import os
 
 import numpy as np
+import onnx
+import onnx.numpy_helper
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
@@ -20,6 +22,7 @@ from safetensors.torch import save_file
 
 import onnxport
 from onnxport.errors import CheckpointError, SaveError
+from onnxport.optimize.constant_folding import TransposedLazyTensor
 from onnxport.verify.weightless import BASIS
 from onnxport.weights import empty_weights
 
@@ -111,6 +114,7 @@ def _run_saved(path, kwargs):
 
 @pytest.mark.parametrize("form", ["safetensors", "sharded", "torch"])
 def test_export_from_checkpoint_equals_in_memory_export_and_eager(tmp_path, form, monkeypatch):
+    monkeypatch.setattr(TransposedLazyTensor, "BLOCK", 4096)  # transposed weights written in many blocks
     path = _write(tmp_path, form, _state())
     read = []
     original = onnxport.weights.Checkpoint.read
@@ -127,6 +131,8 @@ def test_export_from_checkpoint_equals_in_memory_export_and_eager(tmp_path, form
     lazy = [v for v in result.model.graph.initializers.values() if isinstance(v.const_value, ir.LazyTensor)]
     assert len(read) == len(set(read)) == len(lazy) > 10  # each initializer read once, by the save
     assert _bytes(result) == _bytes(expected)  # same names, same bytes
+    written = {t.name: onnx.numpy_helper.to_array(t).tobytes() for t in onnx.load(saved).graph.initializer}
+    assert written == _bytes(expected)  # as the save streamed them (transposed weights in blocks)
     kwargs = _kwargs()
     with torch.no_grad():
         eager = _real()(**_kwargs()).logits.numpy()
