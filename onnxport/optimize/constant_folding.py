@@ -70,11 +70,16 @@ class TransposedLazyTensor(ir.LazyTensor):
             return
         matrix = torch.from_numpy(np.ascontiguousarray(arr).view(f"i{arr.dtype.itemsize}"))
         rows, cols = matrix.shape
-        step = max(1, self.BLOCK // max(1, rows * arr.dtype.itemsize))
-        buffer = torch.empty((min(step, cols), rows), dtype=matrix.dtype)
+        step = min(cols, max(1, self.BLOCK // max(1, rows * arr.dtype.itemsize)))
+        gathered = torch.empty((rows, step), dtype=matrix.dtype)  # reused: no fresh pages per block
+        block = torch.empty((step, rows), dtype=matrix.dtype)
         for start in range(0, cols, step):
-            block = buffer[: min(step, cols - start)]
-            block.copy_(matrix[:, start:start + step].t())
+            n = min(step, cols - start)
+            if n < step:
+                gathered = torch.empty((rows, n), dtype=matrix.dtype)
+                block = torch.empty((n, rows), dtype=matrix.dtype)
+            gathered.copy_(matrix[:, start:start + n])  # contiguous runs of n elements per row
+            block.copy_(gathered.t())  # a whole matrix transposed: torch's blocked transpose
             file.write(memoryview(block.numpy()).cast("B"))
 
 
