@@ -208,7 +208,7 @@ class TargetError(ExportError):
 
 
 class CheckpointError(ExportError):
-    """A checkpoint cannot be read, or its keys or shapes do not fit the model."""
+    """A checkpoint cannot be read, or its names, shapes or dtypes do not fit the model."""
 
 
 class RenderError(ExportError):

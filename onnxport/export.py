@@ -41,6 +41,8 @@ def to_onnx(
     on_step: StepCallback | None = None,
     capture_hooks: Callable[[], contextlib.AbstractContextManager] | None = None,
     registry: Registry | None = None,
+    weights: Any = None,
+    cast_weights: bool = False,
 ) -> ExportResult:
     """Export a PyTorch model to ONNX, keeping dynamic dimensions symbolic under the user's names.
 
@@ -82,14 +84,28 @@ def to_onnx(
             (``onnxport.integrations.returnn.capture_hooks``), undone on exit.
         registry: the user translations to use (``onnxport.Registry``); default: the one
             ``@onnxport.translates`` registers into. They win over the built-in translations.
+        weights: the checkpoint holding the model's values, for a model built without them
+            (parameters on the meta device: ``onnxport.weights.empty_weights()`` or
+            ``torch.device("meta")``): a safetensors file, a sharded checkpoint's
+            ``*.safetensors.index.json`` (or its folder), a ``torch.save`` state dict (read with
+            ``weights_only=True, mmap=True``), or a list of such files. Matched with the model's
+            parameters and buffers by qualified name before capture; the model is traced with fake
+            tensors and every initializer the checkpoint holds is read from it, one tensor at a
+            time, when the result is saved (``onnxport.weights``). Buffers the checkpoint lacks
+            are taken from the model when it computed them.
+        cast_weights: cast checkpoint tensors of another floating dtype to the model's dtype as
+            they are written (default: a dtype mismatch is an error).
 
     Returns:
         ``ExportResult`` with ``.model`` (onnx_ir.Model), ``.model_proto``, ``.save()``, ``.validate()``.
 
     Raises:
         DynamicShapesError, SpecializationError, CaptureError, UnsupportedOpError,
-        TranslationError, ControlFlowError (all ``onnxport.ExportError``). ``CaptureError`` also
-        for an example input torch.export cannot take (named) and for a ``forward`` returning a
+        TranslationError, ControlFlowError, CheckpointError (all ``onnxport.ExportError``).
+        ``CheckpointError`` names every parameter or buffer missing from ``weights``, unexpected
+        in it, of another shape or dtype, and a model on the meta device given no ``weights``.
+        ``CaptureError`` also for a model on the meta device with ``strict=True``, for an example
+        input torch.export cannot take (named) and for a ``forward`` returning a
         string or only ``None`` (with its ``return`` line); Python numbers it returns become scalar
         outputs.
 
@@ -132,15 +148,17 @@ def to_onnx(
     kwargs = dict(kwargs or {})
     if isinstance(model, torch.nn.Module):
         check_inputs(model, args, kwargs)
+    bound = _bind_weights(model, weights, cast_weights, strict)
     # torch.export is not thread-safe and the capture patches change torch for the whole process:
     # one export at a time; another thread's export waits here
     with exclusive_capture():
         restore_leftovers()
         result = _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline,
-                           strict, rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings)
+                           strict, rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings,
+                           bound)
     from onnxport.verify.default_floor import floors
 
-    if not floors(result.guards):
+    if result.weights is not None or not floors(result.guards):  # no eager model to compare without its weights
         return result
     with step("check size 1"):
         return _settle_floors(result)
@@ -168,8 +186,34 @@ def _settle_floors(result: ExportResult) -> ExportResult:
     return result.replace(captured=captured, model=result.model)
 
 
+def _bind_weights(model: Any, weights: Any, cast: bool, strict: bool):
+    """The model's tensors matched with the checkpoint ``weights`` (``onnxport.weights.bind``), or
+    None without one; ``CheckpointError`` for a model on the meta device and no checkpoint,
+    ``CaptureError`` for one to capture with ``strict=True``."""
+    from onnxport.errors import CaptureError, CheckpointError
+    from onnxport.weights import bind, on_meta, open_checkpoint
+
+    meta = on_meta(model) if isinstance(model, torch.nn.Module) else []
+    if meta and strict:
+        raise CaptureError("strict=True cannot capture a model whose weights are on the meta device: TorchDynamo "
+                           "fakes them on the meta device, away from the inputs",
+                           hint="export it with strict=False (the default), which fakes them on the CPU")
+    if weights is None:
+        if meta:
+            raise CheckpointError(f"the model has {len(meta)} parameters or buffers on the meta device (no values), "
+                                  f"{', '.join(meta[:4])}{', ...' if len(meta) > 4 else ''}",
+                                  hint="pass weights=<the checkpoint> (safetensors file, sharded index, or torch.save "
+                                       "state dict)")
+        return None
+    if not isinstance(model, torch.nn.Module):
+        raise CheckpointError("weights= needs the model as a torch.nn.Module (built on the meta device), not an "
+                              "ExportedProgram", hint="pass the module")
+    return bind(model, open_checkpoint(weights), cast=cast)
+
+
 def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline, strict,
-              rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings) -> ExportResult:
+              rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings,
+              bound=None) -> ExportResult:
     """The steps of ``to_onnx`` in order, each timed by ``step`` into ``timings``."""
     from onnxport.capture import capture, decompose
     from onnxport.capture.values import check_outputs
@@ -208,7 +252,7 @@ def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, op
     with step("translate"):
         ir_model = build_model(captured, opset=opset, registry=translations, input_names=input_names,
                                output_names_=output_names,
-                               options={"inline": inline, "rewritten_loops": rewrite_control_flow})
+                               options={"inline": inline, "rewritten_loops": rewrite_control_flow}, weights=bound)
     if optimize:
         with step("optimize"):
             run_passes(ir_model, opset)
@@ -218,7 +262,7 @@ def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, op
         module = module.module()
     return ExportResult(ir_model, program=captured.program, module=module, example=(args, kwargs),
                         captured=captured, timings=timings, dim_names=dict(ir_model.meta.get("dim_names", {})),
-                        rewrite_notes=rewrite_notes,
+                        rewrite_notes=rewrite_notes, weights=bound,
                         decomposed={"local": list(decomposed.local), "whole_program": list(decomposed.whole_program)})
 
 

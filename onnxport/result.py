@@ -10,6 +10,7 @@ import onnx_ir as ir
 
 from onnxport.capture.guards import adopted_of
 from onnxport.saving import PROTOBUF_LIMIT, needs_external_data, save_model
+from onnxport.weights import materialize, on_meta
 
 
 class ExportResult:
@@ -32,20 +33,24 @@ class ExportResult:
         quantization: for a result of ``quantize``, how it was quantized
             (``onnxport.quantize.Quantization``: mode, what stayed in float, the accuracy tolerance);
             None for a float model.
+        weights: for a model exported from its checkpoint (``to_onnx(weights=...)``), where each
+            initializer's values are (``onnxport.weights.Weights``); its initializers read them
+            when saved. None otherwise.
     """
 
     external_data_threshold = PROTOBUF_LIMIT  # bytes of the serialized model, not of the weights alone
     _FIELDS = ("model", "program", "module", "example", "captured", "timings", "dim_names", "rewrite_notes",
-               "config", "validation", "decomposed", "quantization")
+               "config", "validation", "decomposed", "quantization", "weights")
 
     def __init__(self, model: ir.Model, *, program=None, module=None, example=None, captured=None,
                  timings: dict | None = None, dim_names: dict | None = None, rewrite_notes: list | None = None,
                  config: Any = None, validation: Any = None, decomposed: dict | None = None,
-                 quantization: Any = None):
+                 quantization: Any = None, weights: Any = None):
         values = dict(model=model, program=program, module=module, example=example, captured=captured,
                       timings=dict(timings or {}), dim_names=dict(dim_names or {}),
                       rewrite_notes=list(rewrite_notes or []), config=config, validation=validation,
-                      decomposed=dict(decomposed or {"local": [], "whole_program": []}), quantization=quantization)
+                      decomposed=dict(decomposed or {"local": [], "whole_program": []}), quantization=quantization,
+                      weights=weights)
         for name, value in values.items():
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_proto", None)
@@ -104,11 +109,14 @@ class ExportResult:
         leaves the previous model readable as it was (``onnxport.saving``). Data files of an earlier
         save at ``path`` that the new model does not read are removed.
 
+        A model exported from its checkpoint (``weights`` set) saves its weights as external data
+        by default, read from the checkpoint and written one tensor at a time.
+
         Raises ``SaveError`` when the directory does not exist (it is not created), ``path`` is
         a directory, or writing fails; nothing new is then left beside ``path``.
         """
         if external_data is None:
-            external_data = self.needs_external_data()
+            external_data = self.weights is not None or self.needs_external_data()
         return save_model(self.model, path, external_data)
 
     def quantize(self, mode: str, **options: Any) -> "ExportResult":
@@ -120,7 +128,7 @@ class ExportResult:
         return quantize(self, mode, **options)
 
     def validate(self, inputs: Any = None, sizes: Any = None, *, values: Any = None, atol: float | None = None,
-                 rtol: float | None = None):
+                 rtol: float | None = None, load_eager: bool = False):
         """Run eager PyTorch and onnxruntime on the example, other sizes, other values and
         ``inputs``, and compare every output (updated buffers and inputs included); see
         ``onnxport.verify.validate`` (``values``: the value kinds, default all). Returns a
@@ -129,7 +137,22 @@ class ExportResult:
         A quantized result is compared with eager PyTorch's float outputs in the user's terms
         instead (``onnxport.verify.accuracy.validate_quantized``: per output the error, top-1
         agreement or cosine similarity, judged by ``quantization.tolerance``); ``values``, ``atol``
-        and ``rtol`` do not apply there. Returns an ``AccuracyReport``."""
+        and ``rtol`` do not apply there. Returns an ``AccuracyReport``.
+
+        A model exported from its checkpoint (``weights`` set, the module on the meta device) has
+        no eager model to compare with: with ``load_eager=True`` the checkpoint is loaded into a
+        real copy of the module (memory for all the weights) and validation runs as above;
+        otherwise onnxruntime runs the saved model on the example, the size sets (or ``sizes``)
+        and ``inputs``, and each output is checked without eager PyTorch (its dtype and shape as
+        declared, no NaN or infinity; see ``onnxport.verify.weightless``), each row saying it was
+        not compared."""
+        if self.weights is not None and self.module is not None and on_meta(self.module):
+            if not load_eager:
+                from onnxport.verify.weightless import check_without_eager
+
+                return check_without_eager(self, sizes=sizes, inputs=inputs)
+            return self.replace(module=materialize(self.module, self.weights)).validate(
+                inputs, sizes, values=values, atol=atol, rtol=rtol)
         if self.quantization is not None:
             from onnxport.verify.accuracy import validate_quantized
 

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxport.capture.meta_weights import META_WEIGHTS_ON_CPU
 from onnxport.capture.patches import installed, user_hooks
 from onnxport.capture.state import OpSupport
 from onnxport.errors import UnsupportedOpError
@@ -69,7 +70,8 @@ def decompose(program: torch.export.ExportedProgram, ops: OpSupport,
             if has_translation(op) is not None:
                 whole.pop(op)
         blocked = tuple(sorted(set(blocking)))
-        patches = (*ops.capture_patches, *((user_hooks(hooks),) if hooks is not None else ()))
+        patches = (*ops.capture_patches, *((user_hooks(hooks),) if hooks is not None else ()),
+                   *((META_WEIGHTS_ON_CPU,) if any(t.is_meta for t in program.state_dict.values()) else ()))
         try:
             with installed(*patches):
                 return Decomposition(program.run_decompositions(whole), whole_program=blocked)

@@ -29,6 +29,7 @@ from onnxport.capture.classify import (classify, derived_dims, is_size_guard, re
                                        specialization_error, top_level_name)
 from onnxport.capture.guards import decide_program, violation_ranges
 from onnxport.capture.guards.probe import probe_size_one
+from onnxport.capture.meta_weights import has_meta_weights
 from onnxport.capture.relations import candidates, symbol
 from onnxport.capture.state import CaptureState, Traced
 from onnxport.capture.tracing import describe, failed, trace
@@ -239,6 +240,8 @@ class ProbeSizeOne(Decision):
     name = "probe size 1 in eager PyTorch"
 
     def decide(self, state):
+        if has_meta_weights(state.request.model):
+            return "not run: the model's weights are on the meta device (eager PyTorch cannot run it)"
         probed, variables = probe_size_one(state.request.model, captured_of(state))
         if not probed:
             return "eager PyTorch takes size 1 (or no dim starts at 1)"

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import os
 import pickle
-import re
 from typing import Any
 
 import torch
 
 from onnxport.errors import CheckpointError
+from onnxport.weights.checkpoint import state_dict_in, unreadable
 
-_STATE_KEYS = ("model", "state_dict", "model_state_dict", "module")
+__all__ = ["load_checkpoint", "load_state", "read_checkpoint", "read_state_dict", "state_dict_in"]
+
 _SHOWN = 8
-
-
-def _is_state_dict(obj: Any) -> bool:
-    return isinstance(obj, dict) and bool(obj) and all(isinstance(v, torch.Tensor) for v in obj.values())
 
 
 def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
@@ -39,45 +36,8 @@ def read_checkpoint(path: str | os.PathLike) -> Any:
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as e:
-        raise _unreadable(path, e) from e
+        raise unreadable(path, e) from e
     return obj
-
-
-def state_dict_in(obj: Any, path: str) -> dict[str, torch.Tensor]:
-    """The state dict in a loaded checkpoint ``obj`` (see ``read_state_dict``); ``CheckpointError``
-    when there is none."""
-    if _is_state_dict(obj):
-        return dict(obj)
-    if isinstance(obj, dict):
-        for key in _STATE_KEYS:
-            if _is_state_dict(obj.get(key)):
-                return dict(obj[key])
-        keys = ", ".join(repr(k) for k in list(obj)[:_SHOWN])
-        raise CheckpointError(f"checkpoint {path} holds a dict ({keys}) with no state dict under "
-                              f"{' / '.join(_STATE_KEYS)}", hint="save the model's state_dict() under the key 'model'")
-    raise CheckpointError(f"checkpoint {path} holds a {type(obj).__name__}, not a state dict",
-                          hint="save it with torch.save(model.state_dict(), path)")
-
-
-_REFUSED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
-
-
-def _unreadable(path: str, e: Exception) -> CheckpointError:
-    """The error for a checkpoint ``torch.load(weights_only=True)`` refused or could not read: a
-    short first line naming the cause (the refused class, a damaged file), torch's text as detail."""
-    text = str(e)
-    refused = _REFUSED_GLOBAL.search(text)
-    if refused:
-        name = refused.group(1)
-        return CheckpointError(
-            f"checkpoint {path} holds a pickled {name} object, which weights-only loading refuses",
-            hint="save only tensors: torch.save(model.state_dict(), path); if you trust the file, load it with "
-                 "torch.load(path, weights_only=False) and save its state_dict()", detail=text)
-    if "central directory" in text or "zip archive" in text or isinstance(e, EOFError):
-        return CheckpointError(f"checkpoint {path} is damaged or truncated (not a complete torch.save file)",
-                               hint="save or copy it again", detail=text)
-    return CheckpointError(f"checkpoint {path} cannot be read with torch.load(weights_only=True)",
-                           hint="save it with torch.save(model.state_dict(), path)", detail=f"{type(e).__name__}: {text}")
 
 
 def _listed(keys: list[str]) -> str:

@@ -18,6 +18,11 @@
   Folded values become initializers of their graph (``Constant`` nodes inside local functions).
 - Nodes left unused are removed.
 
+An initializer read lazily (``onnx_ir.LazyTensor``: a weight left in its checkpoint,
+``onnxport.weights``) is transposed or split lazily too: the new initializer reads the weight and
+transposes it (or takes its part) when the model is saved, so folding materializes no weight; a
+transposed matrix is written in blocks of rows (``TransposedLazyTensor``), never whole.
+
 Semantics: each folded operator per its ONNX spec (https://onnx.ai/onnx/operators/); onnxscript
 optimizer documentation (https://microsoft.github.io/onnxscript/api/optimizer.html).
 """
@@ -32,6 +37,52 @@ import onnxscript.optimizer
 from onnxport.optimize._scopes import const_array
 
 
+def _transposed(arr: np.ndarray, perm: list[int]) -> np.ndarray:
+    """``arr`` permuted by ``perm``, contiguous: torch's copy (several times faster than numpy's on
+    large matrices) on the bits viewed as integers of the same width, any dtype; numpy's otherwise."""
+    if arr.dtype.itemsize in (1, 2, 4, 8) and arr.ndim >= 2:
+        import torch
+
+        bits = np.ascontiguousarray(arr).view(f"i{arr.dtype.itemsize}")
+        return torch.from_numpy(bits).permute(perm).contiguous().numpy().view(arr.dtype)
+    return np.ascontiguousarray(np.transpose(arr, perm))
+
+
+class TransposedLazyTensor(ir.LazyTensor):
+    """A lazily read matrix, transposed: ``numpy()`` / ``tobytes()`` give the whole transposed
+    copy; ``tofile()`` (what a save calls) writes it in blocks of rows made one after the other in
+    one reused buffer of about ``BLOCK`` bytes, so that no whole transposed copy is held."""
+
+    BLOCK = 16 * 2**20  # bytes of transposed rows made and written at a time
+
+    def __init__(self, source: ir.LazyTensor, name: str | None):
+        rows, cols = source.shape
+        super().__init__(lambda: ir.tensor(_transposed(source.numpy(), [1, 0])), dtype=source.dtype,
+                         shape=ir.Shape([cols, rows]), name=name)
+        self.source = source
+
+    def tofile(self, file) -> None:
+        import torch
+
+        arr = self.source.numpy()
+        if arr.dtype.itemsize not in (1, 2, 4, 8) or arr.ndim != 2:
+            super().tofile(file)
+            return
+        matrix = torch.from_numpy(np.ascontiguousarray(arr).view(f"i{arr.dtype.itemsize}"))
+        rows, cols = matrix.shape
+        step = min(cols, max(1, self.BLOCK // max(1, rows * arr.dtype.itemsize)))
+        gathered = torch.empty((rows, step), dtype=matrix.dtype)  # reused: no fresh pages per block
+        block = torch.empty((step, rows), dtype=matrix.dtype)
+        for start in range(0, cols, step):
+            n = min(step, cols - start)
+            if n < step:
+                gathered = torch.empty((rows, n), dtype=matrix.dtype)
+                block = torch.empty((n, rows), dtype=matrix.dtype)
+            gathered.copy_(matrix[:, start:start + n])  # contiguous runs of n elements per row
+            block.copy_(gathered.t())  # a whole matrix transposed: torch's blocked transpose
+            file.write(memoryview(block.numpy()).cast("B"))
+
+
 def _fold_weight_transpose(node: ir.Node) -> bool:
     """Fold ``Transpose(w)`` into ``w`` when ``w`` is an initializer read only there."""
     w = node.inputs[0]
@@ -39,17 +90,29 @@ def _fold_weight_transpose(node: ir.Node) -> bool:
         return False
     if len(w.uses()) != 1 or node.outputs[0].is_graph_output():
         return False
-    arr = const_array(w)
-    if arr is None:
-        return False
-    perm = list(node.attributes.get_ints("perm", reversed(range(arr.ndim))))
-    data = np.ascontiguousarray(np.transpose(arr, perm))
+    source = w.const_value
+    if isinstance(source, ir.LazyTensor):  # read at save time: transposed then, one tensor at a time
+        rank = len(source.shape)
+        perm = list(node.attributes.get_ints("perm", reversed(range(rank))))
+        shape = ir.Shape([source.shape[p] for p in perm])
+        if perm == [1, 0]:
+            tensor = TransposedLazyTensor(source, w.name)
+        else:
+            tensor = ir.LazyTensor(lambda: ir.tensor(_transposed(source.numpy(), perm)), dtype=source.dtype,
+                                   shape=shape, name=w.name)
+    else:
+        arr = const_array(w)
+        if arr is None:
+            return False
+        rank = arr.ndim
+        perm = list(node.attributes.get_ints("perm", reversed(range(rank))))
+        tensor = ir.tensor(_transposed(arr, perm), name=w.name)
     # the new tensor first: renaming the value renames its tensor, which may be the caller's
-    suffix = ".T" if perm == list(reversed(range(arr.ndim))) else ".permuted"
-    w.const_value = ir.tensor(data, name=w.name)
+    suffix = ".T" if perm == list(reversed(range(rank))) else ".permuted"
+    w.const_value = tensor
     if not w.name.endswith(suffix):
         w.name = w.name + suffix
-    w.shape = ir.Shape(data.shape)
+    w.shape = ir.Shape(tensor.shape)
     w.metadata_props["transposed_perm"] = ",".join(str(p) for p in perm)
     node.outputs[0].replace_all_uses_with(w)
     node.graph.remove(node, safe=True)
@@ -89,12 +152,19 @@ def _fold_weight_parts(w: ir.Value) -> bool:
     if len(set(indices)) != len(indices) or any(not 0 <= i < size for i in indices) \
             or any(n in graph.initializers for n in names):
         return False
-    arr = const_array(w)
-    if arr is None:
+    source = w.const_value
+    arr = None if isinstance(source, ir.LazyTensor) else const_array(w)
+    if arr is None and not isinstance(source, ir.LazyTensor):
         return False
     for (node, _), (axis, _), index, name in zip(uses, picks, indices, names):
-        data = np.ascontiguousarray(np.take(arr, index, axis=axis))
-        part = ir.Value(name=name, type=w.type, shape=ir.Shape(data.shape), const_value=ir.tensor(data, name=name))
+        if arr is None:  # read at save time: the part taken then (the whole tensor read once per part)
+            shape = ir.Shape([d for i, d in enumerate(source.shape) if i != axis])
+            tensor = ir.LazyTensor(lambda a=axis, i=index, n=name: ir.tensor(
+                np.ascontiguousarray(np.take(source.numpy(), i, axis=a)), name=n), dtype=source.dtype, shape=shape,
+                name=name)
+        else:
+            tensor = ir.tensor(np.ascontiguousarray(np.take(arr, index, axis=axis)), name=name)
+        part = ir.Value(name=name, type=w.type, shape=ir.Shape(tensor.shape), const_value=tensor)
         part.metadata_props.update(w.metadata_props)
         graph.register_initializer(part)
         node.outputs[0].replace_all_uses_with(part)

@@ -14,11 +14,12 @@ from torch.utils import _pytree as pytree
 from onnxport.capture.caches import OUTPUT_PREFIX, CacheKey, is_cache_leaf
 from onnxport.capture.captured import Captured, expr_of
 from onnxport.capture.dynamic_shapes import key_str
-from onnxport.errors import ExportError, TranslationError
+from onnxport.errors import CheckpointError, ExportError, TranslationError
 from onnxport.translate import symbolic
 from onnxport.translate.context import TranslationContext
 from onnxport.translate.graph import graph_output, set_meta_type, translate_nodes
 from onnxport.translate.registry import Translations
+from onnxport.weights.binding import Weights, ir_tensor
 
 DOMAIN = "onnxport"  # domain of the local functions onnxport emits
 
@@ -72,7 +73,8 @@ def output_names(program: torch.export.ExportedProgram, n_user: int) -> list[str
 
 
 def build_model(captured: Captured, *, opset: int, registry: Translations, input_names: list[str] | None = None,
-                output_names_: list[str] | None = None, options: dict | None = None) -> ir.Model:
+                output_names_: list[str] | None = None, options: dict | None = None,
+                weights: Weights | None = None) -> ir.Model:
     """Translate ``captured.program`` into an onnx_ir.Model (not yet optimized).
 
     Args:
@@ -81,6 +83,9 @@ def build_model(captured: Captured, *, opset: int, registry: Translations, input
         registry: the export's translations (``Translations(opset, user_registry)``).
         input_names, output_names_: names overriding the flat ones (one per tensor input/output).
         options: export options shared by nested contexts (``inline``).
+        weights: for a model whose parameters are on the meta device, where their values are
+            (``onnxport.weights.bind``): each such initializer is an ``onnx_ir.LazyTensor`` reading
+            its tensor from the checkpoint when the model is saved.
 
     Raises ``ExportError`` subclasses from the translations, and when ``input_names`` /
     ``output_names_`` do not match the tensor inputs/outputs in number.
@@ -147,7 +152,15 @@ def build_model(captured: Captured, *, opset: int, registry: Translations, input
         if not isinstance(tensor, torch.Tensor):
             ctx.values[node] = tensor
             continue
-        value = ir.Value(name=target, const_value=_to_ir_tensor(tensor, target))
+        if weights is not None and target in weights:
+            const = weights.lazy(target)
+        elif tensor.is_meta:
+            raise CheckpointError(f"{spec.kind.name.lower()} {target!r} is on the meta device and no checkpoint "
+                                  "gives its values", hint="pass weights=<checkpoint> to to_onnx; a tensor made "
+                                  "in __init__ that is not a registered buffer cannot come from a checkpoint")
+        else:
+            const = ir_tensor(tensor, target)
+        value = ir.Value(name=target, const_value=const)
         set_meta_type(value, tensor, namer)
         initializers.append(value)
         ctx.values[node] = value
@@ -212,8 +225,5 @@ def _output_args(graph: torch.fx.Graph) -> list[Any]:
     return list(out.args[0])
 
 
-def _to_ir_tensor(t: torch.Tensor, name: str) -> ir.TensorProtocol:
-    t = t.detach().cpu().contiguous()
-    if t.dtype == torch.bfloat16:
-        return ir.tensor(t.view(torch.uint16).numpy().view(ir.DataType.BFLOAT16.numpy()), name=name)
-    return ir.tensor(t.numpy(), name=name)
+
+_to_ir_tensor = ir_tensor  # the name callers used before onnxport.weights.ir_tensor
