@@ -22,6 +22,7 @@ from typing import Any, Callable
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxport.capture.assert_division import ASSERTED_DIVISION
 from onnxport.capture.patches import installed, user_hooks
 from onnxport.capture.state import OpSupport
 from onnxport.errors import UnsupportedOpError
@@ -69,7 +70,7 @@ def decompose(program: torch.export.ExportedProgram, ops: OpSupport,
             if has_translation(op) is not None:
                 whole.pop(op)
         blocked = tuple(sorted(set(blocking)))
-        patches = (*ops.capture_patches, *((user_hooks(hooks),) if hooks is not None else ()))
+        patches = (ASSERTED_DIVISION, *ops.capture_patches, *((user_hooks(hooks),) if hooks is not None else ()))
         try:
             with installed(*patches):
                 return Decomposition(program.run_decompositions(whole), whole_program=blocked)
