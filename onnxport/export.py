@@ -29,6 +29,7 @@ def to_onnx(
     dynamic_shapes: Any = None,
     input_names: list[str] | None = None,
     output_names: list[str] | None = None,
+    output_dims: dict[str, dict[int, str]] | None = None,
     opset: int = 20,
     optimize: bool = True,
     inline: bool = False,
@@ -132,11 +133,13 @@ def to_onnx(
     with exclusive_capture():
         restore_leftovers()
         return _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline,
-                         strict, rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings)
+                         strict, rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings,
+                         output_dims)
 
 
 def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline, strict,
-              rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings) -> ExportResult:
+              rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings,
+              output_dims=None) -> ExportResult:
     """The steps of ``to_onnx`` in order, each timed by ``step`` into ``timings``."""
     from onnxport.capture import capture, decompose
     from onnxport.capture.values import check_outputs
@@ -163,7 +166,7 @@ def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, op
             captured = dataclasses.replace(captured, program=decomposed.program)
     with step("translate"):
         ir_model = build_model(captured, opset=opset, registry=translations, input_names=input_names,
-                               output_names_=output_names,
+                               output_names_=output_names, output_dims=output_dims,
                                options={"inline": inline, "rewritten_loops": rewrite_control_flow})
     if optimize:
         with step("optimize"):

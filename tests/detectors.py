@@ -152,7 +152,9 @@ def _last_level_p6p7(in_channels: int):
     return LastLevelP6P7(in_channels, 256)
 
 
-DENSE = {**SMALL, "score_thresh": 0.3, "topk_candidates": 100, "detections_per_img": 20}
+# the short side resized to 160: P7, the smallest level of RetinaNet and FCOS, is then at least 2x2
+# (at 128 it is one row or column on the short side, where torch's broadcasting takes the size 1 as fixed)
+DENSE = {"min_size": 160, "max_size": 240, "score_thresh": 0.3, "topk_candidates": 100, "detections_per_img": 20}
 
 
 def retinanet_resnet18_fpn() -> nn.Module:
