@@ -15,6 +15,13 @@ capture patch; nothing happens where torchvision is not imported):
   replacement rounds up in integers, ``-(-size // stride) * stride`` (the same number for every size
   a float represents exactly), and pads each image with zeros at its end (``F.pad``, as
   torchvision's own ``_onnx_batch_images``) where torchvision copies it into a zero-filled batch.
+* ``roi_heads.paste_masks_in_image``: Mask R-CNN's masks are pasted into the image one by one, in
+  a Python loop over the detections, each resized to its box's size (an int of a data-dependent
+  box); the replacement computes every pasted pixel at once: each image pixel inside a mask's box
+  is the bilinear sample ``F.interpolate(mask, size=(h, w), mode="bilinear",
+  align_corners=False)`` takes there (source index ``(M + 2) / size * (i + 0.5) - 0.5`` in float32,
+  clamped at 0; neighbours and weights as PyTorch's CPU kernel ``upsample_bilinear2d``), zero
+  elsewhere, as torchvision's ``paste_mask_in_image`` pastes it.
 
 Semantics: torchvision's ``torchvision/ops/poolers.py`` (``MultiScaleRoIAlign``),
 ``torchvision/models/detection/transform.py`` (``GeneralizedRCNNTransform``).
@@ -26,7 +33,7 @@ import sys
 
 import torch
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, SetCode, register
 from onnxport.translate.registry import during_capture
 
 
@@ -69,11 +76,61 @@ def _batch_images(self, images, size_divisible: int = 32):
     return torch.stack(padded)
 
 
+def _source(pixels: torch.Tensor, start: torch.Tensor, extent: torch.Tensor, size: torch.Tensor, n_source: int):
+    """Per mask (rows) and image pixel (columns) along one axis: whether the pixel is pasted
+    (``start <= pixel < start + extent``, torchvision's slice of the image), and the two source
+    indices and their weights where bilinear interpolation from ``n_source`` samples to ``size``
+    samples at ``pixel - start``."""
+    d = pixels[None, :] - start[:, None]
+    inside = (d >= 0) & (d < extent[:, None])
+    scale = float(n_source) / size.to(torch.float32)
+    src = (scale[:, None] * (d.to(torch.float32) + 0.5) - 0.5).clamp(min=0.0)
+    i0 = src.floor().to(torch.int64).clamp(0, n_source - 1)
+    i1 = torch.where(i0 < n_source - 1, i0 + 1, i0)
+    w1 = (src - i0.to(torch.float32)).clamp(0.0, 1.0)
+    return inside, i0, i1, 1.0 - w1, w1
+
+
+def _paste_masks_in_image(masks, boxes, img_shape, padding: int = 1):
+    """torchvision's ``paste_masks_in_image`` (masks [K, 1, M, M] in [0, 1], boxes [K, 4] in the image,
+    img_shape (im_h, im_w) -> [K, 1, im_h, im_w]) for every mask at once: see the module docstring.
+    A box is resized to ``max(x1 - x0 + 1, 1)`` columns and pasted over ``x0 <= x <= x1`` (nothing
+    when ``x1 < x0``), rows alike, as torchvision's ``paste_mask_in_image``."""
+    from torchvision.models.detection.roi_heads import expand_boxes, expand_masks
+
+    masks, scale = expand_masks(masks, padding=padding)
+    boxes = expand_boxes(boxes, scale).to(dtype=torch.int64)
+    im_h, im_w = img_shape
+    m = masks[:, 0]  # [K, M + 2 * padding, M + 2 * padding]
+    k, n = m.shape[0], m.shape[-1]
+    x0, y0, x1, y1 = boxes.unbind(1)
+    ys = torch.arange(im_h, device=masks.device)
+    xs = torch.arange(im_w, device=masks.device)
+    in_y, y_lo, y_hi, wy0, wy1 = _source(ys, y0, y1 + 1 - y0, torch.clamp(y1 - y0 + 1, min=1), n)
+    in_x, x_lo, x_hi, wx0, wx1 = _source(xs, x0, x1 + 1 - x0, torch.clamp(x1 - x0 + 1, min=1), n)
+
+    def rows(index):  # [K, im_h, n]: the mask's rows at ``index``
+        return m.gather(1, index[:, :, None].expand(k, im_h, n))
+
+    def at(r, index):  # [K, im_h, im_w]: of rows ``r``, the columns at ``index``
+        return r.gather(2, index[:, None, :].expand(k, im_h, im_w))
+
+    top, bottom = rows(y_lo), rows(y_hi)
+    wx0, wx1 = wx0[:, None, :], wx1[:, None, :]
+    value = wy0[:, :, None] * (wx0 * at(top, x_lo) + wx1 * at(top, x_hi)) + \
+        wy1[:, :, None] * (wx0 * at(bottom, x_lo) + wx1 * at(bottom, x_hi))
+    inside = in_y[:, :, None] & in_x[:, None, :]
+    return torch.where(inside, value, torch.zeros((), dtype=value.dtype, device=value.device))[:, None]
+
+
 def _changes() -> list:
     changes = []
     transform = sys.modules.get("torchvision.models.detection.transform")
     if transform is not None:
         changes.append(SetAttribute(transform.GeneralizedRCNNTransform, "batch_images", lambda original: _batch_images))
+    roi_heads = sys.modules.get("torchvision.models.detection.roi_heads")
+    if roi_heads is not None:
+        changes.append(SetCode(roi_heads.paste_masks_in_image, _paste_masks_in_image))
     poolers = sys.modules.get("torchvision.ops.poolers")
     if poolers is not None:
         changes.append(SetAttribute(poolers, "_multiscale_roi_align", lambda original: _multiscale_roi_align))
@@ -82,6 +139,7 @@ def _changes() -> list:
 
 TORCHVISION_DETECTION = during_capture(register(Patch(
     "torchvision detection counts", _changes,
-    "torchvision.ops.poolers._multiscale_roi_align and GeneralizedRCNNTransform.batch_images: while torch.export "
-    "traces, the same computations with the data-dependent count of boxes and the padded image size kept symbolic (see onnxport/translate/ops/detection_models.py). Nothing "
+    "torchvision.ops.poolers._multiscale_roi_align, GeneralizedRCNNTransform.batch_images and (its code) "
+    "roi_heads.paste_masks_in_image: while torch.export traces, the same computations with the data-dependent "
+    "count of boxes and the padded image size kept symbolic, the masks pasted all at once (see onnxport/translate/ops/detection_models.py). Nothing "
     "happens where torchvision is not imported; eager execution outside the trace is unchanged")))
