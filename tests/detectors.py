@@ -179,14 +179,15 @@ def ssdlite320_mobilenet_v3_large() -> nn.Module:
     return model
 
 
-# name -> (builder, the outputs after boxes, scores and labels, the spread of the score logits): the
-# one-stage detectors score thousands of candidates with a sigmoid, whose top ones crowd near 1 (and
+# name -> (builder, the outputs after boxes, scores and labels, the spread of the score logits): SSD
+# (a softmax over few classes) and
+# the one-stage detectors score thousands of candidates, whose top ones crowd near 1 (and
 # differ by less than float32 resolves) unless the logits spread less
 DETECTORS = {
-    "ssdlite320_mobilenet_v3_large": (ssdlite320_mobilenet_v3_large, (), 2.0),
+    "ssdlite320_mobilenet_v3_large": (ssdlite320_mobilenet_v3_large, (), 0.5),
     "fasterrcnn_mobilenet_v3_large_320_fpn": (fasterrcnn_mobilenet_v3_large_320_fpn, (), 2.0),
     "fasterrcnn_resnet18_fpn": (fasterrcnn_resnet18_fpn, (), 2.0),
-    "retinanet_resnet18_fpn": (retinanet_resnet18_fpn, (), 1.0),
+    "retinanet_resnet18_fpn": (retinanet_resnet18_fpn, (), 0.7),
     "fcos_resnet18_fpn": (fcos_resnet18_fpn, (), 1.0),
     "maskrcnn_resnet18_fpn": (maskrcnn_resnet18_fpn, ("masks",), 2.0),
     "keypointrcnn_resnet18_fpn": (keypointrcnn_resnet18_fpn, ("keypoints",), 2.0),

@@ -22,6 +22,13 @@ capture patch; nothing happens where torchvision is not imported):
   align_corners=False)`` takes there (source index ``(M + 2) / size * (i + 0.5) - 0.5`` in float32,
   clamped at 0; neighbours and weights as PyTorch's CPU kernel ``upsample_bilinear2d``), zero
   elsewhere, as torchvision's ``paste_mask_in_image`` pastes it.
+* ``roi_heads.heatmaps_to_keypoints``: Keypoint R-CNN resizes each detection's heatmaps to its
+  box's size (``ceil`` of the box's width and height, ints of data-dependent boxes) in a Python
+  loop; the replacement resizes all of them at once onto a grid of the largest box's size, as
+  separable weight matrices of PyTorch's bicubic interpolation (``align_corners=False``, A = -0.75,
+  taps clamped to the heatmap's border, as ``upsample_bicubic2d``), the cells beyond a box's own
+  size at -inf; the argmax over the grid is then the argmax over that box's map (row-major order,
+  first maximum).
 
 Semantics: torchvision's ``torchvision/ops/poolers.py`` (``MultiScaleRoIAlign``),
 ``torchvision/models/detection/transform.py`` (``GeneralizedRCNNTransform``).
@@ -123,6 +130,60 @@ def _paste_masks_in_image(masks, boxes, img_shape, padding: int = 1):
     return torch.where(inside, value, torch.zeros((), dtype=value.dtype, device=value.device))[:, None]
 
 
+def _cubic_weights(size: torch.Tensor, n_out: torch.Tensor, n_in: int) -> torch.Tensor:
+    """[K, n_out, n_in]: row ``j`` of box ``k`` holds the weights bicubic interpolation from ``n_in``
+    samples to ``size[k]`` samples gives the input samples at output ``j`` (PyTorch's
+    ``upsample_bicubic2d``, ``align_corners=False``: source ``n_in / size * (j + 0.5) - 0.5``,
+    coefficients of A = -0.75, the four taps clamped to ``[0, n_in - 1]``)."""
+    a = -0.75
+    j = torch.arange(n_out, device=size.device).to(torch.float32)
+    scale = float(n_in) / size.to(torch.float32)
+    src = scale[:, None] * (j[None, :] + 0.5) - 0.5
+    floor = src.floor()
+    t = src - floor
+    x1 = t + 1.0  # distances to the four taps
+    x2 = 1.0 - t
+    x3 = 2.0 - t
+    coefficients = [((a * x1 - 5 * a) * x1 + 8 * a) * x1 - 4 * a, ((a + 2) * t - (a + 3)) * t * t + 1,
+                    ((a + 2) * x2 - (a + 3)) * x2 * x2 + 1, ((a * x3 - 5 * a) * x3 + 8 * a) * x3 - 4 * a]
+    samples = torch.arange(n_in, device=size.device)
+    weights = None
+    for tap, c in enumerate(coefficients):
+        index = (floor.to(torch.int64) - 1 + tap).clamp(0, n_in - 1)
+        w = (index[:, :, None] == samples).to(torch.float32) * c[:, :, None]
+        weights = w if weights is None else weights + w
+    return weights
+
+
+def _heatmaps_to_keypoints(maps, rois):
+    """torchvision's ``heatmaps_to_keypoints`` (maps [K, P, H, W] heatmaps, rois [K, 4] boxes ->
+    (keypoints [K, P, 3] as x, y, 1; scores [K, P])) for every box at once: see the module docstring."""
+    widths = (rois[:, 2] - rois[:, 0]).clamp(min=1)
+    heights = (rois[:, 3] - rois[:, 1]).clamp(min=1)
+    widths_ceil, heights_ceil = widths.ceil(), heights.ceil()
+    k, p, h, w = maps.shape
+    one = torch.ones(1, dtype=widths.dtype, device=widths.device)
+    grid_w = torch.cat([widths_ceil, one]).max().to(torch.int64).item()
+    grid_h = torch.cat([heights_ceil, one]).max().to(torch.int64).item()
+    torch._check(grid_w >= 1)
+    torch._check(grid_h >= 1)
+    wy = _cubic_weights(heights_ceil, grid_h, h)  # [K, grid_h, H]
+    wx = _cubic_weights(widths_ceil, grid_w, w)  # [K, grid_w, W]
+    resized = wy[:, None] @ maps.to(torch.float32) @ wx[:, None].transpose(-1, -2)  # [K, P, grid_h, grid_w]
+    rows = torch.arange(grid_h, device=maps.device)[None, :] < heights_ceil[:, None]
+    cols = torch.arange(grid_w, device=maps.device)[None, :] < widths_ceil[:, None]
+    valid = (rows[:, :, None] & cols[:, None, :])[:, None]
+    resized = torch.where(valid, resized, torch.full((), float("-inf"), device=maps.device))
+    flat = resized.reshape(k, p, grid_h * grid_w)
+    pos = flat.argmax(dim=2)
+    x_int = pos % grid_w
+    y_int = torch.div(pos - x_int, grid_w, rounding_mode="floor")
+    x = (x_int.float() + 0.5) * (widths / widths_ceil)[:, None] + rois[:, 0:1]
+    y = (y_int.float() + 0.5) * (heights / heights_ceil)[:, None] + rois[:, 1:2]
+    scores = flat.gather(2, pos[:, :, None])[:, :, 0]
+    return torch.stack([x, y, torch.ones_like(x)], dim=2), scores
+
+
 def _changes() -> list:
     changes = []
     transform = sys.modules.get("torchvision.models.detection.transform")
@@ -131,6 +192,7 @@ def _changes() -> list:
     roi_heads = sys.modules.get("torchvision.models.detection.roi_heads")
     if roi_heads is not None:
         changes.append(SetCode(roi_heads.paste_masks_in_image, _paste_masks_in_image))
+        changes.append(SetCode(roi_heads.heatmaps_to_keypoints, _heatmaps_to_keypoints))
     poolers = sys.modules.get("torchvision.ops.poolers")
     if poolers is not None:
         changes.append(SetAttribute(poolers, "_multiscale_roi_align", lambda original: _multiscale_roi_align))
@@ -140,6 +202,6 @@ def _changes() -> list:
 TORCHVISION_DETECTION = during_capture(register(Patch(
     "torchvision detection counts", _changes,
     "torchvision.ops.poolers._multiscale_roi_align, GeneralizedRCNNTransform.batch_images and (its code) "
-    "roi_heads.paste_masks_in_image: while torch.export traces, the same computations with the data-dependent "
-    "count of boxes and the padded image size kept symbolic, the masks pasted all at once (see onnxport/translate/ops/detection_models.py). Nothing "
+    "roi_heads.paste_masks_in_image and heatmaps_to_keypoints: while torch.export traces, the same computations with the data-dependent "
+    "count of boxes and the padded image size kept symbolic, the masks pasted and the keypoints found for every detection at once (see onnxport/translate/ops/detection_models.py). Nothing "
     "happens where torchvision is not imported; eager execution outside the trace is unchanged")))
