@@ -10,6 +10,11 @@ capture patch; nothing happens where torchvision is not imported):
 * ``torchvision.ops.poolers._multiscale_roi_align``: ``num_rois = len(rois)`` sizes the result
   buffer (a Python int of a data-dependent count); the replacement sizes it with ``rois.shape[0]``
   (the same count, kept symbolic). Everything else is torchvision's code as it is.
+* ``transform._resize_image_and_masks``: the scale of the resize, ``min(min_size / min(h, w),
+  max_size / max(h, w))``, is Python's ``min`` of two sizes' quotients, a branch torch.export can
+  only keep as a constraint (the aspect ratio bounded by ``max_size / min_size``); the replacement
+  takes ``torch.sym_min`` / ``sym_max`` of the same numbers (the same value, kept symbolic). An
+  image resized with a training target (masks, keypoints) goes through torchvision's own function.
 * ``GeneralizedRCNNTransform.batch_images``: the padded size, ``int(math.ceil(float(size) / stride)
   * stride)``, goes through a Python float and fixes the image size to the example's; the
   replacement rounds up in integers, ``-(-size // stride) * stride`` (the same number for every size
@@ -40,7 +45,7 @@ import sys
 
 import torch
 
-from onnxport.capture.patches import Patch, SetAttribute, SetCode, register
+from onnxport.capture.patches import Patch, SetAttribute, SetCode, original_of, register
 from onnxport.translate.registry import during_capture
 
 
@@ -68,6 +73,26 @@ def _multiscale_roi_align(x_filtered, boxes, output_size, sampling_ratio, scales
                            sampling_ratio=sampling_ratio)
         result[idx_in_level] = pooled.to(result.dtype)
     return result
+
+
+def _resize_image_and_masks(image, self_min_size, self_max_size, target=None, fixed_size=None):
+    """torchvision's ``_resize_image_and_masks`` (image [C, H, W] -> [C, H', W'] and the target) with
+    the scale's minimum and maximum as ``torch.sym_min`` / ``sym_max``."""
+    from torchvision.models.detection import transform
+
+    if target is not None:
+        return original_of(transform._resize_image_and_masks)(image, self_min_size, self_max_size, target, fixed_size)
+    h, w = image.shape[-2:]
+    size, scale_factor, recompute_scale_factor = None, None, None
+    if fixed_size is not None:
+        size = [fixed_size[1], fixed_size[0]]
+    else:
+        short, long = torch.sym_min(h, w), torch.sym_max(h, w)
+        scale_factor = torch.sym_min(self_min_size / short, self_max_size / long)
+        recompute_scale_factor = True
+    image = torch.nn.functional.interpolate(image[None], size=size, scale_factor=scale_factor, mode="bilinear",
+                                            recompute_scale_factor=recompute_scale_factor, align_corners=False)[0]
+    return image, target
 
 
 def _batch_images(self, images, size_divisible: int = 32):
@@ -188,6 +213,7 @@ def _changes() -> list:
     changes = []
     transform = sys.modules.get("torchvision.models.detection.transform")
     if transform is not None:
+        changes.append(SetAttribute(transform, "_resize_image_and_masks", lambda original: _resize_image_and_masks))
         changes.append(SetAttribute(transform.GeneralizedRCNNTransform, "batch_images", lambda original: _batch_images))
     roi_heads = sys.modules.get("torchvision.models.detection.roi_heads")
     if roi_heads is not None:
