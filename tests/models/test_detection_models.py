@@ -1,5 +1,5 @@
 """torchvision's detectors exported with a dynamic image height and width, against eager PyTorch on
-the example image and two others (one of another shape): the same number of detections, the same
+the example image and three others (smaller, portrait, wide): the same number of detections, the same
 labels, boxes and scores within the float64-based tolerance of ``validate``. The detection count is
 the named output dim ``num_detections``.
 
@@ -22,7 +22,9 @@ from detectors import DETECTORS, detector, image  # noqa: E402  (after the skip:
 
 DIMS = {"images": {2: "height", 3: "width"}}
 EXAMPLE = (96, 128, 0)  # height, width, seed
-OTHERS = [(64, 80, 1), (128, 96, 2)]
+# smaller, portrait, and wider than the transform's max_size / min_size (where the resize is bounded by
+# max_size, the other side of torchvision's min(...))
+OTHERS = [(64, 80, 1), (128, 96, 2), (48, 128, 4)]
 COUNT = ["num_detections"]
 
 

@@ -15,6 +15,9 @@ capture patch; nothing happens where torchvision is not imported):
   only keep as a constraint (the aspect ratio bounded by ``max_size / min_size``); the replacement
   takes ``torch.sym_min`` / ``sym_max`` of the same numbers (the same value, kept symbolic). An
   image resized with a training target (masks, keypoints) goes through torchvision's own function.
+* ``transform.resize_keypoints``: the keypoints' x and y are scaled in place in slices of a clone
+  (which only the whole program's functionalization can express); the replacement stacks the
+  scaled columns, as torchvision's own traced branch of the function does.
 * ``GeneralizedRCNNTransform.batch_images``: the padded size, ``int(math.ceil(float(size) / stride)
   * stride)``, goes through a Python float and fixes the image size to the example's; the
   replacement rounds up in integers, ``-(-size // stride) * stride`` (the same number for every size
@@ -26,7 +29,8 @@ capture patch; nothing happens where torchvision is not imported):
   is the bilinear sample ``F.interpolate(mask, size=(h, w), mode="bilinear",
   align_corners=False)`` takes there (source index ``(M + 2) / size * (i + 0.5) - 0.5`` in float32,
   clamped at 0; neighbours and weights as PyTorch's CPU kernel ``upsample_bilinear2d``), zero
-  elsewhere, as torchvision's ``paste_mask_in_image`` pastes it.
+  elsewhere, as torchvision's ``paste_mask_in_image`` pastes it (the boxes expanded as
+  ``expand_boxes`` does, its four columns stacked instead of written into a zero tensor).
 * ``roi_heads.heatmaps_to_keypoints``: Keypoint R-CNN resizes each detection's heatmaps to its
   box's size (``ceil`` of the box's width and height, ints of data-dependent boxes) in a Python
   loop; the replacement resizes all of them at once onto a grid of the largest box's size, as
@@ -36,7 +40,9 @@ capture patch; nothing happens where torchvision is not imported):
   first maximum).
 
 Semantics: torchvision's ``torchvision/ops/poolers.py`` (``MultiScaleRoIAlign``),
-``torchvision/models/detection/transform.py`` (``GeneralizedRCNNTransform``).
+``torchvision/models/detection/transform.py`` (``GeneralizedRCNNTransform``) and ``roi_heads.py``;
+PyTorch's CPU interpolation kernels (``aten/src/ATen/native/UpSample.h``: source indices, clamping,
+the cubic convolution coefficients).
 """
 
 from __future__ import annotations
@@ -95,6 +101,15 @@ def _resize_image_and_masks(image, self_min_size, self_max_size, target=None, fi
     return image, target
 
 
+def _resize_keypoints(keypoints, original_size, new_size):
+    """torchvision's ``resize_keypoints`` (keypoints [K, P, 3] as x, y, visibility; sizes (h, w)) with
+    the scaled columns stacked."""
+    ratio_h, ratio_w = (torch.tensor(s, dtype=torch.float32, device=keypoints.device)
+                        / torch.tensor(s_orig, dtype=torch.float32, device=keypoints.device)
+                        for s, s_orig in zip(new_size, original_size))
+    return torch.stack((keypoints[..., 0] * ratio_w, keypoints[..., 1] * ratio_h, keypoints[..., 2]), dim=-1)
+
+
 def _batch_images(self, images, size_divisible: int = 32):
     """``GeneralizedRCNNTransform.batch_images`` (images: [C, H_i, W_i] each -> [N, C, H, W], ``H``, ``W`` the
     largest sizes rounded up to a multiple of ``size_divisible``, zeros after each image), rounded in
@@ -128,10 +143,15 @@ def _paste_masks_in_image(masks, boxes, img_shape, padding: int = 1):
     img_shape (im_h, im_w) -> [K, 1, im_h, im_w]) for every mask at once: see the module docstring.
     A box is resized to ``max(x1 - x0 + 1, 1)`` columns and pasted over ``x0 <= x <= x1`` (nothing
     when ``x1 < x0``), rows alike, as torchvision's ``paste_mask_in_image``."""
-    from torchvision.models.detection.roi_heads import expand_boxes, expand_masks
+    from torchvision.models.detection.roi_heads import expand_masks
 
     masks, scale = expand_masks(masks, padding=padding)
-    boxes = expand_boxes(boxes, scale).to(dtype=torch.int64)
+    # torchvision's expand_boxes, its four columns stacked instead of written into a zero tensor
+    w_half = (boxes[:, 2] - boxes[:, 0]) * 0.5 * scale
+    h_half = (boxes[:, 3] - boxes[:, 1]) * 0.5 * scale
+    x_c = (boxes[:, 2] + boxes[:, 0]) * 0.5
+    y_c = (boxes[:, 3] + boxes[:, 1]) * 0.5
+    boxes = torch.stack([x_c - w_half, y_c - h_half, x_c + w_half, y_c + h_half], dim=1).to(dtype=torch.int64)
     im_h, im_w = img_shape
     m = masks[:, 0]  # [K, M + 2 * padding, M + 2 * padding]
     k, n = m.shape[0], m.shape[-1]
@@ -214,6 +234,7 @@ def _changes() -> list:
     transform = sys.modules.get("torchvision.models.detection.transform")
     if transform is not None:
         changes.append(SetAttribute(transform, "_resize_image_and_masks", lambda original: _resize_image_and_masks))
+        changes.append(SetAttribute(transform, "resize_keypoints", lambda original: _resize_keypoints))
         changes.append(SetAttribute(transform.GeneralizedRCNNTransform, "batch_images", lambda original: _batch_images))
     roi_heads = sys.modules.get("torchvision.models.detection.roi_heads")
     if roi_heads is not None:
@@ -227,7 +248,9 @@ def _changes() -> list:
 
 TORCHVISION_DETECTION = during_capture(register(Patch(
     "torchvision detection counts", _changes,
-    "torchvision.ops.poolers._multiscale_roi_align, GeneralizedRCNNTransform.batch_images and (its code) "
-    "roi_heads.paste_masks_in_image and heatmaps_to_keypoints: while torch.export traces, the same computations with the data-dependent "
-    "count of boxes and the padded image size kept symbolic, the masks pasted and the keypoints found for every detection at once (see onnxport/translate/ops/detection_models.py). Nothing "
-    "happens where torchvision is not imported; eager execution outside the trace is unchanged")))
+    "torchvision.ops.poolers._multiscale_roi_align, torchvision.models.detection.transform's "
+    "_resize_image_and_masks, resize_keypoints and GeneralizedRCNNTransform.batch_images, and (their code) "
+    "roi_heads.paste_masks_in_image and heatmaps_to_keypoints: while torch.export traces, the same computations "
+    "with the data-dependent count of boxes and the image sizes kept symbolic, the masks pasted and the keypoints "
+    "found for every detection at once (see onnxport/translate/ops/detection_models.py). Nothing happens where "
+    "torchvision is not imported; eager execution outside the trace is unchanged")))
