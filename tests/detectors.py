@@ -3,12 +3,15 @@
 Random weights as torchvision initializes them give detectors whose scores hardly differ: the heads
 start at a standard deviation of 0.01 (and a prior bias), BatchNorm at its initial statistics, so
 many candidates score the same and non-maximum suppression has nothing to decide; the order of
-equal scores is then arbitrary. Here every BatchNorm layer takes the statistics of an example image
+equal scores is then arbitrary. Here every BatchNorm layer takes the statistics of example images
 (one forward pass with the layers in training mode and ``momentum=None``: the batch's mean and
-variance exactly), its affine parameters are drawn at random, and the classification layers of the
-heads get larger weights and random biases; the box regression layers keep small weights (large
-deltas would send the boxes to the image's border, where they coincide). Images are small
-(``min_size`` / ``max_size`` of torchvision's transform) so that an export takes seconds.
+variance exactly) and random affine parameters; the convolutions of the heads' towers start at He's
+initialization; the layers computing score logits are drawn at random and scaled so that their
+logits spread by a chosen standard deviation on the example, around random biases. The box
+regression layers keep torchvision's small weights (large deltas would send the boxes to the
+image's border, where they coincide). Images are small (``min_size`` / ``max_size`` of torchvision's
+transform) and at most 20 detections are kept per image (the top scores, far above the score
+thresholds, so that no detection hangs on float32 rounding at a threshold).
 
 Each detector is wrapped in ``FirstImage``: ``images (1, 3, H, W)`` -> ``(boxes [K, 4], scores [K],
 labels [K] int64[, masks [K, 1, H', W'] | keypoints [K, P, 3]])`` of the first image, ``K`` the
