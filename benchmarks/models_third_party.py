@@ -1,5 +1,5 @@
 """Benchmark models built from third-party packages' own classes, seeded random weights, nothing
-downloaded: torchvision and timm classifiers, Hugging Face wav2vec2, T5, Phi and a Llama decoder with its
+downloaded: torchvision and timm classifiers, torchvision's detectors (where its compiled ops load), Hugging Face wav2vec2, T5, Phi and a Llama decoder with its
 key/value cache as inputs. A factory raises ``ImportError`` when its package is absent
 (``compare.py`` skips the model with a note)."""
 
@@ -74,6 +74,58 @@ def timm_efficientvit_b0():
 def timm_convnext_atto():
     """timm convnext_atto (patchify stem, depthwise 7x7 convolutions), dynamic batch, height, width."""
     return _timm("convnext_atto")
+
+
+# ------------------------------------------------------------------------------------ torchvision detectors
+def _detector(name: str):
+    """A torchvision detector of ``tests/detectors.py`` (seeded weights spreading its scores) on a
+    96x128 image, dynamic height and width; the other images 64x80 and 128x96; the detection count
+    named ``num_detections``. Its compiled ops (nms, roi_align) must load beside this torch."""
+    from third_party import torchvision_ops_load
+
+    if not torchvision_ops_load():
+        raise ImportError("torchvision's compiled ops (nms, roi_align) do not load beside this torch build")
+    from detectors import detector, image
+
+    example = image(96, 128, 0)
+    return _case()(detector(name, example), (example,), {"images": {2: "height", 3: "width"}},
+                   [(image(64, 80, 1),), (image(128, 96, 2),)],
+                   onnxport_kwargs={"output_dims": {"output_0": {0: "num_detections"}}})
+
+
+def ssdlite320_mobilenet_v3_large():
+    """torchvision ssdlite320_mobilenet_v3_large, dynamic image height and width."""
+    return _detector("ssdlite320_mobilenet_v3_large")
+
+
+def fasterrcnn_mobilenet_v3_large_320_fpn():
+    """torchvision fasterrcnn_mobilenet_v3_large_320_fpn, dynamic image height and width."""
+    return _detector("fasterrcnn_mobilenet_v3_large_320_fpn")
+
+
+def fasterrcnn_resnet18_fpn():
+    """torchvision FasterRCNN on a resnet18 FPN backbone, dynamic image height and width."""
+    return _detector("fasterrcnn_resnet18_fpn")
+
+
+def retinanet_resnet18_fpn():
+    """torchvision RetinaNet on a resnet18 FPN backbone (P6, P7), dynamic image height and width."""
+    return _detector("retinanet_resnet18_fpn")
+
+
+def fcos_resnet18_fpn():
+    """torchvision FCOS on a resnet18 FPN backbone (P6, P7), dynamic image height and width."""
+    return _detector("fcos_resnet18_fpn")
+
+
+def maskrcnn_resnet18_fpn():
+    """torchvision MaskRCNN on a resnet18 FPN backbone, masks pasted into the image, dynamic height and width."""
+    return _detector("maskrcnn_resnet18_fpn")
+
+
+def keypointrcnn_resnet18_fpn():
+    """torchvision KeypointRCNN on a resnet18 FPN backbone, dynamic image height and width."""
+    return _detector("keypointrcnn_resnet18_fpn")
 
 
 # ------------------------------------------------------------------------------------ Hugging Face
@@ -216,6 +268,13 @@ THIRD_PARTY = {
     "efficientnet_b0": efficientnet_b0,
     "timm_efficientvit_b0": timm_efficientvit_b0,
     "timm_convnext_atto": timm_convnext_atto,
+    "ssdlite320_mobilenet_v3_large": ssdlite320_mobilenet_v3_large,
+    "fasterrcnn_mobilenet_v3_large_320_fpn": fasterrcnn_mobilenet_v3_large_320_fpn,
+    "fasterrcnn_resnet18_fpn": fasterrcnn_resnet18_fpn,
+    "retinanet_resnet18_fpn": retinanet_resnet18_fpn,
+    "fcos_resnet18_fpn": fcos_resnet18_fpn,
+    "maskrcnn_resnet18_fpn": maskrcnn_resnet18_fpn,
+    "keypointrcnn_resnet18_fpn": keypointrcnn_resnet18_fpn,
     "wav2vec2": wav2vec2,
     "t5": t5,
     "phi": phi,

@@ -30,6 +30,7 @@ def to_onnx(
     dynamic_shapes: Any = None,
     input_names: list[str] | None = None,
     output_names: list[str] | None = None,
+    output_dims: dict[str, dict[int, str]] | None = None,
     opset: int = 20,
     optimize: bool = True,
     inline: bool = False,
@@ -155,7 +156,7 @@ def to_onnx(
         restore_leftovers()
         result = _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline,
                            strict, rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings,
-                           bound)
+                           bound, output_dims)
     from onnxport.verify.default_floor import floors
 
     if result.weights is not None or not floors(result.guards):  # no eager model to compare without its weights
@@ -213,7 +214,7 @@ def _bind_weights(model: Any, weights: Any, cast: bool, strict: bool):
 
 def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline, strict,
               rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings,
-              bound=None) -> ExportResult:
+              bound=None, output_dims=None) -> ExportResult:
     """The steps of ``to_onnx`` in order, each timed by ``step`` into ``timings``."""
     from onnxport.capture import capture, decompose
     from onnxport.capture.values import check_outputs
@@ -251,7 +252,7 @@ def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, op
             captured = dataclasses.replace(captured, program=decomposed.program)
     with step("translate"):
         ir_model = build_model(captured, opset=opset, registry=translations, input_names=input_names,
-                               output_names_=output_names,
+                               output_names_=output_names, output_dims=output_dims,
                                options={"inline": inline, "rewritten_loops": rewrite_control_flow}, weights=bound)
     if optimize:
         with step("optimize"):

@@ -47,7 +47,10 @@ def _dynamic_axes(spec):
 
 @pytest.mark.parametrize("name", list(models.MODELS))
 def test_factory_builds_and_runs_eagerly(name):
-    case = models.MODELS[name]()
+    try:
+        case = models.MODELS[name]()
+    except ImportError as e:  # what the factory needs is absent here (compare.py skips it with a note)
+        pytest.skip(str(e))
     assert isinstance(case.model, torch.nn.Module) and not case.model.training
     assert isinstance(case.dynamic_shapes, dict) and len(case.dynamic_shapes) == len(case.args)
     axes = _dynamic_axes(case.dynamic_shapes)

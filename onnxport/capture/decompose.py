@@ -23,6 +23,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.capture.meta_weights import META_WEIGHTS_ON_CPU
+from onnxport.capture.assert_division import ASSERTED_DIVISION
 from onnxport.capture.patches import installed, user_hooks
 from onnxport.capture.state import OpSupport
 from onnxport.errors import UnsupportedOpError
@@ -70,7 +71,7 @@ def decompose(program: torch.export.ExportedProgram, ops: OpSupport,
             if has_translation(op) is not None:
                 whole.pop(op)
         blocked = tuple(sorted(set(blocking)))
-        patches = (*ops.capture_patches, *((user_hooks(hooks),) if hooks is not None else ()),
+        patches = (ASSERTED_DIVISION, *ops.capture_patches, *((user_hooks(hooks),) if hooks is not None else ()),
                    *((META_WEIGHTS_ON_CPU,) if any(t.is_meta for t in program.state_dict.values()) else ()))
         try:
             with installed(*patches):

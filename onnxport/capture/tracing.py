@@ -1,7 +1,7 @@
 """One torch.export call, with the patches every trace installs, and what it gave (``Traced``).
 
 The patches of a trace, in the order they are installed: what torch prints held back
-(``HOLD_OUTPUT``), the guard records (``capture.guards.record``), ``SYMBOLIC_MATH``,
+(``HOLD_OUTPUT``), the guard records (``capture.guards.record``), ``SYMBOLIC_MATH``, ``ASSERTED_DIVISION``,
 ``SIZE_OBLIVIOUS`` (when the state asks for it), the patches of the translations
 (``OpSupport.capture_patches``), the user's ``capture_hooks``, ``TRANSFORMER_ENCODER_AS_EAGER``,
 ``TF_SAME_PADDING``, ``SYMBOLIC_TORCH_INT``, the deferred range check, ``EXPLICIT_SIGNATURE``,
@@ -18,6 +18,7 @@ import math
 import sys
 import torch
 
+from onnxport.capture.assert_division import ASSERTED_DIVISION
 from onnxport.capture.caches import SLIDING_WINDOW_AS_FULL
 from onnxport.capture.classify import REWRITTEN_HINT, classify
 from onnxport.capture.eager_paths import TRANSFORMER_ENCODER_AS_EAGER
@@ -95,7 +96,7 @@ def trace_patches(state: CaptureState, lists: dict[str, list], held: io.StringIO
     signature = [EXPLICIT_SIGNATURE.using(request.model, request.args, request.kwargs)] \
         if absorbed_keywords(request.model, request.kwargs) else []
     return [HOLD_OUTPUT.using(held), RECORD_SPECIALIZATIONS.using(lists["records"]),
-            RECORD_GUARDS.using(lists["events"]), RECORD_UNBACKED.using(lists["unbacked"]), SYMBOLIC_MATH,
+            RECORD_GUARDS.using(lists["events"]), RECORD_UNBACKED.using(lists["unbacked"]), SYMBOLIC_MATH, ASSERTED_DIVISION,
             *([SIZE_OBLIVIOUS] if state.oblivious else []), *ops, *request.hooks, TRANSFORMER_ENCODER_AS_EAGER,
             TF_SAME_PADDING, SYMBOLIC_TORCH_INT,
             DEFER_RANGE_VIOLATIONS.using(lists["violations"]), *signature, SLIDING_WINDOW_AS_FULL,

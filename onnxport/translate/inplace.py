@@ -67,13 +67,20 @@ def alias_chain(node: torch.fx.Node) -> list[torch.fx.Node]:
 
 
 _DROPOUTS = ("dropout_", "feature_dropout_", "alpha_dropout_", "feature_alpha_dropout_")
+_AUTOGRAD_ONLY = ("detach_",)  # changes what autograd records of the tensor, never its values
 
 
 def writes_nothing(node: torch.fx.Node) -> bool:
-    """An in-place op that leaves its tensor as it is: dropout at inference (``train=False``) or
+    """An in-place op that leaves its tensor's values as they are: ``detach_`` (which
+    ``torch.tensor(size)`` of a symbolic size records), dropout at inference (``train=False``) or
     with ``p=0``."""
     target = node.target
-    if not isinstance(target, torch._ops.OpOverload) or target._schema.name.split("::")[-1] not in _DROPOUTS:
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    name = target._schema.name.split("::")[-1]
+    if name in _AUTOGRAD_ONLY:
+        return True
+    if name not in _DROPOUTS:
         return False
     p, train = (list(node.args[1:3]) + [node.kwargs.get("p"), node.kwargs.get("train")])[:2]
     return train is False or p == 0

@@ -30,11 +30,14 @@ class DimNamer:
 
     def __init__(self):
         self.names: dict[sympy.Symbol, str] = {}
+        self.counts: dict[Any, str] = {}  # data-dependent output sizes (``Min(20, u9)``) -> their names
         self._rendered: dict[Any, int | str] = {}
 
     def __call__(self, expr: Any) -> int | str:
         if isinstance(expr, (int, np.integer)):
             return int(expr)
+        if expr in self.counts:
+            return self.counts[expr]
         key = (expr, len(self.names))  # names are added before translation; a new one renders anew
         hit = self._rendered.get(key)
         if hit is None:
@@ -72,9 +75,62 @@ def output_names(program: torch.export.ExportedProgram, n_user: int) -> list[str
     return names
 
 
+def name_counts(namer: DimNamer, outputs: list[tuple[str, Any]], output_dims: dict | None) -> None:
+    """Name the data-dependent sizes of the outputs (``outputs``: ONNX name and ``meta["val"]``): a
+    size computed from the model's data (an unbacked symbol of torch: the detections NMS keeps) takes
+    the name ``output_dims`` gives one of its axes (``{"boxes": {0: "num_detections"}}``), else
+    ``<output>_dim<axis>`` of the first output holding it; every axis of the same size carries that
+    name. Sizes of the inputs keep their dims' names.
+
+    Raises ``ExportError`` when ``output_dims`` names an output the model does not return, an axis it
+    does not have or whose size is not data-dependent, or one name for two different sizes.
+    """
+    given = {name: dict(axes) for name, axes in (output_dims or {}).items()}
+    shapes = {name: val.shape for name, val in outputs if isinstance(val, torch.Tensor)}
+    for name, axes in given.items():
+        if name not in shapes:
+            raise ExportError(f"output_dims names output {name!r}, which the model does not return as a tensor",
+                              hint=f"name one of {', '.join(shapes) or 'no outputs'}")
+        for axis in axes:
+            if not isinstance(axis, int) or not -len(shapes[name]) <= axis < len(shapes[name]):
+                raise ExportError(f"output_dims names axis {axis!r} of {name!r}, which has {len(shapes[name])} axes")
+
+    def data_dependent(expr: Any) -> bool:
+        return isinstance(expr, sympy.Basic) and any(s not in namer.names for s in expr.free_symbols)
+
+    def assign(expr: Any, chosen: str, name: str, axis: int) -> None:
+        if chosen in namer.counts.values() or chosen in namer.names.values():
+            raise ExportError(f"output_dims gives {chosen!r} to axis {axis} of {name!r}, a size other than "
+                              f"the one already named {chosen!r}", hint="give different sizes different names")
+        namer.counts[expr] = chosen
+
+    for name, axes in given.items():  # the user's names first, then the defaults of the sizes left
+        shape = shapes[name]
+        for axis, wanted in axes.items():
+            axis %= len(shape)
+            expr = expr_of(shape[axis])
+            if not data_dependent(expr):
+                raise ExportError(
+                    f"output_dims names axis {axis} of {name!r} {wanted!r}, but its size is "
+                    f"{namer(expr)!r}, not a size computed from the model's data",
+                    hint="output_dims names data-dependent sizes only; an input's dims take their names from "
+                         "dynamic_shapes")
+            if expr in namer.counts:
+                if wanted != namer.counts[expr]:
+                    raise ExportError(f"output_dims names one size both {namer.counts[expr]!r} and {wanted!r} "
+                                      f"(axis {axis} of {name!r})", hint="give a size one name")
+                continue
+            assign(expr, wanted, name, axis)
+    for name, shape in shapes.items():
+        for axis, d in enumerate(shape):
+            expr = expr_of(d)
+            if data_dependent(expr) and expr not in namer.counts:
+                assign(expr, f"{name}_dim{axis}", name, axis)
+
+
 def build_model(captured: Captured, *, opset: int, registry: Translations, input_names: list[str] | None = None,
                 output_names_: list[str] | None = None, options: dict | None = None,
-                weights: Weights | None = None) -> ir.Model:
+                weights: Weights | None = None, output_dims: dict | None = None) -> ir.Model:
     """Translate ``captured.program`` into an onnx_ir.Model (not yet optimized).
 
     Args:
@@ -82,6 +138,7 @@ def build_model(captured: Captured, *, opset: int, registry: Translations, input
         opset: the ONNX default-domain opset.
         registry: the export's translations (``Translations(opset, user_registry)``).
         input_names, output_names_: names overriding the flat ones (one per tensor input/output).
+        output_dims: names of data-dependent output sizes, ``{output: {axis: name}}`` (``name_counts``).
         options: export options shared by nested contexts (``inline``).
         weights: for a model whose parameters are on the meta device, where their values are
             (``onnxport.weights.bind``): each such initializer is an ``onnx_ir.LazyTensor`` reading
@@ -190,6 +247,8 @@ def build_model(captured: Captured, *, opset: int, registry: Translations, input
             continue
         user_out.append(value)
         out_nodes.append(fx_node)
+    name_counts(namer, [(n, f.meta.get("val") if isinstance(f, torch.fx.Node) else None)
+                        for n, f in zip(names_out, out_nodes)], output_dims)
     graph_outputs: list[ir.Value] = []
     seen: set = set()
     input_set = set(inputs) | set(initializers)
