@@ -121,9 +121,10 @@ MUTATIONS = [
                "        user_out.append(next((i for i in initializers if i.name == spec.target), value))\n"
                "        out_nodes.append(fx_node)")], ["tests/test_hostile.py", "tests/verify"]),
     Mutation("specialization_unchecked", "the capture's specialization check made a no-op",
-             "onnxport/capture/trace.py",
-             [("def _check_specialization(program, names, declared, records, top) -> None:\n",
-               "def _check_specialization(program, names, declared, records, top) -> None:\n    return\n")],
+             "onnxport/capture/steps.py",
+             [("        request = state.request\n        by_name = dict(zip(request.names, user_placeholders(state.program)))\n",
+               "        return state.but(\"every declared dim stayed symbolic\")\n"
+               "        request = state.request\n        by_name = dict(zip(request.names, user_placeholders(state.program)))\n")],
              ["tests/capture"]),
 ]
 
