@@ -85,8 +85,8 @@ def _lift_function_constants(model: ir.Model) -> None:
             continue
         for node in [n for n in function if n.op_type == "Constant" and n.domain in ("", "ai.onnx")]:
             attr = node.attributes.get("value")
-            if attr is None or len(node.outputs) != 1:
-                continue
+            if attr is None or len(node.outputs) != 1 or node.outputs[0] in function.outputs:
+                continue  # a constant the function returns stays its node (a graph output is produced inside)
             name = f"{function.name}.{node.outputs[0].name}"
             init = ir.Value(name=name, const_value=attr.value, type=ir.TensorType(attr.value.dtype),
                             shape=ir.Shape(attr.value.shape))

@@ -214,7 +214,7 @@ def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any],
             if items is None:
                 raise DynamicShapesError(f"dynamic_shapes for input {prefix!r} must be a dict or a list, not {spec!r}")
             for axis, d in items:
-                if d is None or isinstance(d, int):
+                if d is None:
                     continue
                 if not isinstance(axis, int) or not -value.dim() <= axis < value.dim():
                     raise DynamicShapesError(
@@ -222,8 +222,20 @@ def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any],
                         hint=f"axes of {prefix!r} go from 0 to {value.dim() - 1}",
                     )
                 axis = axis % value.dim()
+                if isinstance(d, int) and not isinstance(d, bool):
+                    if d != value.shape[axis]:
+                        raise DynamicShapesError(
+                            f"dynamic_shapes gives axis {axis} of input {prefix!r} the static size {d}, but the "
+                            f"example's is {value.shape[axis]}",
+                            hint="give the example's size, or a dimension name to make the axis dynamic")
+                    continue
                 if d is Dim.STATIC:
                     continue
+                if not isinstance(d, type(Dim.AUTO)) and not hasattr(d, "__name__"):
+                    raise DynamicShapesError(
+                        f"dynamic_shapes gives axis {axis} of input {prefix!r} {d!r}, which is not a dimension",
+                        hint="give a dimension name (a string or torch.export.Dim), Dim.AUTO / Dim.DYNAMIC / "
+                             "Dim.STATIC, an int (the static size) or None")
                 if isinstance(d, type(Dim.AUTO)):
                     strict = d.type == Dim.DYNAMIC.type
                     declared.append(DeclaredDim(prefix, axis, f"{prefix}_dim{axis}", strict,
@@ -232,7 +244,14 @@ def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any],
                     declared.append(DeclaredDim(prefix, axis, d.__name__, True, "string"))
                 else:
                     hi = None if int_oo_or_none(d.max) is None else int(d.max)
-                    declared.append(DeclaredDim(prefix, axis, d.__name__, True, "dim", int(getattr(d, "min", 0) or 0), hi))
+                    lo = int(getattr(d, "min", 0) or 0)
+                    size = int(value.shape[axis])
+                    if type(d).__name__ != "_DerivedDim" and not (lo <= size and (hi is None or size <= hi)):
+                        raise DynamicShapesError(
+                            f"dimension {d.__name__!r} (axis {axis} of input {prefix!r}) is declared in "
+                            f"[{lo}, {hi if hi is not None else 'inf'}], but the example's size is {size}",
+                            hint="give example inputs inside the declared range, or widen the range")
+                    declared.append(DeclaredDim(prefix, axis, d.__name__, True, "dim", lo, hi))
             return
         if is_cache(value) and isinstance(spec, (list, tuple)):
             base = cache_input_name(prefix) if prefix in top_names else prefix

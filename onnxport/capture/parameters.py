@@ -74,6 +74,12 @@ def spread(spec: Any, top: list[tuple[str, Any]], params: list[Parameter]) -> di
             p = by_name.get(key)
             if p is not None and p.kind != ONE and _by_parameter(p, value):
                 out.update(_spread_one(p, value))
+            elif p is not None and p.kind != ONE and key not in names:
+                form = "a tuple with one entry per argument" if p.kind == VARARGS else "a dict keyed by the keywords"
+                raise DynamicShapesError(
+                    f"dynamic_shapes gives {'*' if p.kind == VARARGS else '**'}{key} {value!r}; it takes {form}",
+                    hint=f"write {key}=({', '.join(['...'] * len(p.inputs))}) for the {len(p.inputs)} arguments passed"
+                         if p.kind == VARARGS else f"write {key}={{{', '.join(repr(n) + ': ...' for n in p.inputs)}}}")
             elif key in names:
                 out[key] = value
             else:

@@ -5,6 +5,7 @@ save time, or the module when it holds real values), or the export stops naming 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import numpy as np
 import onnx_ir as ir
@@ -142,6 +143,12 @@ def bind(module: torch.nn.Module, checkpoint: Checkpoint, *, cast: bool = False)
             hints.append("build the model with the configuration the checkpoint was saved from")
         raise CheckpointError(f"checkpoint {checkpoint.source} does not fit the model: " + "; ".join(parts),
                               hint="; ".join(hints))
+    if computed:
+        warnings.warn(f"buffers saved with the model's state (persistent) are not in checkpoint {checkpoint.source}: "
+                      f"{_listed(sorted(computed))}; the export uses the values the model's __init__ computed for them, "
+                      "which is right for tables __init__ derives (position ids, rotary frequencies) and wrong for "
+                      "state learned in training (BatchNorm's running statistics): save those with the checkpoint",
+                      UserWarning, stacklevel=4)
     return Weights(checkpoint, sources, dtypes, tuple(computed))
 
 

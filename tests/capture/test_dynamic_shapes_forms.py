@@ -158,3 +158,21 @@ def test_additional_inputs():
     result = check_export(Pair(), (x, y), spec)
     shapes = dims(result)
     assert isinstance(shapes["x"][0], str) and shapes["x"][1] == 4
+
+
+@pytest.mark.parametrize("spec,match", [
+    ({"x": {0: Dim("q", min=5, max=20)}, "y": {0: Dim("q", min=5, max=20)}}, r"declared in \[5, 20\], but the example's size is 3"),
+    ({"x": {0: 5}, "y": None}, r"the static size 5, but the example's is 3"),
+    ({"x": {0: 3.5}, "y": None}, r"3.5, which is not a dimension"),
+], ids=["outside-range", "other-static-size", "not-a-dimension"])
+def test_a_value_that_does_not_fit_the_example_is_a_dynamic_shapes_error(spec, match):
+    with pytest.raises(onnxport.DynamicShapesError, match=match):
+        onnxport.to_onnx(Pair(), (x, y), dynamic_shapes=spec)
+
+
+def test_varargs_and_kwargs_of_another_structure_are_named():
+    with pytest.raises(onnxport.DynamicShapesError, match=r"gives \*past .* it takes a tuple with one entry per argument"):
+        onnxport.to_onnx(Varargs(), (ids, mask) + past, dynamic_shapes={"ids": PER_TOKEN, "mask": PER_TOKEN,
+                                                                           "past": PER_TOKEN})
+    with pytest.raises(onnxport.DynamicShapesError, match=r"gives \*\*inputs .* it takes a dict keyed by the keywords"):
+        onnxport.to_onnx(Keywords(), (x,), {"a": y, "b": y}, dynamic_shapes={"x": {0: batch}, "inputs": ({0: batch},)})

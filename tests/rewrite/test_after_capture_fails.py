@@ -80,3 +80,22 @@ def test_what_the_rewriter_cannot_express_keeps_the_error():
         onnxport.to_onnx(CountReturn(), (torch.randn(8),), dynamic_shapes={"x": {0: "n"}})
     assert "test_after_capture_fails.py" in str(info.value)
     assert not [w for w in caught if "rewrote" in str(w.message)]  # no notice of a rewrite that did not help
+
+
+class ConstantSide(torch.nn.Module):
+    """One side of the data-dependent branch is a constant tensor (a cond branch returning a constant)."""
+
+    def forward(self, x):
+        kept = x[x > 0]
+        if kept.numel() > 3:
+            y = kept[:3] * 2
+        else:
+            y = torch.zeros(3)
+        return y
+
+
+def test_a_branch_returning_a_constant():
+    with pytest.warns(UserWarning, match="onnxport rewrote the if"):
+        result = onnxport.to_onnx(ConstantSide(), (torch.randn(8),), dynamic_shapes={"x": {0: "n"}})
+    for x in (torch.tensor([1.0, 2, 3, 4, -1]), -torch.rand(5), torch.rand(2)):
+        np.testing.assert_allclose(_run(result, x), ConstantSide()(x).numpy())

@@ -209,7 +209,9 @@ def test_buffers_computed_in_init_are_used_and_those_on_meta_refused_by_name(tmp
     x = torch.randn(3, 8)
     with empty_weights():
         meta = WithTables().eval()
-    result = onnxport.to_onnx(meta, (x,), dynamic_shapes=({0: "batch"},), weights=path)
+    with pytest.warns(UserWarning, match=r"persistent\) are not in checkpoint .*: positions; the export uses the "
+                                         r"values the model's __init__ computed"):
+        result = onnxport.to_onnx(meta, (x,), dynamic_shapes=({0: "batch"},), weights=path)
     assert set(result.weights.computed) == {"positions"}
     out = ort.InferenceSession(result.save(str(tmp_path / "m.onnx")), providers=["CPUExecutionProvider"]).run(
         None, {"x": x.numpy()})[0]
