@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import time
 import warnings
 from typing import Any, Callable, Iterator
@@ -295,8 +296,6 @@ def _rewritten_after(error: ExportError, model: torch.nn.Module, args: tuple, kw
 
 def _tried(error: ExportError, why: str) -> ExportError:
     """``error`` with its fix no longer offering ``rewrite_control_flow=True`` (it was tried: ``why``)."""
-    import re
-
     hint = re.sub(r"(,? or )?pass rewrite_control_flow=True to (to_onnx|export both sides as an ONNX If, or )", "",
                   error.hint or "").strip(" ;,")
     tried = f"onnxport's rewrite of Python control flow did not help ({why})"

@@ -105,6 +105,23 @@ class InputSpec:
         return low, max(self.high * 4, self.high + 16)
 
 
+def as_input_set(extra: Any, example: str = "inputs=[(x2,), ((x3, lengths3), {})]") -> tuple[tuple, dict]:
+    """An input set the user gave, as ``(args, kwargs)``: a tensor, an args tuple/list, or
+    ``(args, kwargs)``.
+
+    Raises:
+        ValidationError: anything else (``example``: how the caller's argument is written, for the hint).
+    """
+    if isinstance(extra, torch.Tensor):
+        return (extra,), {}
+    if isinstance(extra, tuple) and len(extra) == 2 and isinstance(extra[0], (tuple, list)) and isinstance(extra[1], dict):
+        return tuple(extra[0]), dict(extra[1])
+    if isinstance(extra, (tuple, list)):
+        return tuple(extra), {}
+    raise ValidationError(f"an input set must be a tensor, an args tuple or (args, kwargs), not {type(extra).__name__}",
+                          hint=f"e.g. {example}")
+
+
 def elements(specs: list[InputSpec], sizes: dict[str, int]) -> int:
     """Elements of all the inputs ``specs`` make at ``sizes``."""
     return sum(math.prod(s.shape(sizes)) for s in specs)

@@ -53,26 +53,20 @@ def _along(size, kernel: int, stride: int):
     return torch.sym_max(((size + stride - 1) // stride - 1) * stride + kernel - size, 0)
 
 
-def _symbolic_int(original):
-    def torch_int(x):
-        if isinstance(x, torch.SymInt):
-            return x
-        if isinstance(x, torch.SymFloat):
-            return torch.sym_int(x)
-        return original(x)
+def _passing(same: type, other: type, convert):
+    """A replacement of transformers' ``torch_int`` / ``torch_float`` (``original``) returning a symbolic
+    value of kind ``same`` as it is, one of kind ``other`` through ``convert``, anything else as before."""
+    def make(original):
+        def keep_symbolic(x):
+            if isinstance(x, same):
+                return x
+            if isinstance(x, other):
+                return convert(x)
+            return original(x)
 
-    return torch_int
+        return keep_symbolic
 
-
-def _symbolic_float(original):
-    def torch_float(x):
-        if isinstance(x, torch.SymFloat):
-            return x
-        if isinstance(x, torch.SymInt):
-            return torch.sym_float(x)
-        return original(x)
-
-    return torch_float
+    return make
 
 
 def _torch_int_changes() -> list:
@@ -80,7 +74,8 @@ def _torch_int_changes() -> list:
     if generic is None:
         return []
     changes = []
-    for attribute, make in (("torch_int", _symbolic_int), ("torch_float", _symbolic_float)):
+    for attribute, make in (("torch_int", _passing(torch.SymInt, torch.SymFloat, torch.sym_int)),
+                            ("torch_float", _passing(torch.SymFloat, torch.SymInt, torch.sym_float))):
         original = getattr(generic, attribute, None)
         if original is None:
             continue

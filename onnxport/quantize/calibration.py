@@ -13,22 +13,10 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from onnxport.capture.inputs import dim_examples, dim_names, inputs_like_example
+from onnxport.capture.inputs import as_input_set, dim_examples, dim_names, inputs_like_example
 from onnxport.errors import ValidationError
 
 GENERATED_SETS = 8  # input sets generated when the user gives none
-
-
-def as_input_set(extra: Any) -> tuple[tuple, dict]:
-    """An input set as ``(args, kwargs)``: a tensor, an args tuple/list, or ``(args, kwargs)``."""
-    if isinstance(extra, torch.Tensor):
-        return (extra,), {}
-    if isinstance(extra, tuple) and len(extra) == 2 and isinstance(extra[0], (tuple, list)) and isinstance(extra[1], dict):
-        return tuple(extra[0]), dict(extra[1])
-    if isinstance(extra, (tuple, list)):
-        return tuple(extra), {}
-    raise ValidationError(f"an input set must be a tensor, an args tuple or (args, kwargs), not {type(extra).__name__}",
-                          hint="e.g. calibration=[(x1,), (x2,)] or [((ids,), {'attention_mask': mask})]")
 
 
 def feeds(input_names: list[str], input_set: tuple[tuple, dict]) -> dict[str, np.ndarray]:
@@ -46,7 +34,7 @@ def input_sets(result, given: Any = None, count: int = GENERATED_SETS) -> tuple[
     """``(sets, description)``: the user's input sets, or ``count`` sets generated like the example
     (its sizes, its values' mean and spread, integers in their range; ``capture.inputs``)."""
     if given is not None:
-        sets = [as_input_set(s) for s in given]
+        sets = [as_input_set(s, "calibration=[(x1,), (x2,)] or [((ids,), {'attention_mask': mask})]") for s in given]
         if not sets:
             raise ValidationError("no calibration inputs given", hint="pass a list of input sets, or None to generate")
         return sets, f"given inputs ({len(sets)} sets)"

@@ -174,7 +174,8 @@ def _leaves(x: Any) -> list[torch.Tensor]:
 
 def _sets(result, inputs: Any, sizes: Any) -> list[tuple[str, str, tuple]]:
     """``(label, sizes text, (args, kwargs))``: the example, the default sizes (or ``sizes``), ``inputs``."""
-    from onnxport.verify.validate import _input_set, default_size_sets
+    from onnxport.capture.inputs import as_input_set
+    from onnxport.verify.validate import default_size_sets
 
     out = [("example", "", result.example)]
     if result.captured is not None:
@@ -185,7 +186,7 @@ def _sets(result, inputs: Any, sizes: Any) -> list[tuple[str, str, tuple]]:
             made = inputs_like_example(result.captured, names, s, seed=i + 1)
             out.append((f"sizes {i + 1}", ", ".join(f"{k}={v}" for k, v in s.items()), made))
     for i, extra in enumerate(inputs or []):
-        out.append((f"inputs {i + 1}", "", _input_set(extra)))
+        out.append((f"inputs {i + 1}", "", as_input_set(extra)))
     return out
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from onnxport.capture.inputs import (LARGE, VALUE_KINDS, InputSpec, dim_examples, dim_names, elements,
+from onnxport.capture.inputs import (LARGE, VALUE_KINDS, InputSpec, as_input_set, dim_examples, dim_names, elements,
                                      inputs_like_example, specs_from_captured)
 from onnxport.capture.patches import exclusive_capture
 from onnxport.capture.relations import broken, evaluate, from_guards, missing_hint
@@ -179,7 +179,7 @@ def _input_sets(result, inputs, sizes, values, include_example, specs) -> list[t
         made = inputs_like_example(result.captured, dims, examples, seed=100 + i, values=kind, specs=specs)
         sets.append((f"values {i + 1}", examples, why, kind, made))
     for i, extra in enumerate(inputs or []):
-        sets.append((f"inputs {i + 1}", None, "given inputs", "example", _input_set(extra)))
+        sets.append((f"inputs {i + 1}", None, "given inputs", "example", as_input_set(extra)))
     return sets
 
 
@@ -297,18 +297,6 @@ def _lengths_sorted(args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
 
     out = pytree.tree_map_only(torch.Tensor, sort, (args, kwargs))
     return out if found else None
-
-
-def _input_set(extra: Any) -> tuple[tuple, dict]:
-    """An extra input set as ``(args, kwargs)``: accepts a tensor, an args tuple/list, or (args, kwargs)."""
-    if isinstance(extra, torch.Tensor):
-        return (extra,), {}
-    if isinstance(extra, tuple) and len(extra) == 2 and isinstance(extra[0], (tuple, list)) and isinstance(extra[1], dict):
-        return tuple(extra[0]), dict(extra[1])
-    if isinstance(extra, (tuple, list)):
-        return tuple(extra), {}
-    raise ValidationError(f"an input set must be a tensor, an args tuple or (args, kwargs), not {type(extra).__name__}",
-                          hint="e.g. inputs=[(x2,), ((x3, lengths3), {})]")
 
 
 def _resolve_sizes(result, sizes: dict, examples: dict, dims: dict) -> dict:
