@@ -159,11 +159,17 @@ def to_onnx(
                            strict, rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings,
                            bound, output_dims)
     from onnxport.verify.default_floor import floors
+    from onnxport.verify.model_minimum import low_runs
 
-    if result.weights is not None or not floors(result.guards):  # no eager model to compare without its weights
+    if result.weights is not None:  # no eager model to compare without its weights
         return result
-    with step("check size 1"):
-        return _settle_floors(result)
+    if floors(result.guards):
+        with step("check size 1"):
+            result = _settle_floors(result)
+    if low_runs(result.guards, _adoptable_minimum(result)):
+        with step("check the smallest sizes"):
+            result = _settle_minimum(result)
+    return result
 
 
 def _settle_floors(result: ExportResult) -> ExportResult:
@@ -185,6 +191,36 @@ def _settle_floors(result: ExportResult) -> ExportResult:
     record_constraints(result.model, [str(g) for g in captured.adopted()])
     for guard in wrong.values():
         warnings.warn(adopted_warning(guard), UserWarning, stacklevel=3)
+    return result.replace(captured=captured, model=result.model)
+
+
+def _adoptable_minimum(result: ExportResult) -> dict[str, int]:
+    """dim name -> the smallest size the export promises, for dims named without a range."""
+    return {v.name: max(1, v.lo) for v in result.captured.variables.values() if v.adoptable}
+
+
+def _settle_minimum(result: ExportResult) -> ExportResult:
+    """``result``, or a new one where the smallest sizes a kept guard excludes, which eager PyTorch
+    itself refuses, are out of the range (``verify.model_minimum``): ``n >= m`` adopted (warning,
+    ``constraints``, metadata), the narrower ``n >= k`` it supersedes dropped."""
+    from onnxport.capture.trace import adopted_warning
+    from onnxport.finalize import record_constraints
+    from onnxport.verify.model_minimum import adopted_minimum, low_runs, refused_up_to, superseded
+
+    changed = {}
+    for guard, name, sizes in low_runs(result.guards, _adoptable_minimum(result)):
+        refused = refused_up_to(result, name, sizes)
+        if refused is not None:
+            changed[id(guard)] = adopted_minimum(guard, name, sizes[0], *refused)
+    if not changed:
+        return result
+    guards = [changed.get(id(g), g) for g in result.guards]
+    adopted = [g for g in guards if g.adopted]
+    guards = [g for g in guards if not superseded(g, adopted)]
+    captured = dataclasses.replace(result.captured, guards=guards)
+    record_constraints(result.model, [str(g) for g in captured.adopted()])
+    for guard in changed.values():
+        warnings.warn(f"{adopted_warning(guard)}; {guard.method}", UserWarning, stacklevel=3)
     return result.replace(captured=captured, model=result.model)
 
 

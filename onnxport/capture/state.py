@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 import sympy
 import torch
+from torch.export import Dim
 
 from onnxport.capture.dynamic_shapes import (DeclaredDim, declared_dims, expand_caches, flat_names, other_axes_auto,
                                              positive_axes, signature_names, spec_for, string_names, to_dims)
@@ -69,6 +70,7 @@ class Request:
     names: list[str] = dataclasses.field(default_factory=list)
     leaves: Mapping[str, Any] = dataclasses.field(default_factory=lambda: FROZEN)
     related: Mapping[str, sympy.Expr] = dataclasses.field(default_factory=lambda: FROZEN)
+    static: frozenset = frozenset()  # (input name, axis) of Dim.AUTO axes the model fixes: traced static
 
     @classmethod
     def make(cls, model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any, *, relations: dict | None,
@@ -107,6 +109,8 @@ class Request:
         """The ``dynamic_shapes`` torch.export is given: the user's, with ``ranges`` and ``derived``."""
         spec = to_dims(self.dynamic_shapes, {}, dict(ranges), dict(derived))
         normalized = self.per_input(spec)
+        for name, axis in self.static:
+            normalized[name] = _static_axis(normalized.get(name), axis)
         if has_variadic(self.params):
             return gather(normalized, self.params)
         if isinstance(spec, (list, tuple)):
@@ -123,6 +127,15 @@ class Request:
     def small(self) -> bool:
         """A declared axis has size 0 or 1 in the example inputs."""
         return any(self.example_size(d) in (0, 1) for d in self.declared)
+
+
+def _static_axis(spec: Any, axis: int) -> Any:
+    """One input's spec with ``axis`` static (``Dim.STATIC``)."""
+    if isinstance(spec, dict):
+        return {**spec, axis: Dim.STATIC}
+    if isinstance(spec, (list, tuple)) and axis < len(spec):
+        return type(spec)(Dim.STATIC if i == axis else v for i, v in enumerate(spec))
+    return spec
 
 
 def _relations(relations: dict | None, declared: list[DeclaredDim], leaves: Mapping[str, Any]) -> dict:

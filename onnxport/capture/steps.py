@@ -193,6 +193,35 @@ class CheckSpecialization(Decision):
         return state.but("every declared dim stayed symbolic")
 
 
+class StaticAutoAxes(Decision):
+    """A ``Dim.AUTO`` axis the model fixes to one size (torch traced it symbolic with a runtime
+    assert ``s == 3``, its range pinned) is traced again static, as torch.export does with
+    ``Dim.AUTO``: no constraint, the ONNX input keeps the size."""
+
+    name = "make static the Dim.AUTO axes the model fixes"
+
+    def decide(self, state):
+        request = state.request
+        tops = {n for n, _ in request.top}
+        by_name = dict(zip(request.names, user_placeholders(state.program)))
+        pinned = []
+        for d in request.declared:
+            node = by_name.get(d.input_name)
+            val = node.meta.get("val") if node is not None and d.kind == "auto" and d.input_name in tops else None
+            size = val.shape[d.axis] if isinstance(val, torch.Tensor) else None
+            vr = state.program.range_constraints.get(size.node.expr) if isinstance(size, torch.SymInt) else None
+            if vr is not None and vr.lower == vr.upper:
+                pinned.append(d)
+        if not pinned:
+            return "no Dim.AUTO axis was fixed"
+        if state.traces >= MAX_TRACES:
+            return f"torch.export was called {MAX_TRACES} times"
+        static = request.static | {(d.input_name, d.axis) for d in pinned}
+        declared = [d for d in request.declared if d not in pinned]
+        return state.retrace(", ".join(f"{d.name} static" for d in pinned),
+                             request=dataclasses.replace(request, static=frozenset(static), declared=declared))
+
+
 class AdoptDerivedRelations(Decision):
     """The relations torch derived become the export's, with a warning saying how to state them."""
 
@@ -256,6 +285,7 @@ STEPS: tuple[Step, ...] = (
     AdoptRequiredRanges(),
     ReasonSizeObliviously(),
     CheckSpecialization(),
+    StaticAutoAxes(),
     AdoptDerivedRelations(),
     DecideGuards(),
     ProbeSizeOne(),

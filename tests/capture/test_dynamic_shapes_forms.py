@@ -7,6 +7,8 @@ named as declared."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from torch.export import Dim
@@ -75,6 +77,24 @@ def test_auto_and_dynamic():
     result = check_export(Pair(), (x, y), {"x": {0: Dim.DYNAMIC, 1: Dim.AUTO}, "y": {0: Dim.DYNAMIC, 1: Dim.AUTO}})
     shapes = dims(result)
     assert isinstance(shapes["x"][0], str) and shapes["x"][0] == shapes["y"][0]
+
+
+class Projection(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(4, 5))
+
+    def forward(self, x):
+        return x @ self.weight
+
+
+def test_an_auto_axis_the_model_fixes_is_static_without_a_constraint():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no adopted constraint, no deprecation
+        result = check_export(Projection(), (x,), {"x": {0: Dim.AUTO, 1: Dim.AUTO}})
+    assert dims(result) == {"x": ["x_dim0", 4]} and result.constraints == []
+    with pytest.raises(onnxport.SpecializationError, match="axis 1 of input 'x'"):
+        onnxport.to_onnx(Projection(), (x,), dynamic_shapes={"x": {0: Dim.AUTO, 1: Dim.DYNAMIC}})
 
 
 def test_derived_dim():

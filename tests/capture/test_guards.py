@@ -158,6 +158,49 @@ def test_a_dimension_named_without_a_range_adopts_the_minimum_the_model_needs(ti
     assert sizes and f"{name}=4" in sizes[0]
 
 
+class ConvPoolConv(torch.nn.Module):
+    """Needs time >= 7; torch.export states time >= 3 (the first convolution's check)."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Conv1d(4, 4, 3)
+        self.pool = torch.nn.MaxPool1d(2, ceil_mode=True)
+        self.second = torch.nn.Conv1d(4, 4, 3)
+
+    def forward(self, x):  # [batch, 4, time]
+        return self.second(self.pool(self.first(x)))
+
+
+def test_the_smallest_size_eager_takes_is_adopted_where_torch_states_a_smaller_one():
+    model = ConvPoolConv()
+    refused = []
+    for t in range(1, 9):
+        try:
+            model(torch.randn(1, 4, t))
+        except RuntimeError:
+            refused.append(t)
+    assert refused == list(range(1, 7))  # the model itself: time >= 7
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = check_export(model, (torch.randn(2, 4, 20),), {"x": {0: "batch", 2: "time"}})
+    assert [str(c) for c in r.constraints] == ["time >= 7"]
+    assert any("time >= 7" in str(w.message) and "eager PyTorch raises below it" in str(w.message) for w in caught)
+    report = r.validate(sizes=[{"time": 7}, {"time": 8}])
+    assert report.ok and not report.rejected
+    with pytest.raises(onnxport.ValidationError):
+        r.validate(sizes=[{"time": 6}])
+
+
+def test_an_explicit_range_keeps_its_minimum_and_validation_reports_eager_refusing():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = onnxport.to_onnx(ConvPoolConv(), (torch.randn(2, 4, 20),),
+                             dynamic_shapes={"x": {2: Dim("time", min=3, max=64)}})
+    assert [str(c) for c in r.constraints] == []
+    report = r.validate(sizes=[{"time": 4}, {"time": 9}])
+    assert [c.sizes for c in report.rejected] == ["time=4"] and report.ok
+
+
 def test_torchs_size_one_specialization_keeps_the_sizes_and_validation_looks_there():
     class TopHalf(torch.nn.Module):
         def forward(self, x):

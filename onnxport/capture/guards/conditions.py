@@ -42,6 +42,7 @@ GRID_POINTS = 20_000  # several dimensions: at most this many combinations
 SMALL = 256  # a 0/1-specialization guard excludes sizes below this only
 DEFAULT_FLOOR = "torch.export's default minimum"  # a kept guard ``n >= 2`` no condition of the model asks
 SHOWN = 6  # excluded sizes named in a message
+LAYOUT = "strides or contiguity only"  # a kept guard torch met computing a memory layout only
 
 
 class GuardStatus(enum.StrEnum):
@@ -393,7 +394,7 @@ def decide(conditions: list[tuple],
             continue
         if layout:  # a memory layout torch picked (strides): no value depends on it
             guards.append(Guard(python, GuardStatus.KEPT, where, excluded, boundary_of(expr, outcome, GuardStatus.KEPT, variables),
-                                "strides or contiguity only", python, names))
+                                LAYOUT, python, names))
             continue
         if branch and not (kept_kind(expr, outcome) and in_installed_package(branch)):
             raise branch_error(text, excluded, branch)
