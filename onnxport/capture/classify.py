@@ -8,6 +8,8 @@ import sysconfig
 import traceback
 from typing import Any
 
+import torch
+
 from onnxport.capture.dynamic_shapes import DeclaredDim
 from onnxport.capture.data_dependent import data_dependent_error, is_data_dependent
 from onnxport.errors import (CaptureError, ControlFlowError, DynamicShapesError, ExportError, SpecializationError,
@@ -38,7 +40,25 @@ REWRITTEN_HINT = ("rewrite_control_flow=True left this construct as written (see
                    "while_loop, or drop the axis from dynamic_shapes if the size really is fixed")
 
 
-def specialization_error(d: DeclaredDim, value: int | None, where: str | None, top_name: str) -> SpecializationError:
+def static_axes_of_size(value: int | None, top, declared: list[DeclaredDim], d: DeclaredDim) -> list[str]:
+    """The static axes of the model's other tensor inputs (``top``: forward's parameters and values)
+    whose example size is ``value``: an elementwise op or a matmul with one of them makes ``d`` that
+    size (``"axis 1 of 'y'"``)."""
+    if value is None or value in (0, 1):
+        return []
+    dynamic = {(e.input_name, e.axis) for e in declared}
+    out = []
+    for name, v in top:
+        if not isinstance(v, torch.Tensor) or name == d.input_name:
+            continue
+        out += [f"axis {a} of {name!r}" for a, n in enumerate(v.shape) if int(n) == value and (name, a) not in dynamic]
+    return out
+
+
+def specialization_error(d: DeclaredDim, value: int | None, where: str | None, top_name: str,
+                         static_axes: list[str] = ()) -> SpecializationError:
+    """The error for a declared dynamic axis that came out constant (``value``), at the user's line
+    ``where``; ``static_axes``: other inputs' static axes of that size (``static_axes_of_size``)."""
     const = f" became the constant {value}" if value is not None else " became a constant"
     if value in (0, 1):
         return SpecializationError(
@@ -53,7 +73,10 @@ def specialization_error(d: DeclaredDim, value: int | None, where: str | None, t
         f"the model's code forces it to one size, so the ONNX model would only work for that size",
         where=where,
         hint=(
-            "rewrite the Python loop or branch over this size with torch.ops.higher_order.scan "
+            (f"if it meets {' or '.join(static_axes[:3])} (static, {value} in this export) in an elementwise "
+             f"op or a matmul, declare that axis dynamic too, with the same name {d.name!r}; otherwise " if static_axes
+             else "")
+            + "rewrite the Python loop or branch over this size with torch.ops.higher_order.scan "
             "(or torch.cond / while_loop), or pass rewrite_control_flow=True to to_onnx; "
             f"if the size really is fixed, drop axis {d.axis} of {top_name!r} from dynamic_shapes"
         ),
@@ -74,7 +97,9 @@ def _pinned(text: str, declared: list[DeclaredDim], events: list, top) -> Specia
         pinned = [ev for ev in events if ev.kind == "range" and source in ev.sources and ev.upper == ev.lower]
         d = next((d for d in declared if d.name == name), None)
         if pinned and d is not None:
-            return specialization_error(d, int(pinned[0].lower), pinned[0].branch or pinned[0].where, top_level_name(d, top))
+            value = int(pinned[0].lower)
+            return specialization_error(d, value, pinned[0].branch or pinned[0].where, top_level_name(d, top),
+                                        static_axes_of_size(value, top, declared, d))
     return None
 
 
@@ -108,7 +133,7 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
         where = (pinned[0].branch or pinned[0].where) if pinned else next(
             (f for srcs, _, f in records if source_matches(srcs, top_name, axis, top_name)), None)
         if d is not None:
-            return specialization_error(d, value, where, top_name)
+            return specialization_error(d, value, where, top_name, static_axes_of_size(value, top, declared, d))
     if "Constraints violated" in text or "specialized it to be a constant" in text:
         pinned = _pinned(text, declared, events, top)
         if pinned is not None:
@@ -124,7 +149,8 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
                         break
                 if where is None and records:
                     where = records[0][2]
-                return specialization_error(d, value, where, top_level_name(d, top))
+                return specialization_error(d, value, where, top_level_name(d, top),
+                                            static_axes_of_size(value, top, declared, d))
         guard = re.search(r"Not all values of (\w+) = (\S+) in the specified range(?: [^\n]*?)? satisfy the generated guard (.+?)\.?\n", text)
         if guard:
             return DynamicShapesError(

@@ -26,7 +26,7 @@ import torch
 
 from onnxport.capture.captured import Captured, user_placeholders
 from onnxport.capture.classify import (classify, derived_dims, is_size_guard, required_ranges, source_matches,
-                                       specialization_error, top_level_name)
+                                       specialization_error, static_axes_of_size, top_level_name)
 from onnxport.capture.guards import decide_program, violation_ranges
 from onnxport.capture.guards.probe import probe_size_one
 from onnxport.capture.meta_weights import has_meta_weights
@@ -189,7 +189,9 @@ class CheckSpecialization(Decision):
                 top = top_level_name(d, request.top)
                 where = next((r.where for r in state.trace.records if source_matches(r.sources, d.input_name, d.axis,
                                                                                       top)), None)
-                raise specialization_error(d, int(val.shape[d.axis]), where, top)
+                value = int(val.shape[d.axis])
+                raise specialization_error(d, value, where, top,
+                                           static_axes_of_size(value, request.top, request.declared, d))
         return state.but("every declared dim stayed symbolic")
 
 

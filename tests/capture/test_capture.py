@@ -96,6 +96,19 @@ def test_specialization_error_names_input_axis_dim_and_line(declare):
     assert "scan" in e.hint
 
 
+def test_a_dynamic_axis_meeting_a_static_one_names_that_axis_in_the_fix():
+    class Add(torch.nn.Module):
+        def forward(self, x, y):
+            return x + y
+
+    with pytest.raises(onnxport.SpecializationError) as info:
+        onnxport.to_onnx(Add(), (torch.randn(2, 4), torch.randn(2, 4)), dynamic_shapes={"x": {1: "t"}, "y": None})
+    assert "axis 1 of 'y'" in info.value.hint and "same name 't'" in info.value.hint
+    assert "return x + y" in info.value.where
+    check_export(Add(), (torch.randn(2, 4), torch.randn(2, 4)), {"x": {1: "t"}, "y": {1: "t"}},
+                 expect_inputs={"x": [2, "t"], "y": [2, "t"]})
+
+
 def test_example_size_one_on_dynamic_axis_stays_dynamic():
     check_export(Multi(), (torch.randn(1, 3),), {"x": {0: "n"}}, expect_inputs={"x": ["n", 3]},
                  sizes=[{"n": 2}, {"n": 9}])
