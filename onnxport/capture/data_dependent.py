@@ -114,8 +114,26 @@ def data_dependent_error(e: BaseException, unbacked: list) -> DataDependentError
     names = user_names(cond, unbacked, getattr(e, "partial_fx_graph", "") or "")
     where = last_user_frame("".join(traceback.format_list(traceback.extract_tb(e.__traceback__))))
     made = "; ".join(f"{n} is the count of `{_code(w)}` at {_short(w)}" for n, w in names.values())
-    branch = re.match(r"(if|elif|while)\b", _code(where))
-    what = (f"the model {'branches on' if branch else 'needs to decide'} a size known only when it runs: "
-            f"{_in_user_terms(cond, names)}" + (f" ({made})" if made else ""))
+    code = _code(where)
+    branch = re.match(r"(if|elif|while)\b", code)
     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if not (cond.is_Relational or isinstance(cond, sympy.logic.boolalg.BooleanFunction)):
+        what = (f"the model needs a size known only when it runs as a Python number: {_in_user_terms(cond, names)}"
+                + (f" ({made})" if made else ""))
+        return DataDependentError(what, where=where, hint=_number_fixes(code), detail=first)
+    if branch and not names:  # ``if tensor:``: torch's condition is on the tensor's value, 0 or 1
+        what = f"the model branches on a tensor's value, known only when it runs (`{code}`)"
+    else:
+        what = (f"the model {'branches on' if branch else 'needs to decide'} a size known only when it runs: "
+                f"{_in_user_terms(cond, names)}" + (f" ({made})" if made else ""))
     return DataDependentError(what, where=where, hint=_fixes(cond, names, where), detail=first)
+
+
+def _number_fixes(code: str) -> str:
+    """The fixes for a line that makes a data-dependent size a Python ``int`` / ``float``."""
+    fixes = []
+    if re.search(r"\b(int|float)\(", code):
+        fixes.append("write .item() instead of int(...) / float(...) on the tensor: torch.export keeps its value "
+                     "symbolic (a size the ONNX model computes)")
+    fixes.append("or compute with the tensor itself (keep it a tensor where it is used)")
+    return "; ".join(fixes)

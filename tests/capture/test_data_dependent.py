@@ -110,3 +110,50 @@ def test_the_offered_bound_makes_the_model_export():
     boxes, scores = torch.randn(30, 4), torch.rand(30)
     r = onnxport.to_onnx(Bounded().eval(), (boxes, scores), dynamic_shapes={"boxes": {0: "n"}, "scores": {0: "n"}})
     assert r.validate().ok
+
+
+class SignBranch(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+
+def test_a_branch_on_a_tensors_value_is_named_by_its_code_and_exported_as_if():
+    x = torch.randn(3, 4)
+    with pytest.raises(onnxport.DataDependentError) as info:
+        onnxport.to_onnx(SignBranch(), (x,), dynamic_shapes={"x": {0: "n"}}, rewrite_control_flow=False)
+    assert "branches on a tensor's value" in info.value.what and "`if x.sum() > 0:`" in info.value.what
+    assert "u0" not in info.value.what
+    with pytest.warns(UserWarning, match=r"tensor's value.*if x.sum\(\) > 0") as caught:
+        r = onnxport.to_onnx(SignBranch(), (x,), dynamic_shapes={"x": {0: "n"}})
+    assert not any("Eq(u0" in str(w.message) for w in caught)
+    assert "If" in {n.op_type for n in r.model.graph}
+    assert r.validate(inputs=[(torch.ones(5, 4),), (-torch.ones(2, 4),)]).ok
+
+
+class IntOfCount(torch.nn.Module):
+    def forward(self, x):
+        n = int((x > 0).sum())
+        return x[:n] * 2
+
+
+def test_int_of_a_data_dependent_value_offers_item():
+    with pytest.raises(onnxport.DataDependentError) as info:
+        onnxport.to_onnx(IntOfCount(), (torch.randn(8),), dynamic_shapes={"x": {0: "n"}})
+    e = info.value
+    assert "as a Python number" in e.what and "n = int((x > 0).sum())" in e.where
+    assert ".item() instead of int(...)" in e.hint and "torch._check(~" not in e.hint
+
+
+class ItemOfCount(torch.nn.Module):
+    """The fix the error offers, applied."""
+
+    def forward(self, x):
+        n = (x > 0).sum().item()
+        return x[:n] * 2
+
+
+def test_the_offered_item_makes_the_model_export():
+    r = onnxport.to_onnx(ItemOfCount(), (torch.randn(8),), dynamic_shapes={"x": {0: "n"}})
+    assert r.validate(inputs=[(torch.ones(8),), (-torch.ones(5),), (torch.tensor([1.0, -1.0, 2.0]),)]).ok
