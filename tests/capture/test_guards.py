@@ -299,3 +299,18 @@ def test_nested_same_padding_sizes_are_evaluated_with_shared_subexpressions():
     assert [G._call(shared, (n,)) for n in range(1, 300)] == [G._call(whole, (n,)) for n in range(1, 300)]
     outcome = G.check(expr, {T: var()})
     assert outcome.excluded and outcome.excluded[0] == (1,)
+
+
+class Concatenated(torch.nn.Module):
+    def forward(self, x, y, m):
+        return torch.cat([x, y]) * m
+
+
+def test_size_one_is_probed_at_sizes_that_meet_the_adopted_equalities():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = check_export(Concatenated(), (torch.randn(3, 4), torch.randn(5, 4), torch.randn(8, 4)),
+                         {"x": {0: "p"}, "y": {0: "s"}, "m": {0: "t"}})
+    constraints = [str(c) for c in r.constraints]
+    assert "(p + s) == t" in constraints and "p >= 2" not in constraints and "s >= 2" not in constraints
+    assert r.validate(sizes=[{"p": 1, "s": 5, "t": 6}, {"p": 4, "s": 1, "t": 5}]).ok

@@ -17,6 +17,7 @@ import dataclasses
 import traceback
 from typing import Any
 
+import sympy
 import torch
 
 from onnxport.capture.captured import Captured
@@ -43,12 +44,19 @@ def probe_size_one(model: Any, captured: Captured) -> tuple[list[Guard], dict]:
     examples, _ = dim_examples(captured, names)
     guards = []
     errors = {}
-    def at_one(*symbols) -> dict[str, int]:  # related dims (total = past + seq) follow their terms
-        return evaluate(related, {**examples, **{variables[s].name: 1 for s in symbols}}) if related else \
-            {**examples, **{variables[s].name: 1 for s in symbols}}
+    adopted = [g for g in captured.guards if g.adopted]
 
-    if _runs(model, captured, names, at_one(*small)) is not None:
-        errors = {s: _runs(model, captured, names, at_one(s)) for s in small}
+    def at_one(*symbols) -> dict[str, int] | None:  # related dims (total = past + seq) follow their terms
+        ones = {variables[s].name: 1 for s in symbols}
+        sizes = evaluate(related, {**examples, **ones}) if related else {**examples, **ones}
+        return satisfying(sizes, adopted, set(ones))
+
+    def runs(*symbols):
+        sizes = at_one(*symbols)
+        return None if sizes is None else _runs(model, captured, names, sizes)
+
+    if runs(*small) is not None:
+        errors = {s: runs(s) for s in small}
     for symbol, error in errors.items():
         if error is None:
             continue
@@ -61,6 +69,25 @@ def probe_size_one(model: Any, captured: Captured) -> tuple[list[Guard], dict]:
                             f"PyTorch refuses {var.name} = 1: {message}", text, (var.name,)))
         variables[symbol] = dataclasses.replace(var, lo=2)
     return guards, variables
+
+
+def satisfying(sizes: dict[str, int], adopted: list[Guard], fixed: set[str]) -> dict[str, int] | None:
+    """``sizes`` with the dims outside ``fixed`` moved to meet the adopted equalities
+    (``(p + s) == t``: ``t`` follows ``p`` and ``s``), or None when an adopted constraint still
+    fails: the export does not promise those sizes, so eager PyTorch refusing them says nothing."""
+    sizes = dict(sizes)
+    for g in adopted:
+        if g.holds(sizes) or g.python.count("==") != 1:
+            continue
+        lhs, rhs = (sympy.sympify(side) for side in g.python.split("=="))
+        for name in sorted(set(g.names) - fixed):
+            solved = sympy.solve(sympy.Eq(lhs, rhs), sympy.Symbol(name))
+            known = {sympy.Symbol(n): v for n, v in sizes.items() if n != name}
+            values = [v.subs(known) for v in solved]
+            if len(values) == 1 and values[0].is_Integer and int(values[0]) >= 1:
+                sizes[name] = int(values[0])
+                break
+    return sizes if all(g.holds(sizes) for g in adopted) else None
 
 
 def _runs(model: torch.nn.Module, captured: Captured, names: dict, sizes: dict) -> tuple[str | None, str] | None:
