@@ -159,6 +159,7 @@ def to_onnx(
                            strict, rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings,
                            bound, output_dims)
     from onnxport.verify.default_floor import floors
+    from onnxport.verify.branch_ranges import narrowed_by_branch
     from onnxport.verify.model_minimum import low_runs
 
     if result.weights is not None:  # no eager model to compare without its weights
@@ -169,6 +170,9 @@ def to_onnx(
     if low_runs(result.guards, _adoptable_minimum(result)):
         with step("check the smallest sizes"):
             result = _settle_minimum(result)
+    if narrowed_by_branch(result.guards, result.rewrite_notes):
+        with step("check the sizes a rewritten branch's range excludes"):
+            result = _settle_branch_ranges(result)
     return result
 
 
@@ -222,6 +226,30 @@ def _settle_minimum(result: ExportResult) -> ExportResult:
     for guard in changed.values():
         warnings.warn(f"{adopted_warning(guard)}; {guard.method}", UserWarning, stacklevel=3)
     return result.replace(captured=captured, model=result.model)
+
+
+def _settle_branch_ranges(result: ExportResult) -> ExportResult:
+    """``result``, or a new one where a range torch narrowed inside a rewritten branch is kept, not
+    adopted, as the ONNX model matches eager PyTorch at the sizes it excludes
+    (``verify.branch_ranges``)."""
+    from onnxport.finalize import record_constraints
+    from onnxport.verify.branch_ranges import kept, narrowed_by_branch, right_below
+
+    for guard in narrowed_by_branch(result.guards, result.rewrite_notes):
+        guards = [kept(g) if g is guard else g for g in result.guards]
+        name, low = guard.names[0], min(e[guard.names[0]] for e in guard.excluded)
+        variables = {s: dataclasses.replace(v, lo=min(v.lo, low)) if v.name == name else v
+                     for s, v in result.captured.variables.items()}
+        trial = result.replace(captured=dataclasses.replace(result.captured, guards=guards, variables=variables),
+                               model=result.model)
+        if right_below(trial, guard):
+            result = trial
+            warnings.warn(f"{guard.text} is not a constraint of the export after all: at "
+                          f"{name} = {', '.join(str(e[name]) for e in guard.excluded)} the ONNX If takes the "
+                          f"rewritten branch's other side, and onnxruntime matches eager PyTorch there",
+                          UserWarning, stacklevel=3)
+    record_constraints(result.model, [str(g) for g in result.captured.adopted()])
+    return result
 
 
 def _bind_weights(model: Any, weights: Any, cast: bool, strict: bool):

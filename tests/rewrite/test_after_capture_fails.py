@@ -99,3 +99,20 @@ def test_a_branch_returning_a_constant():
         result = onnxport.to_onnx(ConstantSide(), (torch.randn(8),), dynamic_shapes={"x": {0: "n"}})
     for x in (torch.tensor([1.0, 2, 3, 4, -1]), -torch.rand(5), torch.rand(2)):
         np.testing.assert_allclose(_run(result, x), ConstantSide()(x).numpy())
+
+
+class FirstFour(torch.nn.Module):
+    """The true side is written for the sizes its predicate selects (``x[:4]``)."""
+
+    def forward(self, x):
+        if x.shape[0] > 3:
+            return x[:4] * 2
+        return x * 3
+
+
+def test_a_range_the_traced_side_needs_is_not_adopted_when_the_if_takes_the_other_side():
+    with pytest.warns(UserWarning, match=r"n >= 4 is not a constraint of the export after all: at n = 1, 2, 3"):
+        r = onnxport.to_onnx(FirstFour(), (torch.randn(6, 4),), dynamic_shapes={"x": {0: "n"}})
+    assert r.constraints == [] and "If" in {n.op_type for n in r.model.graph}
+    report = r.validate(sizes=[{"n": 1}, {"n": 3}, {"n": 4}, {"n": 9}])
+    assert report.ok and not report.rejected

@@ -42,6 +42,7 @@ GRID_POINTS = 20_000  # several dimensions: at most this many combinations
 SMALL = 256  # a 0/1-specialization guard excludes sizes below this only
 DEFAULT_FLOOR = "torch.export's default minimum"  # a kept guard ``n >= 2`` no condition of the model asks
 SHOWN = 6  # excluded sizes named in a message
+NARROWED = "range narrowed by torch.export"  # an adopted range torch gave, no condition of the model's seen
 LAYOUT = "strides or contiguity only"  # a kept guard torch met computing a memory layout only
 
 
@@ -447,7 +448,7 @@ def range_guard(var: SizeVar, lower: int, upper: int | None, where: str | None) 
     text = " and ".join(parts) or f"{var.name} >= {lo}"
     boundary = tuple({var.name: s} for s in (lower - 1, lower) if s >= 1) + \
         (tuple({var.name: s} for s in (upper, upper + 1)) if upper is not None and upper < (var.hi or SPREAD_TO) else ())
-    return Guard(text, GuardStatus.ADOPTED, where, tuple(excluded), boundary, "range narrowed by torch.export", text,
+    return Guard(text, GuardStatus.ADOPTED, where, tuple(excluded), boundary, NARROWED, text,
                  (var.name,))
 
 
