@@ -149,6 +149,24 @@ def test_input_declarations(tmp_path, capsys):
     assert "batch=1" in {c["sizes"] for c in data["checks"]}
 
 
+def test_a_declared_output_names_a_data_dependent_dim(tmp_path, capsys):
+    out = tmp_path / "kept.onnx"
+    code = main(["export", f"{TOY}:build_kept", "--input", "boxes: float32[n, 4]", "--input", "scores: float32[n]",
+                 "--declare-output", "kept: float32[num_detections, 4]",
+                 "--declare-output", "kept_scores: float32[num_detections]", "-o", str(out), "--quiet"])
+    assert code == 0, capsys.readouterr()
+    g = onnx.load(out).graph
+    assert [(v.name, dims_of(v)) for v in g.output] == [("kept", ["num_detections", 4]),
+                                                        ("kept_scores", ["num_detections"])]
+    runner = OrtRunner(str(out))
+    for n in (3, 40):
+        boxes, scores = torch.randn(n, 4), torch.rand(n)
+        kept, kept_scores = runner.run([boxes, scores])
+        expected = boxes[scores > 0.5] * 2
+        assert kept.shape == tuple(expected.shape) and np.allclose(kept, expected.numpy())
+        assert np.array_equal(kept_scores, scores[scores > 0.5].numpy())
+
+
 def test_validation_mismatch_exits_1_and_keeps_the_file(tmp_path, capsys):
     out, report = tmp_path / "d.onnx", tmp_path / "r.json"
     code = main(["export", f"{TOY}:build_drifting", "--input", "x: float32[batch, 16]", "-o", str(out),

@@ -81,3 +81,15 @@ class Pairs(nn.Module):
 
 def build_pairs() -> nn.Module:
     return Pairs()
+
+
+class Kept(nn.Module):
+    """Boxes scoring over a threshold: outputs of a size known only when the model runs."""
+
+    def forward(self, boxes, scores):
+        keep = scores > 0.5
+        return boxes[keep] * 2, scores[keep]
+
+
+def build_kept() -> nn.Module:
+    return Kept()
