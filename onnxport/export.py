@@ -162,7 +162,7 @@ def to_onnx(
     from onnxport.verify.branch_ranges import narrowed_by_branch
     from onnxport.verify.model_minimum import low_runs
 
-    if result.weights is not None:  # no eager model to compare without its weights
+    if result.weights is not None or not isinstance(result.module, torch.nn.Module):  # no eager model to run
         return result
     if floors(result.guards):
         with step("check size 1"):
@@ -209,13 +209,13 @@ def _settle_minimum(result: ExportResult) -> ExportResult:
     ``constraints``, metadata), the narrower ``n >= k`` it supersedes dropped."""
     from onnxport.capture.trace import adopted_warning
     from onnxport.finalize import record_constraints
-    from onnxport.verify.model_minimum import adopted_minimum, low_runs, refused_up_to, superseded
+    from onnxport.verify.model_minimum import adopted_minimum, low_runs, smallest_taken, superseded
 
     changed = {}
     for guard, name, sizes in low_runs(result.guards, _adoptable_minimum(result)):
-        refused = refused_up_to(result, name, sizes)
-        if refused is not None:
-            changed[id(guard)] = adopted_minimum(guard, name, sizes[0], *refused)
+        found = smallest_taken(result.module, result.captured, name, sizes[0])
+        if found is not None:
+            changed[id(guard)] = adopted_minimum(guard, name, sizes[0], *found)
     if not changed:
         return result
     guards = [changed.get(id(g), g) for g in result.guards]

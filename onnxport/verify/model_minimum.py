@@ -7,21 +7,21 @@ second convolution's smaller inputs as a 0/1 choice, which capture keeps (a kept
 ``time = 3..6``: validation looks there). Eager PyTorch raises at those sizes, and so does the
 ONNX model: the export's real range starts at 7.
 
-Here each such kept guard (one dimension, excluding a run of sizes from the dimension's promised
-minimum up) is tried in eager PyTorch at the sizes it excludes; when eager PyTorch raises at the
-first of them, the sizes up to the last one it raises at are taken out of the export's range: the
-guard is adopted as ``time >= 7`` with eager PyTorch's error as its reason, and a narrower adopted
-``time >= 3`` it supersedes is dropped. Where eager PyTorch runs, the guard stays kept and
-validation compares onnxruntime with it there.
+Here, for each such kept guard (one dimension, excluding a run of sizes from the dimension's
+promised minimum up), eager PyTorch runs the model at that minimum; when it raises, the smallest
+size it takes below the example is found by bisection, and the sizes below it are taken out of
+the export's range: the guard is adopted as ``time >= 7`` with eager PyTorch's error as its reason,
+and a narrower adopted ``time >= 3`` it supersedes is dropped. Where eager PyTorch runs, the guard
+stays kept and validation compares onnxruntime with it there.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from onnxport.capture.guards.conditions import DEFAULT_FLOOR, LAYOUT, Guard, GuardStatus
-from onnxport.errors import ExportError
-from onnxport.verify.validate import validate
+from onnxport.capture.guards.conditions import DEFAULT_FLOOR, LAYOUT, SHOWN, Guard, GuardStatus
+from onnxport.capture.guards.probe import eager_refusal
+from onnxport.capture.inputs import dim_examples, dim_names
 
 _MIN_TEXT = " >= "
 
@@ -47,33 +47,42 @@ def low_runs(guards: list[Guard], minimum: dict[str, int]) -> list[tuple[Guard, 
     return out
 
 
-def refused_up_to(result, name: str, sizes: list[int]) -> tuple[int, str] | None:
-    """``(last, error)``: eager PyTorch raises at ``sizes[0]``..``last`` of dimension ``name`` (the
-    other dims at their example sizes), with its first error line; None when it runs at ``sizes[0]``
-    or the sizes cannot be made."""
-    try:
-        report = validate(result, sizes=[{name: s} for s in sizes], values=[], include_example=False)
-    except ExportError:
+LINEAR = 64  # sizes tried one by one above the minimum before bisecting up to the example
+
+
+def smallest_taken(model, captured, name: str, first: int) -> tuple[int, str] | None:
+    """``(m, error)``: the smallest size ``m`` above ``first`` of dimension ``name`` at which eager
+    PyTorch runs ``model`` (the other dims at their example sizes, inputs made like the example's),
+    and its error at ``first``; None when it runs at ``first`` (or the inputs cannot be made). The
+    sizes are tried one by one up to ``first + LINEAR``, then bisected up to the example's size
+    (which runs)."""
+    names = dim_names(captured)
+    examples = dim_examples(captured, names)[0]
+    example = examples.get(name)
+
+    def refused(size: int):
+        return eager_refusal(model, captured, names, {**examples, name: size})
+
+    error = refused(first)
+    if error is None or example is None or example <= first:
         return None
-    last, error = None, ""
-    by_label: dict[str, list] = {}
-    for c in report.checks:
-        by_label.setdefault(c.inputs, []).append(c)
-    for s, label in zip(sizes, (f"sizes {i + 1}" for i in range(len(sizes)))):
-        checks = by_label.get(label, [])
-        if not checks or not all(c.eager_refused for c in checks):
-            break
-        last, error = s, error or checks[0].note
-    return None if last is None else (last, error)
+    for size in range(first + 1, min(example, first + LINEAR + 1)):
+        if refused(size) is None:
+            return size, error[1]
+    lo, hi = min(example, first + LINEAR), example  # refused at lo, runs at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if refused(mid) is None else (mid, hi)
+    return hi, error[1]
 
 
-def adopted_minimum(guard: Guard, name: str, first: int, last: int, error: str) -> Guard:
-    """``guard`` adopted as ``name >= last + 1``: eager PyTorch raises at ``first``..``last``."""
-    text = f"{name}{_MIN_TEXT}{last + 1}"
-    excluded = tuple({name: s} for s in range(first, last + 1))
+def adopted_minimum(guard: Guard, name: str, first: int, smallest: int, error: str) -> Guard:
+    """``guard`` adopted as ``name >= smallest``: eager PyTorch raises from ``first`` up to it."""
+    text = f"{name}{_MIN_TEXT}{smallest}"
+    excluded = tuple({name: s} for s in range(first, min(smallest, first + SHOWN + 1)))
     reason = error.split(": ", 1)[-1] if error else "an error"
     return dataclasses.replace(guard, text=text, status=GuardStatus.ADOPTED, python=text, names=(name,),
-                               excluded=excluded, boundary=({name: last}, {name: last + 1}),
+                               excluded=excluded, boundary=({name: smallest - 1}, {name: smallest}),
                                method=f"the model's own minimum: eager PyTorch raises below it ({reason})")
 
 

@@ -46,5 +46,9 @@ def test_dla_exports_with_the_sizes_its_aggregation_needs():
 
 
 def test_convnext_with_a_patchify_stem():
-    r = _export("convnext_atto", [{"batch": 1, "height": 4, "width": 4}, {"batch": 3, "height": 57, "width": 90}])
-    assert [str(c) for c in r.constraints] == ["height >= 4", "width >= 4"]
+    # four stages of 2x2 stride-2 convolutions after the 4x4 patchify stem: eager PyTorch takes 32 and up
+    r = _export("convnext_atto", [{"batch": 1, "height": 32, "width": 33}, {"batch": 3, "height": 57, "width": 90}])
+    assert [str(c) for c in r.constraints] == ["height >= 32", "width >= 32"]
+    model = timm.create_model("convnext_atto", pretrained=False, num_classes=10).eval()
+    with pytest.raises(RuntimeError):
+        model(torch.randn(1, 3, 31, 64))

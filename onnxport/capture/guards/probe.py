@@ -53,7 +53,7 @@ def probe_size_one(model: Any, captured: Captured) -> tuple[list[Guard], dict]:
 
     def runs(*symbols):
         sizes = at_one(*symbols)
-        return None if sizes is None else _runs(model, captured, names, sizes)
+        return None if sizes is None else eager_refusal(model, captured, names, sizes)
 
     if runs(*small) is not None:
         errors = {s: runs(s) for s in small}
@@ -90,7 +90,7 @@ def satisfying(sizes: dict[str, int], adopted: list[Guard], fixed: set[str]) -> 
     return sizes if all(g.holds(sizes) for g in adopted) else None
 
 
-def _runs(model: torch.nn.Module, captured: Captured, names: dict, sizes: dict) -> tuple[str | None, str] | None:
+def eager_refusal(model: torch.nn.Module, captured: Captured, names: dict, sizes: dict) -> tuple[str | None, str] | None:
     """None when eager PyTorch runs the model at ``sizes``; else (the user's line, the error)."""
     try:
         args, kwargs = inputs_like_example(captured, names, sizes, seed=0)
