@@ -261,6 +261,19 @@ def dim_examples(captured: Captured, names: dict) -> tuple[dict[str, int], dict[
     return {n: examples[n] for n in examples}, ranges
 
 
+def sizes_of(captured: Captured, names: dict, inputs: tuple[tuple, dict]) -> dict[str, int]:
+    """``{dim name: size}`` of the dynamic dims in an input set ``(args, kwargs)`` flattened as the
+    example is (the dims an input axis holds alone)."""
+    out: dict[str, int] = {}
+    for inp, leaf in zip(captured.inputs, pytree.tree_leaves(inputs)):
+        if isinstance(inp.value, torch.Tensor) and isinstance(leaf, torch.Tensor) and inp.value.dim() == leaf.dim():
+            for d, real in zip(inp.value.shape, leaf.shape):
+                expr = expr_of(d)
+                if isinstance(expr, sympy.Symbol):
+                    out.setdefault(names.get(expr, str(expr)), int(real))
+    return out
+
+
 def specs_from_captured(captured: Captured, names: dict) -> list[InputSpec]:
     """An ``InputSpec`` per tensor input, like the example: its dtype, its dims in the dims' names,
     floats with the example's mean and spread, integers in its range (no zeros where it has none),

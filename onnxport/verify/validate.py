@@ -30,7 +30,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.capture.inputs import (LARGE, VALUE_KINDS, InputSpec, as_input_set, dim_examples, dim_names, elements,
-                                     inputs_like_example, specs_from_captured)
+                                     inputs_like_example, sizes_of, specs_from_captured)
 from onnxport.capture.patches import exclusive_capture
 from onnxport.capture.relations import broken, evaluate, from_guards, missing_hint
 from onnxport.errors import ValidationError
@@ -179,8 +179,22 @@ def _input_sets(result, inputs, sizes, values, include_example, specs) -> list[t
         made = inputs_like_example(result.captured, dims, examples, seed=100 + i, values=kind, specs=specs)
         sets.append((f"values {i + 1}", examples, why, kind, made))
     for i, extra in enumerate(inputs or []):
-        sets.append((f"inputs {i + 1}", None, "given inputs", "example", as_input_set(extra)))
+        given = as_input_set(extra)
+        sets.append((f"inputs {i + 1}", None, "given inputs" + _outside(result, given, dims), "example", given))
     return sets
+
+
+def _outside(result, given: tuple[tuple, dict], dims: dict) -> str:
+    """``; outside the export's constraint ...`` when the sizes of the input set ``given`` break an
+    adopted constraint (the export does not hold there), else ``""``."""
+    if result.captured is None or not result.constraints:
+        return ""
+    sizes = sizes_of(result.captured, dims, given)
+    broken = [str(c) for c in result.constraints if not c.holds(sizes)]
+    if not broken:
+        return ""
+    shown = "; ".join(b if len(b) <= 120 else b[:117] + "..." for b in broken[:2])
+    return f"; outside the export's constraint {shown} (result.constraints)"
 
 
 def _named_as_captured(result, specs: list[InputSpec]) -> list[InputSpec]:

@@ -259,6 +259,10 @@ def test_user_sizes_breaking_an_adopted_constraint_are_refused():
     with pytest.raises(onnxport.ValidationError, match="time % 2 == 0"):
         r.validate(sizes=[{"time": 7}])
     assert r.validate(sizes=[{"time": 6}]).ok
+    report = r.validate(inputs=[(torch.randn(2, 7, 3),), (torch.randn(1, 12, 3),)], sizes=[], values=[])
+    whys = {c.inputs: c.why for c in report.checks}
+    assert "outside the export's constraint time % 2 == 0" in whys["inputs 1"]
+    assert "outside" not in whys["inputs 2"] and "outside" not in whys["example"]
 
 
 def test_eager_rejection_of_generated_sizes_is_reported_not_failed():
