@@ -159,7 +159,7 @@ def to_onnx(
                            strict, rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings,
                            bound, output_dims)
     from onnxport.verify.default_floor import floors
-    from onnxport.verify.branch_ranges import narrowed_by_branch
+    from onnxport.verify.unneeded_constraints import candidates
     from onnxport.verify.model_minimum import low_runs
 
     if result.weights is not None or not isinstance(result.module, torch.nn.Module):  # no eager model to run
@@ -170,9 +170,9 @@ def to_onnx(
     if low_runs(result.guards, _adoptable_minimum(result)):
         with step("check the smallest sizes"):
             result = _settle_minimum(result)
-    if narrowed_by_branch(result.guards, result.rewrite_notes):
-        with step("check the sizes a rewritten branch's range excludes"):
-            result = _settle_branch_ranges(result)
+    if candidates(result.guards, result.rewrite_notes, _examples(result)):
+        with step("check the sizes adopted constraints exclude"):
+            result = _settle_unneeded(result)
     return result
 
 
@@ -228,26 +228,34 @@ def _settle_minimum(result: ExportResult) -> ExportResult:
     return result.replace(captured=captured, model=result.model)
 
 
-def _settle_branch_ranges(result: ExportResult) -> ExportResult:
-    """``result``, or a new one where a range torch narrowed inside a rewritten branch is kept, not
-    adopted, as the ONNX model matches eager PyTorch at the sizes it excludes
-    (``verify.branch_ranges``)."""
-    from onnxport.finalize import record_constraints
-    from onnxport.verify.branch_ranges import kept, narrowed_by_branch, right_below
+def _examples(result: ExportResult) -> dict[str, int]:
+    """dim name -> the example's size."""
+    from onnxport.capture.inputs import dim_examples, dim_names
 
-    for guard in narrowed_by_branch(result.guards, result.rewrite_notes):
-        guards = [kept(g) if g is guard else g for g in result.guards]
-        name, low = guard.names[0], min(e[guard.names[0]] for e in guard.excluded)
-        variables = {s: dataclasses.replace(v, lo=min(v.lo, low)) if v.name == name else v
+    return dim_examples(result.captured, dim_names(result.captured))[0]
+
+
+def _settle_unneeded(result: ExportResult) -> ExportResult:
+    """``result``, or a new one where an adopted constraint the ONNX model does not need (it matches
+    eager PyTorch at sizes the constraint excludes, ``verify.unneeded_constraints``) is kept instead,
+    with one warning saying so."""
+    from onnxport.finalize import record_constraints
+    from onnxport.verify.unneeded_constraints import candidates, kept, right_at
+
+    for guard, sizes in candidates(result.guards, result.rewrite_notes, _examples(result)):
+        trial_guard = kept(guard, sizes)
+        guards = [trial_guard if g is guard else g for g in result.guards]
+        low = {n: min(s[n] for s in sizes if n in s) for n in guard.names}
+        variables = {s: dataclasses.replace(v, lo=min(v.lo, low[v.name])) if v.name in low else v
                      for s, v in result.captured.variables.items()}
         trial = result.replace(captured=dataclasses.replace(result.captured, guards=guards, variables=variables),
                                model=result.model)
-        if right_below(trial, guard):
+        if right_at(trial, trial_guard):
             result = trial
-            warnings.warn(f"{guard.text} is not a constraint of the export after all: at "
-                          f"{name} = {', '.join(str(e[name]) for e in guard.excluded)} the ONNX If takes the "
-                          f"rewritten branch's other side, and onnxruntime matches eager PyTorch there",
-                          UserWarning, stacklevel=3)
+            shown = "; ".join(", ".join(f"{k}={v}" for k, v in s.items() if k in guard.names) for s in sizes[:3])
+            warnings.warn(f"{guard.text} is not a constraint of the export after all: at {shown} onnxruntime "
+                          f"matches eager PyTorch (the ONNX model computes those sizes alike)", UserWarning,
+                          stacklevel=3)
     record_constraints(result.model, [str(g) for g in result.captured.adopted()])
     return result
 

@@ -156,15 +156,16 @@ def _last_level_p6p7(in_channels: int):
 
 
 # the short side resized to 160: P7, the smallest level of RetinaNet and FCOS, is then at least 2x2
-# (at 128 it is one row or column on the short side, where torch's broadcasting takes the size 1 as fixed)
+# (at 128 it is one row or column on the short side; tests/models/test_detection_models.py exports that too)
 DENSE = {"min_size": 160, "max_size": 240, "score_thresh": 0.3, "topk_candidates": 100, "detections_per_img": 20}
 
 
-def retinanet_resnet18_fpn() -> nn.Module:
-    """RetinaNet (torchvision's class) on a resnet18 FPN backbone with P6, P7 (as retinanet_resnet50_fpn)."""
+def retinanet_resnet18_fpn(**options) -> nn.Module:
+    """RetinaNet (torchvision's class) on a resnet18 FPN backbone with P6, P7 (as retinanet_resnet50_fpn);
+    ``options`` override ``DENSE``."""
     d = _detection()
     backbone = _resnet18_fpn((2, 3, 4), _last_level_p6p7(256))
-    return d.RetinaNet(backbone, num_classes=NUM_CLASSES, **DENSE)
+    return d.RetinaNet(backbone, num_classes=NUM_CLASSES, **{**DENSE, **options})
 
 
 def fcos_resnet18_fpn() -> nn.Module:
@@ -197,8 +198,9 @@ DETECTORS = {
 }
 
 
-def detector(name: str, example: torch.Tensor, seed: int = 0) -> FirstImage:
-    """``DETECTORS[name]`` with seeded weights spread on ``example``, wrapped in ``FirstImage``."""
+def detector(name: str, example: torch.Tensor, seed: int = 0, **options) -> FirstImage:
+    """``DETECTORS[name]`` (built with ``options``) with seeded weights spread on ``example``, wrapped
+    in ``FirstImage``."""
     build, extra, spread = DETECTORS[name]
     torch.manual_seed(seed)
-    return FirstImage(spread_scores(build(), example, seed, spread), extra).eval()
+    return FirstImage(spread_scores(build(**options), example, seed, spread), extra).eval()

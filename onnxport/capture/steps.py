@@ -279,6 +279,33 @@ class ProbeSizeOne(Decision):
         return state.but(", ".join(g.text for g in probed), guards=state.guards + tuple(probed), variables=variables)
 
 
+class ObliviousForEqualities(Decision):
+    """An adopted equality of sizes (not a remainder) can be torch's choice for a size computed from
+    the declared ones that is 1 in the example (a feature map one row high, broadcast as such): the
+    steps run again with size-oblivious reasoning, and that capture is taken when it adopts fewer
+    constraints."""
+
+    name = "capture size-obliviously where an equality of sizes was adopted"
+
+    def decide(self, state):
+        if state.oblivious:
+            return "torch already reasons size-obliviously"
+        adopted = [g for g in state.guards or () if g.adopted]
+        if not any(g.python.count("==") == 1 and "%" not in g.python for g in adopted):
+            return "no equality of sizes was adopted"
+        if state.traces >= MAX_TRACES:
+            return f"torch.export was called {MAX_TRACES} times"
+        from onnxport.capture.trace import run_steps
+
+        trial = run_steps(state.retrace("size-oblivious", oblivious=True, guards=None, variables=None))
+        if trial.program is None or trial.guards is None:
+            return "the size-oblivious capture failed: the first one kept"
+        fewer = sum(g.adopted for g in trial.guards)
+        if fewer >= len(adopted):
+            return f"the size-oblivious capture adopts {fewer} constraints, not fewer: the first one kept"
+        return trial.but(f"size-oblivious: {fewer} constraints adopted instead of {len(adopted)}")
+
+
 STEPS: tuple[Step, ...] = (
     Trace(),
     DecideDeferredViolations(),
@@ -291,6 +318,7 @@ STEPS: tuple[Step, ...] = (
     AdoptDerivedRelations(),
     DecideGuards(),
     ProbeSizeOne(),
+    ObliviousForEqualities(),
 )
 
 

@@ -57,3 +57,18 @@ def test_detector_matches_eager_on_images_of_other_sizes(name):
     check_export(model, (example,), DIMS, inputs=[(x,) for x in others], sizes=[], values=[],
                  output_names=["boxes", "scores", "labels", *extra],
                  output_dims={"boxes": {0: "num_detections"}}, expect_outputs=_outputs(extra))
+
+
+def test_a_feature_map_one_row_high_in_the_example_keeps_every_image_size():
+    """Resized to a short side of 128, the example's P7 is one row high: torch's trace broadcasts it
+    as such unless it reasons size-obliviously, which capture retries; no constraint is left, and
+    a portrait image (P7 one column wide) matches eager."""
+    example = image(*EXAMPLE)
+    model = detector("retinanet_resnet18_fpn", example, min_size=128, max_size=192)
+    others = [image(*o) for o in OTHERS]
+    for x in (example, *others):
+        _check_spread(model, x)
+    r = check_export(model, (example,), DIMS, inputs=[(x,) for x in others], sizes=[], values=[],
+                     output_names=["boxes", "scores", "labels"], output_dims={"boxes": {0: "num_detections"}},
+                     expect_outputs=_outputs(()))
+    assert r.constraints == []

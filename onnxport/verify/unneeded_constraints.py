@@ -1,0 +1,75 @@
+"""Adopted constraints the ONNX model does not need, found by running it where they exclude.
+
+Two kinds of condition torch.export states for the whole program hold only for the trace it made:
+
+* a range a rewritten branch's traced side needs: a Python ``if`` on a size rewritten as
+  ``torch.cond`` (``onnxport.rewrite``) exports both sides as an ONNX ``If``, but torch.export
+  traces each side for every size, and a side written for the sizes its predicate selects
+  (``x[:4]`` under ``if x.shape[0] > 3``) narrows the range (``n >= 4``), although at ``n = 1..3``
+  the ``If`` takes the other side;
+* an equality of sizes computed from the declared ones that size-oblivious tracing leaves (a
+  feature map one row high in the example: ``P7 height == 1``) where the ONNX model computes every
+  size alike.
+
+Each such adopted constraint is tried: the ONNX model runs against eager PyTorch at sizes it
+excludes (the range's excluded sizes when few and listed whole; for an equality, sizes near the
+example that break it: the example's sizes swapped between two dims, or one dim scaled); when they
+match at every one, the constraint is kept instead (validation keeps looking there), else it stays
+adopted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from onnxport.capture.guards.conditions import NARROWED, SHOWN, Guard, GuardStatus
+from onnxport.verify.default_floor import wrong_below
+
+CHECKED = "onnxruntime matches eager PyTorch at sizes it excludes: not needed by the ONNX model"
+_SCALES = (1.5, 0.75, 2.0)
+
+
+def candidates(guards: list[Guard], notes: list, examples: dict[str, int]) -> list[tuple[Guard, tuple]]:
+    """``(guard, sizes it excludes to try)`` of each adopted constraint that may be the trace's only:
+    the ranges torch narrowed (one dim, a few excluded sizes listed whole) of a model whose ``if``
+    was rewritten (``notes``: ``ExportResult.rewrite_notes``), and the equalities of sizes that are
+    not a remainder (``examples``: dim name -> the example's size)."""
+    out = []
+    rewritten = any(n.construct == "if" and n.rewritten for n in notes)
+    for g in guards:
+        if g.status is not GuardStatus.ADOPTED:
+            continue
+        if rewritten and g.method == NARROWED and len(g.names) == 1 and 0 < len(g.excluded) <= SHOWN:
+            out.append((g, tuple(dict(e) for e in g.excluded)))
+        elif g.python.count("==") == 1 and "%" not in g.python and g.names and set(g.names) <= examples.keys():
+            near = _near_breaking(g, examples)
+            if near:
+                out.append((g, near))
+    return out
+
+
+def _near_breaking(guard: Guard, examples: dict[str, int]) -> tuple:
+    """Up to two size assignments near the example that break ``guard``."""
+    tries = []
+    names = list(guard.names)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            tries.append({**examples, a: examples[b], b: examples[a]})
+    for a in names:
+        tries += [{**examples, a: max(1, round(examples[a] * k))} for k in _SCALES]
+    out = []
+    for sizes in tries:
+        if sizes != examples and not guard.holds(sizes) and sizes not in out:
+            out.append(sizes)
+    return tuple(out[:2])
+
+
+def kept(guard: Guard, sizes: tuple) -> Guard:
+    """``guard`` kept instead of adopted: the ONNX model matched eager PyTorch at ``sizes``."""
+    return dataclasses.replace(guard, status=GuardStatus.KEPT, method=CHECKED, excluded=sizes)
+
+
+def right_at(result, guard: Guard) -> bool:
+    """Whether onnxruntime matches eager PyTorch at every size assignment in ``guard.excluded``
+    (``result`` has ``guard`` kept, so validation may choose those sizes)."""
+    return wrong_below(result, guard) is None
