@@ -9,6 +9,7 @@ import torch
 
 import onnxport
 from exportcheck import check_export, count_ops
+from hf_backbone import Backbone
 
 transformers = pytest.importorskip("transformers")
 from transformers import DynamicCache  # noqa: E402
@@ -29,15 +30,6 @@ def _spread(model: torch.nn.Module) -> torch.nn.Module:
             if "A_log" not in name:
                 p.add_(torch.randn(p.shape, generator=gen) * 0.3)
     return model.eval()
-
-
-class Backbone(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids):
-        return self.model(input_ids=input_ids, use_cache=False).last_hidden_state
 
 
 def test_the_sequential_selective_scan_exports_as_a_scan_correct_at_other_lengths():
