@@ -110,3 +110,23 @@ def test_the_offered_bound_makes_the_model_export():
     boxes, scores = torch.randn(30, 4), torch.rand(30)
     r = onnxport.to_onnx(Bounded().eval(), (boxes, scores), dynamic_shapes={"boxes": {0: "n"}, "scores": {0: "n"}})
     assert r.validate().ok
+
+
+class AnyPositive(torch.nn.Module):
+    """Branches on a bool read from the data, as transformers' Longformer chooses global attention."""
+
+    def forward(self, x):
+        flag = (x > 0).any().item()
+        if flag:
+            y = x * 2
+        else:
+            y = x - 1
+        return y
+
+
+def test_a_branch_on_a_bool_read_from_data_names_where_it_was_read():
+    with pytest.raises(onnxport.DataDependentError, match=r"a bool read from the inputs' data, "
+                       r"`flag = \(x > 0\)\.any\(\)\.item\(\)` at test_data_dependent\.py:\d+") as e:
+        onnxport.to_onnx(AnyPositive(), (torch.randn(2, 3),), dynamic_shapes={"x": {0: "batch"}},
+                         rewrite_control_flow=False)
+    assert "if flag:" in e.value.where and "torch.cond" in e.value.hint
