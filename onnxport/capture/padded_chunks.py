@@ -20,16 +20,13 @@ Semantics: transformers' ``models/mamba2/modeling_mamba2.py`` (``mamba2_chunk_sc
 from __future__ import annotations
 
 import ast
-import inspect
 import sys
-import textwrap
-import types
 from typing import Callable
 
 from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.source_variants import replace_statement, source_variant
 
 FUNCTION = "mamba2_chunk_scan"
-_COMPILED: dict[Callable, Callable | None] = {}
 
 
 def _is_padding_cut(node: ast.stmt) -> bool:
@@ -41,36 +38,15 @@ def _is_padding_cut(node: ast.stmt) -> bool:
     return ast.unparse(node.body[0]) == "output = output[:, :sequence_length]"
 
 
+def _cut_always(func: ast.FunctionDef) -> bool:
+    return func.name == FUNCTION and replace_statement(func.body, _is_padding_cut, lambda node: node.body)
+
+
 def unconditional_cut(fn: Callable) -> Callable | None:
     """``fn`` (transformers' ``mamba2_chunk_scan``, possibly wrapped by a kernel dispatcher) compiled
     from its source with ``if pad_size > 0:`` around the padding cut replaced by the cut itself, in
     ``fn``'s module globals; None when its source is not available or has no such statement."""
-    fn = inspect.unwrap(fn)
-    if fn in _COMPILED:
-        return _COMPILED[fn]
-    _COMPILED[fn] = None
-    try:
-        lines, first = inspect.getsourcelines(fn)
-        filename = inspect.getsourcefile(fn) or fn.__code__.co_filename
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
-        return None
-    ast.increment_lineno(tree, first - 1)
-    func = tree.body[0]
-    if not isinstance(func, ast.FunctionDef) or func.name != FUNCTION:
-        return None
-    found = [i for i, stmt in enumerate(func.body) if _is_padding_cut(stmt)]
-    if len(found) != 1:
-        return None
-    func.body[found[0]:found[0] + 1] = func.body[found[0]].body
-    func.decorator_list = []
-    code = compile(tree, filename, "exec")
-    body = next(c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == FUNCTION)
-    new = types.FunctionType(body, fn.__globals__, fn.__name__, fn.__defaults__)
-    new.__kwdefaults__ = fn.__kwdefaults__
-    new.__qualname__, new.__doc__ = fn.__qualname__, fn.__doc__
-    _COMPILED[fn] = new
-    return new
+    return source_variant(fn, _cut_always)
 
 
 def _changes() -> list:
