@@ -103,6 +103,37 @@ def _pinned(text: str, declared: list[DeclaredDim], events: list, top) -> Specia
     return None
 
 
+def _unexpected_specialization(text: str, declared: list[DeclaredDim], events: list, top) -> SpecializationError | None:
+    """torch's ``Specializations unexpectedly required (seq)!``: solving the guards left one size for
+    a declared dim, with no guard naming the dim's own source (a size computed from it pinned: a
+    padded length that is one chunk at the example). The dim, its size and the line of the first
+    equality guard met while tracing (``Eq(chunks, 1)`` at a reshape)."""
+    m = re.search(r"Specializations unexpectedly required \(([^)]*)\)", text)
+    if not m:
+        return None
+    names = [n.strip() for n in m.group(1).split(",")]
+    d = next((d for d in declared if d.name in names), None)
+    if d is None:
+        return None
+    value = re.search(r"resulted in a specialized value of (-?\d+)", text)
+    pinned = [ev for ev in events if (ev.kind == "range" and ev.upper == ev.lower)
+              or (ev.kind == "assert" and type(ev.expr).__name__ == "Equality" and ev.expr.free_symbols
+                  and any(not a.free_symbols for a in ev.expr.args))]
+    where = (pinned[0].branch or pinned[0].where) if pinned else None
+    size = int(value.group(1)) if value else None
+    one = [a for a in pinned[0].expr.args if not a.free_symbols] if pinned and pinned[0].kind == "assert" else []
+    if one and one[0] in (0, 1):
+        at = f" = {size}" if size is not None else ""
+        return SpecializationError(
+            f"axis {d.axis} of input {d.input_name!r}, declared dynamic as {d.name!r}, became a constant during "
+            f"capture: at the example's {d.name}{at}, a size computed from it is {one[0]} here (a length padded to "
+            f"whole chunks that is one chunk, a count of windows), and torch.export specializes sizes 0 and 1",
+            where=where,
+            hint=f"give an example input with a larger {d.name}, so that this size is 2 or more; onnxport validates "
+                 f"other sizes ({d.name} = 1 included) afterwards")
+    return specialization_error(d, size, where, top_level_name(d, top))
+
+
 def classify(e: Exception, declared: list[DeclaredDim], records: list, top, events: list = (),
              unbacked: list = ()) -> Exception:
     """The ``ExportError`` torch.export's failure ``e`` means for the user.
@@ -134,6 +165,9 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
             (f for srcs, _, f in records if source_matches(srcs, top_name, axis, top_name)), None)
         if d is not None:
             return specialization_error(d, value, where, top_name, static_axes_of_size(value, top, declared, d))
+    unexpected = _unexpected_specialization(text, declared, events, top)
+    if unexpected is not None:
+        return unexpected
     if "Constraints violated" in text or "specialized it to be a constant" in text:
         pinned = _pinned(text, declared, events, top)
         if pinned is not None:

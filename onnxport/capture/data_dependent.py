@@ -113,6 +113,9 @@ def data_dependent_error(e: BaseException, unbacked: list) -> DataDependentError
     cond = e.cond
     names = user_names(cond, unbacked, getattr(e, "partial_fx_graph", "") or "")
     where = last_user_frame("".join(traceback.format_list(traceback.extract_tb(e.__traceback__))))
+    read = [u for u in unbacked if u.boolean and any(str(u.symbol) == str(s) for s in cond.free_symbols)]
+    if read:
+        return _bool_of_data_error(e, read[0], where)
     made = "; ".join(f"{n} is the count of `{_code(w)}` at {_short(w)}" for n, w in names.values())
     code = _code(where)
     branch = re.match(r"(if|elif|while)\b", code)
@@ -137,3 +140,20 @@ def _number_fixes(code: str) -> str:
                      "symbolic (a size the ONNX model computes)")
     fixes.append("or compute with the tensor itself (keep it a tensor where it is used)")
     return "; ".join(fixes)
+
+
+def _bool_of_data_error(e: BaseException, made: Any, where: str | None) -> DataDependentError:
+    """A branch on a Python bool read from tensor data (``flag = mask.any().item()``, then
+    ``if flag:``): which side runs is known only when the model runs, so the export needs both
+    sides as an ONNX If (``torch.cond``)."""
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    library = bool(where) and in_installed_package(where)
+    what = (f"the model branches on a bool read from the inputs' data, `{_code(made.where)}` at {_short(made.where)}: "
+            f"which side runs is known only when the model runs")
+    hint = ("write the branch with torch.cond(pred, true_fn, false_fn, operands) (exported as an ONNX If; its "
+            "branches may not write into their inputs in place)")
+    if library:
+        hint = ("the branch is in the library's code, where torch.cond cannot be written in: export a model whose "
+                "inputs always take one side (and call the path of that side), or " + hint[0].lower() + hint[1:]
+                + " in a copy of the library's function")
+    return DataDependentError(what, where=where, hint=hint, detail=first)

@@ -20,8 +20,9 @@ In the assignment form, the outputs are the names a branch binds that are read a
 branch that does not bind one passes its earlier value through. Semantics: PyTorch
 ``torch.cond(pred, true_fn, false_fn, operands)`` (both branches return the same structure, dtypes
 and ranks). A condition on symbolic sizes (``if x.shape[1] <= 8:``) becomes ``torch.cond`` on the
-SymBool, so the ONNX model holds both branches (``If`` on a shape expression); a condition that is
-neither a tensor nor a SymBool keeps Python's ``if``.
+SymBool, so the ONNX model holds both branches (``If`` on a shape expression), unless the declared
+ranges decide it (``seq == 1`` where ``seq >= 2``: the side taken at every size runs, as Python's
+``if`` would); a condition that is neither a tensor nor a SymBool keeps Python's ``if``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ def run_cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any], 
     if not (_tracing() and isinstance(pred, (torch.Tensor, torch.SymBool))):
         return then_fn() if pred else else_fn()
     if isinstance(pred, torch.SymBool):
+        known = _known(pred)
+        if known is not None:  # the same side at every size of the range (``seq == 1`` where seq >= 2)
+            return then_fn() if known else else_fn()
         p = pred
     else:
         p = pred.reshape(())
@@ -55,6 +59,18 @@ def run_cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any], 
         return lambda: pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, fn())
 
     return torch.cond(p, clone(then_fn), clone(else_fn), ())
+
+
+def _known(pred: torch.SymBool) -> bool | None:
+    """The value of a condition on symbolic sizes when the sizes' ranges decide it without a guard
+    (torch's ``statically_known_true``), else None."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    if statically_known_true(pred):
+        return True
+    if statically_known_true(torch.sym_not(pred)):
+        return False
+    return None
 
 
 def all_of(first: Any, *rest: Callable[[], Any]) -> Any:

@@ -157,3 +157,23 @@ class ItemOfCount(torch.nn.Module):
 def test_the_offered_item_makes_the_model_export():
     r = onnxport.to_onnx(ItemOfCount(), (torch.randn(8),), dynamic_shapes={"x": {0: "n"}})
     assert r.validate(inputs=[(torch.ones(8),), (-torch.ones(5),), (torch.tensor([1.0, -1.0, 2.0]),)]).ok
+
+
+class AnyPositive(torch.nn.Module):
+    """Branches on a bool read from the data, as transformers' Longformer chooses global attention."""
+
+    def forward(self, x):
+        flag = (x > 0).any().item()
+        if flag:
+            y = x * 2
+        else:
+            y = x - 1
+        return y
+
+
+def test_a_branch_on_a_bool_read_from_data_names_where_it_was_read():
+    with pytest.raises(onnxport.DataDependentError, match=r"a bool read from the inputs' data, "
+                       r"`flag = \(x > 0\)\.any\(\)\.item\(\)` at test_data_dependent\.py:\d+") as e:
+        onnxport.to_onnx(AnyPositive(), (torch.randn(2, 3),), dynamic_shapes={"x": {0: "batch"}},
+                         rewrite_control_flow=False)
+    assert "if flag:" in e.value.where and "torch.cond" in e.value.hint

@@ -61,6 +61,9 @@ def test_several_dimensions_are_evaluated_on_a_grid():
     (256 * sympy.Max(1, FloorDiv(T, 4)) > 256, True),
     (3 * FloorDiv(T, 4) > 1, True),  # numel > 1
     (FloorDiv(T, 4) >= 1, False),  # an output size of at least 1: the model needs it
+    (T + Mod(4 - Mod(T, 4), 4) > 4, True),  # a length padded to whole chunks of 4: more than one chunk
+    (T + Mod(4 - Mod(T, 4), 4) >= 8, True),
+    (T > 4, False),  # a length not always a multiple of 4: the model may need it
     (T >= 5, False),
     (sympy.Eq(Mod(T, 4), 0), False),
 ])

@@ -9,6 +9,7 @@ import torch
 
 import onnxport
 from exportcheck import check_export, count_ops
+from hf_recurrent import Backbone, spread
 
 transformers = pytest.importorskip("transformers")
 from transformers import DynamicCache  # noqa: E402
@@ -21,28 +22,9 @@ def _config():
                                     conv_kernel=4, pad_token_id=0, bos_token_id=1, eos_token_id=2)
 
 
-def _spread(model: torch.nn.Module) -> torch.nn.Module:
-    """Seeded noise on the weights (A_log kept): a freshly initialized Mamba repeats one token."""
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "A_log" not in name:
-                p.add_(torch.randn(p.shape, generator=gen) * 0.3)
-    return model.eval()
-
-
-class Backbone(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids):
-        return self.model(input_ids=input_ids, use_cache=False).last_hidden_state
-
-
 def test_the_sequential_selective_scan_exports_as_a_scan_correct_at_other_lengths():
     torch.manual_seed(0)
-    model = Backbone(_spread(transformers.MambaModel(_config())))
+    model = Backbone(spread(transformers.MambaModel(_config())))
     ids = torch.randint(3, VOCAB, (2, 7))
     with pytest.raises(onnxport.SpecializationError, match="range\\(seq_len\\)"):
         onnxport.to_onnx(model, (ids,), dynamic_shapes={"input_ids": {0: "batch", 1: "seq"}},
@@ -58,7 +40,7 @@ def test_the_sequential_selective_scan_exports_as_a_scan_correct_at_other_length
 
 def test_the_decoding_step_with_its_states_decodes_as_generate():
     torch.manual_seed(0)
-    model = _spread(transformers.MambaForCausalLM(_config()))
+    model = spread(transformers.MambaForCausalLM(_config()))
     cache = DynamicCache(config=model.config)
     with torch.no_grad():
         model(input_ids=torch.randint(3, VOCAB, (2, 5)), cache=cache, use_cache=True)

@@ -261,7 +261,7 @@ def excluded_text(excluded: Iterable[dict], limit: int = SHOWN) -> str:
 
 def compares_with_one(expr: sympy.Basic) -> bool:
     """``a != b``, or a size expression compared with 1 (``e > 1``, ``e >= 2``, ``256*e > 256``,
-    ``3*e > 1``):
+    ``3*e > 1``, ``e > 4`` where ``e`` is always a multiple of 4):
     the conditions torch assumes to pick one trace among equivalent ones ("is this size 1?", "is
     this slice the whole axis?"), as opposed to ``e >= 1`` or ``time % 4 == 0``, which a model needs."""
     if isinstance(expr, sympy.Ne):
@@ -279,7 +279,26 @@ def compares_with_one(expr: sympy.Basic) -> bool:
         return False
     # the condition reads c*e > -k (strict) or c*e >= -k: "c*e > 1" or "e > 1", as ">= 2" when not strict
     strict = isinstance(expr, (sympy.StrictGreaterThan, sympy.StrictLessThan))
-    return -k in ((1, c) if strict else (2, 2 * c))
+    if -k in ((1, c) if strict else (2, 2 * c)):
+        return True
+    # e > m where e only takes multiples of m (a padded length compared with its chunk: "e/m > 1")
+    m = -k / c if strict else -k / (2 * c)
+    return bool(m.is_Integer and m >= 2 and _always_multiple(rest / c, int(m)))
+
+
+def _always_multiple(expr: sympy.Basic, m: int) -> bool:
+    """Whether the size expression ``expr`` is a multiple of ``m`` at every size tried (each symbol
+    from 1 to 64, or a grid of 1..8 for several): ``seq + (4 - seq % 4) % 4`` for ``m = 4``."""
+    symbols = tuple(sorted(expr.free_symbols, key=str))
+    if not symbols or len(symbols) > 3:
+        return False
+    names = tuple(f"v{i}" for i in range(len(symbols)))
+    try:
+        fn = _compile(python_text(expr, dict(zip(symbols, names))), names)
+        values = [fn(*p) for p in itertools.product(*[range(1, 65 if len(symbols) == 1 else 9)] * len(symbols))]
+    except Exception:  # noqa: BLE001 - a form Python cannot compute is not recognized
+        return False
+    return all(isinstance(v, int) and v % m == 0 for v in values)
 
 
 def kept_kind(expr: sympy.Basic, outcome: Outcome) -> bool:

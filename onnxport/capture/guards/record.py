@@ -60,10 +60,13 @@ class GuardEvent:
 
 @dataclasses.dataclass(frozen=True)
 class Unbacked:
-    """A data-dependent size torch made while tracing (``u0``): its symbol and the user's line."""
+    """A data-dependent size torch made while tracing (``u0``): its symbol and the user's line;
+    ``boolean`` when it is a Python bool read from tensor data (``.item()`` of a bool tensor: torch
+    writes it ``Eq(u0, 1)``)."""
 
     symbol: Any
     where: str | None
+    boolean: bool = False
 
 
 def user_frame() -> str | None:
@@ -301,9 +304,24 @@ def _unbacked_changes(made: list) -> list:
 
         return create_unbacked_symint
 
-    return [SetAttribute(ss.ShapeEnv, "create_unbacked_symint", make)]
+    def make_bool(original):
+        def create_unbacked_symbool(self, *args, **kwargs):
+            out = original(self, *args, **kwargs)
+            try:
+                for symbol in sorted(out.node.expr.free_symbols, key=str):
+                    made.append(Unbacked(symbol, user_frame(), boolean=True))
+            except Exception:  # noqa: BLE001 - recording must never change capture
+                pass
+            return out
+
+        return create_unbacked_symbool
+
+    return [SetAttribute(ss.ShapeEnv, "create_unbacked_symint", make),
+            *([SetAttribute(ss.ShapeEnv, "create_unbacked_symbool", make_bool)]
+              if hasattr(ss.ShapeEnv, "create_unbacked_symbool") else [])]
 
 
 RECORD_UNBACKED = register(Patch(
     "record data-dependent sizes", _unbacked_changes,
-    "ShapeEnv.create_unbacked_symint: where each data-dependent size (u0) was made, with the user's line", ([],)))
+    "ShapeEnv.create_unbacked_symint / create_unbacked_symbool: where each data-dependent size (u0) or bool was "
+    "made, with the user's line", ([],)))

@@ -1,0 +1,42 @@
+"""transformers' MobileViT (tiny config, seeded, weights spread) with dynamic batch, height and width:
+its feature maps cut into 2x2 patches after rounding the sizes up to whole patches (``int(math.ceil
+(...))``) and resizing only where they are not whole (a branch on the sizes), captured at every image
+size (``onnxport.capture.patch_grid``), and matching eager PyTorch at sizes that are and are not whole
+patches. torch.export's specialization of a patch grid of one row or one column (``!= 1`` of a
+count) is stated as constraints that exclude small images only."""
+
+import pytest
+import torch
+
+from exportcheck import check_export
+from hf_recurrent import spread
+
+transformers = pytest.importorskip("transformers")
+
+
+class Classifier(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values):
+        return self.model(pixel_values=pixel_values).logits
+
+
+def test_mobilevit_exports_with_dynamic_image_size():
+    import transformers.models.mobilevit.modeling_mobilevit as mobilevit
+
+    torch.manual_seed(0)
+    model = Classifier(spread(transformers.MobileViTForImageClassification(transformers.MobileViTConfig(
+        image_size=64, patch_size=2, hidden_sizes=[16, 24, 32], neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64],
+        num_attention_heads=2, num_labels=5))))
+    unfolding = mobilevit.MobileViTLayer.unfolding
+    with pytest.warns(UserWarning, match="onnxport adopted this constraint"):
+        r = check_export(model, (torch.randn(2, 3, 128, 96),), {"pixel_values": {0: "batch", 2: "height", 3: "width"}},
+                         sizes=[{"batch": 1, "height": 160, "width": 128}, {"batch": 1, "height": 130, "width": 100},
+                                {"batch": 3, "height": 97, "width": 131}, {"batch": 1, "height": 256, "width": 256}],
+                         values=[], expect_inputs={"pixel_values": ["batch", 3, "height", "width"]})
+    adopted = [g for g in r.guards if g.adopted]
+    big = [{"height": h, "width": w} for h, w in ((65, 65), (97, 131), (128, 96), (300, 200))]
+    assert all(g.holds(s) for g in adopted for s in big)  # only small images are left out
+    assert mobilevit.MobileViTLayer.unfolding is unfolding  # restored after capture
