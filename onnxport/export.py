@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from onnxport.errors import DataDependentError, ExportError, SpecializationError
+from onnxport.errors import DataDependentError, DynamicShapesError, ExportError, SpecializationError
 from onnxport.result import ExportResult
 from onnxport.translate.registry import Registry
 
@@ -167,7 +167,7 @@ def to_onnx(
     if floors(result.guards):
         with step("check size 1"):
             result = _settle_floors(result)
-    if low_runs(result.guards, _adoptable_minimum(result)):
+    if low_runs(result.guards, _minimum(result)):
         with step("check the smallest sizes"):
             result = _settle_minimum(result)
     if candidates(result.guards, result.rewrite_notes, _examples(result)):
@@ -198,9 +198,9 @@ def _settle_floors(result: ExportResult) -> ExportResult:
     return result.replace(captured=captured, model=result.model)
 
 
-def _adoptable_minimum(result: ExportResult) -> dict[str, int]:
-    """dim name -> the smallest size the export promises, for dims named without a range."""
-    return {v.name: max(1, v.lo) for v in result.captured.variables.values() if v.adoptable}
+def _minimum(result: ExportResult) -> dict[str, int]:
+    """dim name -> the smallest size the export promises."""
+    return {v.name: max(1, v.lo) for v in result.captured.variables.values()}
 
 
 def _settle_minimum(result: ExportResult) -> ExportResult:
@@ -212,10 +212,17 @@ def _settle_minimum(result: ExportResult) -> ExportResult:
     from onnxport.verify.model_minimum import adopted_minimum, low_runs, smallest_taken, superseded
 
     changed = {}
-    for guard, name, sizes in low_runs(result.guards, _adoptable_minimum(result)):
+    explicit = {v.name for v in result.captured.variables.values() if not v.adoptable}
+    for guard, name, sizes in low_runs(result.guards, _minimum(result)):
         found = smallest_taken(result.module, result.captured, name, sizes[0])
-        if found is not None:
-            changed[id(guard)] = adopted_minimum(guard, name, sizes[0], *found)
+        if found is None:
+            continue
+        if name in explicit:
+            raise DynamicShapesError(
+                f"dimension {name!r} is declared from {sizes[0]}, but the model takes {found[0]} and up only: eager "
+                f"PyTorch raises below it ({found[1].split(': ', 1)[-1][:160]})", where=guard.where,
+                hint=f"declare Dim({name!r}, min={found[0]}, ...), or give {name!r} as a name without a range")
+        changed[id(guard)] = adopted_minimum(guard, name, sizes[0], *found)
     if not changed:
         return result
     guards = [changed.get(id(g), g) for g in result.guards]

@@ -97,14 +97,14 @@ def _fixes(cond: sympy.Basic, names: dict, where: str | None) -> str:
     symbol = next(iter(names), None)
     bound = _in_user_terms(_bound(cond, symbol) if symbol is not None else sympy.Not(cond), names)
     fixes = [f"if the count is bounded that way, state it before {'the call' if library else 'this line'} with "
-             f"torch._check({bound}) (torch.export then decides the condition)"]
+             f"torch._check({bound}) (torch.export then decides the condition)"] if names else []
     if re.match(r"(if|elif|while)\b", code) or " if " in code:
         fixes.append("to keep both sides, write the branch with torch.cond(pred, true_fn, false_fn, operands) "
                      "(exported as an ONNX If)")
     if isinstance(cond, (sympy.Eq, sympy.Ne)) and any(not a.free_symbols for a in cond.args):
         fixes.append("if this count is an output's size, leave it dynamic (reshape with -1, not the example's count): "
                      "the ONNX output keeps it as a dynamic dimension")
-    return "; ".join(fixes)
+    return "; ".join(fixes) or "compute with the tensor itself instead of reading its value into Python"
 
 
 def data_dependent_error(e: BaseException, unbacked: list) -> DataDependentError:
@@ -121,7 +121,7 @@ def data_dependent_error(e: BaseException, unbacked: list) -> DataDependentError
     branch = re.match(r"(if|elif|while)\b", code)
     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     if not (cond.is_Relational or isinstance(cond, sympy.logic.boolalg.BooleanFunction)):
-        what = (f"the model needs a size known only when it runs as a Python number: {_in_user_terms(cond, names)}"
+        what = (f"the model needs a value known only when it runs as a Python number: `{code}`"
                 + (f" ({made})" if made else ""))
         return DataDependentError(what, where=where, hint=_number_fixes(code), detail=first)
     if branch and not names:  # ``if tensor:``: torch's condition is on the tensor's value, 0 or 1

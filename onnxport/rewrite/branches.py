@@ -62,10 +62,17 @@ def run_cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any], 
 
 
 def _known(pred: torch.SymBool) -> bool | None:
-    """The value of a condition on symbolic sizes when the sizes' ranges decide it without a guard
-    (torch's ``statically_known_true``), else None."""
+    """The value of a comparison of one size with 0, 1 or 2 (``seq == 1``) when the sizes' ranges
+    decide it without a guard (torch's ``statically_known_true``), else None. Other conditions stay
+    ``torch.cond``: a range narrowed while tracing one side (``x[:4]`` under ``n > 3``) would
+    otherwise decide the branch that narrowed it."""
+    import sympy
     from torch.fx.experimental.symbolic_shapes import statically_known_true
 
+    expr = pred.node.expr
+    if not (isinstance(expr, sympy.core.relational.Relational) and
+            any(side.is_Symbol for side in expr.args) and any(side in (0, 1, 2) for side in expr.args)):
+        return None
     if statically_known_true(pred):
         return True
     if statically_known_true(torch.sym_not(pred)):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from onnxport.capture.guards.conditions import DEFAULT_FLOOR, LAYOUT, SHOWN, Guard, GuardStatus
-from onnxport.capture.guards.probe import eager_refusal
+from onnxport.capture.guards.probe import eager_refusal, shapes_refusal
 from onnxport.capture.inputs import dim_examples, dim_names
 
 _MIN_TEXT = " >= "
@@ -43,37 +43,56 @@ def low_runs(guards: list[Guard], minimum: dict[str, int]) -> list[tuple[Guard, 
         sizes = sorted(e[name] for e in g.excluded)
         if sizes[0] != minimum[name] or sizes != list(range(sizes[0], sizes[0] + len(sizes))):
             continue
-        out.append((g, name, sizes))
+        if all(name != n for _, n, _ in out):  # one search per dimension
+            out.append((g, name, sizes))
     return out
 
 
-LINEAR = 64  # sizes tried one by one above the minimum before bisecting up to the example
+LINEAR = 4  # sizes tried one by one above the minimum before bisecting up to the example
 
 
 def smallest_taken(model, captured, name: str, first: int) -> tuple[int, str] | None:
     """``(m, error)``: the smallest size ``m`` above ``first`` of dimension ``name`` at which eager
     PyTorch runs ``model`` (the other dims at their example sizes, inputs made like the example's),
-    and its error at ``first``; None when it runs at ``first`` (or the inputs cannot be made). The
-    sizes are tried one by one up to ``first + LINEAR``, then bisected up to the example's size
-    (which runs)."""
+    and its error at ``first``; None when it runs at ``first`` (or the inputs cannot be made).
+
+    The sizes are tried one by one up to ``first + LINEAR``, then bisected up to the example's size
+    (which runs), on fake tensors (``shapes_refusal``); eager PyTorch confirms that it raises at
+    ``first`` and at ``m - 1``, and decides every size alone where fake tensors cannot tell or
+    disagree with it."""
     names = dim_names(captured)
     examples = dim_examples(captured, names)[0]
     example = examples.get(name)
+    if example is None or example <= first:
+        return None
 
-    def refused(size: int):
+    def eager(size: int):
         return eager_refusal(model, captured, names, {**examples, name: size})
 
-    error = refused(first)
-    if error is None or example is None or example <= first:
+    def fake(size: int):
+        verdict = shapes_refusal(model, captured, names, {**examples, name: size})
+        return eager(size) if verdict is False else verdict
+
+    error = eager(first)
+    if error is None:
         return None
+    found = _search(fake, first, example)
+    if found - 1 == first or eager(found - 1) is not None:
+        return found, error[1]
+    return _search(eager, first, example), error[1]
+
+
+def _search(refused, first: int, example: int) -> int:
+    """The smallest size above ``first`` (refused) that ``refused`` says runs: one by one up to
+    ``first + LINEAR``, then bisected up to ``example`` (which runs)."""
     for size in range(first + 1, min(example, first + LINEAR + 1)):
         if refused(size) is None:
-            return size, error[1]
-    lo, hi = min(example, first + LINEAR), example  # refused at lo, runs at hi
+            return size
+    lo, hi = min(example, first + LINEAR), example
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if refused(mid) is None else (mid, hi)
-    return hi, error[1]
+    return hi
 
 
 def adopted_minimum(guard: Guard, name: str, first: int, smallest: int, error: str) -> Guard:

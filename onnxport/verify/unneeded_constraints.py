@@ -23,7 +23,8 @@ from __future__ import annotations
 import dataclasses
 
 from onnxport.capture.guards.conditions import NARROWED, SHOWN, Guard, GuardStatus
-from onnxport.verify.default_floor import wrong_below
+from onnxport.errors import ExportError
+from onnxport.verify.validate import validate
 
 CHECKED = "onnxruntime matches eager PyTorch at sizes it excludes: not needed by the ONNX model"
 _SCALES = (1.5, 0.75, 2.0)
@@ -70,6 +71,11 @@ def kept(guard: Guard, sizes: tuple) -> Guard:
 
 
 def right_at(result, guard: Guard) -> bool:
-    """Whether onnxruntime matches eager PyTorch at every size assignment in ``guard.excluded``
-    (``result`` has ``guard`` kept, so validation may choose those sizes)."""
-    return wrong_below(result, guard) is None
+    """Whether onnxruntime matches eager PyTorch at every size assignment in ``guard.excluded``,
+    eager PyTorch running at each (``result`` has ``guard`` kept, so validation may choose those
+    sizes)."""
+    try:
+        report = validate(result, sizes=[dict(e) for e in guard.excluded], values=[], include_example=False)
+    except ExportError:
+        return False
+    return report.ok and not report.not_compared
