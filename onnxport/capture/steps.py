@@ -291,7 +291,7 @@ class ObliviousForEqualities(Decision):
         if state.oblivious:
             return "torch already reasons size-obliviously"
         adopted = [g for g in state.guards or () if g.adopted]
-        if not any(g.python.count("==") == 1 and "%" not in g.python for g in adopted):
+        if not any(g.python.count("==") == 1 and "%" not in g.text for g in adopted):
             return "no equality of sizes was adopted"
         if state.traces >= MAX_TRACES:
             return f"torch.export was called {MAX_TRACES} times"

@@ -42,7 +42,7 @@ def candidates(guards: list[Guard], notes: list, examples: dict[str, int]) -> li
             continue
         if rewritten and g.method == NARROWED and len(g.names) == 1 and 0 < len(g.excluded) <= SHOWN:
             out.append((g, tuple(dict(e) for e in g.excluded)))
-        elif g.python.count("==") == 1 and "%" not in g.python and g.names and set(g.names) <= examples.keys():
+        elif g.python.count("==") == 1 and "%" not in g.text and g.names and set(g.names) <= examples.keys():
             near = _near_breaking(g, examples)
             if near:
                 out.append((g, near))

@@ -463,7 +463,8 @@ def range_guard(var: SizeVar, lower: int, upper: int | None, where: str | None) 
         excluded += [{var.name: s} for s in range(lo, min(lower, lo + SHOWN + 1))]
     if upper is not None and (var.hi is None or upper < var.hi):
         parts.append(f"{var.name} <= {upper}")
-        excluded += [{var.name: upper + 1}]
+        top = var.hi if var.hi is not None else upper + SHOWN + 1
+        excluded += [{var.name: s} for s in range(upper + 1, min(top, upper + SHOWN + 1) + 1)]  # "..." beyond
     text = " and ".join(parts) or f"{var.name} >= {lo}"
     boundary = tuple({var.name: s} for s in (lower - 1, lower) if s >= 1) + \
         (tuple({var.name: s} for s in (upper, upper + 1)) if upper is not None and upper < (var.hi or SPREAD_TO) else ())
