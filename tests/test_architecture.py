@@ -187,7 +187,8 @@ def test_every_registered_patch_lists_its_sites():
             continue
         sites = patch.sites()
         assert sites or name in ("sliding window as full", "one batched_nms", "experts as grouped_mm",
-                                 "TF SAME padding symbolic", "transformers' torch_int symbolic", "every expert in turn"), \
+                                 "TF SAME padding symbolic", "transformers' torch_int symbolic", "every expert in turn",
+                                 "len of a tensor symbolic"), \
             f"{name} lists no site"  # a library not imported
         assert patch.doc, f"{name} has no doc"
 
