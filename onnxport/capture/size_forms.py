@@ -108,8 +108,10 @@ def symbolic_len(obj) -> "int | torch.SymInt":
 
 
 def _transformers_modules() -> list:
+    """The loaded modules of transformers' model code (packages, lazily loaded, left out)."""
     return [module for name, module in list(sys.modules.items())
-            if name.startswith("transformers.models.") and module is not None and hasattr(module, "__dict__")]
+            if name.startswith("transformers.models.") and module is not None
+            and not str(getattr(module, "__file__", "") or "").endswith("__init__.py")]
 
 
 def _len_changes() -> list:
