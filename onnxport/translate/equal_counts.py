@@ -67,48 +67,50 @@ def _is_bool(node: Any) -> bool:
 
 
 class _Keys:
-    """Hashable descriptions of the values a graph's nodes compute: equal for the same op on equal inputs
-    (a node reading a tensor changed in place reads it at its version: the number of in-place changes of
-    the tensor and its views before the node); a node whose computation is not described so (a random op,
-    an argument of an unknown kind) is described as itself, equal to nothing but itself."""
+    """Descriptions of the values a graph's nodes compute, as small integers: equal for the same op on
+    equal inputs (a node reading a tensor changed in place reads it at its version: the number of
+    in-place changes of the tensor and its views before the node); a node whose computation is not
+    described so (a random op, an in-place op, an argument of an unknown kind) is described as itself,
+    equal to nothing but itself. Computed in one pass in graph order, each description made of its
+    inputs' numbers (so comparing two is as cheap as comparing their arguments)."""
 
     def __init__(self, graph: torch.fx.Graph):
-        self.keys: dict[torch.fx.Node, Any] = {}
-        self.root: dict[torch.fx.Node, torch.fx.Node] = {}  # a view or in-place result -> the tensor it aliases
-        self.reads: dict[torch.fx.Node, dict] = {}  # node -> version of each tensor it reads, when it runs
+        self.ids: dict[Any, int] = {}
+        self.keys: dict[torch.fx.Node, int] = {}
+        root: dict[torch.fx.Node, torch.fx.Node] = {}  # a view or in-place result -> the tensor it aliases
         versions: dict[torch.fx.Node, int] = {}
         for node in graph.nodes:
+            reads = {a: versions.get(root.get(a, a), 0) for a in node.all_input_nodes}
+            self.keys[node] = self._describe(node, reads)
             base = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
             if base is not None and (_aliases(node.target) or _mutates(node.target)):
-                self.root[node] = self.root.get(base, base)
-            self.reads[node] = {self._root(a): versions.get(self._root(a), 0) for a in node.all_input_nodes}
+                root[node] = root.get(base, base)
             if _mutates(node.target) and base is not None:
-                versions[self._root(base)] = versions.get(self._root(base), 0) + 1
+                versions[root.get(base, base)] = versions.get(root.get(base, base), 0) + 1
 
-    def _root(self, node: torch.fx.Node) -> torch.fx.Node:
-        return self.root.get(node, node)
+    def of(self, node: torch.fx.Node) -> int:
+        return self.keys[node]
 
-    def of(self, node: torch.fx.Node) -> Any:
-        if node in self.keys:
-            return self.keys[node]
-        key: Any = ("node", node.name)
+    def _number(self, key: Any) -> int:
+        return self.ids.setdefault(key, len(self.ids))
+
+    def _describe(self, node: torch.fx.Node, reads: dict) -> int:
         if node.op in ("placeholder", "get_attr"):
-            key = (node.op, str(node.target))
-        elif node.op == "call_function" and not _seeded(node.target) and not _mutates(node.target):
-            parts = [self._arg(a, node) for a in node.args] + [(k, self._arg(v, node)) for k, v in
-                                                                sorted(node.kwargs.items())]
+            return self._number((node.op, str(node.target)))
+        if node.op == "call_function" and not _seeded(node.target) and not _mutates(node.target):
+            parts = [self._arg(a, reads) for a in node.args] + [(k, self._arg(v, reads)) for k, v in
+                                                                 sorted(node.kwargs.items())]
             if not any(p is None or (isinstance(p, tuple) and len(p) == 2 and p[1] is None) for p in parts):
-                key = (str(node.target), tuple(parts))
-        self.keys[node] = key
-        return key
+                return self._number((str(node.target), tuple(parts)))
+        return self._number(("node", node.name))
 
-    def _arg(self, arg: Any, reader: torch.fx.Node) -> Any:
-        """The description of ``reader``'s argument ``arg``: a node with the version ``reader`` reads it
-        at, a list element by element, a constant by its type and value (None for another kind)."""
+    def _arg(self, arg: Any, reads: dict) -> Any:
+        """The description of an argument: a node's number with the version it is read at, a list
+        element by element, a constant by its type and value (None for another kind)."""
         if isinstance(arg, torch.fx.Node):
-            return (self.of(arg), self.reads[reader].get(self._root(arg), 0))
+            return (self.keys[arg], reads.get(arg, 0))
         if isinstance(arg, (list, tuple)):
-            parts = tuple(self._arg(a, reader) for a in arg)
+            parts = tuple(self._arg(a, reads) for a in arg)
             return None if None in parts else ("seq", parts)
         if arg is None or isinstance(arg, (bool, int, float, str, slice, torch.dtype, torch.device, torch.layout,
                                            torch.memory_format)):

@@ -53,3 +53,16 @@ def test_counts_of_one_mask_share_the_name_output_dims_gives():
 def test_one_name_for_counts_that_may_differ_is_refused():
     with pytest.raises(ExportError, match="a size other than the one already named"):
         onnxport.to_onnx(Random(), (torch.randn(10),), output_dims={"output_0": {0: "k"}, "output_1": {0: "k"}})
+
+
+class Deep(torch.nn.Module):
+    """A mask at the end of 200 residual steps (each reading the step before twice)."""
+
+    def forward(self, x):
+        for _ in range(200):
+            x = x + torch.tanh(x)
+        return x[x > 0], (x * 2)[x > 0]
+
+
+def test_masks_at_the_end_of_a_deep_graph_compare_quickly():
+    assert _symbols(Deep(), torch.randn(10)) == ["u0", "u0"]
