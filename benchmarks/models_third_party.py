@@ -1,5 +1,6 @@
 """Benchmark models built from third-party packages' own classes, seeded random weights, nothing
-downloaded: torchvision and timm classifiers, torchvision's detectors (where its compiled ops load), Hugging Face wav2vec2, T5, Phi and a Llama decoder with its
+downloaded: torchvision and timm classifiers, torchvision's detectors (where its compiled ops load), transformers'
+RT-DETR, RT-DETRv2 and DETR with its post-processing, Hugging Face wav2vec2, T5, Phi and a Llama decoder with its
 key/value cache as inputs. A factory raises ``ImportError`` when its package is absent
 (``compare.py`` skips the model with a note)."""
 
@@ -126,6 +127,40 @@ def maskrcnn_resnet18_fpn():
 def keypointrcnn_resnet18_fpn():
     """torchvision KeypointRCNN on a resnet18 FPN backbone, dynamic image height and width."""
     return _detector("keypointrcnn_resnet18_fpn")
+
+
+# ------------------------------------------------------------------------------------ transformers' detectors
+def _rt_detr(version: int):
+    """RT-DETR (``version`` 1 or 2) of ``tests/detectors.py`` (tiny config, ResNet backbone from its config,
+    spread scores) on two 96x128 images, dynamic batch, height and width; the other inputs one 64x64
+    image and three 160x96 ones. Outputs: logits and boxes of the 20 queries."""
+    from detectors import image, rt_detr
+
+    example = torch.cat([image(96, 128, 0), image(96, 128, 5)])
+    return _case()(rt_detr(version, example[:1]), (example,), {"pixel_values": {0: "batch", 2: "height", 3: "width"}},
+                   [(image(64, 64, 1),), (torch.cat([image(160, 96, seed) for seed in (2, 3, 4)]),)])
+
+
+def rt_detr():
+    """transformers RTDetrForObjectDetection (tiny config), dynamic batch, image height and width."""
+    return _rt_detr(1)
+
+
+def rt_detr_v2():
+    """transformers RTDetrV2ForObjectDetection (tiny config), dynamic batch, image height and width."""
+    return _rt_detr(2)
+
+
+def detr_post_processing():
+    """transformers DetrForObjectDetection (tiny config) with its image processor's
+    post_process_object_detection in the forward (score threshold 0.5): a 96x128 image, dynamic height and
+    width, the other images 64x64 and 160x96; the detection count named ``num_detections``."""
+    from detectors import DetrDetections, detr, image
+
+    example = image(96, 128, 0)
+    return _case()(DetrDetections(detr(example), threshold=0.5).eval(), (example,),
+                   {"pixel_values": {2: "height", 3: "width"}}, [(image(64, 64, 1),), (image(160, 96, 2),)],
+                   onnxport_kwargs={"output_dims": {f"output_{i}": {0: "num_detections"} for i in range(3)}})
 
 
 # ------------------------------------------------------------------------------------ Hugging Face
@@ -275,6 +310,9 @@ THIRD_PARTY = {
     "fcos_resnet18_fpn": fcos_resnet18_fpn,
     "maskrcnn_resnet18_fpn": maskrcnn_resnet18_fpn,
     "keypointrcnn_resnet18_fpn": keypointrcnn_resnet18_fpn,
+    "rt_detr": rt_detr,
+    "rt_detr_v2": rt_detr_v2,
+    "detr_post_processing": detr_post_processing,
     "wav2vec2": wav2vec2,
     "t5": t5,
     "phi": phi,

@@ -1,4 +1,5 @@
-"""torchvision's detectors with seeded weights that spread their scores, for export tests and benchmarks.
+"""torchvision's and transformers' detectors with seeded weights that spread their scores, for export
+tests and benchmarks.
 
 Random weights as torchvision initializes them give detectors whose scores hardly differ: the heads
 start at a standard deviation of 0.01 (and a prior bias), BatchNorm at its initial statistics, so
@@ -16,6 +17,12 @@ thresholds, so that no detection hangs on float32 rounding at a threshold).
 Each detector is wrapped in ``FirstImage``: ``images (1, 3, H, W)`` -> ``(boxes [K, 4], scores [K],
 labels [K] int64[, masks [K, 1, H', W'] | keypoints [K, P, 3]])`` of the first image, ``K`` the
 number of detections. Nothing is downloaded: ``weights=None, weights_backbone=None``.
+
+transformers' RT-DETR, RT-DETRv2 and DETR come from tiny configurations, their ResNet backbones built
+from configs too; their batch normalizations take the statistics of the example (``calibrate_norms``)
+and the layers computing the scores that decide (RT-DETR's query selection, the class logits) are
+spread (``spread_logits``). ``Predictions`` returns RT-DETR's logits and boxes; ``DetrDetections`` runs
+DETR and transformers' own ``post_process_object_detection`` in its forward.
 """
 
 from __future__ import annotations
@@ -64,6 +71,31 @@ def _scoring_layers(detector: nn.Module) -> list[nn.Module]:
 
 
 @torch.no_grad()
+def spread_logits(layers: list[nn.Module], run, gen: torch.Generator, spread: float, offset: float) -> None:
+    """Draw the weights of ``layers`` (convolutions or linear layers computing logits) at random, their
+    biases as ``offset + 0.5 * N(0, 1)`` per channel, then scale the weights so that, in ``run()`` (a
+    forward pass on the example), each layer's logits less its bias spread with a standard deviation of
+    ``spread`` (at the call where they spread most)."""
+    spreads: dict[nn.Module, list] = {m: [] for m in layers}
+
+    def bias(m: nn.Module, o: torch.Tensor) -> torch.Tensor:
+        return m.bias if isinstance(m, nn.Linear) else m.bias.view(1, -1, *[1] * (o.dim() - 2))
+
+    hooks = [m.register_forward_hook(lambda m, i, o: spreads[m].append((o - bias(m, o)).std())) for m in layers]
+    for m in layers:
+        m.weight.copy_(torch.randn(m.weight.shape, generator=gen))
+        m.bias.copy_(offset + 0.5 * torch.randn(m.bias.shape, generator=gen))
+    try:
+        run()
+    finally:
+        for h in hooks:
+            h.remove()
+    for m in layers:
+        if spreads[m]:
+            m.weight.mul_(spread / max(float(torch.stack(spreads[m]).max()), 1e-6))
+
+
+@torch.no_grad()
 def spread_scores(detector: nn.Module, example: torch.Tensor, seed: int, spread: float = 2.0,
                   offset: float = -1.5) -> nn.Module:
     """``detector`` (in eval mode) with BatchNorm calibrated on ``example`` (the statistics of a batch
@@ -87,21 +119,7 @@ def spread_scores(detector: nn.Module, example: torch.Tensor, seed: int, spread:
     for name, m in detector.named_modules():  # RetinaNet's towers (no normalization) start at std 0.01
         if isinstance(m, nn.Conv2d) and (".conv." in name or name.endswith(".conv")) and "_head" in name:
             m.weight.copy_(torch.randn(m.weight.shape, generator=gen) * (2 / m.weight[0].numel()) ** 0.5)
-    layers = _scoring_layers(detector)
-    spreads: dict[nn.Module, list] = {m: [] for m in layers}
-    hooks = [m.register_forward_hook(lambda m, i, o: spreads[m].append((o - m.bias.view(1, -1, *[1] * (o.dim() - 2))).std()))
-             for m in layers]
-    for m in layers:
-        m.weight.copy_(torch.randn(m.weight.shape, generator=gen))
-        m.bias.copy_(offset + 0.5 * torch.randn(m.bias.shape, generator=gen))
-    try:
-        detector([example[0]])
-    finally:
-        for h in hooks:
-            h.remove()
-    for m in layers:
-        if spreads[m]:
-            m.weight.mul_(spread / max(float(torch.stack(spreads[m]).max()), 1e-6))
+    spread_logits(_scoring_layers(detector), lambda: detector([example[0]]), gen, spread, offset)
     return detector
 
 
@@ -204,3 +222,133 @@ def detector(name: str, example: torch.Tensor, seed: int = 0, **options) -> Firs
     build, extra, spread = DETECTORS[name]
     torch.manual_seed(seed)
     return FirstImage(spread_scores(build(**options), example, seed, spread), extra).eval()
+
+
+# ------------------------------------------------------------------------------------ transformers' detectors
+# tiny configurations, every part built from its config (the ResNet backbones too), nothing downloaded
+def _resnet_config(config_class, **kwargs):
+    return config_class(layer_type="basic", depths=[1, 1, 1, 1], hidden_sizes=[16, 32, 64, 128], embedding_size=16,
+                        **kwargs)
+
+
+def rt_detr_config(version: int = 1):
+    """A tiny ``RTDetrConfig`` (``version=2``: ``RTDetrV2Config``): a basic-block ResNet of 16..128 channels
+    from its config (``RTDetrResNetConfig``), feature maps at strides 8, 16, 32, width 32, 20 queries,
+    two decoder layers, ``NUM_CLASSES`` classes."""
+    import transformers
+
+    config_class = transformers.RTDetrConfig if version == 1 else transformers.RTDetrV2Config
+    return config_class(backbone_config=_resnet_config(transformers.RTDetrResNetConfig, out_indices=[2, 3, 4]),
+                        encoder_in_channels=[32, 64, 128], encoder_hidden_dim=32, d_model=32, encoder_ffn_dim=64,
+                        decoder_ffn_dim=64, decoder_in_channels=[32, 32, 32], encoder_attention_heads=2,
+                        decoder_attention_heads=2, num_queries=20, decoder_layers=2, num_labels=NUM_CLASSES)
+
+
+@torch.no_grad()
+def calibrate_norms(model: nn.Module, run, gen: torch.Generator) -> None:
+    """Give every batch normalization of ``model`` (``nn.BatchNorm2d`` and transformers' frozen ones: modules
+    with ``running_mean`` and ``running_var``) the per-channel mean and variance of its input in ``run()`` (a
+    forward pass on the example; each layer sees the outputs of the layers calibrated before it) and random
+    affine parameters ``1 + 0.2 N(0, 1)``, ``0.2 N(0, 1)``. At their initial statistics the features of a
+    randomly initialized backbone hardly vary across the image, so every position and query would score alike."""
+    norms = [m for m in model.modules() if isinstance(getattr(m, "running_mean", None), torch.Tensor)
+             and isinstance(getattr(m, "running_var", None), torch.Tensor)]
+
+    def calibrate(m: nn.Module, inputs: tuple) -> None:
+        x = inputs[0].transpose(0, 1).flatten(1)
+        m.running_mean.copy_(x.mean(1))
+        m.running_var.copy_(x.var(1))
+        m.weight.copy_(1 + 0.2 * torch.randn(m.weight.shape, generator=gen))
+        m.bias.copy_(0.2 * torch.randn(m.bias.shape, generator=gen))
+
+    hooks = [m.register_forward_pre_hook(calibrate) for m in norms]
+    try:
+        run()
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+class Predictions(nn.Module):
+    """A transformers detector on ``pixel_values (B, 3, H, W)`` -> ``(logits [B, Q, C], pred_boxes [B, Q, 4])``
+    (boxes as center x, center y, width, height relative to the image)."""
+
+    def __init__(self, detector: nn.Module):
+        super().__init__()
+        self.detector = detector
+
+    def forward(self, pixel_values: torch.Tensor):
+        out = self.detector(pixel_values=pixel_values)
+        return out.logits, out.pred_boxes
+
+
+def rt_detr(version: int, example: torch.Tensor, seed: int = 0, spread: float = 3.0) -> Predictions:
+    """RT-DETR (``version=1``, ``RTDetrForObjectDetection``) or RT-DETRv2 (``RTDetrV2ForObjectDetection``) of
+    ``rt_detr_config``, seeded, with the logits of the encoder's query selection and of the decoder's classes
+    spread on ``example`` (``spread_logits``): the encoder's scores choose the queries by ``topk``, so ties
+    there would make the choice arbitrary."""
+    import transformers
+
+    torch.manual_seed(seed)
+    build = transformers.RTDetrForObjectDetection if version == 1 else transformers.RTDetrV2ForObjectDetection
+    model = build(rt_detr_config(version)).eval()
+    gen = torch.Generator().manual_seed(seed)
+    calibrate_norms(model, lambda: model(pixel_values=example), gen)
+    layers = [model.model.enc_score_head, *model.model.decoder.class_embed]
+    spread_logits(layers, lambda: model(pixel_values=example), gen, spread, -1.0)
+    return Predictions(model).eval()
+
+
+def encoder_scores(model: Predictions, x: torch.Tensor) -> torch.Tensor:
+    """The scores RT-DETR's encoder ranks its positions by for the query selection (B, positions): the
+    largest class logit of ``enc_score_head``."""
+    seen = []
+    hook = model.detector.model.enc_score_head.register_forward_hook(lambda m, i, o: seen.append(o))
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        hook.remove()
+    return seen[0].max(-1).values
+
+
+def detr(example: torch.Tensor, seed: int = 0, spread: float = 2.0):
+    """A tiny ``DetrForObjectDetection`` (a basic-block ResNet from its ``ResNetConfig``, width 32, one
+    encoder and one decoder layer, 20 queries, ``NUM_CLASSES`` classes and no-object), seeded, its linear layers
+    drawn with a standard deviation of 0.2 (at DETR's 0.02 every query attends to the image alike); the query
+    embeddings drawn from N(0, 1) (their initial values make every query alike) and the class logits
+    spread on ``example`` (``spread_logits``)."""
+    import transformers
+
+    torch.manual_seed(seed)
+    config = transformers.DetrConfig(
+        backbone_config=_resnet_config(transformers.ResNetConfig, out_features=["stage4"]), d_model=32,
+        encoder_layers=1, decoder_layers=1, encoder_ffn_dim=64, decoder_ffn_dim=64, encoder_attention_heads=2,
+        decoder_attention_heads=2, num_queries=20, num_labels=NUM_CLASSES, init_std=0.2)
+    model = transformers.DetrForObjectDetection(config).eval()
+    gen = torch.Generator().manual_seed(seed)
+    calibrate_norms(model, lambda: model(pixel_values=example), gen)
+    with torch.no_grad():
+        model.model.query_position_embeddings.weight.copy_(
+            torch.randn(model.model.query_position_embeddings.weight.shape, generator=gen))
+    spread_logits([model.class_labels_classifier], lambda: model(pixel_values=example), gen, spread, 0.0)
+    return model
+
+
+class DetrDetections(nn.Module):
+    """DETR and transformers' own post-processing (``DetrImageProcessorPil.post_process_object_detection``:
+    softmax, the no-object class dropped, ``scores > threshold``, boxes from center/size to corners scaled to
+    the image): ``pixel_values (1, 3, H, W)`` -> ``(scores [K], labels [K] int64, boxes [K, 4])`` of the
+    ``K`` detections scoring above ``threshold``, boxes as x0, y0, x1, y1 in pixels."""
+
+    def __init__(self, detector: nn.Module, threshold: float):
+        super().__init__()
+        from transformers.models.detr.image_processing_pil_detr import DetrImageProcessorPil
+
+        self.detector, self.threshold, self.processor = detector, threshold, DetrImageProcessorPil()
+
+    def forward(self, pixel_values: torch.Tensor):
+        out = self.detector(pixel_values=pixel_values)
+        sizes = torch.tensor([[pixel_values.shape[2], pixel_values.shape[3]]])
+        found = self.processor.post_process_object_detection(out, threshold=self.threshold, target_sizes=sizes)[0]
+        return found["scores"], found["labels"], found["boxes"]

@@ -5,7 +5,8 @@ A ``Patch`` is a named unit of change ("keep the recurrent ops whole", "math on 
 symbolic"); it is made of ``Change``s, each of which knows its site and how to undo itself:
 
 * ``SetAttribute(owner, name, make)``: ``owner.name = make(original)`` (a module's function, a
-  class's method, an instance's ``forward``); an attribute the owner inherited is deleted again;
+  class's method, an instance's ``forward``, a module's global that shadows a builtin such as
+  ``len``, the builtin being the original); an attribute the owner inherited is deleted again;
 * ``SetKernel(op, fn)``: ``fn`` as the op's CompositeImplicitAutograd and Autograd Python kernels
   (consulted by torch's Python dispatcher while tracing only);
 * ``SetCode(fn, replacement)``: every reference to ``fn`` calls ``replacement`` (names imported
@@ -29,9 +30,11 @@ onnxport replacement is patched (and restored) as the function underneath.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dataclasses
 import threading
+import types
 from typing import Any, Callable, Iterable, Iterator
 
 CAPTURE_LOCK = threading.RLock()
@@ -57,7 +60,8 @@ def exclusive_capture() -> Iterator[None]:
 @dataclasses.dataclass(frozen=True)
 class SetAttribute:
     """``owner.name = make(original)``; undone by putting the original back (deleting the attribute
-    when the owner inherited it)."""
+    when the owner inherited it). A module without the attribute whose code calls the builtin of that
+    name (``len``) gets a global shadowing the builtin, which is then the original."""
 
     owner: Any
     name: str
@@ -70,7 +74,10 @@ class SetAttribute:
     def apply(self) -> Callable[..., Any]:
         owner, name = self.owner, self.name
         own = vars(owner).get(name, _MISSING) if hasattr(owner, "__dict__") else getattr(owner, name)
-        original = original_of(getattr(owner, name))
+        current = getattr(owner, name, _MISSING)
+        if current is _MISSING and isinstance(owner, types.ModuleType) and hasattr(builtins, name):
+            current = getattr(builtins, name)
+        original = original_of(current if current is not _MISSING else getattr(owner, name))
         replacement = self.make(original)
         if callable(replacement):  # a function carries the mark (a builtin cannot; a stream need not)
             with contextlib.suppress(AttributeError, TypeError):

@@ -6,6 +6,12 @@ files for sizes: position-embedding interpolation, anchor grids, patch counts) c
 modules versions that return a ``SymInt`` / ``SymFloat`` as it is (``torch.sym_int`` /
 ``torch.sym_float`` across the two), the same value eager computes.
 
+transformers' detectors count a batch with Python's ``len`` of a tensor (RT-DETR, RT-DETRv2, D-FINE:
+``batch_size = len(source_flatten)``), which must return an int and so fixes a dynamic batch to the
+example's; ``SYMBOLIC_LEN`` gives every loaded transformers module a ``len`` that returns a tensor's
+first size as it is (a ``SymInt`` while traced, the same value eager computes) and is the builtin for
+everything else.
+
 transformers' MobileNet v1 / v2 compute TensorFlow's "SAME" padding with ``int(features.shape[-2])``
 and a branch on ``in_height % stride == 0`` (``apply_tf_padding``): torch.export fixes the image size
 there. The padding is one formula at every size, TensorFlow's own
@@ -19,6 +25,7 @@ transformers' ``apply_tf_padding``.
 
 from __future__ import annotations
 
+import builtins
 import sys
 
 import torch
@@ -90,6 +97,35 @@ SYMBOLIC_TORCH_INT = register(Patch(
     "transformers' torch_int / torch_float in every loaded transformers module that holds them: while torch.export "
     "traces, a symbolic size passes through as it is instead of int() / float() fixing it; nothing happens where "
     "transformers is not imported"))
+
+
+def symbolic_len(obj) -> "int | torch.SymInt":
+    """``len(obj)``; for a tensor of rank >= 1 whose first size is symbolic, that size as it is (a
+    ``SymInt``, where the builtin would fix it to an int)."""
+    if isinstance(obj, torch.Tensor) and obj.dim() > 0 and isinstance(obj.shape[0], torch.SymInt):
+        return obj.shape[0]
+    return builtins.len(obj)
+
+
+def _transformers_modules() -> list:
+    """The loaded modules of transformers' model code (packages, lazily loaded, left out)."""
+    return [module for name, module in list(sys.modules.items())
+            if name.startswith("transformers.models.") and module is not None
+            and not str(getattr(module, "__file__", "") or "").endswith("__init__.py")]
+
+
+def _len_changes() -> list:
+    if "transformers" not in sys.modules:
+        return []
+    return [SetAttribute(module, "len", lambda original: symbolic_len) for module in _transformers_modules()
+            if "len" not in vars(module)]
+
+
+SYMBOLIC_LEN = register(Patch(
+    "len of a tensor symbolic", _len_changes,
+    "len in every loaded transformers.models module: while torch.export traces, len(tensor) returns the tensor's "
+    "first size as it is (a dynamic batch stays dynamic: RT-DETR's batch_size = len(source_flatten)); the builtin "
+    "for anything else; nothing happens where transformers is not imported"))
 
 
 def _changes() -> list:

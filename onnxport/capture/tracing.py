@@ -4,8 +4,8 @@ The patches of a trace, in the order they are installed: what torch prints held 
 (``HOLD_OUTPUT``), the guard records (``capture.guards.record``), ``SYMBOLIC_MATH``, ``ASSERTED_DIVISION``,
 ``SIZE_OBLIVIOUS`` (when the state asks for it), the patches of the translations
 (``OpSupport.capture_patches``), the user's ``capture_hooks``, ``TRANSFORMER_ENCODER_AS_EAGER``,
-``TF_SAME_PADDING``, ``SYMBOLIC_TORCH_INT``, ``UNCONDITIONAL_PADDING_CUT``, ``SYMBOLIC_SIZE_DIVISION``,
-``SYMBOLIC_PATCH_GRID``, the deferred range check, ``EXPLICIT_SIGNATURE``,
+``TF_SAME_PADDING``, ``SYMBOLIC_TORCH_INT``, ``SYMBOLIC_LEN``, ``UNCONDITIONAL_PADDING_CUT``,
+``SYMBOLIC_SIZE_DIVISION``, ``SYMBOLIC_PATCH_GRID``, the deferred range check, ``EXPLICIT_SIGNATURE``,
 ``SLIDING_WINDOW_AS_FULL``, ``META_WEIGHTS_ON_CPU`` (a model with weights on the meta device), then the patches
 steps added (``CaptureState.patches``).
 """
@@ -23,7 +23,7 @@ from onnxport.capture.assert_division import ASSERTED_DIVISION
 from onnxport.capture.caches import SLIDING_WINDOW_AS_FULL
 from onnxport.capture.classify import REWRITTEN_HINT, classify
 from onnxport.capture.eager_paths import TRANSFORMER_ENCODER_AS_EAGER
-from onnxport.capture.size_forms import SYMBOLIC_TORCH_INT, TF_SAME_PADDING
+from onnxport.capture.size_forms import SYMBOLIC_LEN, SYMBOLIC_TORCH_INT, TF_SAME_PADDING
 from onnxport.capture.guards import DEFER_RANGE_VIOLATIONS, RECORD_GUARDS, RECORD_SPECIALIZATIONS, RECORD_UNBACKED
 from onnxport.capture.padded_chunks import UNCONDITIONAL_PADDING_CUT
 from onnxport.capture.patch_grid import SYMBOLIC_PATCH_GRID
@@ -102,7 +102,7 @@ def trace_patches(state: CaptureState, lists: dict[str, list], held: io.StringIO
     return [HOLD_OUTPUT.using(held), RECORD_SPECIALIZATIONS.using(lists["records"]),
             RECORD_GUARDS.using(lists["events"]), RECORD_UNBACKED.using(lists["unbacked"]), SYMBOLIC_MATH, ASSERTED_DIVISION,
             *([SIZE_OBLIVIOUS] if state.oblivious else []), *ops, *request.hooks, TRANSFORMER_ENCODER_AS_EAGER,
-            TF_SAME_PADDING, SYMBOLIC_TORCH_INT, UNCONDITIONAL_PADDING_CUT, SYMBOLIC_SIZE_DIVISION,
+            TF_SAME_PADDING, SYMBOLIC_TORCH_INT, SYMBOLIC_LEN, UNCONDITIONAL_PADDING_CUT, SYMBOLIC_SIZE_DIVISION,
             SYMBOLIC_PATCH_GRID,
             DEFER_RANGE_VIOLATIONS.using(lists["violations"]), *signature, SLIDING_WINDOW_AS_FULL,
             *([META_WEIGHTS_ON_CPU] if has_meta_weights(request.model) else []), *state.patches]

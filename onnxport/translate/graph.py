@@ -154,6 +154,42 @@ def _in_place(functional, node: torch.fx.Node):
     return fn
 
 
+def _in_place_view(ctx: TranslationContext, functional, node: torch.fx.Node):
+    """The translation of an in-place op writing through ``select`` / ``slice`` views of an intermediate
+    (``inplace.mutates_view_locally``): the views taken anew from the intermediate's current value, the
+    functional op on the innermost, the result written back view by view with ``select_scatter`` /
+    ``slice_scatter``; later reads of the intermediate and of the views read the new values."""
+    base, views = inplace.view_chain(node)
+
+    def args_of(view: torch.fx.Node) -> tuple[list, dict]:
+        return ctx.values_of(list(view.args[1:])), ctx.values_of(dict(view.kwargs))
+
+    def typed(value: Any, like: torch.fx.Node) -> Any:
+        if isinstance(value, ir.Value) and value.producer() is not None and value.const_value is None:
+            set_meta_type(value, like.meta.get("val"), ctx.dim_namer)
+        return value
+
+    def fn(ctx, self, *args, **kwargs):
+        values = [ctx.values_of(base)]
+        for view in views:
+            rest, keywords = args_of(view)
+            values.append(typed(ctx.registry.lookup(view.target)(ctx, values[-1], *rest, **keywords), view))
+        out = typed(functional(ctx, values[-1], *args, **kwargs), views[-1])
+        if isinstance(out, ir.Value) and values[-1].dtype is not None and out.dtype is not None \
+                and out.dtype != values[-1].dtype:
+            out = ctx.cast(out, values[-1].dtype)
+        new = out
+        for view, parent in zip(reversed(views), reversed(values[:-1])):
+            ctx.values[view] = new
+            rest, keywords = args_of(view)
+            new = ctx.registry.lookup(inplace.SCATTERS[view.target])(ctx, parent, new, *rest, **keywords)
+            new = typed(new, view.args[0])
+        ctx.values[base] = new
+        return out
+
+    return fn
+
+
 def _translate_one(ctx: TranslationContext, node: torch.fx.Node) -> Any:
     if node.target is operator.getitem:
         seq = ctx.values_of(node.args[0])
@@ -163,6 +199,10 @@ def _translate_one(ctx: TranslationContext, node: torch.fx.Node) -> Any:
         functional = ctx.registry.lookup(inplace.functional_of(node.target))
         if functional is not None:
             fn = _in_place(functional, node)
+    if fn is None and inplace.mutates_view_locally(node):
+        functional = ctx.registry.lookup(inplace.functional_of(node.target))
+        if functional is not None:
+            fn = _in_place_view(ctx, functional, node)
     if fn is None:
         raise UnsupportedOpError(
             f"no ONNX translation for {_describe(node)}",

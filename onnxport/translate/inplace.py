@@ -5,8 +5,12 @@ torch.export's training IR keeps the in-place variants that ``nn.ReLU(inplace=Tr
 and friends call. Where the mutated tensor is an intermediate value that nothing else aliases,
 ``y = op_(x, ...)`` is ``y = op(x, ...)`` cast to ``x``'s dtype, and every later read of ``x`` reads
 ``y``: the translation of the functional overload serves, and no decomposition (which re-traces the
-whole program) is needed. A mutation of a graph input or buffer, or of a view, is left to torch's
-functionalization (``capture.decompose``), which adds the ``<name>.updated`` outputs.
+whole program) is needed. A write through ``select`` / ``slice`` views of such an intermediate
+(``spatial_shapes[level, 0] = height``, ``grid[..., 0] /= width``: ``copy_`` / ``div_`` of a view) is
+the functional op on the view's current value, written back into the intermediate by
+``select_scatter`` / ``slice_scatter`` view by view (``mutates_view_locally``), when no other view of
+it taken before the write is read after it. A mutation of a graph input or buffer, or any other, is
+left to torch's functionalization (``capture.decompose``), which adds the ``<name>.updated`` outputs.
 
 Semantics: PyTorch's in-place convention (``Tensor.op_`` writes ``op``'s result into ``self``,
 keeping ``self``'s dtype and shape).
@@ -109,9 +113,61 @@ def mutates_locally(node: torch.fx.Node) -> bool:
     return True
 
 
+SCATTERS = {torch.ops.aten.select.int: torch.ops.aten.select_scatter.default,
+            torch.ops.aten.slice.Tensor: torch.ops.aten.slice_scatter.default}
+
+
+def view_chain(node: torch.fx.Node) -> tuple[torch.fx.Node, list[torch.fx.Node]] | None:
+    """For an in-place op writing through ``select`` / ``slice`` views: the tensor viewed (produced by
+    an op that is neither a view nor in-place) and the views from it to the op's ``self``, outermost
+    first; None for anything else."""
+    views = []
+    current = node.args[0] if node.args else None
+    while isinstance(current, torch.fx.Node) and current.op == "call_function" and current.target in SCATTERS:
+        views.append(current)
+        current = current.args[0]
+    if not views or not isinstance(current, torch.fx.Node) or current.op != "call_function" \
+            or _aliases(current) or functional_of(current.target) is not None:
+        return None
+    return current, views[::-1]
+
+
+def mutates_view_locally(node: torch.fx.Node) -> bool:
+    """``node`` is an in-place op writing through ``select`` / ``slice`` views of an intermediate value
+    (``view_chain``), and no view of that value (or in-place result aliasing it) taken before ``node``
+    is read after it other than by views and in-place ops (which take the value anew)."""
+    if functional_of(node.target) is None or writes_nothing(node):
+        return False
+    chain = view_chain(node)
+    if chain is None:
+        return False
+    order = {n: i for i, n in enumerate(node.graph.nodes)}
+    at = order[node]
+    pending, seen = [chain[0]], set()
+    while pending:
+        current = pending.pop()
+        for user in current.users:
+            if user in seen or user is node:
+                continue
+            seen.add(user)
+            aliasing = isinstance(user.target, torch._ops.OpOverload) and (
+                _aliases(user) or functional_of(user.target) is not None) and user.args and user.args[0] is current
+            if aliasing:
+                pending.append(user)
+            elif current is not chain[0] and order[current] < at < order[user]:
+                return False  # reads a view taken before the write, after it
+    return True
+
+
 def translatable(node: torch.fx.Node, lookup: Callable[[Any], Any]) -> bool:
     """Whether ``node`` translates without decomposition: its overload has a translation, or it is
-    an in-place op mutating an intermediate value whose functional overload has one."""
+    an in-place op mutating an intermediate value (or views of one) whose functional overload has one."""
     if lookup(node.target) is not None:
         return True
-    return mutates_locally(node) and lookup(functional_of(node.target)) is not None
+    if mutates_locally(node):
+        return lookup(functional_of(node.target)) is not None
+    if mutates_view_locally(node):
+        chain = view_chain(node)
+        return lookup(functional_of(node.target)) is not None and all(
+            lookup(v.target) is not None and lookup(SCATTERS[v.target]) is not None for v in chain[1])
+    return False

@@ -17,6 +17,7 @@ from onnxport.capture.dynamic_shapes import key_str
 from onnxport.errors import CheckpointError, ExportError, TranslationError
 from onnxport.translate import symbolic
 from onnxport.translate.context import TranslationContext
+from onnxport.translate.equal_counts import equal_counts
 from onnxport.translate.graph import graph_output, set_meta_type, translate_nodes
 from onnxport.translate.registry import Translations
 from onnxport.weights.binding import Weights, ir_tensor
@@ -75,12 +76,14 @@ def output_names(program: torch.export.ExportedProgram, n_user: int) -> list[str
     return names
 
 
-def name_counts(namer: DimNamer, outputs: list[tuple[str, Any]], output_dims: dict | None) -> None:
+def name_counts(namer: DimNamer, outputs: list[tuple[str, Any]], output_dims: dict | None,
+                equal: dict | None = None) -> None:
     """Name the data-dependent sizes of the outputs (``outputs``: ONNX name and ``meta["val"]``): a
     size computed from the model's data (an unbacked symbol of torch: the detections NMS keeps) takes
     the name ``output_dims`` gives one of its axes (``{"boxes": {0: "num_detections"}}``), else
     ``<output>_dim<axis>`` of the first output holding it; every axis of the same size carries that
-    name. Sizes of the inputs keep their dims' names.
+    name. Sizes of the inputs keep their dims' names. ``equal`` maps a data-dependent symbol to the
+    first one known equal to it (``equal_counts``: the counts of one mask); equal sizes share a name.
 
     Raises ``ExportError`` when ``output_dims`` names an output the model does not return, an axis it
     does not have or whose size is not data-dependent, or one name for two different sizes.
@@ -98,7 +101,15 @@ def name_counts(namer: DimNamer, outputs: list[tuple[str, Any]], output_dims: di
     def data_dependent(expr: Any) -> bool:
         return isinstance(expr, sympy.Basic) and any(s not in namer.names for s in expr.free_symbols)
 
+    equal = equal or {}
+
+    def same(expr: Any) -> Any:
+        return expr.xreplace(equal) if isinstance(expr, sympy.Basic) and equal else expr
+
     def assign(expr: Any, chosen: str, name: str, axis: int) -> None:
+        if any(namer.counts[e] == chosen and same(e) == same(expr) for e in namer.counts):
+            namer.counts[expr] = chosen
+            return
         if chosen in namer.counts.values() or chosen in namer.names.values():
             raise ExportError(f"output_dims gives {chosen!r} to axis {axis} of {name!r}, a size other than "
                               f"the one already named {chosen!r}", hint="give different sizes different names")
@@ -125,7 +136,8 @@ def name_counts(namer: DimNamer, outputs: list[tuple[str, Any]], output_dims: di
         for axis, d in enumerate(shape):
             expr = expr_of(d)
             if data_dependent(expr) and expr not in namer.counts:
-                assign(expr, f"{name}_dim{axis}", name, axis)
+                named = next((namer.counts[e] for e in namer.counts if same(e) == same(expr)), None)
+                assign(expr, named or f"{name}_dim{axis}", name, axis)
 
 
 def build_model(captured: Captured, *, opset: int, registry: Translations, input_names: list[str] | None = None,
@@ -248,7 +260,7 @@ def build_model(captured: Captured, *, opset: int, registry: Translations, input
         user_out.append(value)
         out_nodes.append(fx_node)
     name_counts(namer, [(n, f.meta.get("val") if isinstance(f, torch.fx.Node) else None)
-                        for n, f in zip(names_out, out_nodes)], output_dims)
+                        for n, f in zip(names_out, out_nodes)], output_dims, equal_counts(program.graph))
     graph_outputs: list[ir.Value] = []
     seen: set = set()
     input_set = set(inputs) | set(initializers)

@@ -29,3 +29,23 @@ def test_torch_int_of_a_size_stays_symbolic():
     assert not result.constraints
     assert holder.torch_int is transformers.utils.generic.torch_int  # restored after capture
     assert float_holder.torch_float is transformers.utils.generic.torch_float
+
+
+class CountsRows(torch.nn.Module):
+    """``len`` of a tensor in a transformers module's code (as RT-DETR's ``batch_size = len(source_flatten)``):
+    the function below runs with the module's globals, so ``len`` resolves as it does in transformers' code."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows = eval(compile("lambda x: torch.ones(len(x), 1) * len(x) + x.sum(-1, keepdim=True)",  # noqa: S307
+                                 holder.__file__, "eval"), vars(holder))
+
+    def forward(self, x):
+        return self.rows(x)
+
+
+def test_len_of_a_tensor_keeps_a_dynamic_batch():
+    result = check_export(CountsRows(), (torch.randn(3, 4),), {"x": {0: "batch"}},
+                          sizes=[{"batch": 1}, {"batch": 2}, {"batch": 9}], values=[])
+    assert not result.constraints
+    assert "len" not in vars(holder)  # restored after capture

@@ -53,3 +53,41 @@ def test_mutations_of_buffers_and_views_still_follow_pytorch():
     r = check_export(Counter().eval(), (torch.randn(4, 3),), {"x": {0: "batch"}})
     assert [v.name for v in r.model.graph.outputs][-1] == "calls.updated"
     assert aten.mul_.Tensor not in {n.target for n in r.program.graph.nodes}  # functionalized
+
+
+class Anchors(torch.nn.Module):
+    """Writes through views of intermediates, as RT-DETR's ``spatial_shapes[level, 0] = height`` and
+    ``generate_anchors``' ``grid_xy[..., 0] /= width``: translated as scatters into the intermediate."""
+
+    def forward(self, x):
+        grid = x * 2 + 1
+        grid[..., 0] /= x.shape[-2]
+        grid[..., 1] /= 3
+        sizes = torch.empty((3, 2), dtype=torch.long)
+        for i in range(3):
+            sizes[i, 0] = x.shape[0] + i
+            sizes[i, 1] = x.shape[1]
+        grid[:, 1:3] += 5
+        return grid, sizes.prod(1)
+
+
+class ReadAfter(torch.nn.Module):
+    """A view taken before a write into its tensor and read after it: left to torch's functionalization."""
+
+    def forward(self, x):
+        y = x + 1
+        row = y[0]
+        y[0, 1] = 7
+        return row * 2, y
+
+
+def test_writes_through_views_of_intermediates_translate_without_decomposing():
+    r = check_export(Anchors().eval(), (torch.randn(4, 5, 3),), {"x": {0: "a", 1: "b"}},
+                     sizes=[{"a": 2, "b": 7}, {"a": 6, "b": 3}], values=[])
+    targets = {n.target for n in r.program.graph.nodes}
+    assert {aten.copy_.default, aten.div_.Tensor, aten.add_.Tensor} <= targets
+
+
+def test_a_view_read_after_a_write_still_follows_pytorch():
+    r = check_export(ReadAfter().eval(), (torch.randn(4, 3),), {"x": {0: "batch"}}, values=[])
+    assert aten.copy_.default not in {n.target for n in r.program.graph.nodes}  # functionalized
