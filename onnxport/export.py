@@ -214,15 +214,18 @@ def _settle_minimum(result: ExportResult) -> ExportResult:
     changed = {}
     explicit = {v.name for v in result.captured.variables.values() if not v.adoptable}
     for guard, name, sizes in low_runs(result.guards, _minimum(result)):
-        found = smallest_taken(result.module, result.captured, name, sizes[0])
+        adopted = [g for g in result.guards if g.adopted]
+        found = smallest_taken(result.module, result.captured, name, sizes[0],
+                               lambda point: all(g.holds(point) for g in adopted))
         if found is None:
             continue
+        smallest, error, start = found
         if name in explicit:
             raise DynamicShapesError(
-                f"dimension {name!r} is declared from {sizes[0]}, but the model takes {found[0]} and up only: eager "
-                f"PyTorch raises below it ({found[1].split(': ', 1)[-1][:160]})", where=guard.where,
-                hint=f"declare Dim({name!r}, min={found[0]}, ...), or give {name!r} as a name without a range")
-        changed[id(guard)] = adopted_minimum(guard, name, sizes[0], *found)
+                f"dimension {name!r} is declared from {sizes[0]}, but the model takes {smallest} and up only: eager "
+                f"PyTorch raises below it ({error.split(': ', 1)[-1][:160]})", where=guard.where,
+                hint=f"declare Dim({name!r}, min={smallest}, ...), or give {name!r} as a name without a range")
+        changed[id(guard)] = adopted_minimum(guard, name, start, smallest, error)
     if not changed:
         return result
     guards = [changed.get(id(g), g) for g in result.guards]

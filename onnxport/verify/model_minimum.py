@@ -17,7 +17,9 @@ stays kept and validation compares onnxruntime with it there.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
 
 from onnxport.capture.guards.conditions import DEFAULT_FLOOR, LAYOUT, SHOWN, Guard, GuardStatus
 from onnxport.capture.guards.probe import eager_refusal, shapes_refusal
@@ -48,51 +50,69 @@ def low_runs(guards: list[Guard], minimum: dict[str, int]) -> list[tuple[Guard, 
     return out
 
 
-LINEAR = 4  # sizes tried one by one above the minimum before bisecting up to the example
+LINEAR = 16  # sizes tried one by one above the minimum before bisecting up to the example
 
 
-def smallest_taken(model, captured, name: str, first: int) -> tuple[int, str] | None:
-    """``(m, error)``: the smallest size ``m`` above ``first`` of dimension ``name`` at which eager
-    PyTorch runs ``model`` (the other dims at their example sizes, inputs made like the example's),
-    and its error at ``first``; None when it runs at ``first`` (or the inputs cannot be made).
+def smallest_taken(model, captured, name: str, first: int, allowed=lambda sizes: True) -> tuple[int, str, int] | None:
+    """``(m, error, start)``: the smallest size ``m`` above ``start`` of dimension ``name`` at which
+    eager PyTorch runs ``model`` (the other dims at their example sizes, inputs made like the
+    example's), and its error at ``start``, the first size from ``first`` on that ``allowed``
+    (``{dim name: size} -> bool``: the adopted constraints) keeps; None when eager runs at ``start``
+    (or the inputs cannot be made, or no size up to the example is allowed).
 
-    The sizes are tried one by one up to ``first + LINEAR``, then bisected up to the example's size
-    (which runs), on fake tensors (``shapes_refusal``); eager PyTorch confirms that it raises at
-    ``first`` and at ``m - 1``, and decides every size alone where fake tensors cannot tell or
-    disagree with it."""
+    The allowed sizes are tried one by one up to ``start + LINEAR``, then bisected up to the example's
+    size (which runs), on fake tensors (``shapes_refusal``); eager PyTorch confirms that it raises
+    at ``start`` and just below ``m``, and decides every size alone where fake tensors cannot tell
+    or disagree with it."""
     names = dim_names(captured)
     examples = dim_examples(captured, names)[0]
     example = examples.get(name)
     if example is None or example <= first:
         return None
+    sizes = [s for s in range(first, example + 1) if allowed({**examples, name: s})]
+    if len(sizes) < 2 or sizes[-1] != example:
+        return None
 
-    def eager(size: int):
-        return eager_refusal(model, captured, names, {**examples, name: size})
+    def eager(i: int):
+        return eager_refusal(model, captured, names, {**examples, name: sizes[i]})
 
-    def fake(size: int):
-        verdict = shapes_refusal(model, captured, names, {**examples, name: size})
-        return eager(size) if verdict is False else verdict
+    def fake(i: int):
+        with _quiet_fake_tensors():
+            verdict = shapes_refusal(model, captured, names, {**examples, name: sizes[i]})
+        return eager(i) if verdict is False else verdict
 
-    error = eager(first)
+    error = eager(0)
     if error is None:
         return None
-    found = _search(fake, first, example)
-    if found - 1 == first or eager(found - 1) is not None:
-        return found, error[1]
-    return _search(eager, first, example), error[1]
+    found = _search(fake, len(sizes) - 1)
+    if found == 1 or eager(found - 1) is not None:
+        return sizes[found], error[1], sizes[0]
+    return sizes[_search(eager, len(sizes) - 1)], error[1], sizes[0]
 
 
-def _search(refused, first: int, example: int) -> int:
-    """The smallest size above ``first`` (refused) that ``refused`` says runs: one by one up to
-    ``first + LINEAR``, then bisected up to ``example`` (which runs)."""
-    for size in range(first + 1, min(example, first + LINEAR + 1)):
-        if refused(size) is None:
-            return size
-    lo, hi = min(example, first + LINEAR), example
+def _search(refused, last: int) -> int:
+    """The smallest index above 0 (refused) that ``refused`` says runs: one by one up to
+    ``LINEAR``, then bisected up to ``last`` (which runs)."""
+    for i in range(1, min(last, LINEAR + 1)):
+        if refused(i) is None:
+            return i
+    lo, hi = min(last, LINEAR), last
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if refused(mid) is None else (mid, hi)
     return hi
+
+
+@contextlib.contextmanager
+def _quiet_fake_tensors():
+    """torch's fake-tensor logger off: it logs every exception a fake run raises as an error."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def adopted_minimum(guard: Guard, name: str, first: int, smallest: int, error: str) -> Guard:
