@@ -194,7 +194,7 @@ def _outside(result, given: tuple[tuple, dict], dims: dict) -> str:
     if not broken:
         return ""
     shown = "; ".join(b if len(b) <= 120 else b[:117] + "..." for b in broken[:2])
-    return f"; outside the export's constraint {shown} (result.constraints)"
+    return f"; outside the export's constraint{'s' if len(broken) > 1 else ''} {shown} (result.constraints)"
 
 
 def _named_as_captured(result, specs: list[InputSpec]) -> list[InputSpec]:
