@@ -151,13 +151,50 @@ def to_onnx(
     if isinstance(model, torch.nn.Module):
         check_inputs(model, args, kwargs)
     bound = _bind_weights(model, weights, cast_weights, strict)
-    # torch.export is not thread-safe and the capture patches change torch for the whole process:
-    # one export at a time; another thread's export waits here
-    with exclusive_capture():
-        restore_leftovers()
-        result = _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline,
-                           strict, rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings,
-                           bound, output_dims)
+    # the warnings of the export are given once it is decided: an adopted constraint a later check
+    # replaced or dropped (torch's "time >= 3" where the model needs 7) is not warned about
+    result, recorded = None, []
+    try:
+        with warnings.catch_warnings(record=True) as held:
+            try:
+                # torch.export is not thread-safe and the capture patches change torch for the whole process:
+                # one export at a time; another thread's export waits here
+                with exclusive_capture():
+                    restore_leftovers()
+                    result = _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset,
+                                       optimize, inline, strict, rewrite_control_flow, other_axes, relations,
+                                       capture_hooks, registry, step, timings, bound, output_dims)
+                result = _settle(result, step)
+            finally:
+                recorded = list(held)
+    finally:
+        _warn_again(recorded, result)
+    return result
+
+
+def _warn_again(recorded: list, result: ExportResult | None) -> None:
+    """The warnings ``recorded`` during the export, given again where they were raised, once each,
+    without those of adopted constraints ``result`` no longer holds (all of them when the export
+    failed)."""
+    from onnxport.capture.trace import ADOPTED_PREFIX
+
+    final = {str(g) for g in result.constraints} if result is not None else None
+    seen = set()
+    for w in recorded:
+        text = str(w.message)
+        key = (text, w.category, w.filename, w.lineno)
+        if key in seen:
+            continue
+        seen.add(key)
+        if final is not None and text.startswith(ADOPTED_PREFIX) and \
+                text[len(ADOPTED_PREFIX):].split(" only", 1)[0] not in final:
+            continue
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def _settle(result: ExportResult, step) -> ExportResult:
+    """``result`` after the checks of sizes the capture left open, each run in eager PyTorch and
+    onnxruntime (size 1, the model's own minimum, adopted constraints the ONNX model may not need)."""
     from onnxport.verify.default_floor import floors
     from onnxport.verify.unneeded_constraints import candidates
     from onnxport.verify.model_minimum import low_runs
@@ -194,7 +231,7 @@ def _settle_floors(result: ExportResult) -> ExportResult:
     captured = dataclasses.replace(result.captured, guards=guards)
     record_constraints(result.model, [str(g) for g in captured.adopted()])
     for guard in wrong.values():
-        warnings.warn(adopted_warning(guard), UserWarning, stacklevel=3)
+        warnings.warn(adopted_warning(guard), UserWarning, stacklevel=4)
     return result.replace(captured=captured, model=result.model)
 
 
@@ -234,7 +271,7 @@ def _settle_minimum(result: ExportResult) -> ExportResult:
     captured = dataclasses.replace(result.captured, guards=guards)
     record_constraints(result.model, [str(g) for g in captured.adopted()])
     for guard in changed.values():
-        warnings.warn(f"{adopted_warning(guard)}; {guard.method}", UserWarning, stacklevel=3)
+        warnings.warn(f"{adopted_warning(guard)}; {guard.method}", UserWarning, stacklevel=4)
     return result.replace(captured=captured, model=result.model)
 
 
@@ -265,7 +302,7 @@ def _settle_unneeded(result: ExportResult) -> ExportResult:
             shown = "; ".join(", ".join(f"{k}={v}" for k, v in s.items() if k in guard.names) for s in sizes[:3])
             warnings.warn(f"{guard.text} is not a constraint of the export after all: at {shown} onnxruntime "
                           f"matches eager PyTorch (the ONNX model computes those sizes alike)", UserWarning,
-                          stacklevel=3)
+                          stacklevel=4)
     record_constraints(result.model, [str(g) for g in result.captured.adopted()])
     return result
 

@@ -127,11 +127,14 @@ def _warn_training_ops(program: torch.export.ExportedProgram) -> None:
             return
 
 
+ADOPTED_PREFIX = "the export holds for "  # the start of an adopted constraint's warning
+
+
 def adopted_warning(guard: Guard) -> str:
     """The one warning an adopted constraint gets: the constraint, the user's line, what it excludes."""
     where = f" (required at {guard.where})" if guard.where else ""
     names = ", ".join(guard.names)
-    return (f"the export holds for {guard.text} only{where}: it excludes {excluded_text(guard.excluded)}; "
+    return (f"{ADOPTED_PREFIX}{guard.text} only{where}: it excludes {excluded_text(guard.excluded)}; "
             f"onnxport adopted this constraint for {names} (ExportResult.constraints); declare "
             f"Dim(name, min=..., max=...) to set the range yourself")
 
