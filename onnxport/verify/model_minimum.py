@@ -17,9 +17,7 @@ stays kept and validation compares onnxruntime with it there.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import logging
 
 from onnxport.capture.guards.conditions import DEFAULT_FLOOR, LAYOUT, SHOWN, Guard, GuardStatus
 from onnxport.capture.guards.probe import eager_refusal, shapes_refusal
@@ -77,8 +75,7 @@ def smallest_taken(model, captured, name: str, first: int, allowed=lambda sizes:
         return eager_refusal(model, captured, names, {**examples, name: sizes[i]})
 
     def fake(i: int):
-        with _quiet_fake_tensors():
-            verdict = shapes_refusal(model, captured, names, {**examples, name: sizes[i]})
+        verdict = shapes_refusal(model, captured, names, {**examples, name: sizes[i]})
         return eager(i) if verdict is False else verdict
 
     error = eager(0)
@@ -101,18 +98,6 @@ def _search(refused, last: int) -> int:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if refused(mid) is None else (mid, hi)
     return hi
-
-
-@contextlib.contextmanager
-def _quiet_fake_tensors():
-    """torch's fake-tensor logger off: it logs every exception a fake run raises as an error."""
-    logger = logging.getLogger("torch._subclasses.fake_tensor")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 def adopted_minimum(guard: Guard, name: str, first: int, smallest: int, error: str) -> Guard:

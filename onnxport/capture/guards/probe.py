@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 import traceback
 from typing import Any
 
@@ -96,27 +97,24 @@ def eager_refusal(model: torch.nn.Module, captured: Captured, names: dict, sizes
         args, kwargs = inputs_like_example(captured, names, sizes, seed=0)
     except Exception:  # noqa: BLE001 - inputs cannot be made at these sizes: nothing to learn
         return None
-    mutates = any(s.kind.name != "USER_OUTPUT" for s in captured.program.graph_signature.output_specs)
-    runner = copy.deepcopy(model) if mutates else model
     try:
         with torch.no_grad():
-            runner(*args, **kwargs)
+            _runner(model, captured)(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 - the model refuses these sizes
-        frames = "".join(traceback.format_list(traceback.extract_tb(e.__traceback__)))
-        first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        return last_user_frame(frames), f"{type(e).__name__}: {first}"
+        return _refusal(e)
     return None
 
 
 FAKE_LIMITS = ("FakeTensor", "fake tensor", "data pointer", "meta tensor", "data-dependent", "DataDependent",
                "Dynamic", "Unsupported")  # failures of fake tensors themselves, not of the model
+FAKE_LOGGER = "torch._subclasses.fake_tensor"  # logs every exception a fake run raises as an error
 
 
 def shapes_refusal(model: torch.nn.Module, captured: Captured, names: dict, sizes: dict) -> tuple[str | None, str] | None | bool:
     """``eager_refusal`` on fake tensors (torch's ``FakeTensorMode``: shapes and dtypes propagated,
     no arithmetic; much faster than eager for a large model): None when the model runs at
     ``sizes``, ``(line, error)`` when a shape check refuses them, False when fake tensors cannot
-    tell (an op they cannot run, a value read from data)."""
+    tell (an op they cannot run, a value read from data). torch's fake-tensor log stays quiet."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils import _pytree as pytree
 
@@ -124,17 +122,31 @@ def shapes_refusal(model: torch.nn.Module, captured: Captured, names: dict, size
         args, kwargs = inputs_like_example(captured, names, sizes, seed=0)
     except Exception:  # noqa: BLE001 - inputs cannot be made at these sizes
         return False
-    mutates = any(s.kind.name != "USER_OUTPUT" for s in captured.program.graph_signature.output_specs)
-    runner = copy.deepcopy(model) if mutates else model
+    logger = logging.getLogger(FAKE_LOGGER)
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
     try:
         with FakeTensorMode(allow_non_fake_inputs=True) as mode, torch.no_grad():
             fake_args, fake_kwargs = pytree.tree_map_only(torch.Tensor, mode.from_tensor, (args, kwargs))
-            runner(*fake_args, **fake_kwargs)
+            _runner(model, captured)(*fake_args, **fake_kwargs)
     except Exception as e:  # noqa: BLE001 - a refusal, or an op fake tensors cannot run
         text = f"{type(e).__name__}: {e}"
         if not isinstance(e, (RuntimeError, ValueError)) or any(k in text for k in FAKE_LIMITS):
             return False
-        frames = "".join(traceback.format_list(traceback.extract_tb(e.__traceback__)))
-        first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        return last_user_frame(frames), f"{type(e).__name__}: {first}"
+        return _refusal(e)
+    finally:
+        logger.setLevel(level)
     return None
+
+
+def _runner(model: torch.nn.Module, captured: Captured) -> torch.nn.Module:
+    """``model``, or a copy of it when its program writes into buffers or inputs (a run leaves it as it was)."""
+    mutates = any(s.kind.name != "USER_OUTPUT" for s in captured.program.graph_signature.output_specs)
+    return copy.deepcopy(model) if mutates else model
+
+
+def _refusal(e: BaseException) -> tuple[str | None, str]:
+    """(the user's line, ``Type: first line``) of the error a run raised."""
+    frames = "".join(traceback.format_list(traceback.extract_tb(e.__traceback__)))
+    first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+    return last_user_frame(frames), f"{type(e).__name__}: {first}"
