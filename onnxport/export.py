@@ -217,7 +217,6 @@ def _settle_floors(result: ExportResult) -> ExportResult:
     """``result``, or a new one where a size torch.export's default minimum alone left out (size 1)
     is wrong in the ONNX model: that ``n >= 2`` adopted (warning, ``constraints``, metadata)."""
     from onnxport.capture.trace import adopted_warning
-    from onnxport.finalize import record_constraints
     from onnxport.verify.default_floor import adopted, floors, wrong_below
 
     wrong = {}
@@ -227,12 +226,9 @@ def _settle_floors(result: ExportResult) -> ExportResult:
             wrong[id(guard)] = adopted(guard, why)
     if not wrong:
         return result
-    guards = [wrong.get(id(g), g) for g in result.guards]
-    captured = dataclasses.replace(result.captured, guards=guards)
-    record_constraints(result.model, [str(g) for g in captured.adopted()])
     for guard in wrong.values():
         warnings.warn(adopted_warning(guard), UserWarning, stacklevel=4)
-    return result.replace(captured=captured, model=result.model)
+    return _with_guards(result, [wrong.get(id(g), g) for g in result.guards])
 
 
 def _minimum(result: ExportResult) -> dict[str, int]:
@@ -245,7 +241,6 @@ def _settle_minimum(result: ExportResult) -> ExportResult:
     itself refuses, are out of the range (``verify.model_minimum``): ``n >= m`` adopted (warning,
     ``constraints``, metadata), the narrower ``n >= k`` it supersedes dropped."""
     from onnxport.capture.trace import adopted_warning
-    from onnxport.finalize import record_constraints
     from onnxport.verify.model_minimum import adopted_minimum, low_runs, smallest_taken, superseded
 
     changed = {}
@@ -267,11 +262,19 @@ def _settle_minimum(result: ExportResult) -> ExportResult:
         return result
     guards = [changed.get(id(g), g) for g in result.guards]
     adopted = [g for g in guards if g.adopted]
-    guards = [g for g in guards if not superseded(g, adopted)]
-    captured = dataclasses.replace(result.captured, guards=guards)
-    record_constraints(result.model, [str(g) for g in captured.adopted()])
     for guard in changed.values():
         warnings.warn(f"{adopted_warning(guard)}; {guard.method}", UserWarning, stacklevel=4)
+    return _with_guards(result, [g for g in guards if not superseded(g, adopted)])
+
+
+def _with_guards(result: ExportResult, guards: list, variables: dict | None = None) -> ExportResult:
+    """``result`` with the capture's ``guards`` (and ``variables``) replaced, the model's recorded
+    constraints (metadata) the adopted ones among them."""
+    from onnxport.finalize import record_constraints
+
+    captured = dataclasses.replace(result.captured, guards=guards,
+                                   variables=result.captured.variables if variables is None else variables)
+    record_constraints(result.model, [str(g) for g in captured.adopted()])
     return result.replace(captured=captured, model=result.model)
 
 
@@ -286,7 +289,6 @@ def _settle_unneeded(result: ExportResult) -> ExportResult:
     """``result``, or a new one where an adopted constraint the ONNX model does not need (it matches
     eager PyTorch at sizes the constraint excludes, ``verify.unneeded_constraints``) is kept instead,
     with one warning saying so."""
-    from onnxport.finalize import record_constraints
     from onnxport.verify.unneeded_constraints import candidates, kept, right_at
 
     for guard, sizes in candidates(result.guards, result.rewrite_notes, _examples(result)):
@@ -295,16 +297,14 @@ def _settle_unneeded(result: ExportResult) -> ExportResult:
         low = {n: min(s[n] for s in sizes if n in s) for n in guard.names}
         variables = {s: dataclasses.replace(v, lo=min(v.lo, low[v.name])) if v.name in low else v
                      for s, v in result.captured.variables.items()}
-        trial = result.replace(captured=dataclasses.replace(result.captured, guards=guards, variables=variables),
-                               model=result.model)
+        trial = _with_guards(result, guards, variables)
         if right_at(trial, trial_guard):
             result = trial
             shown = "; ".join(", ".join(f"{k}={v}" for k, v in s.items() if k in guard.names) for s in sizes[:3])
             warnings.warn(f"{guard.text} is not a constraint of the export after all: at {shown} onnxruntime "
                           f"matches eager PyTorch (the ONNX model computes those sizes alike)", UserWarning,
                           stacklevel=4)
-    record_constraints(result.model, [str(g) for g in result.captured.adopted()])
-    return result
+    return _with_guards(result, result.captured.guards)  # the metadata of the last trial may be a rejected one
 
 
 def _bind_weights(model: Any, weights: Any, cast: bool, strict: bool):
