@@ -73,6 +73,57 @@ def to_dims(spec: Any, names: dict[str, Any], ranges: dict[str, tuple] | None = 
     return spec
 
 
+def one_dim_per_name(spec: Any) -> Any:
+    """``spec`` with one ``Dim`` object per name: where several ``Dim`` objects share a name (one size,
+    as onnxport reads names), the one with a range stands for all of them (``Dim("rows", max=64)`` on
+    ``x`` and ``Dim("rows")`` on ``y``); torch.export refuses such a pair.
+
+    Raises:
+        DynamicShapesError: two ``Dim`` objects of one name with different ranges of their own.
+    """
+    found: dict[str, list] = {}
+
+    def collect(s: Any) -> None:
+        if type(s) is Dim:
+            found.setdefault(s.__name__, []).append(s)
+        elif isinstance(s, dict):
+            for v in s.values():
+                collect(v)
+        elif isinstance(s, (list, tuple)):
+            for v in s:
+                collect(v)
+
+    collect(spec)
+    chosen: dict[str, Any] = {}
+    for name, dims in found.items():
+        ranged = {_range(d): d for d in dims if _range(d) != (0, None)}
+        if len(ranged) > 1:
+            shown = " and ".join(f"Dim({name!r}, min={lo}, max={hi})" for lo, hi in ranged)
+            raise DynamicShapesError(
+                f"dimension {name!r} is declared with two ranges, {shown}: one name is one size",
+                hint=f"give every axis of size {name!r} the same Dim object, or one range")
+        chosen[name] = next(iter(ranged.values())) if ranged else dims[0]
+    if all(len({id(d) for d in dims}) == 1 for dims in found.values()):
+        return spec
+
+    def replace(s: Any) -> Any:
+        if type(s) is Dim:
+            return chosen[s.__name__]
+        if isinstance(s, dict):
+            return {k: replace(v) for k, v in s.items()}
+        if isinstance(s, (list, tuple)):
+            return type(s)(replace(v) for v in s)
+        return s
+
+    return replace(spec)
+
+
+def _range(d: Any) -> tuple[int, int | None]:
+    """A ``Dim``'s declared ``(min, max)``, ``max`` None when unbounded."""
+    hi = d.max
+    return int(d.min), (None if hi is None or not isinstance(hi, int) or hi >= 2 ** 62 else int(hi))
+
+
 def string_names(spec: Any) -> set[str]:
     """The dimension names given as plain strings (no range of the user's own)."""
     if isinstance(spec, str):

@@ -21,7 +21,8 @@ import torch
 from torch.export import Dim
 
 from onnxport.capture.dynamic_shapes import (DeclaredDim, declared_dims, expand_caches, flat_names, other_axes_auto,
-                                             positive_axes, signature_names, spec_for, string_names, to_dims)
+                                             positive_axes, one_dim_per_name, signature_names, spec_for, string_names,
+                                             to_dims)
 from onnxport.capture.cache_relations import implied_relations
 from onnxport.capture.values import distinct_tensors
 from onnxport.capture.parameters import bound_parameters, gather, has_variadic, torch_form
@@ -84,7 +85,7 @@ class Request:
         if options.get("other_axes", "static") not in ("static", "auto"):
             raise DynamicShapesError(f"other_axes must be 'static' or 'auto', not {options['other_axes']!r}")
         top = signature_names(model, args, kwargs)
-        dynamic_shapes = torch_form(dynamic_shapes, model, args, kwargs)
+        dynamic_shapes = one_dim_per_name(torch_form(dynamic_shapes, model, args, kwargs))
         args, kwargs = distinct_tensors(args, kwargs)
         request = cls(model, args, kwargs, dynamic_shapes, top=top, params=bound_parameters(model, args, kwargs, top),
                       strings=frozenset(string_names(dynamic_shapes)),

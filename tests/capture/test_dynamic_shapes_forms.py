@@ -105,6 +105,16 @@ def test_derived_dim():
     assert shapes["x"][0] != 5
 
 
+def test_two_dim_objects_of_one_name_are_one_size_with_the_range_given():
+    rows = Dim("rows", min=2, max=64)
+    result = check_export(Pair(), (x, y), {"x": {0: rows}, "y": {0: Dim("rows")}})
+    assert dims(result) == {"x": ["rows", 4], "y": ["rows", 4]}
+    bounds = [g for g in result.captured.variables.values() if g.name == "rows"]
+    assert [(v.lo, v.hi) for v in bounds] == [(2, 64)]
+    with pytest.raises(onnxport.DynamicShapesError, match=r"(?s)'rows' is declared with two ranges.*same Dim object"):
+        onnxport.to_onnx(Pair(), (x, y), dynamic_shapes={"x": {0: rows}, "y": {0: Dim("rows", min=3)}})
+
+
 def test_dims_helper():
     b, f = torch.export.dims("b", "f")
     result = check_export(Pair(), (x, y), ({0: b, 1: f}, {0: b, 1: f}))
