@@ -198,7 +198,9 @@ class CheckSpecialization(Decision):
 class StaticAutoAxes(Decision):
     """A ``Dim.AUTO`` axis the model fixes to one size (torch traced it symbolic with a runtime
     assert ``s == 3``, its range pinned) is traced again static, as torch.export does with
-    ``Dim.AUTO``: no constraint, the ONNX input keeps the size."""
+    ``Dim.AUTO``: no constraint, the ONNX input keeps the size. So is one traced as the same size as
+    an axis of another size in the example (an input of 1 row broadcast against the batch, traced
+    size-obliviously because an example size is 1)."""
 
     name = "make static the Dim.AUTO axes the model fixes"
 
@@ -207,6 +209,13 @@ class StaticAutoAxes(Decision):
         tops = {n for n, _ in request.top}
         by_name = dict(zip(request.names, user_placeholders(state.program)))
         pinned = []
+        examples: dict = {}  # a size's expression -> the example sizes of the declared axes that have it
+        for d in request.declared:
+            node = by_name.get(d.input_name)
+            val = node.meta.get("val") if node is not None else None
+            size = val.shape[d.axis] if isinstance(val, torch.Tensor) and d.axis < val.dim() else None
+            if isinstance(size, torch.SymInt):
+                examples.setdefault(size.node.expr, set()).add(request.example_size(d))
         for d in request.declared:
             node = by_name.get(d.input_name)
             val = node.meta.get("val") if node is not None and d.kind == "auto" and d.input_name in tops else None
@@ -214,6 +223,8 @@ class StaticAutoAxes(Decision):
             vr = state.program.range_constraints.get(size.node.expr) if isinstance(size, torch.SymInt) else None
             if vr is not None and vr.lower == vr.upper:
                 pinned.append(d)
+            elif isinstance(size, torch.SymInt) and len(examples.get(size.node.expr, ())) > 1:
+                pinned.append(d)  # one size for axes of different sizes in the example: a broadcast axis of 1
         if not pinned:
             return "no Dim.AUTO axis was fixed"
         if state.traces >= MAX_TRACES:

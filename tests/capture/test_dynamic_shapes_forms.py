@@ -79,6 +79,13 @@ def test_auto_and_dynamic():
     assert isinstance(shapes["x"][0], str) and shapes["x"][0] == shapes["y"][0]
 
 
+def test_other_axes_auto_keeps_a_broadcast_axis_of_one_static():
+    rows, one = torch.randn(4, 3, 5), torch.randn(1, 3, 5)
+    result = check_export(Pair(), (rows, one), {"x": {0: "batch"}}, other_axes="auto")
+    assert dims(result) == {"x": ["batch", "x_dim1", "x_dim2"], "y": [1, "x_dim1", "x_dim2"]}
+    assert result.constraints == []
+
+
 class Projection(torch.nn.Module):
     def __init__(self):
         super().__init__()
