@@ -199,8 +199,8 @@ def check_derived_dims(cfg: ExportConfig, renames: dict[tuple[str, int], str],
     """Check each derived output dim is one consistent function of the input dims.
 
     ``runs``: ``(label, input sizes, derived sizes from check_tensors)`` for each validation set.
-    The ONNX expression of a declared name must give the eager size at every run, and one
-    declared name must not stand for two expressions. Returns ``{dim_param: declared name}``.
+    The ONNX expression of a declared name must give the eager size at every run, one declared name
+    must not stand for two expressions, nor two names for one data-dependent size. Returns ``{dim_param: declared name}``.
     """
     mapping: dict[str, str] = {}
     by_name: dict[str, str] = {}
@@ -216,6 +216,11 @@ def check_derived_dims(cfg: ExportConfig, renames: dict[tuple[str, int], str],
                                     f"differs from {other!r}, the size of {name!r} elsewhere",
                                     hint="use two dim names for two sizes")
         by_name.setdefault(name, expr)
+        known = next((n for e, n in mapping.items() if e == expr and n != name), None)
+        if known is not None and runs and evaluate_dim(expr, runs[0][1]) is None:
+            raise ContractError(f"output {output!r} axis {axis} is declared {name!r}, but it is the size declared "
+                                f"{known!r} elsewhere: one size computed from the model's data ({expr!r})",
+                                hint=f"declare both axes {known!r}")
         for label, sizes, derived in runs:
             value = evaluate_dim(expr, sizes)
             eager = derived.get(name)

@@ -167,6 +167,16 @@ def test_a_declared_output_names_a_data_dependent_dim(tmp_path, capsys):
         assert np.array_equal(kept_scores, scores[scores > 0.5].numpy())
 
 
+def test_two_names_for_one_data_dependent_size_are_refused(tmp_path, capsys):
+    out = tmp_path / "kept.onnx"
+    code = main(["export", f"{TOY}:build_kept", "--input", "boxes: float32[n, 4]", "--input", "scores: float32[n]",
+                 "--declare-output", "kept: float32[num_detections, 4]",
+                 "--declare-output", "kept_scores: float32[num_scores]", "-o", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert code != 0 and not out.exists()
+    assert "'kept_scores' axis 0 is declared 'num_scores'" in err and "declare both axes 'num_detections'" in err
+
+
 def test_validation_mismatch_exits_1_and_keeps_the_file(tmp_path, capsys):
     out, report = tmp_path / "d.onnx", tmp_path / "r.json"
     code = main(["export", f"{TOY}:build_drifting", "--input", "x: float32[batch, 16]", "-o", str(out),
