@@ -69,6 +69,13 @@ def write_report(data: dict, types: list[str], exporters: list[str]) -> str:
         "+ 1e-3 * |eager|`). Verdicts: OK; refused (the export raised); wrong (an output differs); specialized "
         "(a dim declared dynamic came out fixed); invalid (onnxruntime cannot run it); timeout; crashed.",
         "",
+        "Weight matrices a model's own initialization leaves all zero (mixture-of-experts routers) are drawn "
+        "from N(0, 0.02): with a zero router every expert scores alike and which experts eager PyTorch picks is "
+        "its choice among ties. Where transformers' eager code takes another path when not traced "
+        "(`torch.compiler.is_compiling()` false) and its outputs differ (marked *eager paths differ* in the "
+        "config column; Aimv2's text model skips its causal mask under SDPA for a full attention mask), the "
+        "reference is eager PyTorch run as traced, the program every exporter captures.",
+        "",
         "## Totals",
         "",
         f"- model types: {len(types)}; built with a tiny config and run in eager on generic inputs: "
@@ -112,7 +119,7 @@ def write_report(data: dict, types: list[str], exporters: list[str]) -> str:
     for t in built:
         p = probes[t]
         dims = ", ".join(p.get("dims", {})) or "none"
-        row = [t, p.get("class", ""), p.get("attempt", ""), f"{p.get('parameters', 0) / 1e6:.2f}M", dims]
+        row = [t, p.get("class", ""), p.get("attempt", "") + (", *eager paths differ*" if p.get("eager_paths_differ") else ""), f"{p.get('parameters', 0) / 1e6:.2f}M", dims]
         row += [_cell(results.get(t, {}).get(e)) for e in exporters]
         lines.append("| " + " | ".join(row) + " |")
     others = [t for t in types if (probes[t] or {}).get("status") != "built"]

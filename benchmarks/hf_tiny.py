@@ -11,7 +11,10 @@ applied to sub-configs too):
   defaults;
 * a config with more than ``MAX_PARAMETERS`` parameters (counted on the meta device) is not built.
 
-``build(model_type, attempt)`` makes the base model (``AutoModel``'s class for the type, seeded);
+``build(model_type, attempt)`` makes the base model (``AutoModel``'s class for the type, seeded; weight
+matrices the model's own initialization leaves all zero, a mixture-of-experts router's gate for one,
+drawn from N(0, 0.02) so that the router's scores do not tie and which experts eager PyTorch picks is
+defined);
 ``probe`` finds the first attempt whose model runs in eager on generic inputs (``Inputs``) and which
 dims eager also runs at another size: batch always tried, the text length, the decoder's length, the
 image size, the audio length each kept dynamic only where eager runs at another size.
@@ -19,6 +22,7 @@ image size, the audio length each kept dynamic only where eager runs at another 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import re
@@ -323,7 +327,43 @@ def build(model_type: str, attempt: str) -> torch.nn.Module:
             c.use_cache = False
     torch.manual_seed(0)
     model = model_class(model_type)(config)
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2 and p.is_floating_point() and not p.any():
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
     return model.eval().float()
+
+
+@contextlib.contextmanager
+def as_traced():
+    """Eager PyTorch taking the paths transformers' code takes under ``torch.export`` and
+    ``torch.compile`` (``torch.compiler.is_compiling()`` true: masks built in full, no shortcuts
+    decided on the data)."""
+    original = torch.compiler.is_compiling
+    torch.compiler.is_compiling = lambda: True
+    try:
+        yield
+    finally:
+        torch.compiler.is_compiling = original
+
+
+def traced_difference(model: torch.nn.Module, inputs: dict) -> float:
+    """The largest difference between eager outputs as traced (``as_traced``) and as run, relative
+    to the outputs' scale: transformers' code can take another path when it is not traced (Aimv2's
+    text model skips its causal mask for a full attention mask under SDPA and attends both ways)."""
+    plain = run(model, inputs)
+    with as_traced():
+        traced = run(model, inputs)
+    worst = 0.0
+    for a, b in zip(plain, traced):
+        if a.shape != b.shape:
+            return float("inf")
+        if a.is_floating_point() and a.numel():
+            worst = max(worst, float((a - b).abs().max()) / max(1.0, float(a.abs().max())))
+        elif not a.is_floating_point() and not torch.equal(a, b):
+            return float("inf")
+    return worst
 
 
 # ---------------------------------------------------------------------------------------- inputs
@@ -516,8 +556,12 @@ def probe(model_type: str) -> dict:
                 errors.append(f"{rules.name}: no tensor output")
                 continue
             dynamic = _dynamic_dims(model, inputs)
+            try:
+                traced = traced_difference(model, inputs.make(model, 0))
+            except Exception:  # noqa: BLE001 - a model that cannot run so is judged against plain eager
+                traced = 0.0
             return {"status": "built", "attempt": rules.name, "class": type(model).__name__, "parameters": count,
-                    "inputs": inputs.names, "fixed": inputs.fixed,
+                    "inputs": inputs.names, "fixed": inputs.fixed, "eager_paths_differ": traced > 1e-4,
                     "dims": {d: list(v) for d, v in dynamic.items()},
                     "all_dims": {d: list(v) for d, v in inputs.dims.items()},
                     "static": sorted(set(inputs.dims) - set(dynamic)), "outputs": len(example)}
