@@ -124,13 +124,15 @@ def _unexpected_specialization(text: str, declared: list[DeclaredDim], events: l
     one = [a for a in pinned[0].expr.args if not a.free_symbols] if pinned and pinned[0].kind == "assert" else []
     if one and one[0] in (0, 1):
         at = f" = {size}" if size is not None else ""
-        return SpecializationError(
+        error = SpecializationError(
             f"axis {d.axis} of input {d.input_name!r}, declared dynamic as {d.name!r}, became a constant during "
             f"capture: at the example's {d.name}{at}, a size computed from it is {one[0]} here (a length padded to "
             f"whole chunks that is one chunk, a count of windows), and torch.export specializes sizes 0 and 1",
             where=where,
             hint=f"give an example input with a larger {d.name}, so that this size is 2 or more; onnxport validates "
                  f"other sizes ({d.name} = 1 included) afterwards")
+        error.computed_one = (d, size) if size is not None else None
+        return error
     return specialization_error(d, size, where, top_level_name(d, top))
 
 

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Protocol
 import sympy
 import torch
 from torch.export import Dim
+from torch.utils import _pytree as pytree
 
 from onnxport.capture.dynamic_shapes import (DeclaredDim, declared_dims, expand_caches, flat_names, other_axes_auto,
                                              positive_axes, one_dim_per_name, signature_names, spec_for, string_names,
@@ -72,6 +73,7 @@ class Request:
     leaves: Mapping[str, Any] = dataclasses.field(default_factory=lambda: FROZEN)
     related: Mapping[str, sympy.Expr] = dataclasses.field(default_factory=lambda: FROZEN)
     static: frozenset = frozenset()  # (input name, axis) of Dim.AUTO axes the model fixes: traced static
+    given: tuple | None = None  # the user's (args, kwargs) when a larger example is traced (``enlarged``)
 
     @classmethod
     def make(cls, model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any, *, relations: dict | None,
@@ -119,6 +121,26 @@ class Request:
         if isinstance(spec, dict) or self.other_axes == "auto":
             return {n: normalized[n] for n, _ in self.top}
         return spec
+
+    def enlarged(self, name: str, size: int) -> "Request":
+        """This request with the example tiled along every axis declared ``name`` to ``size`` (its
+        values repeated from the start, so token ids, masks and features stay values the model
+        takes); the user's example is kept as ``given`` (what capture hands forward)."""
+        replaced = {}
+        for d in self.declared:
+            leaf = self.leaves.get(d.input_name)
+            if d.name != name or not isinstance(leaf, torch.Tensor) or leaf.shape[d.axis] == 0:
+                continue
+            t = replaced.get(id(leaf), leaf)
+            reps = -(-size // t.shape[d.axis])
+            replaced[id(leaf)] = torch.cat([t] * reps, dim=d.axis).narrow(d.axis, 0, size)
+        args = pytree.tree_map(lambda v: replaced.get(id(v), v), self.args)
+        kwargs = pytree.tree_map(lambda v: replaced.get(id(v), v), self.kwargs)
+        top = signature_names(self.model, args, kwargs)
+        leaves = MappingProxyType({f: leaf for f, leaf, _ in flat_names(top)})
+        return dataclasses.replace(self, args=args, kwargs=kwargs, top=top, leaves=leaves,
+                                   params=bound_parameters(self.model, args, kwargs, top),
+                                   given=self.given or (self.args, self.kwargs))
 
     def example_size(self, d: DeclaredDim) -> int | None:
         leaf = self.leaves.get(d.input_name)

@@ -173,6 +173,45 @@ class ReasonSizeObliviously(Fallback):
                              first_failure=state.first_failure or state.trace)
 
 
+class TraceLargerExample(Fallback):
+    """A size computed from a declared dim that is 1 at the example (a length padded to whole
+    chunks of 256 that is one chunk): torch.export specializes it, so the model is traced again with
+    that dim one above the largest chunk (modulus or divisor) its size expressions use, where the
+    count is 2 (the example's inputs tiled along the dim's axes, ``Request.enlarged``). The user's
+    example stays the example handed forward; a condition that trace adopts and the example breaks
+    is then checked where it excludes (``verify.unneeded_constraints``)."""
+
+    name = "trace at a larger example where a size computed from a dim is 1"
+
+    def retry(self, state):
+        found = getattr(state.trace.error, "computed_one", None)
+        if found is None:
+            return "no size computed from a declared dim was 1 at the example"
+        if state.request.given is not None:
+            return "the example was already enlarged"
+        d, example = found
+        chunks = [k for ev in state.trace.events for k in _chunks(getattr(ev, "expr", None)) if k > example]
+        if not chunks:
+            return f"no chunk larger than the example's {d.name} = {example} in the size expressions"
+        size = max(chunks) + 1
+        return state.retrace(f"traced at {d.name} = {size} (at {example}, whole chunks of {max(chunks)} are one)",
+                             request=state.request.enlarged(d.name, size),
+                             first_failure=state.first_failure or state.trace)
+
+
+def _chunks(expr) -> list[int]:
+    """The integer moduli and divisors of sizes in ``expr`` (``Mod(seq, 256)``, ``seq // 256``)."""
+    if not isinstance(expr, sympy.Basic):
+        return []
+    out = []
+    for node in sympy.preorder_traversal(expr):
+        name = type(node).__name__
+        if name in ("Mod", "FloorDiv", "CeilDiv", "PythonMod") and len(node.args) == 2 \
+                and node.args[0].free_symbols and getattr(node.args[1], "is_Integer", False):
+            out.append(int(node.args[1]))
+    return out
+
+
 # ------------------------------------------------------------------------------ decisions
 class CheckSpecialization(Decision):
     """Every axis declared dynamic stayed symbolic (else ``SpecializationError`` with the user's line)."""
@@ -324,6 +363,7 @@ STEPS: tuple[Step, ...] = (
     NarrowViolatedRanges(),
     AdoptRequiredRanges(),
     ReasonSizeObliviously(),
+    TraceLargerExample(),
     CheckSpecialization(),
     StaticAutoAxes(),
     AdoptDerivedRelations(),
@@ -337,7 +377,7 @@ STEPS: tuple[Step, ...] = (
 def captured_of(state: CaptureState) -> Captured:
     """The ``Captured`` the state describes (its program, decisions and attempts)."""
     request = state.request
-    return Captured(state.program, request.names, request.declared, (request.args, request.kwargs),
+    return Captured(state.program, request.names, request.declared, request.given or (request.args, request.kwargs),
                     list(state.guards or ()), dict(state.variables or {}), dict(state.related), state.attempts)
 
 

@@ -9,7 +9,10 @@ Two kinds of condition torch.export states for the whole program hold only for t
   the ``If`` takes the other side;
 * an equality of sizes computed from the declared ones that size-oblivious tracing leaves (a
   feature map one row high in the example: ``P7 height == 1``) where the ONNX model computes every
-  size alike.
+  size alike;
+* a range the example itself breaks: the model was traced at a larger example because a size
+  computed from a dim was 1 at the example (``capture.steps.TraceLargerExample``: a sequence of one
+  chunk), and that trace's program assumes two chunks or more (``seq >= 257``).
 
 Each such adopted constraint is tried: the ONNX model runs against eager PyTorch at sizes it
 excludes (the range's excluded sizes when few and listed whole; for an equality, sizes near the
@@ -42,11 +45,26 @@ def candidates(guards: list[Guard], notes: list, examples: dict[str, int]) -> li
             continue
         if rewritten and g.method == NARROWED and len(g.names) == 1 and 0 < len(g.excluded) <= SHOWN:
             out.append((g, tuple(dict(e) for e in g.excluded)))
+        elif g.names and set(g.names) <= examples.keys() and not g.holds(examples):
+            out.append((g, _around_example(g, examples)))
         elif g.python.count("==") == 1 and "%" not in g.text and g.names and set(g.names) <= examples.keys():
             near = _near_breaking(g, examples)
             if near:
                 out.append((g, near))
     return out
+
+
+def _around_example(guard: Guard, examples: dict[str, int]) -> tuple:
+    """Sizes to try for a constraint the example itself breaks (the model was traced at a larger
+    example, ``capture.steps.TraceLargerExample``): the example, the excluded sizes listed, and
+    the sizes just below the boundary."""
+    tries = [{n: examples[n] for n in guard.names}] + [dict(e) for e in guard.excluded]
+    tries += [{n: v - 1 for n, v in b.items()} for b in guard.boundary if all(v > 1 for v in b.values())]
+    out = []
+    for sizes in tries:
+        if not guard.holds(sizes) and sizes not in out:
+            out.append(sizes)
+    return tuple(out)
 
 
 def _near_breaking(guard: Guard, examples: dict[str, int]) -> tuple:

@@ -77,15 +77,22 @@ def test_mamba2_exports_with_default_arguments_at_every_length():
     assert mamba2.mamba2_chunk_scan is scan  # restored after capture
 
 
-def test_mamba2_example_of_one_chunk_names_the_reshape_and_the_fix():
-    # seq = 3 pads to one chunk of 4: torch.export specializes that count of 1, and with it seq
+def test_mamba2_example_of_one_chunk_is_traced_at_two_chunks_and_keeps_every_length():
+    # seq = 3 pads to one chunk of 4: torch.export would specialize that count of 1, and with it seq;
+    # capture traces at seq = 5 (two chunks), the constraint that trace states (seq >= 5) is checked
+    # at the sizes it excludes and dropped
     torch.manual_seed(0)
     model = Backbone(transformers.Mamba2Model(_mamba2_config())).eval()
-    with pytest.raises(onnxport.SpecializationError, match="a size computed from it is 1") as e:
-        onnxport.to_onnx(model, (torch.randint(0, VOCAB, (2, 3)),),
-                         dynamic_shapes={"input_ids": {0: "batch", 1: "seq"}}, rewrite_control_flow=False)
-    assert "modeling_mamba2.py" in e.value.where and "reshape" in e.value.where
-    assert "larger seq" in e.value.hint
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # nothing adopted in the end
+        r = check_export(model, (torch.randint(0, VOCAB, (2, 3)),), {"input_ids": {0: "batch", 1: "seq"}},
+                         sizes=[{"batch": 1, "seq": 1}, {"batch": 2, "seq": 4}, {"batch": 3, "seq": 5},
+                                {"batch": 2, "seq": 19}], expect_outputs={"output": ["batch", "seq", 32]},
+                         rewrite_control_flow=False)
+    assert not r.constraints
+    steps = [a.why for a in r.captured.attempts if a.applied]
+    assert any("traced at seq = 5" in why for why in steps), steps
+    assert [t.shape[1] for t in r.captured.example[0]] == [3]  # the user's example is the one handed forward
 
 
 # ------------------------------------------------------------------------------ with their caches
