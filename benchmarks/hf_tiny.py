@@ -322,7 +322,7 @@ def build(model_type: str, attempt: str) -> torch.nn.Module:
     its cache off."""
     rules = next(r for r in ATTEMPTS if r.name == attempt)
     config = make_config(model_type, rules)
-    for c in [config] + [getattr(config, n) for n in ("text_config", "decoder") if hasattr(config, n)]:
+    for c in _configs(config):
         if hasattr(c, "use_cache"):
             c.use_cache = False
     torch.manual_seed(0)
@@ -333,6 +333,21 @@ def build(model_type: str, attempt: str) -> torch.nn.Module:
             if p.dim() >= 2 and p.is_floating_point() and not p.any():
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
     return model.eval().float()
+
+
+def _configs(config: Any, seen: set | None = None) -> list:
+    """``config`` and every sub-config under it (``text_config``, ColPali's ``vlm_config.text_config``)."""
+    from transformers import PretrainedConfig
+
+    seen = set() if seen is None else seen
+    if id(config) in seen:
+        return []
+    seen.add(id(config))
+    out = [config]
+    for value in vars(config).values():
+        if isinstance(value, PretrainedConfig):
+            out += _configs(value, seen)
+    return out
 
 
 @contextlib.contextmanager

@@ -249,6 +249,8 @@ def build_model(captured: Captured, *, opset: int, registry: Translations, input
     returned = {id(n) for n in out_nodes}
     for value, spec, fx_node in zip(outs, out_specs, _output_args(program.graph)):
         if spec.kind == OutputKind.BUFFER_MUTATION:
+            if _unchanged(program, fx_node, spec.target):
+                continue  # a buffer given its own value again (CTRL's ``self.pos = self.pos.to(dtype)``)
             names_out.append(f"{spec.target}.updated")
         elif spec.kind == OutputKind.USER_INPUT_MUTATION:
             name = input_by_placeholder.get(spec.target, spec.target)
@@ -298,3 +300,24 @@ def _output_args(graph: torch.fx.Graph) -> list[Any]:
 
 
 _to_ir_tensor = ir_tensor  # the name callers used before onnxport.weights.ir_tensor
+
+
+_SAME_VALUE = ("alias", "clone", "detach", "lift_fresh_copy", "_to_copy", "to")
+
+
+def _unchanged(program: torch.export.ExportedProgram, node: Any, target: str) -> bool:
+    """Whether the value a buffer mutation writes (``node``) is the buffer ``target`` itself: its
+    placeholder, or that through copies and casts to its own dtype."""
+    buffers = program.graph_signature.inputs_to_buffers
+    while isinstance(node, torch.fx.Node):
+        if node.op == "placeholder":
+            return buffers.get(node.name) == target
+        name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+        if node.op != "call_function" or name not in _SAME_VALUE or not node.args:
+            return False
+        source = node.args[0]
+        out, into = node.meta.get("val"), source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+        if not (isinstance(out, torch.Tensor) and isinstance(into, torch.Tensor) and out.dtype == into.dtype):
+            return False
+        node = source
+    return False
