@@ -28,6 +28,7 @@ from onnxport.translate import dtypes, registry, symbolic
 # the real-valued translations wrapped below are registered by these modules first
 from onnxport.translate.ops import elementwise, indexing, misc, pad, symints  # noqa: F401
 from onnxport.translate.ops._common import axes_const, norm_axis
+from onnxport.translate.ops.pad import full_pads
 from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
@@ -305,11 +306,10 @@ def _add_sub(ctx, a, b, alpha, onnx_op: str):
     if alpha != 1:
         bv = ctx.op.Mul(bv, ctx.scalar(alpha, to))
     # a real operand adds to the real parts only: padded with a zero imaginary part
-    zero_im = ctx.const(np.array([0, 1], dtype=np.int64))
     if not ac:
-        av = ctx.op.Pad(av, zero_im, None, axes_const(ctx, [-1]))
+        av = ctx.op.Pad(av, full_pads(ctx, ctx.rank(av), [(-1, 0, 1)]))
     if not bc:
-        bv = ctx.op.Pad(bv, zero_im, None, axes_const(ctx, [-1]))
+        bv = ctx.op.Pad(bv, full_pads(ctx, ctx.rank(bv), [(-1, 0, 1)]))
     return as_complex(ctx, getattr(ctx.op, onnx_op)(av, bv))
 
 

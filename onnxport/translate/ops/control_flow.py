@@ -23,6 +23,7 @@ from onnxport.torch_behaviour import scan_accepts_zero_length
 from onnxport.translate import bodies
 from onnxport.translate.graph import set_meta_type
 from onnxport.translate.registry import translates
+from onnxport.translate.ops.pad import full_pads
 
 aten = torch.ops.aten
 hop = torch.ops.higher_order
@@ -123,10 +124,11 @@ def _guard_empty(ctx, init: list, xs: list, axes: list[int], out_axes: list[int]
     n = len(init)
     steps = ctx.dim(xs[0], axes[0])
     empty = ctx.op.Equal(steps, ctx.const(np.array(0, dtype=np.int64)))
-    pads = ctx.shape_list([0, ctx.op.Cast(empty, to=ir.DataType.INT64)])
+    one_more = ctx.op.Cast(empty, to=ir.DataType.INT64)
     padded = []
     for x, axis in zip(xs, axes):
-        out = ctx.op.Pad(x, pads, ctx.const(np.array(1, dtype=x.dtype.numpy())), ctx.const([axis]))
+        pads = full_pads(ctx, ctx.rank(x), [(axis, 0, one_more)])
+        out = ctx.op.Pad(x, pads, ctx.const(np.array(1, dtype=x.dtype.numpy())))
         out.type = x.type
         padded.append(out)
     outs = make_scan(ctx, padded)

@@ -3,7 +3,7 @@
 
 Semantics: torch.nn.functional.pad (``pad`` lists (begin, end) pairs starting from the LAST axis;
 negative amounts crop; replicate follows out[i] = x[clamp(i - begin, 0, n - 1)]) on ONNX Pad
-(opset 18 ``axes`` input; modes constant, reflect, edge). PyTorch's "reflect" excludes the edge value, as ONNX's does; "replicate"
+(``pads`` over every axis, ``full_pads``; modes constant, reflect, edge). PyTorch's "reflect" excludes the edge value, as ONNX's does; "replicate"
 is ONNX "edge"; "circular" is Slice + Concat (onnxruntime's "wrap" fails on a tensor with an
 empty axis).
 """
@@ -63,12 +63,22 @@ def pad_nd(ctx, x: ir.Value, pad: Sequence[Any], mode: str = "constant", value: 
         axes = [(a, max(b, 0) if isinstance(b, int) else b, max(e, 0) if isinstance(e, int) else e) for a, b, e in axes]
     if mode == "circular":  # onnxruntime's "wrap" Pad fails on a tensor with an empty axis
         return _circular_by_slices(ctx, x, axes)
-    pads = ctx.shape_list([b for _, b, _ in axes] + [e for _, _, e in axes])
-    axes_value = ctx.const([a for a, _, _ in axes])
+    pads = full_pads(ctx, ctx.rank(x), axes)
     if mode == "constant":
         fill = ctx.scalar(0 if value is None else value, x.dtype)
-        return ctx.op.Pad(x, pads, fill, axes_value, mode="constant")
-    return ctx.op.Pad(x, pads, None, axes_value, mode=_ONNX_MODE[mode])
+        return ctx.op.Pad(x, pads, fill, mode="constant")
+    return ctx.op.Pad(x, pads, mode=_ONNX_MODE[mode])
+
+
+def full_pads(ctx, rank: int, axes: Sequence[tuple[int, Any, Any]]) -> ir.Value:
+    """ONNX Pad's ``pads`` over every axis of a rank-``rank`` tensor (begins, then ends; 0 where
+    ``axes``, ``(axis, begin, end)`` with ints or 0-d int64 values, pads nothing). Pad's ``axes``
+    input is not used: onnxruntime's transpose optimizer permutes ``pads`` as if it covered every
+    axis (a Pad with ``axes`` behind a Transpose then reads past its ``pads``)."""
+    begins, ends = [0] * rank, [0] * rank
+    for axis, begin, end in axes:
+        begins[axis % rank], ends[axis % rank] = begin, end
+    return ctx.shape_list(begins + ends)
 
 
 def _replicate_by_gather(ctx, x: ir.Value, axes) -> ir.Value:

@@ -115,3 +115,18 @@ def test_negative_amounts_crop(mode):
 def test_replicate_padding_that_crops_a_whole_axis_repeats_its_last_element():
     fn = lambda t: torch.nn.functional.pad(t, (-4, 5, 2, -6), mode="replicate")  # noqa: E731
     check_export(Fn(fn), (torch.randn(2, 3, 6, 4),), {"x": {0: "batch"}})
+
+
+class ConvBertSpan(torch.nn.Module):
+    """ConvBERT's span convolution: a transposed activation unfolded with zero padding along time
+    (a Pad behind a Transpose, which onnxruntime's transpose optimizer pushes through)."""
+
+    def forward(self, x):  # x: [batch, time, channels]
+        y = x.transpose(1, 2).unsqueeze(-1)
+        y = F.unfold(y, kernel_size=[9, 1], padding=[4, 0])
+        return y.transpose(1, 2).reshape(x.shape[0], -1, x.shape[2], 9)
+
+
+def test_padding_behind_a_transpose_runs_in_onnxruntime_with_its_optimizations():
+    check_export(ConvBertSpan(), (torch.randn(2, 7, 8),), {"x": {0: "batch", 1: "time"}},
+                 sizes=[{"batch": 1, "time": 3}, {"batch": 3, "time": 12}])
