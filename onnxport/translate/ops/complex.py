@@ -28,7 +28,6 @@ from onnxport.translate import dtypes, registry, symbolic
 # the real-valued translations wrapped below are registered by these modules first
 from onnxport.translate.ops import elementwise, indexing, misc, pad, symints  # noqa: F401
 from onnxport.translate.ops._common import axes_const, norm_axis
-from onnxport.translate.ops.pad import full_pads
 from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
@@ -289,6 +288,12 @@ def constant_pad(ctx, z, padding, *args, **kwargs):
     return as_complex(ctx, pad.pad_nd(ctx, z.value, [0, 0] + list(padding), "constant", 0))
 
 
+def _with_zero_imaginary(ctx, real: ir.Value, to: ir.DataType) -> ir.Value:
+    """``[..., 1]`` real parts -> ``[..., 2]`` with zero imaginary parts (any rank)."""
+    zeros = ctx.op.ConstantOfShape(ctx.op.Shape(real), value=ir.tensor(np.zeros(1, dtype=to.numpy())))
+    return ctx.op.Concat(real, zeros, axis=-1)
+
+
 def _operand(ctx, x: Any, to: ir.DataType) -> tuple[ir.Value, bool]:
     """(carried ``[..., 2]`` value or real value ``[..., 1]``, is complex)."""
     if isinstance(x, ComplexAsReal):
@@ -307,9 +312,9 @@ def _add_sub(ctx, a, b, alpha, onnx_op: str):
         bv = ctx.op.Mul(bv, ctx.scalar(alpha, to))
     # a real operand adds to the real parts only: padded with a zero imaginary part
     if not ac:
-        av = ctx.op.Pad(av, full_pads(ctx, ctx.rank(av), [(-1, 0, 1)]))
+        av = _with_zero_imaginary(ctx, av, to)
     if not bc:
-        bv = ctx.op.Pad(bv, full_pads(ctx, ctx.rank(bv), [(-1, 0, 1)]))
+        bv = _with_zero_imaginary(ctx, bv, to)
     return as_complex(ctx, getattr(ctx.op, onnx_op)(av, bv))
 
 
