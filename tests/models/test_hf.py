@@ -114,6 +114,21 @@ def test_vit_interpolated_position_encoding_with_dynamic_image_size():
     assert not [c for c in r.constraints if "height" in c.names and "<=" in str(c)]
 
 
+def test_dinov2_example_at_its_configured_image_size_keeps_the_size_dynamic():
+    """DINOv2 skips interpolating its position grid when the image is the configured size, unless
+    ``torch.jit.is_tracing()``: at an example of that size the branch would fix the size; captured on
+    transformers' tracing path, the ONNX model interpolates at every size (the configured one included,
+    where the interpolation returns the grid unchanged)."""
+    torch.manual_seed(0)
+    cfg = transformers.Dinov2Config(image_size=32, patch_size=8, num_channels=3, hidden_size=WIDTH,
+                                    num_hidden_layers=1, num_attention_heads=HEADS, intermediate_size=FF)
+    model = transformers.Dinov2Model(cfg).eval()
+    check_export(model, (torch.randn(2, 3, 32, 32),), {"pixel_values": {0: "batch", 2: "height", 3: "width"}},
+                 sizes=[{"batch": 1, "height": 64, "width": 24}, {"batch": 3, "height": 16, "width": 56}],
+                 values=[], expect_inputs={"pixel_values": ["batch", 3, "height", "width"]})
+    assert torch.jit.is_tracing() is False  # torch's own again after capture
+
+
 def test_vit_dynamic_batch():
     torch.manual_seed(0)
     cfg = transformers.ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=WIDTH,
