@@ -188,6 +188,14 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
                 return specialization_error(d, value, where, top_level_name(d, top),
                                             static_axes_of_size(value, top, declared, d))
         guard = re.search(r"Not all values of (\w+) = (\S+) in the specified range(?: [^\n]*?)? satisfy the generated guard (.+?)\.?\n", text)
+        one = re.fullmatch(r"(\d+) <= (\S+) and \2 <= \1", guard.group(3).strip()) if guard else None
+        d = next((d for d in declared if guard and d.name == guard.group(1)), None)
+        if one and d is not None:  # the model's code pins the size (a Python loop over it): a specialization
+            top_name = top_level_name(d, top)
+            where = next((frame for sources, _, frame in records if source_matches(sources, d.input_name, d.axis,
+                                                                                       top_name)), None)
+            value = int(one.group(1))
+            return specialization_error(d, value, where, top_name, static_axes_of_size(value, top, declared, d))
         if guard:
             return DynamicShapesError(
                 _pretty_sources(f"dimension {guard.group(1)} ({guard.group(2)}) cannot take every size: the model's "

@@ -50,7 +50,14 @@ def _recurrent_gemma():
         block_types=["recurrent", "recurrent", "attention"]))
 
 
-@pytest.mark.parametrize("build", [_jamba, _recurrent_gemma], ids=["jamba", "recurrent_gemma"])
+def _falcon_mamba():
+    # its loop over the sequence pins seq in torch's range check (``7 <= seq <= 7``), not in a guard
+    return transformers.FalconMambaModel(transformers.FalconMambaConfig(
+        vocab_size=VOCAB, hidden_size=32, state_size=8, num_hidden_layers=2, expand=2, conv_kernel=4, **IDS))
+
+
+@pytest.mark.parametrize("build", [_jamba, _recurrent_gemma, _falcon_mamba], ids=["jamba", "recurrent_gemma",
+                                                                                   "falcon_mamba"])
 def test_exports_with_default_arguments(build):
     torch.manual_seed(0)
     model = Backbone(build()).eval()
@@ -59,6 +66,17 @@ def test_exports_with_default_arguments(build):
                          sizes=[{"batch": 1, "seq": 1}, {"batch": 2, "seq": 19}], values=[],
                          expect_outputs={"output": ["batch", "seq", 32]})
     assert count_ops(r, "Scan") + count_ops(r, "Loop") >= 1
+
+
+def test_falcon_mamba_with_its_attention_mask_is_rewritten_by_default():
+    # with the mask, torch's range check pins seq (``7 <= seq <= 7``): the loop over the sequence
+    torch.manual_seed(0)
+    model = _falcon_mamba().eval()
+    ids, mask = torch.randint(0, VOCAB, (2, 7)), torch.ones(2, 7, dtype=torch.int64)
+    with pytest.warns(UserWarning, match="onnxport rewrote the for at .*modeling_falcon_mamba.py"):
+        check_export(model, (), {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}},
+                     kwargs={"input_ids": ids, "attention_mask": mask}, values=[],
+                     sizes=[{"batch": 1, "seq": 5}, {"batch": 3, "seq": 12}])
 
 
 def test_mamba2_exports_with_default_arguments_at_every_length():
