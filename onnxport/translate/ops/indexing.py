@@ -419,7 +419,9 @@ def masked_fill(ctx, x, mask, value):
 def masked_scatter(ctx, x, mask, source):
     """masked_scatter(Tensor self, Tensor mask, Tensor source): the masked positions of ``self``
     (mask broadcast with self), in row-major order, take the leading elements of ``source``.
-    The k-th True reads ``source.flatten()[k]`` (k from a CumSum of the mask), then Where."""
+    The k-th True reads ``source.flatten()[k]`` (k from a CumSum of the mask), then Where; the
+    source is read with one element appended, so that an empty source (a mask with no True: an
+    audio model given no audio tokens) is read in bounds."""
     to = ctx.out_dtype
     x = ctx.cast(x, to)
     mask = ctx.cast(mask, BOOL)
@@ -430,6 +432,8 @@ def masked_scatter(ctx, x, mask, source):
     k = ctx.op.Sub(ctx.op.CumSum(flat_mask, ctx.scalar(0, _I64)), ctx.scalar(1, _I64))
     k = ctx.op.Max(k, ctx.scalar(0, _I64))
     src = ctx.op.Reshape(ctx.cast(source, to), _c(ctx, [-1]))
+    # one element more, read where the mask is False: an empty source (no True) stays in bounds
+    src = ctx.op.Concat(src, ctx.const(np.zeros(1, dtype=to.numpy())), axis=0)
     picked = ctx.op.Reshape(ctx.op.Gather(src, k, axis=0), shape)
     return where(ctx, mask_b, picked, x_b, to)
 

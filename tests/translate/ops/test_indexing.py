@@ -220,3 +220,20 @@ def test_unsafe_index_broadcast():
 def test_index_edge_cases():
     check_export(IndexEdges(), (torch.randn(3, 4, 5), torch.tensor([0, -1, 1, 2]), torch.tensor([True, False, True])),
                  {"x": {2: Dim("c", min=3)}, "i": {0: K2}, "m": None})
+
+
+class ScatterEmbeddings(torch.nn.Module):
+    """A multimodal model's placement of audio embeddings at its audio tokens: none in a text-only
+    input, whose source has no rows."""
+
+    def forward(self, text, is_audio, audio):  # text: [b, t, 4], is_audio: [b, t] bool, audio: [n, 4]
+        return text.masked_scatter(is_audio.unsqueeze(-1), audio)
+
+
+def test_masked_scatter_of_an_empty_source_where_the_mask_has_no_true():
+    b, t = 2, 5
+    mask = torch.zeros(b, t, dtype=torch.bool)
+    check_export(ScatterEmbeddings(), (torch.randn(b, t, 4), mask, torch.randn(0, 4)),
+                 {"text": {0: "b", 1: "t"}, "is_audio": {0: "b", 1: "t"}, "audio": {0: "n"}}, values=[],
+                 inputs=[(torch.randn(3, 2, 4), torch.zeros(3, 2, dtype=torch.bool), torch.randn(0, 4)),
+                         (torch.randn(1, 4, 4), torch.tensor([[False, True, True, False]]), torch.randn(2, 4))])
