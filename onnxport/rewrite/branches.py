@@ -183,6 +183,45 @@ def _branch_fn(name: str, body: list[ast.stmt], rebound: list[str], tail: str | 
     return fdef
 
 
+def _bound_before_read(name: str, node: ast.If, rest: list[ast.stmt], ctx) -> bool:
+    """Whether ``name``, bound in one branch of ``node`` only, is bound anew before any read after
+    it (``pad = ...`` in the next ``if`` of FocalNet's ``maybe_pad``): then it is no output. Reads
+    after ``rest`` (the statements that follow in the same block) count as reads."""
+    end = rest[-1].end_lineno if rest else node.end_lineno
+    for sub in ast.walk(ctx.func):
+        if isinstance(sub, ast.Name) and sub.id == name and isinstance(sub.ctx, ast.Load) and sub.lineno > end:
+            return False
+    return _reads_first(name, rest) is not True
+
+
+def _reads_first(name: str, stmts: list[ast.stmt]) -> bool | None:
+    """True when ``stmts`` may read ``name`` before binding it, False when they bind it first on
+    every path, None when they do neither."""
+    for s in stmts:
+        if isinstance(s, (ast.Assign, ast.AnnAssign)):
+            if s.value is not None and name in N.loaded_names([s.value]):
+                return True
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            if name in N.loaded_names(targets):  # x[i] = ... reads x
+                return True
+            if name in N.stored_names(targets):
+                return False
+        elif isinstance(s, ast.If):
+            if name in N.loaded_names([s.test]):
+                return True
+            sides = [_reads_first(name, s.body), _reads_first(name, s.orelse)]
+            if True in sides:
+                return True
+            if sides == [False, False]:
+                return False
+        elif isinstance(s, ast.FunctionDef) and s.name.startswith(N.GENERATED_PREFIX):
+            if _reads_first(name, s.body) is True:  # a branch of an if already rewritten, called right after
+                return True
+        elif name in N.loaded_names([s]) or name in N.stored_names([s]):
+            return True  # any other statement reading or binding it: not followed here
+    return None
+
+
 def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx) -> tuple[list[ast.stmt] | None, bool]:
     """Statements replacing an ``if`` with ``torch.cond``, and whether they also replace ``rest`` (the
     statements after it in the same block); ``(None, False)`` when the form is not handled (with a
@@ -215,7 +254,8 @@ def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx) -> tuple[list[ast.stmt] 
         outputs, tail = None, None
     else:
         stored = [N.stored_names(b) for b in branches]
-        outputs = sorted((stored[0] | stored[1]) & after)
+        one_side = {v for v in (stored[0] ^ stored[1]) - before if not ctx.loops and _bound_before_read(v, node, rest, ctx)}
+        outputs = sorted(((stored[0] | stored[1]) & after) - one_side)
         if not outputs:
             return refuse("the branches bind no variable read after the block")
         missing = [v for v in outputs if v not in before and not (v in stored[0] and v in stored[1])]
@@ -224,8 +264,17 @@ def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx) -> tuple[list[ast.stmt] 
         tail = _tup(outputs)
     names = (ctx.fresh("then", node), ctx.fresh("else", node))
     # names a branch rebinds after reading their earlier value start from a copy of that value
-    rebinds = [sorted(N.stored_names(b) & N.loaded_names(b) & before) for b in branches]
-    stmts = generated("\n".join(f"{P}pre_{v} = {v}" for v in sorted(set(rebinds[0]) | set(rebinds[1]))), node)
+    # (a name the branch binds before reading it needs no earlier value: FocalNet's pad amounts)
+    rebinds = [sorted(v for v in N.stored_names(b) & N.loaded_names(b) & before if _reads_first(v, b) is True)
+               for b in branches]
+    # an output a branch does not bind passes its earlier value through, which a name bound under
+    # another condition may not have (FocalNet's batch_size, bound only when hidden states are
+    # returned): read as None then, where the original code would not read it either
+    passed = [sorted(set(outputs or ()) - N.stored_names(b)) for b in branches]
+    rebinds = [sorted(set(r) | set(p)) for r, p in zip(rebinds, passed)]
+    maybe_unbound = set(passed[0]) | set(passed[1])
+    stmts = generated("\n".join(f"{P}pre_{v} = locals().get({v!r})" if v in maybe_unbound else f"{P}pre_{v} = {v}"
+                                for v in sorted(set(rebinds[0]) | set(rebinds[1]))), node)
     stmts += [_branch_fn(n, b, r, tail, node) for n, b, r in zip(names, branches, rebinds)]
     call = f"{P}branches.run_cond(_test, {names[0]}, {names[1]}, where={ctx.where(node)!r})"
     last = generated(f"return {call}" if outputs is None else f"{tail} = {call}", node)[0]

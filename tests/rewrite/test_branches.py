@@ -182,3 +182,39 @@ def test_non_bool_conditions_take_the_branch_python_takes():
     assert count_ops(result, "If") == 2
     rows = {c.inputs: c for c in result.validate().checks}
     assert rows["values 2"].why == "exact zeros" and rows["values 2"].ok  # both conditions false there
+
+
+class FlaggedShapes(torch.nn.Module):
+    """FocalNet's encoder: sizes bound only when a flag asks for hidden states, in a loop; a pad
+    amount bound first in each of two ``if``s."""
+
+    def forward(self, x, keep=False):
+        states = ()
+        if keep:
+            batch, _ = x.shape
+            states += (x.view(batch, -1),)
+        for _ in range(2):
+            x = x * 2
+            if keep and len(states) > 0:
+                batch, _ = x.shape
+                states += (x.view(batch, -1),)
+            elif keep and len(states) == 0:
+                batch, _ = x.shape
+                states += (x,)
+        if x.shape[1] % 4 != 0:
+            amount = (0, 4 - x.shape[1] % 4)
+            x = torch.nn.functional.pad(x, amount)
+        if x.shape[0] % 4 != 0:
+            amount = (0, 0, 0, 4 - x.shape[0] % 4)
+            x = torch.nn.functional.pad(x, amount)
+        return x
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_names_bound_under_a_flag_or_before_being_read_are_not_carried_from_before(keep):
+    x = torch.randn(3, 5)
+    rewritten = rewrite_module(FlaggedShapes(), (x, keep))  # checks the rewritten model against eager itself
+    assert [n.rewritten for n in rewritten.onnxport_rewrite_notes].count(True) >= 2
+    for shape in ((8, 8), (2, 6)):
+        y = torch.randn(shape)
+        torch.testing.assert_close(rewritten(y, keep), FlaggedShapes()(y, keep))
