@@ -222,6 +222,48 @@ def _reads_first(name: str, stmts: list[ast.stmt]) -> bool | None:
     return None
 
 
+def _padding_to_a_multiple(node: ast.If) -> list[ast.stmt] | None:
+    """The body of ``if n % k != 0: <pad by k - n % k>`` (Swin's and FocalNet's ``maybe_pad``) run at
+    every size with the amount ``(k - n % k) % k``, or None for another form. Where ``n % k == 0``
+    the amount is 0 and ``F.pad`` returns the tensor as it is: the same function at every size, no
+    branch (``torch.cond`` cannot hold it: its sides' shapes differ). The body may only bind names
+    to tuples and to ``pad(...)`` calls."""
+    test = node.test
+    if node.orelse or not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq)
+                           and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0
+                           and isinstance(test.left, ast.BinOp) and isinstance(test.left.op, ast.Mod)):
+        return None
+    mod = ast.unparse(test.left)
+    k = ast.unparse(test.left.right)
+    for stmt in node.body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            return None
+        value = stmt.value
+        if not (isinstance(value, ast.Tuple) or (isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1]
+                                                 == "pad")):
+            return None
+    body = [ast.parse(ast.unparse(stmt)).body[0] for stmt in node.body]
+    wrapped = 0
+
+    class Amount(ast.NodeTransformer):
+        def visit_BinOp(self, sub: ast.BinOp) -> ast.AST:
+            nonlocal wrapped
+            if isinstance(sub.op, ast.Sub) and ast.unparse(sub.left) == k and ast.unparse(sub.right) == mod:
+                wrapped += 1
+                return ast.BinOp(left=sub, op=ast.Mod(), right=ast.parse(k, mode="eval").body)
+            return self.generic_visit(sub)
+
+    body = [Amount().visit(stmt) for stmt in body]
+    uses = sum(ast.unparse(sub) == mod for stmt in node.body for sub in ast.walk(stmt))
+    if wrapped == 0 or wrapped != uses:
+        return None
+    for stmt in body:
+        for sub in ast.walk(stmt):
+            if "lineno" in sub._attributes:
+                ast.copy_location(sub, node)
+    return body
+
+
 def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx) -> tuple[list[ast.stmt] | None, bool]:
     """Statements replacing an ``if`` with ``torch.cond``, and whether they also replace ``rest`` (the
     statements after it in the same block); ``(None, False)`` when the form is not handled (with a
@@ -233,6 +275,10 @@ def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx) -> tuple[list[ast.stmt] 
 
     if _looks_static(node.test):
         return None, False
+    padding = _padding_to_a_multiple(node)
+    if padding is not None:
+        ctx.note(node, "if", True, "padding to a whole multiple, by (k - n % k) % k at every size")
+        return padding, False
     branches = [node.body, node.orelse]
     exits = N.find_exits(node.body + node.orelse, _EXITS)
     if exits:

@@ -218,3 +218,26 @@ def test_names_bound_under_a_flag_or_before_being_read_are_not_carried_from_befo
     for shape in ((8, 8), (2, 6)):
         y = torch.randn(shape)
         torch.testing.assert_close(rewritten(y, keep), FlaggedShapes()(y, keep))
+
+
+class MaybePad(torch.nn.Module):
+    """Swin's and FocalNet's patch embedding: pad the image to whole patches when it is not."""
+
+    def forward(self, pixels):
+        height, width = pixels.shape[2], pixels.shape[3]
+        if width % 4 != 0:
+            pad_values = (0, 4 - width % 4)
+            pixels = torch.nn.functional.pad(pixels, pad_values)
+        if height % 4 != 0:
+            pad_values = (0, 0, 0, 4 - height % 4)
+            pixels = torch.nn.functional.pad(pixels, pad_values)
+        return torch.nn.functional.avg_pool2d(pixels, 4)
+
+
+def test_padding_to_whole_patches_is_one_pad_at_every_size():
+    with pytest.warns(UserWarning, match="onnxport rewrote the if"):
+        r = check_export(MaybePad(), (torch.randn(1, 3, 8, 8),), {"pixels": {2: "height", 3: "width"}},
+                         sizes=[{"height": 5, "width": 7}, {"height": 9, "width": 12}, {"height": 1, "width": 4}])
+    assert count_ops(r, "If") == 0 and not r.constraints
+    assert [n.detail for n in r.rewrite_notes if n.rewritten] == [
+        "padding to a whole multiple, by (k - n % k) % k at every size"] * 2
