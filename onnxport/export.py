@@ -207,9 +207,10 @@ def _settle(result: ExportResult, step) -> ExportResult:
     if low_runs(result.guards, _minimum(result)):
         with step("check the smallest sizes"):
             result = _settle_minimum(result)
-    if candidates(result.guards, result.rewrite_notes, _examples(result)):
+    tries = candidates(result.guards, result.rewrite_notes, _examples(result))
+    if tries:
         with step("check the sizes adopted constraints exclude"):
-            result = _settle_unneeded(result)
+            result = _settle_unneeded(result, tries)
     return result
 
 
@@ -285,13 +286,13 @@ def _examples(result: ExportResult) -> dict[str, int]:
     return dim_examples(result.captured, dim_names(result.captured))[0]
 
 
-def _settle_unneeded(result: ExportResult) -> ExportResult:
+def _settle_unneeded(result: ExportResult, tries: list) -> ExportResult:
     """``result``, or a new one where an adopted constraint the ONNX model does not need (it matches
     eager PyTorch at sizes the constraint excludes, ``verify.unneeded_constraints``) is kept instead,
-    with one warning saying so."""
-    from onnxport.verify.unneeded_constraints import candidates, kept, right_at
+    with one warning saying so. ``tries``: ``(guard, sizes)`` of ``unneeded_constraints.candidates``."""
+    from onnxport.verify.unneeded_constraints import kept, right_at
 
-    for guard, sizes in candidates(result.guards, result.rewrite_notes, _examples(result)):
+    for guard, sizes in tries:
         trial_guard = kept(guard, sizes)
         guards = [trial_guard if g is guard else g for g in result.guards]
         low = {n: min(s[n] for s in sizes if n in s) for n in guard.names}
