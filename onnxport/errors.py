@@ -146,7 +146,7 @@ class ExportError(Exception):
         node, detail = self._given
         again = type(self)(self.what, node=node, where=self.where, hint=self.hint, detail=detail, output=output)
         again.__cause__, again.__traceback__ = self.__cause__, self.__traceback__
-        return again
+        return self._carried(again)
 
 
     def with_hint(self, hint: str | None) -> "ExportError":
@@ -155,6 +155,14 @@ class ExportError(Exception):
         again = type(self)(self.what, node=node, where=self.where, hint=hint, detail=detail)
         again.detail = self.detail
         again.__cause__, again.__traceback__ = self.__cause__, self.__traceback__
+        return self._carried(again)
+
+    def _carried(self, again: "ExportError") -> "ExportError":
+        """``again`` with what was set on this error after it was made (``computed_one``: what
+        capture's steps read of it)."""
+        for name, value in vars(self).items():
+            if name not in vars(again):
+                setattr(again, name, value)
         return again
 
 

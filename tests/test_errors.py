@@ -57,3 +57,12 @@ def test_every_error_keeps_its_class_and_fields(cls):
     e = cls("a" * 500, where="w", hint="h")
     assert isinstance(e, onnxport.ExportError) and e.where == "w" and e.hint == "h"
     assert len(str(e).splitlines()[0]) <= FIRST_LINE_LIMIT
+
+
+def test_an_error_given_a_new_fix_or_output_keeps_what_capture_set_on_it():
+    from onnxport.errors import SpecializationError
+
+    error = SpecializationError("axis 1 became a constant", where="m.py:3 in forward: x.reshape(...)", hint="a")
+    error.computed_one = ("seq", 7)
+    for again in (error.with_hint("b"), error.with_output("torch printed this")):
+        assert again is not error and again.computed_one == ("seq", 7) and again.where == error.where

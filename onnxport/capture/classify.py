@@ -131,7 +131,7 @@ def _unexpected_specialization(text: str, declared: list[DeclaredDim], events: l
             where=where,
             hint=f"give an example input with a larger {d.name}, so that this size is 2 or more; onnxport validates "
                  f"other sizes ({d.name} = 1 included) afterwards")
-        error.computed_one = (d, size) if size is not None else None
+        error.computed_one = (d, size)  # size: None when torch's message does not give it
         return error
     return specialization_error(d, size, where, top_level_name(d, top))
 

@@ -190,6 +190,9 @@ class TraceLargerExample(Fallback):
         if state.request.given is not None:
             return "the example was already enlarged"
         d, example = found
+        example = example if example is not None else state.request.example_size(d)
+        if example is None:
+            return f"the example's size of {d.name} is not known"
         chunks = [k for ev in state.trace.events for k in _chunks(getattr(ev, "expr", None)) if k > example]
         if not chunks:
             return f"no chunk larger than the example's {d.name} = {example} in the size expressions"
