@@ -160,9 +160,7 @@ class ExportError(Exception):
     def _carried(self, again: "ExportError") -> "ExportError":
         """``again`` with what was set on this error after it was made (``computed_one``: what
         capture's steps read of it)."""
-        for name, value in vars(self).items():
-            if name not in vars(again):
-                setattr(again, name, value)
+        vars(again).update({name: value for name, value in vars(self).items() if name not in vars(again)})
         return again
 
 

@@ -49,6 +49,7 @@ def pad_nd(ctx, x: ir.Value, pad: Sequence[Any], mode: str = "constant", value: 
     if mode not in _ONNX_MODE:
         raise TranslationError(f"padding mode {mode!r} is not supported",
                                hint="use one of 'constant', 'reflect', 'replicate', 'circular'")
+    rank = ctx.rank(x)  # before any crop (a Slice whose output rank is not recorded)
     axes = _per_axis(ctx, x, pad)
     axes = [(a, b, e) for a, b, e in axes if not (isinstance(b, int) and isinstance(e, int) and b == 0 and e == 0)]
     if not axes:
@@ -63,7 +64,7 @@ def pad_nd(ctx, x: ir.Value, pad: Sequence[Any], mode: str = "constant", value: 
         axes = [(a, max(b, 0) if isinstance(b, int) else b, max(e, 0) if isinstance(e, int) else e) for a, b, e in axes]
     if mode == "circular":  # onnxruntime's "wrap" Pad fails on a tensor with an empty axis
         return _circular_by_slices(ctx, x, axes)
-    pads = full_pads(ctx, ctx.rank(x), axes)
+    pads = full_pads(ctx, rank, axes)
     if mode == "constant":
         fill = ctx.scalar(0 if value is None else value, x.dtype)
         return ctx.op.Pad(x, pads, fill, mode="constant")
