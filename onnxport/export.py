@@ -268,14 +268,15 @@ def _settle_minimum(result: ExportResult) -> ExportResult:
     return _with_guards(result, [g for g in guards if not superseded(g, adopted)])
 
 
-def _with_guards(result: ExportResult, guards: list, variables: dict | None = None) -> ExportResult:
+def _with_guards(result: ExportResult, guards: list, variables: dict | None = None, record: bool = True) -> ExportResult:
     """``result`` with the capture's ``guards`` (and ``variables``) replaced, the model's recorded
-    constraints (metadata) the adopted ones among them."""
+    constraints (metadata) the adopted ones among them (``record``; a trial leaves them)."""
     from onnxport.finalize import record_constraints
 
     captured = dataclasses.replace(result.captured, guards=guards,
                                    variables=result.captured.variables if variables is None else variables)
-    record_constraints(result.model, [str(g) for g in captured.adopted()])
+    if record:
+        record_constraints(result.model, [str(g) for g in captured.adopted()])
     return result.replace(captured=captured, model=result.model)
 
 
@@ -298,14 +299,14 @@ def _settle_unneeded(result: ExportResult, tries: list) -> ExportResult:
         low = {n: min(s[n] for s in sizes if n in s) for n in guard.names}
         variables = {s: dataclasses.replace(v, lo=min(v.lo, low[v.name])) if v.name in low else v
                      for s, v in result.captured.variables.items()}
-        trial = _with_guards(result, guards, variables)
+        trial = _with_guards(result, guards, variables, record=False)
         if right_at(trial, trial_guard):
             result = trial
             shown = "; ".join(", ".join(f"{k}={v}" for k, v in s.items() if k in guard.names) for s in sizes[:3])
             warnings.warn(f"{guard.text} is not a constraint of the export after all: at {shown} onnxruntime "
                           f"matches eager PyTorch (the ONNX model computes those sizes alike)", UserWarning,
                           stacklevel=4)
-    return _with_guards(result, result.captured.guards)  # the metadata of the last trial may be a rejected one
+    return _with_guards(result, result.captured.guards)  # the metadata, once, for the guards decided
 
 
 def _bind_weights(model: Any, weights: Any, cast: bool, strict: bool):

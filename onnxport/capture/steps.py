@@ -251,17 +251,18 @@ class StaticAutoAxes(Decision):
         tops = {n for n, _ in request.top}
         by_name = dict(zip(request.names, user_placeholders(state.program)))
         pinned = []
+        sizes = {}  # declared axis -> its traced size
         examples: dict = {}  # a size's expression -> the example sizes of the declared axes that have it
-        for d in request.declared:
+        for i, d in enumerate(request.declared):
             node = by_name.get(d.input_name)
             val = node.meta.get("val") if node is not None else None
-            size = val.shape[d.axis] if isinstance(val, torch.Tensor) and d.axis < val.dim() else None
-            if isinstance(size, torch.SymInt):
-                examples.setdefault(size.node.expr, set()).add(request.example_size(d))
-        for d in request.declared:
-            node = by_name.get(d.input_name)
-            val = node.meta.get("val") if node is not None and d.kind == "auto" and d.input_name in tops else None
-            size = val.shape[d.axis] if isinstance(val, torch.Tensor) else None
+            sizes[i] = val.shape[d.axis] if isinstance(val, torch.Tensor) and d.axis < val.dim() else None
+            if isinstance(sizes[i], torch.SymInt):
+                examples.setdefault(sizes[i].node.expr, set()).add(request.example_size(d))
+        for i, d in enumerate(request.declared):
+            if d.kind != "auto" or d.input_name not in tops:
+                continue
+            size = sizes[i]
             vr = state.program.range_constraints.get(size.node.expr) if isinstance(size, torch.SymInt) else None
             if vr is not None and vr.lower == vr.upper:
                 pinned.append(d)
