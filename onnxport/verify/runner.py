@@ -18,7 +18,7 @@ class OrtRunner:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
-        opts.log_severity_level = 3
+        opts.log_severity_level = 4  # a failing run raises (and is reported); onnxruntime prints nothing
         try:
             source = proto if isinstance(proto, str) else proto.SerializeToString()
             self.session = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
