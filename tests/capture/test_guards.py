@@ -83,6 +83,19 @@ def test_adoptable_dimension_adopts_and_explicit_range_is_refused_with_the_exclu
     assert info.value.where.startswith("model.py:7")
 
 
+def test_axes_named_alike_are_one_size_where_torch_gave_each_a_symbol():
+    # pegasus_x: input_ids and attention_mask both "seq", torch keeps Eq(s70, s53) and a padding
+    # condition over both (it raised "duplicate argument 'seq'" compiling the condition)
+    S = sympy.Symbol("s2", integer=True, positive=True)
+    variables = {B: var(B, "batch"), T: var(T, "seq"), S: var(S, "seq")}
+    conds = [(sympy.Eq(S, T), "model.py:3 in forward: m = mask[:, :n]", None),
+             (sympy.Eq(B * T - B * Mod(S, 4) + 4 * B, 4 * B * FloorDiv(S - Mod(S, 4), 4) + 4 * B),
+              "model.py:4 in forward: x = x.view(b, -1, 4)", None)]
+    guards = G.decide(conds, variables)
+    assert [g.status for g in guards] == ["proved"]
+    assert not G.adopted_of(guards)
+
+
 def test_a_condition_met_choosing_strides_is_kept_never_adopted_or_refused():
     # (width - 1)//4 + 1 < ((height - 1)//4 + 1) * ((width - 1)//4 + 1): the stride order torch
     # compared for an elementwise product; its result picks a memory layout, not a value

@@ -382,13 +382,20 @@ def decide(conditions: list[tuple],
     in the order decided (simple conditions first, each checked only on the sizes earlier adoptions
     allow). A condition met only while torch computed strides (layout only) is kept, not adopted.
 
+    Axes the user named alike are one size (``input_ids`` and ``attention_mask`` both ``seq``): where
+    torch gave them symbols of their own, each condition reads them as one (``Eq(s70, s53)`` holds by
+    the declaration).
+
     Raises:
         SpecializationError: a condition the user's own code branched on excludes declared sizes.
         DynamicShapesError: a condition excludes sizes of an explicit ``Dim`` range.
     """
     checked = []
     seen = set()
+    same = same_name_substitutions(variables)
     for expr, where, branch, *layout in conditions:
+        if same and isinstance(expr, sympy.Basic):
+            expr = expr.xreplace(same)
         if not isinstance(expr, sympy.Basic) or expr in (sympy.true, sympy.false) or not expr.free_symbols \
                 or not expr.free_symbols <= variables.keys() or str(expr) in seen:
             continue
@@ -427,6 +434,18 @@ def decide(conditions: list[tuple],
         guards.append(Guard(text, status, where, excluded, boundary_of(expr, outcome, status, variables), outcome.method,
                             python, names))
     return guards
+
+
+def same_name_substitutions(variables: dict[sympy.Symbol, SizeVar]) -> dict[sympy.Symbol, sympy.Symbol]:
+    """torch's symbols of one declared name beyond the first -> the first."""
+    first: dict[str, sympy.Symbol] = {}
+    out = {}
+    for sym, var in variables.items():
+        if var.name in first:
+            out[sym] = first[var.name]
+        else:
+            first.setdefault(var.name, sym)
+    return out
 
 
 def adopted_of(guards: Iterable[Guard]) -> list[Guard]:
