@@ -55,10 +55,11 @@ def decompose(program: torch.export.ExportedProgram, ops: OpSupport,
     has_translation = ops.lookup
     pending = [(gm, n) for gm, n in _nodes(program.graph_module)
                if isinstance(n.target, torch._ops.OpOverload) and not ops.translatable(n)]
-    if not pending:
+    batching = sorted({n.target.__name__ for _, n in _nodes(program.graph_module) if _vmap_level(n)})
+    if not pending and not batching:
         return Decomposition(program)
     table = {op: fn for op, fn in _default_table().items() if has_translation(op) is None}
-    blocking = sorted({str(n.target) for _, n in pending if not _local_ok(n, table)})
+    blocking = sorted({str(n.target) for _, n in pending if not _local_ok(n, table)}) + batching
     traced = []
     for gm, node in pending if not blocking else ():
         try:
@@ -106,6 +107,14 @@ def _nodes(gm: torch.fx.GraphModule):
             sub = getattr(gm, node.target, None)
             if isinstance(sub, torch.fx.GraphModule):
                 yield from _nodes(sub)
+
+
+def _vmap_level(node: torch.fx.Node) -> bool:
+    """A call of ``torch.vmap``'s batching levels as torch.export keeps them before decomposition
+    (``torch._functorch.predispatch``: ``_add_batch_dim``, ``_vmap_increment_nesting``,
+    ``lazy_load_decompositions``; transformers' masks built with ``use_vmap=True``): only torch's
+    decomposition of the whole program applies the batching rules and leaves ATen ops."""
+    return getattr(node.target, "__module__", None) == "torch._functorch.predispatch"
 
 
 def _local_ok(node: torch.fx.Node, table: dict) -> bool:

@@ -89,3 +89,23 @@ def test_a_decomposition_torch_cannot_make_is_an_unsupported_op():
         else:
             with pytest.raises(onnxport.UnsupportedOpError, match="aten.take.default"):
                 onnxport.to_onnx(take, args)
+
+
+class RowScores(torch.nn.Module):
+    """A mask built with ``torch.vmap`` (transformers' masks with ``use_vmap=True``, T5Gemma2):
+    torch.export keeps vmap's batching levels as calls (``torch._functorch.predispatch``)."""
+
+    def forward(self, x):  # x: [b, t] -> [b, t, t]: x where the positions are within 2 of each other
+        def near(i, j):
+            return (i - j).abs() < 2
+
+        positions = torch.arange(x.shape[1])
+        mask = torch.vmap(torch.vmap(near, in_dims=(None, 0)), in_dims=(0, None))(positions, positions)
+        return x[:, :, None] * mask
+
+
+def test_vmap_batching_levels_decompose_the_whole_program():
+    r = check_export(RowScores(), (torch.randn(3, 5),), {"x": {0: "b", 1: "t"}},
+                     inputs=[(torch.randn(1, 2),), (torch.randn(4, 9),)])
+    assert "_add_batch_dim" in r.decomposed["whole_program"]
+    assert not [n for n in r.program.graph.nodes if getattr(n.target, "__module__", "") == "torch._functorch.predispatch"]
