@@ -172,9 +172,15 @@ def _returns(stmts: list[ast.stmt]) -> list[ast.AST]:
     return N.find_exits(stmts, (ast.Return,))
 
 
+def _pre(v: str, node: ast.AST) -> str:
+    """The name holding ``v``'s value before the ``if`` at ``node``: one per ``if``, so that an ``if``
+    rewritten inside a branch function of another does not bind the outer one's name there."""
+    return f"{P}pre{node.lineno}_{node.col_offset}_{v}"
+
+
 def _branch_fn(name: str, body: list[ast.stmt], rebound: list[str], tail: str | None, node: ast.AST) -> ast.stmt:
     """``def name(): <v = pre_v for rebound v>; body; [return tail]``."""
-    lines = [f"def {name}():"] + [f"    {v} = {P}pre_{v}" for v in rebound] + ["    pass"]
+    lines = [f"def {name}():"] + [f"    {v} = {_pre(v, node)}" for v in rebound] + ["    pass"]
     if tail is not None:
         lines.append(f"    return {tail}")
     fdef = generated("\n".join(lines), node)[0]
@@ -319,7 +325,10 @@ def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx) -> tuple[list[ast.stmt] 
     passed = [sorted(set(outputs or ()) - N.stored_names(b)) for b in branches]
     rebinds = [sorted(set(r) | set(p)) for r, p in zip(rebinds, passed)]
     maybe_unbound = set(passed[0]) | set(passed[1])
-    stmts = generated("\n".join(f"{P}pre_{v} = locals().get({v!r})" if v in maybe_unbound else f"{P}pre_{v} = {v}"
+    # read by name, not through locals(): inside a branch function already generated the name is a
+    # free variable, which locals() of a function not naming it does not hold (qwen3_next's elif)
+    stmts = generated("\n".join(f"try:\n    {_pre(v, node)} = {v}\nexcept NameError:\n    {_pre(v, node)} = None"
+                                if v in maybe_unbound else f"{_pre(v, node)} = {v}"
                                 for v in sorted(set(rebinds[0]) | set(rebinds[1]))), node)
     stmts += [_branch_fn(n, b, r, tail, node) for n, b, r in zip(names, branches, rebinds)]
     call = f"{P}branches.run_cond(_test, {names[0]}, {names[1]}, where={ctx.where(node)!r})"

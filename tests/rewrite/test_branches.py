@@ -241,3 +241,33 @@ def test_padding_to_whole_patches_is_one_pad_at_every_size():
     assert count_ops(r, "If") == 0 and not r.constraints
     assert [n.detail for n in r.rewrite_notes if n.rewritten] == [
         "padding to a whole multiple, by (k - n % k) % k at every size"] * 2
+
+
+class ByKind(torch.nn.Module):
+    """A layer choosing its mixer by a string (Qwen3-Next's decoder layer): the ``elif`` is an ``if``
+    inside the rewritten ``else``, reading and binding the name the outer ``if`` passes through."""
+
+    def __init__(self, kind: str):
+        super().__init__()
+        self.kind = kind
+        self.a, self.b = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = x * 2
+        if self.kind == "a":
+            h = self.a(h)
+        elif self.kind == "b":
+            h, _ = self.b(h), None
+        for r in range(x.shape[0]):  # a loop over a size: what makes the export rewrite
+            h = h + x[r].sum()
+        return h
+
+
+@pytest.mark.parametrize("kind", ["a", "b", "c"])
+def test_an_elif_inside_a_rewritten_branch_reads_the_value_from_before_the_if(kind):
+    model = ByKind(kind)
+    new = rewrite_module(model, (torch.randn(4, 3),), warn=False)  # compares with the model: raises if it differs
+    x = torch.randn(6, 3)
+    torch.testing.assert_close(new(x), model(x))
+    check_export(model, (torch.randn(4, 3),), ({0: Dim("n")},), rewrite_control_flow=True,
+                 inputs=[(torch.randn(7, 3),), (torch.randn(1, 3),)])
