@@ -104,7 +104,8 @@ class DecideDeferredViolations(Step):
         if decided is None:
             return state.but("undecided: " + describe_violation(violation),
                              trace=failed(state, state.trace, violation))
-        return state.but(f"adopted the ranges of {', '.join(sorted(decided))}",
+        return state.but(f"adopted the ranges of {', '.join(sorted(decided))}" if decided else
+                         "left to the guards' decision: " + describe_violation(violation),
                          trace=_without_violation(state.trace), **_narrowed(state, decided))
 
 
@@ -184,7 +185,7 @@ class TraceLargerExample(Fallback):
     name = "trace at a larger example where a size computed from a dim is 1"
 
     def retry(self, state):
-        found = getattr(state.trace.error, "computed_one", None)
+        found = getattr(state.trace.error, "computed_one", None) or _solver_specialized(state)
         if found is None:
             return "no size computed from a declared dim was 1 at the example"
         if state.request.given is not None:
@@ -198,8 +199,18 @@ class TraceLargerExample(Fallback):
             return f"no chunk larger than the example's {d.name} = {example} in the size expressions"
         size = max(chunks) + 1
         return state.retrace(f"traced at {d.name} = {size} (at {example}, whole chunks of {max(chunks)} are one)",
-                             request=state.request.enlarged(d.name, size),
+                             request=state.request.enlarged(d.name, size), oblivious=False,
                              first_failure=state.first_failure or state.trace)
+
+
+def _solver_specialized(state) -> tuple | None:
+    """``(dim, None)`` for the declared dim torch's solver of guards pinned
+    (``Specializations unexpectedly required (seq)``) where no guard read says why: a count of
+    chunks that is 1 at the example can show only there once a loop over it is a scan."""
+    m = re.search(r"Specializations unexpectedly required \(([^)]*)\)", state.trace.text or "")
+    names = {n.strip() for n in m.group(1).split(",")} if m else set()
+    d = next((d for d in state.request.declared if d.name in names), None)
+    return (d, None) if d is not None else None
 
 
 def _chunks(expr) -> list[int]:
@@ -397,10 +408,29 @@ def _decide_violation(state: CaptureState, violation: Exception) -> dict | None:
     request, traced = state.request, state.trace
     pinned = classify(violation, request.declared, traced.records, request.top, traced.events)
     if isinstance(pinned, SpecializationError):
-        return None
+        return {} if _solver_only(state, violation, pinned) else None
     decided = violation_ranges(str(violation), traced.events, request.declared, state.promised)
     named = {n for n, _ in re.findall(r"Not all values of (\w+) = (\S+) in the specified range", str(violation))}
     return decided if decided and not named - set(decided) else None
+
+
+def _solver_only(state: CaptureState, violation: Exception, pinned: SpecializationError) -> bool:
+    """torch's ``Specializations unexpectedly required`` where only its solver of guards found one
+    size (it reads ``Eq((seq + pad) // ((seq + pad) // 64), 64)``, true at every size, as having
+    one solution: qwen3_next's chunks traced at 65): the example was already enlarged past the
+    chunks (``TraceLargerExample``), the program keeps every declared dim symbolic and no range was
+    pinned while tracing. The guards are then decided exactly like any other (``DecideGuards``):
+    a condition excluding sizes is adopted and stated, or checked in eager and dropped."""
+    if "Specializations unexpectedly required" not in str(violation) or state.request.given is None:
+        return False
+    if any(ev.kind == "range" and ev.upper == ev.lower for ev in state.trace.events) or state.trace.records:
+        return False
+    by_name = dict(zip(state.request.names, user_placeholders(state.program)))
+    for d in state.request.declared:
+        val = by_name[d.input_name].meta.get("val") if d.input_name in by_name else None
+        if isinstance(val, torch.Tensor) and isinstance(val.shape[d.axis], int):
+            return False
+    return True
 
 
 def _without_violation(traced: Traced) -> Traced:

@@ -107,12 +107,16 @@ def layout_only() -> bool:
     return False
 
 
+_TO_PYTHON = ("__bool__", "__index__", "__int__")
+
+
 def branch_frame() -> str | None:
     """``file:line in func: code`` of the user's code that is turning a SymBool into a Python bool
-    right now (an ``if`` / ``while`` / ``and`` / ``min()`` on sizes), or None when torch itself
-    asks (an operator's size check) or the user's line is an ``assert``."""
+    (an ``if`` / ``while`` / ``and`` / ``min()`` on sizes) or a size computed from a dim into a
+    Python int (``for i in range(num_chunks)``: a loop unrolled that many times) right now, or None
+    when torch itself asks (an operator's size check) or the user's line is an ``assert``."""
     f = sys._getframe(1)
-    while f is not None and not (f.f_code.co_name == "__bool__" and f.f_code.co_filename.endswith(_TORCH_INIT)):
+    while f is not None and not (f.f_code.co_name in _TO_PYTHON and f.f_code.co_filename.endswith(_TORCH_INIT)):
         f = f.f_back
     while f is not None and f.f_code.co_filename.endswith(_TORCH_INIT):
         f = f.f_back
