@@ -158,8 +158,8 @@ class ExportError(Exception):
         return self._carried(again)
 
     def _carried(self, again: "ExportError") -> "ExportError":
-        """``again`` with what was set on this error after it was made (``computed_one``: what
-        capture's steps read of it)."""
+        """``again`` with the fields of this error's class beyond ``ExportError``'s
+        (``SpecializationError.computed_one``)."""
         vars(again).update({name: value for name, value in vars(self).items() if name not in vars(again)})
         return again
 
@@ -178,7 +178,18 @@ class DynamicShapesError(ExportError):
 
 
 class SpecializationError(ExportError):
-    """A dimension declared dynamic came out of capture as a constant."""
+    """A dimension declared dynamic came out of capture as a constant.
+
+    ``computed_one``: ``(declared dim, example size or None)`` when the constant is a size computed
+    from the dim that is 0 or 1 at the example (a length padded to whole chunks that is one chunk),
+    which capture's steps read to trace at a larger example; None otherwise."""
+
+    computed_one = None
+
+    def __init__(self, what: str, *, computed_one: tuple | None = None, **kwargs):
+        super().__init__(what, **kwargs)
+        if computed_one is not None:
+            self.computed_one = computed_one
 
 
 class UnsupportedOpError(ExportError):

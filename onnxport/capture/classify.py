@@ -130,8 +130,8 @@ def _unexpected_specialization(text: str, declared: list[DeclaredDim], events: l
             f"whole chunks that is one chunk, a count of windows), and torch.export specializes sizes 0 and 1",
             where=where,
             hint=f"give an example input with a larger {d.name}, so that this size is 2 or more; onnxport validates "
-                 f"other sizes ({d.name} = 1 included) afterwards")
-        error.computed_one = (d, size)  # size: None when torch's message does not give it
+                 f"other sizes ({d.name} = 1 included) afterwards",
+            computed_one=(d, size))  # size: None when torch's message does not give it
         return error
     return specialization_error(d, size, where, top_level_name(d, top))
 
