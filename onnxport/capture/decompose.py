@@ -137,6 +137,7 @@ def _node_inputs(node: torch.fx.Node) -> list[torch.fx.Node]:
 
 def _trace(node: torch.fx.Node, table: dict) -> torch.fx.GraphModule:
     """The node's decomposition traced on its fake inputs (a placeholder per ``_node_inputs``)."""
+    from torch._dispatch.python import enable_python_dispatcher
     from torch.fx.experimental.proxy_tensor import make_fx
 
     leaves, spec = pytree.tree_flatten((node.args, node.kwargs))
@@ -149,7 +150,10 @@ def _trace(node: torch.fx.Node, table: dict) -> torch.fx.GraphModule:
         return fn(*args, **kwargs)
 
     fake = next((v.fake_mode for v in vals if isinstance(v, torch.Tensor) and hasattr(v, "fake_mode")), None)
-    with fake if fake is not None else contextlib.nullcontext():
+    # the Python dispatcher on, as torch.export traces: ops whose C++ kernel reads sizes as ints
+    # (constant_pad_nd, which im2col's decomposition calls) then run their Python meta, which keeps
+    # the sizes symbolic; without it they fix every symbol of their input to the example's size
+    with fake if fake is not None else contextlib.nullcontext(), enable_python_dispatcher():
         return make_fx(run, decomposition_table=table, tracing_mode="real")(*vals)
 
 

@@ -40,6 +40,27 @@ def test_a_decomposition_returning_a_named_tuple_gives_its_fields():
     assert r.decomposed["local"] == ["aten.aminmax.default"]
 
 
+class SlidingWindows(torch.nn.Module):
+    """ConvBERT's span-based convolution: windows of 9 positions by ``F.unfold`` (aten.im2col, which
+    has no translation: its decomposition pads with constant_pad_nd)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(16, 32)
+
+    def forward(self, x):  # x: [b, t, 16]
+        y = torch.reshape(self.proj(x), [x.shape[0], -1, 32]).transpose(1, 2).contiguous().unsqueeze(-1)
+        windows = torch.nn.functional.unfold(y, kernel_size=[9, 1], dilation=1, padding=[4, 0], stride=1)
+        return windows.transpose(1, 2).reshape(x.shape[0], -1, 32, 9).sum(-1)
+
+
+def test_a_decomposition_keeps_the_sizes_symbolic_where_an_op_it_calls_has_a_translation():
+    r = check_export(SlidingWindows(), (torch.randn(2, 7, 16),), {"x": {0: "b", 1: "t"}})
+    assert r.decomposed["local"] == ["aten.im2col.default"]
+    pads = [n for n in r.program.graph.nodes if n.target == aten.constant_pad_nd.default]
+    assert pads and all(isinstance(n.meta["val"].shape[0], torch.SymInt) for n in pads)
+
+
 class Scanned(torch.nn.Module):
     def forward(self, x):  # x: [b, t]
         def step(carry, row):
