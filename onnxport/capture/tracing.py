@@ -5,7 +5,7 @@ The patches of a trace, in the order they are installed: what torch prints held 
 ``SIZE_OBLIVIOUS`` (when the state asks for it), the patches of the translations
 (``OpSupport.capture_patches``), the user's ``capture_hooks``, ``TRANSFORMER_ENCODER_AS_EAGER``,
 ``TF_SAME_PADDING``, ``SYMBOLIC_TORCH_INT``, ``SYMBOLIC_LEN``, ``UNCONDITIONAL_PADDING_CUT``,
-``SYMBOLIC_SIZE_DIVISION``, ``SYMBOLIC_PATCH_GRID``, ``JIT_TRACING_PATHS``, the deferred range check, ``EXPLICIT_SIGNATURE``,
+``SYMBOLIC_SIZE_DIVISION``, ``SYMBOLIC_PATCH_GRID``, ``JIT_TRACING_PATHS``, ``DISTRIBUTION_CHECKS_OFF``, the deferred range check, ``EXPLICIT_SIGNATURE``,
 ``SLIDING_WINDOW_AS_FULL``, ``META_WEIGHTS_ON_CPU`` (a model with weights on the meta device), then the patches
 steps added (``CaptureState.patches``).
 """
@@ -22,6 +22,7 @@ import torch
 from onnxport.capture.assert_division import ASSERTED_DIVISION
 from onnxport.capture.caches import SLIDING_WINDOW_AS_FULL
 from onnxport.capture.classify import REWRITTEN_HINT, classify
+from onnxport.capture.distributions import DISTRIBUTION_CHECKS_OFF
 from onnxport.capture.eager_paths import TRANSFORMER_ENCODER_AS_EAGER
 from onnxport.capture.jit_tracing import JIT_TRACING_PATHS
 from onnxport.capture.size_forms import SYMBOLIC_LEN, SYMBOLIC_TORCH_INT, TF_SAME_PADDING
@@ -104,7 +105,7 @@ def trace_patches(state: CaptureState, lists: dict[str, list], held: io.StringIO
             RECORD_GUARDS.using(lists["events"]), RECORD_UNBACKED.using(lists["unbacked"]), SYMBOLIC_MATH, ASSERTED_DIVISION,
             *([SIZE_OBLIVIOUS] if state.oblivious else []), *ops, *request.hooks, TRANSFORMER_ENCODER_AS_EAGER,
             TF_SAME_PADDING, SYMBOLIC_TORCH_INT, SYMBOLIC_LEN, UNCONDITIONAL_PADDING_CUT, SYMBOLIC_SIZE_DIVISION,
-            SYMBOLIC_PATCH_GRID, JIT_TRACING_PATHS,
+            SYMBOLIC_PATCH_GRID, JIT_TRACING_PATHS, DISTRIBUTION_CHECKS_OFF,
             DEFER_RANGE_VIOLATIONS.using(lists["violations"]), *signature, SLIDING_WINDOW_AS_FULL,
             *([META_WEIGHTS_ON_CPU] if has_meta_weights(request.model) else []), *state.patches]
 
