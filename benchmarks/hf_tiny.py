@@ -402,7 +402,7 @@ class Inputs:
         """``{input: {axis: dim name}}`` of the dynamic dims."""
         out = {}
         for name in self.names:
-            axes = {axis: dim for axis, dim in AXES[name].items() if dim in self.dims}
+            axes = {axis: dim for axis, dim in _axes(name, self.fixed).items() if dim in self.dims}
             out[name] = axes or None
         return out
 
@@ -453,6 +453,14 @@ AXES = {
     "input_features": {0: "batch"},
     "bbox": {0: "batch", 1: "seq"},
 }
+
+
+def _axes(name: str, fixed: dict) -> dict:
+    """``{axis: dim name}`` of an input, by the layout of a waveform (``[batch, channels, samples]``:
+    samples is axis 2)."""
+    if name == "input_values" and fixed.get("layout") == "channels":
+        return {0: "batch", 2: "samples"}
+    return AXES[name]
 
 
 def _vision(config) -> Any:
