@@ -69,6 +69,7 @@ def _setup() -> None:
     _quiet()
     sys.path.insert(0, str(HERE))
     sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT))  # the onnxport of this checkout, the commit the report names
     from third_party import import_timm, import_torchvision
 
     import_torchvision()  # before transformers imports it
