@@ -5,7 +5,7 @@ The patches of a trace, in the order they are installed: what torch prints held 
 ``SIZE_OBLIVIOUS`` (when the state asks for it), the patches of the translations
 (``OpSupport.capture_patches``), the user's ``capture_hooks``, ``TRANSFORMER_ENCODER_AS_EAGER``,
 ``TF_SAME_PADDING``, ``SYMBOLIC_TORCH_INT``, ``SYMBOLIC_LEN``, ``UNCONDITIONAL_PADDING_CUT``,
-``SYMBOLIC_SIZE_DIVISION``, ``SYMBOLIC_PATCH_GRID``, ``JIT_TRACING_PATHS``, ``DISTRIBUTION_CHECKS_OFF``, the deferred range check, ``EXPLICIT_SIGNATURE``,
+``SYMBOLIC_SIZE_DIVISION``, ``SYMBOLIC_PATCH_GRID``, ``JIT_TRACING_PATHS``, ``DISTRIBUTION_CHECKS_OFF``, ``KNOWN_SCALARS``, the deferred range check, ``EXPLICIT_SIGNATURE``,
 ``SLIDING_WINDOW_AS_FULL``, ``META_WEIGHTS_ON_CPU`` (a model with weights on the meta device), then the patches
 steps added (``CaptureState.patches``).
 """
@@ -32,6 +32,7 @@ from onnxport.capture.patch_grid import SYMBOLIC_PATCH_GRID
 from onnxport.capture.size_division import SYMBOLIC_SIZE_DIVISION
 from onnxport.capture.meta_weights import META_WEIGHTS_ON_CPU, has_meta_weights
 from onnxport.capture.patches import Patch, SetAttribute, SetConfig, installed, register
+from onnxport.capture.scalar_values import KNOWN_SCALARS
 from onnxport.capture.signature import EXPLICIT_SIGNATURE, absorbed_keywords
 from onnxport.capture.state import CaptureState, Traced
 from onnxport.errors import SpecializationError
@@ -105,7 +106,7 @@ def trace_patches(state: CaptureState, lists: dict[str, list], held: io.StringIO
             RECORD_GUARDS.using(lists["events"]), RECORD_UNBACKED.using(lists["unbacked"]), SYMBOLIC_MATH, ASSERTED_DIVISION,
             *([SIZE_OBLIVIOUS] if state.oblivious else []), *ops, *request.hooks, TRANSFORMER_ENCODER_AS_EAGER,
             TF_SAME_PADDING, SYMBOLIC_TORCH_INT, SYMBOLIC_LEN, UNCONDITIONAL_PADDING_CUT, SYMBOLIC_SIZE_DIVISION,
-            SYMBOLIC_PATCH_GRID, JIT_TRACING_PATHS, DISTRIBUTION_CHECKS_OFF,
+            SYMBOLIC_PATCH_GRID, JIT_TRACING_PATHS, DISTRIBUTION_CHECKS_OFF, KNOWN_SCALARS.using(request.model),
             DEFER_RANGE_VIOLATIONS.using(lists["violations"]), *signature, SLIDING_WINDOW_AS_FULL,
             *([META_WEIGHTS_ON_CPU] if has_meta_weights(request.model) else []), *state.patches]
 
