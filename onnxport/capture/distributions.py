@@ -6,7 +6,7 @@ raises ``ValueError`` where one fails: a branch on the inputs' data, which torch
 (``GuardOnDataDependentSymNode``; transformers' BLT patcher computes its entropies so). The checks
 compute nothing the model returns: with them off the program is the model's on every input the
 checks accept, which is what the ONNX model is for. A distribution given ``validate_args=True``
-keeps its checks (and is refused as before).
+keeps its checks (torch then decides whether they export).
 
 Semantics: ``torch.distributions.Distribution.set_default_validate_args`` (PyTorch doc).
 """
