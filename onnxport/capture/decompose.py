@@ -53,9 +53,9 @@ def decompose(program: torch.export.ExportedProgram, ops: OpSupport,
             the capture (the ops kept whole there stay whole).
     """
     has_translation = ops.lookup
-    pending = [(gm, n) for gm, n in _nodes(program.graph_module)
-               if isinstance(n.target, torch._ops.OpOverload) and not ops.translatable(n)]
-    batching = sorted({n.target.__name__ for _, n in _nodes(program.graph_module) if _vmap_level(n)})
+    nodes = list(_nodes(program.graph_module))
+    pending = [(gm, n) for gm, n in nodes if isinstance(n.target, torch._ops.OpOverload) and not ops.translatable(n)]
+    batching = sorted({n.target.__name__ for _, n in nodes if _vmap_level(n)})
     if not pending and not batching:
         return Decomposition(program)
     table = {op: fn for op, fn in _default_table().items() if has_translation(op) is None}
