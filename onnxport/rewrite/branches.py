@@ -34,6 +34,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from onnxport.rewrite import names as N
+from onnxport.rewrite import size_branches
 from onnxport.rewrite.loops import _tracing, _tup, generated
 
 P = N.GENERATED_PREFIX
@@ -50,6 +51,11 @@ def run_cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any], 
         known = _known(pred)
         if known is not None:  # the same side at every size of the range (``seq == 1`` where seq >= 2)
             return then_fn() if known else else_fn()
+        done, out = size_branches.unconditional(pred, then_fn, else_fn)
+        if done:  # one side is the identity where it is not taken: no branch (Swin's pads and cuts)
+            return out
+        if _compound(pred):  # ``a or b`` on sizes, which Python's ``or`` decided by a guard
+            return then_fn() if pred else else_fn()
         p = pred
     else:
         p = pred.reshape(())
@@ -70,6 +76,8 @@ def _known(pred: torch.SymBool) -> bool | None:
     from torch.fx.experimental.symbolic_shapes import statically_known_true
 
     expr = pred.node.expr
+    if expr in (sympy.true, sympy.false):  # the sizes are one expression (``k != q`` where k is q)
+        return bool(expr)
     if not (isinstance(expr, sympy.core.relational.Relational) and
             any(side.is_Symbol for side in expr.args) and any(side in (0, 1, 2) for side in expr.args)):
         return None
@@ -80,13 +88,37 @@ def _known(pred: torch.SymBool) -> bool | None:
     return None
 
 
+def _compound(pred: torch.SymBool) -> bool:
+    import sympy
+
+    return isinstance(pred.node.expr, (sympy.And, sympy.Or))
+
+
+def _sizes(value: torch.SymBool, nxt: Callable[[], Any], conjunction: bool) -> Any:
+    """``value and nxt()`` (``or`` when not ``conjunction``) for a condition on sizes: one symbolic
+    condition when the next operand is one too (no guard: ``run_cond`` decides how to keep it), else
+    Python's short-circuit, which decides ``value`` by a guard."""
+    try:
+        b = nxt()
+    except Exception:
+        if bool(value) != conjunction:  # Python would not have evaluated it
+            return value
+        raise
+    if isinstance(b, (torch.SymBool, bool)):
+        return (value & b) if conjunction else (value | b)
+    return (b if value else value) if conjunction else (value if value else b)
+
+
 def all_of(first: Any, *rest: Callable[[], Any]) -> Any:
     """``first and rest[0]() and ...``: Python's short-circuit for Python values, ``logical_and`` of
-    one-element predicates once a tensor is met (so tracing keeps the condition symbolic)."""
+    one-element predicates once a tensor is met (so tracing keeps the condition symbolic), ``&`` of
+    conditions on sizes (SymBools)."""
     value = first
     for nxt in rest:
         if isinstance(value, torch.Tensor):
             value = torch.logical_and(_as_bool(value), _as_bool(nxt()))
+        elif isinstance(value, torch.SymBool):
+            value = _sizes(value, nxt, True)
         elif not value:
             return value
         else:
@@ -100,6 +132,8 @@ def any_of(first: Any, *rest: Callable[[], Any]) -> Any:
     for nxt in rest:
         if isinstance(value, torch.Tensor):
             value = torch.logical_or(_as_bool(value), _as_bool(nxt()))
+        elif isinstance(value, torch.SymBool):
+            value = _sizes(value, nxt, False)
         elif value:
             return value
         else:
@@ -325,6 +359,8 @@ def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx) -> tuple[list[ast.stmt] 
     passed = [sorted(set(outputs or ()) - N.stored_names(b)) for b in branches]
     rebinds = [sorted(set(r) | set(p)) for r, p in zip(rebinds, passed)]
     maybe_unbound = set(passed[0]) | set(passed[1])
+    # so may a name an ``if`` rewritten inside a branch reads that way (FocalNet's elif in a loop)
+    maybe_unbound |= {v for b in branches for s in b if isinstance(s, ast.Try) for v in N.loaded_names(s.body)}
     # read by name, not through locals(): inside a branch function already generated the name is a
     # free variable, which locals() of a function not naming it does not hold (qwen3_next's elif)
     stmts = generated("\n".join(f"try:\n    {_pre(v, node)} = {v}\nexcept NameError:\n    {_pre(v, node)} = None"

@@ -271,3 +271,39 @@ def test_an_elif_inside_a_rewritten_branch_reads_the_value_from_before_the_if(ki
     torch.testing.assert_close(new(x), model(x))
     check_export(model, (torch.randn(4, 3),), ({0: Dim("n")},), rewrite_control_flow=True,
                  inputs=[(torch.randn(7, 3),), (torch.randn(1, 3),)])
+
+
+class CollectStages(torch.nn.Module):
+    """FocalNet's encoder: names bound only under a flag before a loop, rebound in an ``if``/``elif``
+    inside it. The ``elif`` rewritten inside the ``else`` reads them first; where the flag is off
+    they were never bound, and the outer ``if`` must read them that way too."""
+
+    def __init__(self):
+        super().__init__()
+        self.stages = torch.nn.ModuleList([torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)])
+
+    def forward(self, x, collect: bool = False, before: bool = False):
+        seen = () if collect else None
+        if collect:
+            n, width = x.shape
+            seen += (x.view(n, width),)
+        for stage in self.stages:
+            y = stage(x)
+            if collect and before:
+                n, width = x.shape
+                seen += (x.view(n, width),)
+            elif collect and not before:
+                n, width = y.shape
+                seen += (y.view(n, width),)
+            x = y
+        for r in range(x.shape[0]):  # a loop over a size: what makes the export rewrite
+            x = x + x[r].sum()
+        return x if seen is None else (x, *seen)
+
+
+@pytest.mark.parametrize("collect,before", [(False, False), (True, False), (True, True)])
+def test_names_bound_under_a_flag_before_a_loop_of_ifs(collect, before):
+    model = CollectStages()
+    new = rewrite_module(model, (torch.randn(4, 3), collect, before), warn=False)  # raises if it differs
+    x = torch.randn(6, 3)
+    torch.testing.assert_close(new(x, collect, before), model(x, collect, before))

@@ -1,0 +1,239 @@
+"""A branch on sizes whose side is the identity where it is not taken runs at every size.
+
+Windowed and patched vision models pad a feature map only when a size is not a whole multiple and
+cut the padding off only when there was some (Swin's patch merging, ``if height % 2 == 1 or width %
+2 == 1: x = F.pad(x, (0, 0, 0, width % 2, 0, height % 2))``; its layers, ``if pad_right > 0 or
+pad_bottom > 0: x = x[:, :height, :width, :].contiguous()``). ``torch.cond`` cannot hold such a
+branch at a symbolic size: its sides' shapes differ, so its outputs get sizes known only when it runs,
+and the windowing that follows has to decide them. Where the branch is not taken, its side computes
+the tensor it is given: a pad by 0, a slice to the end. Then running that side at every size is the
+same function, and no branch is needed.
+
+``unconditional(pred, then_fn, else_fn)`` runs one side under a ``TorchFunctionMode`` that lets
+through only operations it can show are the identity where ``pred`` does not select that side:
+
+* ``torch.nn.functional.pad`` with amounts that are 0 there; an amount ``a`` that is not is tried as
+  ``a % m`` for each modulus ``m`` in its expression (``k - n % k`` -> ``(k - n % k) % k``), kept only
+  if it equals ``a`` wherever the side is selected;
+* ``Tensor.__getitem__`` with slices from 0, step 1, to a stop not below the axis' size there;
+* ``contiguous``, ``clone`` and reading metadata (``shape``, ``size()``, ``dim()``, ...).
+
+The other side must pass its values through (the assignment form of an ``if`` with no ``else``),
+and each output of the side run must come from the value the other side passes through by those
+operations alone. Anything else stops the attempt (the operations already run are unused and
+removed), and the caller keeps ``torch.cond``.
+
+"Where the branch is not taken" is checked over sizes, not proven: the condition and every amount,
+as sympy expressions of the model's size symbols, are evaluated at every size of a grid from each
+symbol's lower bound (256 consecutive sizes for one symbol, 48 x 48 for two, 16 x 16 x 16 for three;
+more symbols are not tried). Amounts built from ``%``, ``//`` and small polynomials of sizes repeat
+or grow with a period far below that.
+
+Semantics: PyTorch ``torch.nn.functional.pad`` (a pad by 0 returns the input's values) and basic
+slicing (``x[:n]`` with ``n >= x.shape[0]`` is all of ``x``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+from torch.overrides import TorchFunctionMode
+
+_GRID = {1: 256, 2: 48, 3: 16}
+_PASSING = {torch.Tensor.contiguous, torch.Tensor.clone}
+_METADATA = {torch.Tensor.size, torch.Tensor.dim, torch.Tensor.numel, torch.Tensor.stride,
+             torch.Tensor.is_contiguous, torch.Tensor.element_size}
+
+
+class _Unproven(Exception):
+    """An operation of the side run is not shown to be the identity where the side is not taken."""
+
+
+def _expr(value: Any) -> Any:
+    import sympy
+
+    if isinstance(value, (torch.SymInt, torch.SymBool)):
+        return value.node.expr
+    if isinstance(value, bool):
+        return sympy.true if value else sympy.false
+    if isinstance(value, int):
+        return sympy.Integer(value)
+    raise _Unproven(f"a {type(value).__name__} where a size was expected")
+
+
+class _Grid:
+    """The sizes at which the condition is checked, split by its value (``taken`` / ``other``)."""
+
+    def __init__(self, pred: torch.SymBool, side: bool):
+        self.env = pred.node.shape_env
+        self.pred = pred.node.expr
+        self.side = side
+        self.taken: list[dict] = []
+        self.other: list[dict] = []
+        self._symbols: tuple = ()
+        self._extend(self.pred.free_symbols)
+
+    def _extend(self, symbols: set) -> None:
+        symbols = tuple(sorted(set(self._symbols) | set(symbols), key=str))
+        if symbols == self._symbols:
+            return
+        if len(symbols) not in _GRID:
+            raise _Unproven(f"{len(symbols)} size symbols")
+        n = _GRID[len(symbols)]
+        axes = []
+        for s in symbols:
+            r = self.env.var_to_range.get(s) if self.env is not None else None
+            lo = max(_finite(r.lower if r is not None else None, 0), 0)
+            hi = _finite(r.upper if r is not None else None, lo + n - 1)
+            axes.append(range(lo, min(hi, lo + n - 1) + 1))
+        self._symbols = symbols
+        self.taken, self.other = [], []
+        for values in itertools.product(*axes):
+            point = dict(zip(symbols, (int(v) for v in values)))
+            holds = bool(self.pred.xreplace(point)) == self.side
+            (self.taken if holds else self.other).append(point)
+
+    def values(self, expr: Any, points: list[dict]) -> list:
+        self._extend(expr.free_symbols)
+        return [expr.xreplace(p) for p in points]
+
+    def zero_where_other(self, value: Any) -> bool:
+        expr = _expr(value)
+        return all(v == 0 for v in self.values(expr, self.other))
+
+    def at_least_where_other(self, value: Any, bound: Any) -> bool:
+        diff = _expr(value) - _expr(bound)
+        return all(bool(v >= 0) for v in self.values(diff, self.other))
+
+    def equal_where_taken(self, a: Any, b: Any) -> bool:
+        diff = _expr(a) - _expr(b)
+        return all(v == 0 for v in self.values(diff, self.taken))
+
+
+def _finite(bound: Any, default: int) -> int:
+    """A range's bound as an int, ``default`` for an infinite one (or none)."""
+    try:
+        value = int(bound)
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return default
+    return value if abs(value) < 2 ** 62 else default
+
+
+def _moduli(expr: Any) -> list[int]:
+    out = []
+    for sub in expr.atoms(torch.utils._sympy.functions.Mod, torch.utils._sympy.functions.PythonMod):
+        m = sub.args[1]
+        if m.is_Integer and int(m) > 1 and int(m) not in out:
+            out.append(int(m))
+    return out
+
+
+def _amount(grid: _Grid, a: Any) -> Any:
+    """``a``, or ``a % m``, equal to ``a`` where the side is taken and 0 where it is not."""
+    if not isinstance(a, torch.SymInt) and a == 0:
+        return a
+    if grid.zero_where_other(a):
+        return a
+    if isinstance(a, torch.SymInt):
+        for m in _moduli(a.node.expr):
+            b = a % m
+            if grid.zero_where_other(b) and grid.equal_where_taken(a, b):
+                return b
+    raise _Unproven(f"pad amount {a} is not 0 where the branch is not taken")
+
+
+def _slices(grid: _Grid, x: torch.Tensor, index: Any) -> None:
+    items = index if isinstance(index, tuple) else (index,)
+    if sum(i is Ellipsis for i in items) > 1:
+        raise _Unproven("two ellipses")
+    k = items.index(Ellipsis) if Ellipsis in items else len(items)
+    dims = list(range(k)) + list(range(x.dim() - (len(items) - k - 1), x.dim()))
+    for d, item in zip(dims, [i for i in items if i is not Ellipsis]):
+        if not isinstance(item, slice):
+            raise _Unproven(f"index {item!r}")
+        if item.start not in (None, 0) or item.step not in (None, 1):
+            raise _Unproven(f"slice {item!r}")
+        if item.stop is not None and not grid.at_least_where_other(item.stop, x.shape[d]):
+            raise _Unproven(f"slice stop {item.stop} below the size where the branch is not taken")
+
+
+class _IdentityWhereNotTaken(TorchFunctionMode):
+    """Runs the operations that are the identity where the side is not taken (see the module's
+    docstring), recording each result's source tensor; raises ``_Unproven`` on any other."""
+
+    def __init__(self, grid: _Grid | None):
+        super().__init__()
+        self.grid = grid
+        self.source: dict[int, torch.Tensor] = {}
+        self.kept: list = []
+
+    def root(self, t: torch.Tensor) -> torch.Tensor:
+        while id(t) in self.source:
+            t = self.source[id(t)]
+        return t
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") == "__get__" or func in _METADATA:
+            return func(*args, **kwargs)
+        if self.grid is None:
+            raise _Unproven(getattr(func, "__name__", str(func)))
+        if func in (torch.nn.functional.pad, torch._C._nn.pad):
+            x, pads = args[0], kwargs.pop("pad", None) if len(args) < 2 else args[1]
+            amounts = tuple(_amount(self.grid, a) for a in pads)
+            out = func(x, amounts, *args[2:], **kwargs)
+        elif func is torch.Tensor.__getitem__:
+            _slices(self.grid, args[0], args[1])
+            x, out = args[0], func(*args, **kwargs)
+        elif func in _PASSING:
+            x, out = args[0], func(*args, **kwargs)
+        else:
+            raise _Unproven(getattr(func, "__name__", str(func)))
+        if out is not x:  # ``contiguous()`` of a contiguous tensor is that tensor
+            self.source[id(out)] = x
+            self.kept.append(out)
+        return out
+
+
+def _run_side(pred: torch.SymBool, side: bool, fn: Callable[[], Any], other_fn: Callable[[], Any]) -> Any:
+    with _IdentityWhereNotTaken(None) as passing:
+        passed = other_fn()
+    grid = _Grid(pred, side)
+    with _IdentityWhereNotTaken(grid) as mode:
+        out = fn()
+    got, spec = pytree.tree_flatten(out)
+    want, want_spec = pytree.tree_flatten(passed)
+    if spec != want_spec:
+        raise _Unproven("the sides return different structures")
+    for g, w in zip(got, want):
+        if isinstance(w, torch.Tensor):
+            if not isinstance(g, torch.Tensor) or mode.root(g) is not passing.root(w):
+                raise _Unproven("an output is not computed from the value passed through")
+        elif g is not w and not (type(g) is type(w) and not isinstance(g, (torch.SymInt, torch.SymFloat))
+                                 and g == w):
+            raise _Unproven("a value other than a tensor differs between the sides")
+    return out
+
+
+def unconditional(pred: torch.SymBool, then_fn: Callable[[], Any], else_fn: Callable[[], Any]) -> tuple[bool, Any]:
+    """Run ``if pred: then_fn() else: else_fn()`` without a branch when one side is the identity
+    where it is not taken (see the module's docstring).
+
+    Args:
+        pred: the condition, a ``torch.SymBool`` over the model's sizes (not decided by their ranges).
+        then_fn, else_fn: the sides, called without arguments; each returns the values the ``if``
+            binds (a pytree of tensors and Python values).
+
+    Returns:
+        ``(True, outputs)`` of the side run at every size, or ``(False, None)`` when neither side is
+        shown to be the identity where it is not taken; nothing is raised for that.
+    """
+    for side, fn, other_fn in ((True, then_fn, else_fn), (False, else_fn, then_fn)):
+        try:
+            return True, _run_side(pred, side, fn, other_fn)
+        except Exception:  # _Unproven, or a side failing here: torch.cond runs it again and reports
+            continue
+    return False, None
