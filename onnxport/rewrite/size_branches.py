@@ -26,8 +26,10 @@ removed), and the caller keeps ``torch.cond``.
 "Where the branch is not taken" is checked over sizes, not proven: the condition and every amount,
 as sympy expressions of the model's size symbols, are evaluated at every size of a grid from each
 symbol's lower bound (256 consecutive sizes for one symbol, 48 x 48 for two, 16 x 16 x 16 for three;
-more symbols are not tried). Amounts built from ``%``, ``//`` and small polynomials of sizes repeat
-or grow with a period far below that.
+more symbols are not tried), and at the sizes next to each integer the expressions hold divided by
+1, 2, 3, 4, 8 and 16 (the thresholds: ``4 * n > 4000`` is checked at n = 999, 1000, 1001). Amounts
+built from ``%``, ``//`` and small polynomials of sizes repeat or grow with a period far below that.
+A grid of more than 200,000 points is not tried.
 
 Semantics: PyTorch ``torch.nn.functional.pad`` (a pad by 0 returns the input's values) and basic
 slicing (``x[:n]`` with ``n >= x.shape[0]`` is all of ``x``).
@@ -38,11 +40,14 @@ from __future__ import annotations
 import itertools
 from typing import Any, Callable
 
+import sympy
 import torch
 import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
 
 _GRID = {1: 256, 2: 48, 3: 16}
+_DIVISORS = (1, 2, 3, 4, 8, 16)
+_MAX_POINTS = 200_000
 _PASSING = {torch.Tensor.contiguous, torch.Tensor.clone}
 _METADATA = {torch.Tensor.size, torch.Tensor.dim, torch.Tensor.numel, torch.Tensor.stride,
              torch.Tensor.is_contiguous, torch.Tensor.element_size}
@@ -53,8 +58,6 @@ class _Unproven(Exception):
 
 
 def _expr(value: Any) -> Any:
-    import sympy
-
     if isinstance(value, (torch.SymInt, torch.SymBool)):
         return value.node.expr
     if isinstance(value, bool):
@@ -74,11 +77,13 @@ class _Grid:
         self.taken: list[dict] = []
         self.other: list[dict] = []
         self._symbols: tuple = ()
-        self._extend(self.pred.free_symbols)
+        self._constants: set[int] = set()
+        self._extend(self.pred.free_symbols, _constants(self.pred))
 
-    def _extend(self, symbols: set) -> None:
+    def _extend(self, symbols: set, constants: set | None = None) -> None:
         symbols = tuple(sorted(set(self._symbols) | set(symbols), key=str))
-        if symbols == self._symbols:
+        self._constants |= set(constants or ())
+        if symbols == self._symbols and not constants:
             return
         if len(symbols) not in _GRID:
             raise _Unproven(f"{len(symbols)} size symbols")
@@ -87,30 +92,49 @@ class _Grid:
         for s in symbols:
             r = self.env.var_to_range.get(s) if self.env is not None else None
             lo = max(_finite(r.lower if r is not None else None, 0), 0)
-            hi = _finite(r.upper if r is not None else None, lo + n - 1)
-            axes.append(range(lo, min(hi, lo + n - 1) + 1))
+            hi = _finite(r.upper if r is not None else None, 2 ** 40)
+            near = {v for c in self._constants for k in _DIVISORS for v in (c // k - 1, c // k, c // k + 1)}
+            values = sorted({v for v in range(lo, lo + n)} | {v for v in near if lo <= v})
+            axes.append([v for v in values if v <= hi])
+        if _product(len(a) for a in axes) > _MAX_POINTS:
+            raise _Unproven("too many sizes to check")
         self._symbols = symbols
         self.taken, self.other = [], []
         for values in itertools.product(*axes):
-            point = dict(zip(symbols, (int(v) for v in values)))
+            point = dict(zip(symbols, values))
             holds = bool(self.pred.xreplace(point)) == self.side
             (self.taken if holds else self.other).append(point)
 
-    def values(self, expr: Any, points: list[dict]) -> list:
-        self._extend(expr.free_symbols)
-        return [expr.xreplace(p) for p in points]
+    def values(self, expr: Any, where: str) -> list:
+        """``expr`` at the sizes ``where`` (``"taken"`` or ``"other"``), the grid first extended to
+        its symbols and near its constants."""
+        if expr.free_symbols - set(self._symbols) or _constants(expr) - self._constants:
+            self._extend(expr.free_symbols, _constants(expr))
+        return [expr.xreplace(p) for p in getattr(self, where)]
 
     def zero_where_other(self, value: Any) -> bool:
         expr = _expr(value)
-        return all(v == 0 for v in self.values(expr, self.other))
+        return all(v == 0 for v in self.values(expr, "other"))
 
     def at_least_where_other(self, value: Any, bound: Any) -> bool:
         diff = _expr(value) - _expr(bound)
-        return all(bool(v >= 0) for v in self.values(diff, self.other))
+        return all(bool(v >= 0) for v in self.values(diff, "other"))
 
     def equal_where_taken(self, a: Any, b: Any) -> bool:
         diff = _expr(a) - _expr(b)
-        return all(v == 0 for v in self.values(diff, self.taken))
+        return all(v == 0 for v in self.values(diff, "taken"))
+
+
+def _constants(expr: Any) -> set[int]:
+    """The integers in ``expr`` above 2 (thresholds and sizes the grid must reach: ``4*n > 4000``)."""
+    return {abs(int(a)) for a in expr.atoms(sympy.Integer) if abs(int(a)) > 2}
+
+
+def _product(sizes) -> int:
+    out = 1
+    for k in sizes:
+        out *= k
+    return out
 
 
 def _finite(bound: Any, default: int) -> int:

@@ -66,9 +66,11 @@ def test_the_error_names_the_count_the_line_and_the_fixes(model_file, capfd):
     assert capfd.readouterr().err == ""
 
 
-def test_the_command_exports_the_branch_as_if(model_file, tmp_path):
-    """By default the branch is rewritten into torch.cond after capture fails on it: an ONNX ``If``,
-    one notice on stderr naming the ``if`` and its line."""
+def test_the_command_exports_the_branch_rewritten(model_file, tmp_path):
+    """By default the branch is rewritten after capture fails on it, with one notice on stderr naming
+    the ``if`` and its line. Its side, ``kept[:1000]``, is all of ``kept`` where the branch is not
+    taken (at most 1000 rows): it runs at every count, no ``If``; onnxruntime matches eager PyTorch
+    on both sides of the branch."""
     out = tmp_path / "out.onnx"
     cmd = [sys.executable, "-m", "onnxport", "export", f"{model_file}:NMSLike", "--input", "boxes: float32[n, 4]",
            "--input", "scores: float32[n]", "-o", str(out)]
@@ -77,7 +79,15 @@ def test_the_command_exports_the_branch_as_if(model_file, tmp_path):
     assert "onnxport rewrote the if at" in run.stderr and "nms_model.py:10" in run.stderr
     import onnx
 
-    assert [n.op_type for n in onnx.load(str(out)).graph.node].count("If") == 1
+    import onnxruntime as ort
+
+    assert [n.op_type for n in onnx.load(str(out)).graph.node].count("If") == 0
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    model = _model(model_file)
+    for n, high in ((1500, 1200), (40, 20)):  # more than 1000 boxes kept, and fewer
+        boxes, scores = torch.randn(n, 4), torch.cat([torch.full((high,), 0.9), torch.full((n - high,), 0.1)])
+        got = session.run(None, {"boxes": boxes.numpy(), "scores": scores.numpy()})[0]
+        torch.testing.assert_close(torch.from_numpy(got), model(boxes, scores))
 
 
 def test_the_command_prints_only_onnxports_error(model_file, tmp_path):

@@ -94,3 +94,19 @@ def test_a_condition_the_sizes_decide_by_themselves_takes_its_side():
     r = check_export(SameLength(), (torch.randn(5, 6),), {"x": {0: Dim("n")}}, rewrite_control_flow=True,
                      sizes=[{"n": 7}, {"n": 2}])
     assert count_ops(r, "If") == 0 and not r.constraints
+
+
+class CutPastAThreshold(torch.nn.Module):
+    """``x[:500]`` under ``n > 1000`` is not all of ``x`` at 501..1000 rows, where it is not taken:
+    sizes past the first 256 the grid reaches through the condition's constants."""
+
+    def forward(self, x):
+        if x.shape[0] > 1000:
+            x = x[:500]
+        return x * 2
+
+
+def test_a_cut_that_is_not_the_identity_where_not_taken_stays_a_branch():
+    r = check_export(CutPastAThreshold(), (torch.randn(1200, 2),), {"x": {0: Dim("n")}}, rewrite_control_flow=True,
+                     sizes=[{"n": 600}, {"n": 1500}, {"n": 1001}])
+    assert count_ops(r, "If") == 1
