@@ -355,17 +355,22 @@ def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, op
     translations = Translations(opset, registry)
     options = dict(strict=strict, other_axes=other_axes, ops=translations, hooks=capture_hooks, relations=relations)
     with step("capture"):
+        first = None
         try:
             captured = capture(model, args, kwargs, dynamic_shapes, rewritten=bool(rewrite_control_flow), **options)
         except (SpecializationError, DataDependentError) as error:
             if rewrite_control_flow is not None or not isinstance(model, torch.nn.Module):
                 raise
-            model, rewrite_notes, notice = _rewritten_after(error, model, args, kwargs)
+            first = error
+        # the rewritten model is captured outside the handler: an exception raised while capturing it
+        # would otherwise carry the first failure as its context, which classifying it reads
+        if first is not None:
+            model, rewrite_notes, notice = _rewritten_after(first, model, args, kwargs)
             rewrite_control_flow = True
             try:
                 captured = capture(model, args, kwargs, dynamic_shapes, rewritten=True, **options)
             except ExportError as again:  # the rewrite did not help: the first failure is the user's to fix
-                raise _tried(error, f"the rewritten model failed too: {again.summary}") from None
+                raise _tried(first, f"the rewritten model failed too: {again.summary}") from None
             warnings.warn(notice, UserWarning, stacklevel=3)
         check_outputs(captured.program, module)
     with step("decompose"):

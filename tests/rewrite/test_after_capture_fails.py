@@ -6,6 +6,8 @@ instead; a construct the rewriter cannot express keeps the error."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import warnings
 
 import numpy as np
@@ -116,3 +118,41 @@ def test_a_range_the_traced_side_needs_is_not_adopted_when_the_if_takes_the_othe
     assert r.constraints == [] and "If" in {n.op_type for n in r.model.graph}
     report = r.validate(sizes=[{"n": 1}, {"n": 3}, {"n": 4}, {"n": 9}])
     assert report.ok and not report.rejected
+
+
+class PadToInputLength(torch.nn.Module):
+    """SEW-D's upsampling: pool by 2, repeat by 2, pad back to the input's length when it is odd;
+    a convolution of kernel 5 needs a length of at least 5, which torch reports as a violation of
+    the declared range after tracing."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(1, 1, 5)
+
+    def forward(self, x):
+        summary = self.conv(x[:, None]).mean((1, 2))[:, None]
+        n = x.shape[1]
+        up = torch.nn.functional.avg_pool1d(x[:, None], 2)[:, 0].repeat_interleave(2, dim=1)
+        if up.shape[1] < n:
+            up = torch.nn.functional.pad(up, (0, n - up.shape[1]))
+        return up + summary
+
+
+def test_the_rewritten_model_is_captured_outside_the_first_failure():
+    """The rewritten model is captured after the first capture failed, and not while that failure
+    is being handled: an exception torch raises while tracing it (a range violation, which the
+    capture records and decides) would otherwise carry the first failure as its context, and be
+    classified as it (SEW-D was refused for the branch its rewrite had removed). ``n >= 5`` (the
+    convolution's kernel) is adopted."""
+    handled = []
+
+    @contextlib.contextmanager
+    def hook():
+        handled.append(sys.exc_info()[1])
+        yield
+
+    with pytest.warns(UserWarning, match="onnxport rewrote the if"):
+        r = check_export(PadToInputLength(), (torch.randn(2, 8),), {"x": {1: "n"}}, capture_hooks=hook,
+                         sizes=[{"n": 7}, {"n": 5}, {"n": 9}])
+    assert len(handled) >= 2 and handled == [None] * len(handled)
+    assert count_ops(r, "If") == 0 and [c.text for c in r.constraints] == ["n >= 5"]
