@@ -38,12 +38,14 @@ slicing (``x[:n]`` with ``n >= x.shape[0]`` is all of ``x``).
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any, Callable
 
 import sympy
 import torch
 import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
+from torch.utils._sympy.functions import Mod, PythonMod
 
 _GRID = {1: 256, 2: 48, 3: 16}
 _DIVISORS = (1, 2, 3, 4, 8, 16)
@@ -88,15 +90,15 @@ class _Grid:
         if len(symbols) not in _GRID:
             raise _Unproven(f"{len(symbols)} size symbols")
         n = _GRID[len(symbols)]
+        near = {v for c in self._constants for k in _DIVISORS for v in (c // k - 1, c // k, c // k + 1)}
         axes = []
         for s in symbols:
             r = self.env.var_to_range.get(s) if self.env is not None else None
-            lo = max(_finite(r.lower if r is not None else None, 0), 0)
-            hi = _finite(r.upper if r is not None else None, 2 ** 40)
-            near = {v for c in self._constants for k in _DIVISORS for v in (c // k - 1, c // k, c // k + 1)}
-            values = sorted({v for v in range(lo, lo + n)} | {v for v in near if lo <= v})
-            axes.append([v for v in values if v <= hi])
-        if _product(len(a) for a in axes) > _MAX_POINTS:
+            lo = max(_bound(r.lower if r is not None else None) or 0, 0)
+            hi = _bound(r.upper if r is not None else None)
+            values = sorted(set(range(lo, lo + n)) | {v for v in near if v >= lo})
+            axes.append([v for v in values if hi is None or v <= hi])
+        if math.prod(len(a) for a in axes) > _MAX_POINTS:
             raise _Unproven("too many sizes to check")
         self._symbols = symbols
         self.taken, self.other = [], []
@@ -130,25 +132,18 @@ def _constants(expr: Any) -> set[int]:
     return {abs(int(a)) for a in expr.atoms(sympy.Integer) if abs(int(a)) > 2}
 
 
-def _product(sizes) -> int:
-    out = 1
-    for k in sizes:
-        out *= k
-    return out
-
-
-def _finite(bound: Any, default: int) -> int:
-    """A range's bound as an int, ``default`` for an infinite one (or none)."""
+def _bound(value: Any) -> int | None:
+    """A range's bound as an int, None for an infinite one (torch's ``int_oo``) or none. (The capture
+    stage has the same reading of a Dim's bound; this stage runs before it.)"""
     try:
-        value = int(bound)
-    except (TypeError, ValueError, AttributeError, OverflowError):
-        return default
-    return value if abs(value) < 2 ** 62 else default
+        return int(value) if value is not None and abs(float(value)) != float("inf") else None
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _moduli(expr: Any) -> list[int]:
     out = []
-    for sub in expr.atoms(torch.utils._sympy.functions.Mod, torch.utils._sympy.functions.PythonMod):
+    for sub in expr.atoms(Mod, PythonMod):
         m = sub.args[1]
         if m.is_Integer and int(m) > 1 and int(m) not in out:
             out.append(int(m))
@@ -169,6 +164,11 @@ def _amount(grid: _Grid, a: Any) -> Any:
     raise _Unproven(f"pad amount {a} is not 0 where the branch is not taken")
 
 
+def _is(value: Any, default: int) -> bool:
+    """``value`` is None or the int ``default`` (a size is not compared: that would be a guard)."""
+    return value is None or (type(value) is int and value == default)
+
+
 def _slices(grid: _Grid, x: torch.Tensor, index: Any) -> None:
     items = index if isinstance(index, tuple) else (index,)
     if sum(i is Ellipsis for i in items) > 1:
@@ -178,7 +178,7 @@ def _slices(grid: _Grid, x: torch.Tensor, index: Any) -> None:
     for d, item in zip(dims, [i for i in items if i is not Ellipsis]):
         if not isinstance(item, slice):
             raise _Unproven(f"index {item!r}")
-        if item.start not in (None, 0) or item.step not in (None, 1):
+        if not (_is(item.start, 0) and _is(item.step, 1)):
             raise _Unproven(f"slice {item!r}")
         if item.stop is not None and not grid.at_least_where_other(item.stop, x.shape[d]):
             raise _Unproven(f"slice stop {item.stop} below the size where the branch is not taken")
@@ -191,12 +191,11 @@ class _IdentityWhereNotTaken(TorchFunctionMode):
     def __init__(self, grid: _Grid | None):
         super().__init__()
         self.grid = grid
-        self.source: dict[int, torch.Tensor] = {}
-        self.kept: list = []
+        self.source: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(result) -> (result, source)
 
     def root(self, t: torch.Tensor) -> torch.Tensor:
         while id(t) in self.source:
-            t = self.source[id(t)]
+            t = self.source[id(t)][1]
         return t
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -217,8 +216,7 @@ class _IdentityWhereNotTaken(TorchFunctionMode):
         else:
             raise _Unproven(getattr(func, "__name__", str(func)))
         if out is not x:  # ``contiguous()`` of a contiguous tensor is that tensor
-            self.source[id(out)] = x
-            self.kept.append(out)
+            self.source[id(out)] = (out, x)  # the result held: its id is not reused while recorded
         return out
 
 
