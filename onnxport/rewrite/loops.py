@@ -396,6 +396,18 @@ def rewrite_for(node: ast.For, ctx) -> list[ast.stmt] | None:
         return None
 
 
+_METADATA = frozenset({"dtype", "device", "shape", "ndim", "layout", "is_cuda", "size", "dim"})
+
+
+def _read_beyond_metadata(name: str, nodes: list[ast.AST]) -> bool:
+    """Whether ``nodes`` read ``name`` other than for its metadata (``name.dtype``, ``name.shape``,
+    ``name.size(d)``, ``name.dim()``): row writes do not change those, so the scan body may read
+    them from the tensor as it was before the loop."""
+    metadata = {id(n.value) for top in nodes for n in ast.walk(top)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.attr in _METADATA}
+    return any(id(n) not in metadata for n in N.name_loads(nodes, name))
+
+
 def _rewrite_for(node: ast.For, ctx, dynamic: bool) -> list[ast.stmt]:
     it = node.iter
     if not isinstance(node.target, ast.Name):
@@ -454,7 +466,7 @@ def _rewrite_for(node: ast.For, ctx, dynamic: bool) -> list[ast.stmt]:
         body.append(s)
         kept.append(s)
     for name in special:
-        if name in N.loaded_names(kept + values) or name in N.stored_names(node.body):
+        if _read_beyond_metadata(name, kept + values) or name in N.stored_names(node.body):
             raise _Refuse(f"'{name}' is read or rebound inside the loop besides its row writes / appends")
     stores = N.subscript_stores(body)
     if stores:

@@ -301,9 +301,10 @@ def _has_loop(fn: Callable) -> bool:
 
 
 def rewritten_calls(fn: Callable, notes: list, cache: dict) -> dict[str, Callable]:
-    """The module-level functions with a loop that ``fn`` calls by name, rewritten: name -> the
-    rewritten function (``cache``: function -> rewritten or None), e.g. a selective scan written as
-    a Python loop in a function the model's ``forward`` calls. Functions of torch and onnxport are
+    """The module-level functions ``fn`` calls by name that hold a loop or call (at any depth) one
+    that does, rewritten: name -> the rewritten function (``cache``: function -> rewritten or None),
+    e.g. a selective scan written as a Python loop in a function the model's ``forward`` calls, or
+    behind a dispatcher between kernels (RWKV's ``rwkv_linear_attention``). Functions of torch and onnxport are
     left as they are; a decorated function is rewritten unwrapped (its decorator, such as a kernel
     dispatcher, is not called)."""
     fn = inspect.unwrap(fn)
@@ -318,13 +319,13 @@ def rewritten_calls(fn: Callable, notes: list, cache: dict) -> dict[str, Callabl
     for name in sorted(_global_calls(func)):
         target = fn.__globals__.get(name)
         target = inspect.unwrap(target) if callable(target) else None
-        if not isinstance(target, types.FunctionType) or (target.__module__ or "").startswith(("torch", "onnxport")) \
-                or not _has_loop(target):
+        if not isinstance(target, types.FunctionType) or (target.__module__ or "").startswith(("torch", "onnxport")):
             continue
         if target not in cache:
             cache[target] = None  # a recursive call sees the function as it is
             try:
-                new = rewrite_function(target, None, notes, rewritten_calls(target, notes, cache))
+                inner = rewritten_calls(target, notes, cache)
+                new = rewrite_function(target, None, notes, inner) if inner or _has_loop(target) else None
             except (SyntaxError, ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
                 notes.append(RewriteNote("function", f"{target.__code__.co_filename}:{target.__code__.co_firstlineno} "
                                          f"in {target.__name__}", False, f"not rewritten ({type(e).__name__}: {e})"))
