@@ -353,10 +353,11 @@ def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx) -> tuple[list[ast.stmt] 
     # (a name the branch binds before reading it needs no earlier value: FocalNet's pad amounts)
     rebinds = [sorted(v for v in N.stored_names(b) & N.loaded_names(b) & before if _reads_first(v, b) is True)
                for b in branches]
-    # an output a branch does not bind passes its earlier value through, which a name bound under
-    # another condition may not have (FocalNet's batch_size, bound only when hidden states are
-    # returned): read as None then, where the original code would not read it either
-    passed = [sorted(set(outputs or ()) - N.stored_names(b)) for b in branches]
+    # an output a branch does not bind on every path passes its earlier value through, which a name
+    # bound under another condition may not have (FocalNet's batch_size, bound only when hidden
+    # states are returned): read as None then, where the original code would not read it either.
+    # A name bound only on some paths (under an except, transformers' package_exists) is passed too.
+    passed = [sorted(v for v in outputs or () if _reads_first(v, b) is not False) for b in branches]
     rebinds = [sorted(set(r) | set(p)) for r, p in zip(rebinds, passed)]
     maybe_unbound = set(passed[0]) | set(passed[1])
     # so may a name an ``if`` rewritten inside a branch reads that way (FocalNet's elif in a loop)

@@ -324,8 +324,11 @@ def rewritten_calls(fn: Callable, notes: list, cache: dict) -> dict[str, Callabl
         if target not in cache:
             cache[target] = None  # a recursive call sees the function as it is
             try:
-                inner = rewritten_calls(target, notes, cache)
-                new = rewrite_function(target, None, notes, inner) if inner or _has_loop(target) else None
+                # a function without a loop is followed within its caller's module only (not into
+                # library utilities such as transformers' import checks)
+                looped = _has_loop(target)
+                inner = rewritten_calls(target, notes, cache) if looped or target.__module__ == fn.__module__ else {}
+                new = rewrite_function(target, None, notes, inner) if inner or looped else None
             except (SyntaxError, ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
                 notes.append(RewriteNote("function", f"{target.__code__.co_filename}:{target.__code__.co_firstlineno} "
                                          f"in {target.__name__}", False, f"not rewritten ({type(e).__name__}: {e})"))

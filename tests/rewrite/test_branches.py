@@ -307,3 +307,33 @@ def test_names_bound_under_a_flag_before_a_loop_of_ifs(collect, before):
     new = rewrite_module(model, (torch.randn(4, 3), collect, before), warn=False)  # raises if it differs
     x = torch.randn(6, 3)
     torch.testing.assert_close(new(x, collect, before), model(x, collect, before))
+
+
+class RescaleUnlessKnown(torch.nn.Module):
+    """transformers' ``_is_package_available``: a name bound before the ``if`` and rebound inside it
+    only under an ``except`` (a path the example does not take); the branch passes its value on."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = {"known": 2.0}
+
+    def forward(self, x, key: str = "known"):
+        scale = x.abs().mean()
+        shift = x.new_zeros(())
+        if x.sum() > 0:
+            try:
+                shift = shift + self.table[key]
+            except KeyError:
+                scale = x.new_zeros(())
+        return x * scale + shift
+
+
+def test_a_name_rebound_only_under_an_except_inside_a_branch_passes_its_value():
+    model = RescaleUnlessKnown()
+    x = torch.randn(4, 3).abs()
+    new = rewrite_module(model, (x,), warn=False)
+    torch.testing.assert_close(new(-x), model(-x))
+    torch.testing.assert_close(new(x, "unknown"), model(x, "unknown"))
+    result = check_export(model, (x,), ({0: Dim("n")},), rewrite_control_flow=True,
+                          inputs=[(torch.randn(7, 3).abs(),), (-torch.randn(2, 3).abs(),)])
+    assert count_ops(result, "If") == 1
