@@ -60,6 +60,7 @@ def test_several_dimensions_are_evaluated_on_a_grid():
     (sympy.Max(1, FloorDiv(T, 2)) > 1, True),
     (256 * sympy.Max(1, FloorDiv(T, 4)) > 256, True),
     (3 * FloorDiv(T, 4) > 1, True),  # numel > 1
+    (FloorDiv(FloorDiv(T, 80) - 1, 4) + 1 > 1, True),  # "q_length > 1" of a length computed from T
     (FloorDiv(T, 4) >= 1, False),  # an output size of at least 1: the model needs it
     (T + Mod(4 - Mod(T, 4), 4) > 4, True),  # a length padded to whole chunks of 4: more than one chunk
     (T + Mod(4 - Mod(T, 4), 4) >= 8, True),

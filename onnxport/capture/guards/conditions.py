@@ -269,7 +269,11 @@ def compares_with_one(expr: sympy.Basic) -> bool:
     if not isinstance(expr, (sympy.StrictGreaterThan, sympy.StrictLessThan, sympy.GreaterThan, sympy.LessThan)):
         return False
     greater = isinstance(expr, (sympy.StrictGreaterThan, sympy.GreaterThan))
-    diff = sympy.expand(expr.lhs - expr.rhs if greater else expr.rhs - expr.lhs)
+    strict = isinstance(expr, (sympy.StrictGreaterThan, sympy.StrictLessThan))
+    size, bound = (expr.lhs, expr.rhs) if greater else (expr.rhs, expr.lhs)
+    if bound == (1 if strict else 2) and size.free_symbols:
+        return True  # "q_length > 1" for q_length = (frames - 1)//4 + 1, which expanding would turn into "... > 0"
+    diff = sympy.expand(size - bound)
     k = diff.as_coeff_Add()[0]
     rest = diff - k
     if not rest.free_symbols:
@@ -278,7 +282,6 @@ def compares_with_one(expr: sympy.Basic) -> bool:
     if not (c.is_Number and c > 0):
         return False
     # the condition reads c*e > -k (strict) or c*e >= -k: "c*e > 1" or "e > 1", as ">= 2" when not strict
-    strict = isinstance(expr, (sympy.StrictGreaterThan, sympy.StrictLessThan))
     if -k in ((1, c) if strict else (2, 2 * c)):
         return True
     # e > m where e only takes multiples of m (a padded length compared with its chunk: "e/m > 1")

@@ -96,7 +96,7 @@ def narrowing(var: G.SizeVar, events: list[GuardEvent]) -> Narrowing:
     lo, hi = bounds(needed, floors=False)
     t_lo, t_hi = bounds(events)
     guards = []
-    branch = next((e.branch for e in events if e.branch), None)
+    branch = next((e.branch for e in needed if e.branch), None)
     if lo > var.lo or (hi is not None and hi != var.hi):
         guard = G.range_guard(var, lo, hi, needed[-1].where if needed else None)
         if branch:
@@ -112,6 +112,7 @@ def narrowing(var: G.SizeVar, events: list[GuardEvent]) -> Narrowing:
                 _default_floor(e) for e in events if int(e.lower) == 2):
             guard = dataclasses.replace(guard, method=G.DEFAULT_FLOOR, text=f"{var.name} >= 2",
                                         excluded=tuple({var.name: s} for s in range(max(1, lo), 2)))
+        branch = next((e.branch for e in kept if e.branch), None)
         if branch and not G.in_installed_package(branch):
             raise G.branch_error(guard.text, guard.excluded, branch)
         guards.append(guard)
