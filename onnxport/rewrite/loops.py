@@ -102,11 +102,14 @@ def run_scan(body: Callable, init: tuple, start: Any, stop: Any, sources: list, 
 
     xs = [torch.arange(start, stop) if s is None else s.movedim(d, 0).narrow(0, start, n) for s, d in sources]
     n_carry = len(init)
-    carry0 = list(init) if init else [torch.zeros(())]
+    # the carry in one memory layout, which scan asks of the initial and the next values alike
+    # (RWKV's states start as zeros_like of a strided slice)
+    carry0 = [t.contiguous() for t in init] if init else [torch.zeros(())]
 
     def combine(carry, x):
         next_carry, ys = body(tuple(carry[:n_carry]), tuple(x))
-        next_carry = [c.clone() for c in next_carry] if n_carry else [carry[0].clone()]
+        next_carry = [c.clone(memory_format=torch.contiguous_format) for c in next_carry] if n_carry \
+            else [carry[0].clone()]
         return next_carry, [torch.as_tensor(y).clone() for y in ys]
 
     carry, ys = scan(combine, carry0, xs)
