@@ -116,6 +116,24 @@ def run_scan(body: Callable, init: tuple, start: Any, stop: Any, sources: list, 
     return tuple(carry[:n_carry]), tuple(ys)
 
 
+def steps(start: Any, stop: Any, step: Any) -> range | list:
+    """``range(start, stop, step)`` where a bound is a symbolic size and the number of steps is the
+    same at every size (EnCodec's ``range(0, n, n)`` with no chunk length: one step, ``offset = 0``):
+    a range of that many ``start + k * step`` values, symbolic where the bounds are. Anything else
+    (ints, or a count that depends on the size) is Python's own ``range``, which torch.export then
+    fixes to the example's size and reports."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    symbolic = [v for v in (start, stop, step) if isinstance(v, torch.SymInt)]
+    if not symbolic or not statically_known_true(step > 0):
+        return range(start, stop, step)
+    span = stop - start
+    for k in range(65):  # k steps: (k - 1) * step < span <= k * step
+        if statically_known_true(span <= k * step) and (k == 0 or statically_known_true(span > (k - 1) * step)):
+            return [start + j * step for j in range(k)]
+    return range(start, stop, step)
+
+
 def length(obj: Any) -> Any:
     """``len(obj)``, as the (possibly symbolic) size of axis 0 for a tensor."""
     return obj.shape[0] if isinstance(obj, torch.Tensor) else len(obj)
@@ -391,6 +409,13 @@ def rewrite_for(node: ast.For, ctx) -> list[ast.stmt] | None:
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
         return None
     dynamic = any(is_dynamic(a, dynamic_names(ctx.func)) for a in it.args)
+    if len(it.args) == 3 and not it.keywords and not any(isinstance(a, ast.Starred) for a in it.args):
+        # range(start, stop, step): kept as a Python loop, its number of steps read without fixing a size
+        call = generated(f"{P}loops.steps(_a, _b, _c)", node)[0].value
+        call.args = list(it.args)
+        node.iter = call
+        ctx.note(node, "for", True, "Python loop over range() with a step, as many steps at every size")
+        return [node]
     try:
         return _rewrite_for(node, ctx, dynamic)
     except _Refuse as e:

@@ -216,3 +216,32 @@ def test_a_wrong_rewrite_is_caught_by_the_eager_check(monkeypatch):
     with pytest.raises(RewriteError, match="differs from the original") as info:
         rewrite_module(Loop(), (torch.randn(3, 4), torch.randn(5, 4)))
     assert info.value.where.endswith("in forward")
+
+
+class Chunked(torch.nn.Module):
+    """EnCodec's encoder: ``for offset in range(0, n, stride)`` with ``stride = n`` when no chunk
+    length is configured (one step at every length), else a fixed chunk (a count that depends on n)."""
+
+    def __init__(self, chunk=None):
+        super().__init__()
+        self.chunk = chunk
+        self.conv = torch.nn.Conv1d(1, 2, 3, padding=1)
+
+    def forward(self, x):  # [b, 1, n]
+        n = x.shape[-1]
+        chunk, stride = (n, n) if self.chunk is None else (self.chunk, self.chunk)
+        frames = []
+        for offset in range(0, n, stride):
+            frames.append(self.conv(x[..., offset:offset + chunk]))
+        return torch.stack(frames)
+
+
+def test_a_range_with_a_step_of_the_whole_length_is_one_step_at_every_length():
+    result = check_export(Chunked(), (torch.randn(2, 1, 50),), ({0: "b", 2: "n"},), values=[],
+                          sizes=[{"b": 1, "n": 7}, {"b": 3, "n": 100}], expect_outputs={"output": [1, "b", 2, "n"]})
+    assert any(n.rewritten and "range() with a step" in n.detail for n in result.rewrite_notes)
+
+
+def test_a_range_with_a_fixed_step_over_a_dynamic_length_is_still_refused():
+    with pytest.raises(onnxport.SpecializationError, match="range\\(0, n, stride\\)"):
+        onnxport.to_onnx(Chunked(chunk=16), (torch.randn(2, 1, 48),), dynamic_shapes=({0: "b", 2: "n"},))
