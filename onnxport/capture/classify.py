@@ -4,6 +4,7 @@ input, axis and dimension, the user's line and what to do."""
 from __future__ import annotations
 
 import re
+import sys
 import sysconfig
 import traceback
 from typing import Any
@@ -147,9 +148,13 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
         events: the guard events (``GuardEvent``); unbacked: the data-dependent sizes made
             (``Unbacked``).
     """
+    # an exception the caller is handling is older than this capture: the chain is not followed
+    # into it (an export retried inside the handler of its first failure)
+    outer = sys.exc_info()[1]
     inner = e
     while inner is not None and not isinstance(inner, ExportError):
         inner = inner.__cause__ or inner.__context__
+        inner = None if inner is outer else inner
     if isinstance(inner, ExportError):  # raised on purpose by a capture patch: keep it whole
         return inner
     text = str(e)
