@@ -195,10 +195,13 @@ class TraceLargerExample(Fallback):
         if example is None:
             return f"the example's size of {d.name} is not known"
         chunks = [k for ev in state.trace.events for k in _chunks(getattr(ev, "expr", None)) if k > example]
-        if not chunks:
+        if chunks:
+            size, why = max(chunks) + 1, f"whole chunks of {max(chunks)} are one"
+        elif example >= 2:  # strides and divisors below the example took it down to 1: twice as large
+            size, why = 2 * example, "a size computed through smaller strides is one"
+        else:
             return f"no chunk larger than the example's {d.name} = {example} in the size expressions"
-        size = max(chunks) + 1
-        return state.retrace(f"traced at {d.name} = {size} (at {example}, whole chunks of {max(chunks)} are one)",
+        return state.retrace(f"traced at {d.name} = {size} (at {example}, {why})",
                              request=state.request.enlarged(d.name, size), oblivious=False,
                              first_failure=state.first_failure or state.trace)
 

@@ -46,7 +46,11 @@ def candidates(guards: list[Guard], notes: list, examples: dict[str, int]) -> li
         if rewritten and g.method == NARROWED and len(g.names) == 1 and 0 < len(g.excluded) <= SHOWN:
             out.append((g, tuple(dict(e) for e in g.excluded)))
         elif g.names and set(g.names) <= examples.keys() and not g.holds(examples):
-            out.append((g, _around_example(g, examples)))
+            # the sizes other adopted constraints allow (MobileViT's "image >= 33" beside "image >= 65")
+            others = [o for o in guards if o.status is GuardStatus.ADOPTED and o is not g]
+            tries = tuple(s for s in _around_example(g, examples) if all(o.holds(s) for o in others))
+            if tries:
+                out.append((g, tries))
         elif g.python.count("==") == 1 and "%" not in g.text and g.names and set(g.names) <= examples.keys():
             near = _near_breaking(g, examples)
             if near:
