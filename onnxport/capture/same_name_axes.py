@@ -24,8 +24,8 @@ from onnxport.capture.patches import Enter, Patch, register
 
 def tie_axes(module: torch.nn.Module, args: tuple, kwargs: dict, declared: list[DeclaredDim]) -> None:
     """``torch._check(size == first size)`` for each declared axis whose name an earlier axis has
-    (inputs as ``module`` is called with ``args`` / ``kwargs``); axes of one symbol already, or
-    not symbolic, are left."""
+    (inputs as ``module`` is called with ``args`` / ``kwargs``); axes of one symbol already, not
+    symbolic, or of another size in the example are left."""
     leaves = {name: leaf for name, leaf, _ in flat_names(signature_names(module, args, kwargs))}
     first: dict[str, torch.SymInt] = {}
     for d in declared:
@@ -37,8 +37,8 @@ def tie_axes(module: torch.nn.Module, args: tuple, kwargs: dict, declared: list[
             continue
         if d.name not in first:
             first[d.name] = size
-        elif size.node.expr != first[d.name].node.expr:
-            torch._check(size == first[d.name])
+        elif size.node.expr != first[d.name].node.expr and size.node.hint == first[d.name].node.hint:
+            torch._check(size == first[d.name])  # examples of other sizes are reported where they are checked
 
 
 def _hooked(module: torch.nn.Module, declared: list[DeclaredDim]) -> Any:
