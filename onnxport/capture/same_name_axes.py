@@ -6,9 +6,9 @@ when a guard of the model equates them. A condition read before that (MobileViT'
 and width to whole patches compared with each other) then holds two symbols, and torch narrows
 the range of one of them from the other's example size (``image <= 64``): the program computes some
 sizes as constants of that range, and the ONNX model fails at larger images. ``SAME_NAME_AXES`` (a
-registered capture patch) states the equalities the declaration makes, ``torch._check(a == b)``, in
-a forward pre-hook of the user's module, before anything else is traced: the axes share one symbol
-throughout.
+registered capture patch) states the equalities the declaration makes between the axes of one
+input, ``torch._check(a == b)``, in a forward pre-hook of the user's module, before anything else is
+traced: the axes share one symbol throughout.
 """
 
 from __future__ import annotations
@@ -23,11 +23,14 @@ from onnxport.capture.patches import Enter, Patch, register
 
 
 def tie_axes(module: torch.nn.Module, args: tuple, kwargs: dict, declared: list[DeclaredDim]) -> None:
-    """``torch._check(size == first size)`` for each declared axis whose name an earlier axis has
-    (inputs as ``module`` is called with ``args`` / ``kwargs``); axes of one symbol already, not
-    symbolic, or of another size in the example are left."""
+    """``torch._check(size == first size)`` for each declared axis whose name an earlier axis of the
+    same input has (inputs as ``module`` is called with ``args`` / ``kwargs``); axes of one symbol
+    already, not symbolic, or of another size in the example are left. Axes of different inputs
+    (a batch of features and its mask) are tied where the model's code meets them, as torch does:
+    tied earlier, torch's size-one assumptions on one of them (a pooled mask of one frame) would
+    narrow the shared range instead of being kept."""
     leaves = {name: leaf for name, leaf, _ in flat_names(signature_names(module, args, kwargs))}
-    first: dict[str, torch.SymInt] = {}
+    first: dict[tuple[str, str], torch.SymInt] = {}
     for d in declared:
         leaf = leaves.get(d.input_name)
         if not isinstance(leaf, torch.Tensor) or d.axis >= leaf.dim():
@@ -35,10 +38,11 @@ def tie_axes(module: torch.nn.Module, args: tuple, kwargs: dict, declared: list[
         size = leaf.shape[d.axis]
         if not isinstance(size, torch.SymInt):
             continue
-        if d.name not in first:
-            first[d.name] = size
-        elif size.node.expr != first[d.name].node.expr and size.node.hint == first[d.name].node.hint:
-            torch._check(size == first[d.name])  # examples of other sizes are reported where they are checked
+        key = (d.input_name, d.name)
+        if key not in first:
+            first[key] = size
+        elif size.node.expr != first[key].node.expr and size.node.hint == first[key].node.hint:
+            torch._check(size == first[key])  # examples of other sizes are reported where they are checked
 
 
 def _hooked(module: torch.nn.Module, declared: list[DeclaredDim]) -> Any:
@@ -55,7 +59,7 @@ def _hooked(module: torch.nn.Module, declared: list[DeclaredDim]) -> Any:
 
 
 def _changes(module: Any, declared: list[DeclaredDim]) -> list:
-    names = [d.name for d in declared]
+    names = [(d.input_name, d.name) for d in declared]
     if not isinstance(module, torch.nn.Module) or len(set(names)) == len(names):
         return []
     return [Enter(_hooked(module, declared))]

@@ -23,6 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import onnx_ir as ir
+import sympy
 import torch
 
 from onnxport.errors import ControlFlowError, user_source_line
@@ -63,13 +64,21 @@ def output_args(gm: torch.fx.GraphModule) -> list[Any]:
 
 
 # ------------------------------------------------------------------------------ structural hash
+def _expr_key(val: Any) -> str:
+    """A size's expression with the shape environment's replacements applied: two axes the
+    capture tied (one declared name) read as one symbol."""
+    expr = symbolic.expr_of(val)
+    env = getattr(getattr(val, "node", None), "shape_env", None)
+    return str(env.replace(expr) if env is not None and isinstance(expr, sympy.Basic) else expr)
+
+
 def _meta_key(val: Any) -> Any:
     if isinstance(val, torch.Tensor):
-        return ("T", str(val.dtype), tuple(str(symbolic.expr_of(d)) for d in val.shape))
+        return ("T", str(val.dtype), tuple(_expr_key(d) for d in val.shape))
     if isinstance(val, (list, tuple)):
         return tuple(_meta_key(v) for v in val)
     if isinstance(val, (torch.SymInt, torch.SymBool, torch.SymFloat)):
-        return ("S", type(val).__name__, str(symbolic.expr_of(val)))
+        return ("S", type(val).__name__, _expr_key(val))
     return ("C", repr(val))
 
 
@@ -78,6 +87,20 @@ def _target_key(target: Any) -> str:
         return str(target)
     mod = getattr(target, "__module__", None) or ""
     return f"{mod}.{getattr(target, '__qualname__', getattr(target, '__name__', repr(target)))}"
+
+
+def _runtime_checks(gm: torch.fx.GraphModule) -> set:
+    """The nodes that only compute torch's deferred runtime assertions (``_assert_scalar`` of an
+    equality of sizes, and the sizes and comparisons only it reads): a body that holds them computes
+    what one without them does."""
+    out: set = set()
+    for node in reversed(list(gm.graph.nodes)):
+        if node.op == "call_function" and node.target in (torch.ops.aten._assert_scalar.default,
+                                                           torch.ops.aten.sym_constrain_range_for_size.default):
+            out.add(node)
+        elif node.op == "call_function" and node.users and all(u in out for u in node.users):
+            out.add(node)
+    return out
 
 
 def structural_key(gm: torch.fx.GraphModule) -> str:
@@ -97,7 +120,8 @@ def structural_key(gm: torch.fx.GraphModule) -> str:
             return ("E", str(a))
         return ("V", type(a).__name__, repr(a))
 
-    for i, node in enumerate(gm.graph.nodes):
+    checks = _runtime_checks(gm)
+    for i, node in enumerate(n for n in gm.graph.nodes if n not in checks):
         index[node] = i
         if node.op == "get_attr":
             attr = getattr(gm, node.target)
