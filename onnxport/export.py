@@ -211,7 +211,21 @@ def _settle(result: ExportResult, step) -> ExportResult:
     if tries:
         with step("check the sizes adopted constraints exclude"):
             result = _settle_unneeded(result, tries)
+    _hold_at_the_example(result)
     return result
+
+
+def _hold_at_the_example(result: ExportResult) -> None:
+    """Raise the trace's first failure where the program traced at a larger example keeps a
+    constraint the user's example breaks (Deformable DETR's feature-map sizes, constants of the
+    larger trace): such an export would not hold at the example itself."""
+    captured = result.captured
+    if captured.enlarged_from is None:
+        return
+    examples = _examples(result)
+    broken = [g for g in captured.adopted() if g.names and set(g.names) <= examples.keys() and not g.holds(examples)]
+    if broken:
+        raise captured.enlarged_from
 
 
 def _settle_floors(result: ExportResult) -> ExportResult:

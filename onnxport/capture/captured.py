@@ -51,6 +51,8 @@ class Captured:
             as the user declared them or torch derived them (``onnxport.capture.relations``).
         attempts: the capture steps as they ran (``capture.state.Attempt``: step, applied, why),
             printed by ``onnxport export --debug``.
+        enlarged_from: the error of the trace at the user's example, where the program was traced at
+            a larger one (``steps.TraceLargerExample``); None otherwise.
     """
 
     program: torch.export.ExportedProgram
@@ -61,6 +63,7 @@ class Captured:
     variables: dict[Any, SizeVar] = dataclasses.field(default_factory=dict)
     relations: dict[str, Any] = dataclasses.field(default_factory=dict)
     attempts: tuple = ()
+    enlarged_from: Exception | None = None
 
     @property
     def inputs(self) -> list[UserInput]:

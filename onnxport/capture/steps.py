@@ -395,8 +395,10 @@ STEPS: tuple[Step, ...] = (
 def captured_of(state: CaptureState) -> Captured:
     """The ``Captured`` the state describes (its program, decisions and attempts)."""
     request = state.request
+    enlarged_from = state.first_failure.error if request.given is not None and state.first_failure else None
     return Captured(state.program, request.names, request.declared, request.given or (request.args, request.kwargs),
-                    list(state.guards or ()), dict(state.variables or {}), dict(state.related), state.attempts)
+                    list(state.guards or ()), dict(state.variables or {}), dict(state.related), state.attempts,
+                    enlarged_from)
 
 
 def _narrowed(state: CaptureState, decided: dict) -> dict:
