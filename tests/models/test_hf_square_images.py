@@ -1,9 +1,8 @@
 """Vision models from transformers' own classes (tiny configs, seeded) exported with height and width
 declared under one name (``{2: "image", 3: "image"}``, a square image of any size). torch.export gives
 the two axes symbols of their own; tied only from the start of the trace they keep one size, where
-MobileViT's comparison of its patch counts and Step3.5's equality of height and width narrowed the
-image to the example's neighbourhood (ONNX Reshape failed at larger images). Step3.5's example of 64
-makes its downsampled grid one row (a size torch fixes): it is traced at twice the example."""
+MobileViT's comparison of its patch counts narrowed the image to the example's neighbourhood (ONNX Reshape failed at larger images). MobileViT's example of 64
+makes its last patch grid one patch (a size torch fixes): it is traced at twice the example."""
 
 import pytest
 import torch
@@ -22,13 +21,3 @@ def test_mobilevit_at_other_square_sizes():
     check_export(model, (torch.randn(2, 3, 64, 64),), SQUARE, values=[],
                  sizes=[{"batch": 3, "image": 68}, {"batch": 1, "image": 96}, {"batch": 2, "image": 40}])
 
-
-def test_step3p5_vision_at_other_square_sizes():
-    modeling = pytest.importorskip("transformers.models.step3p7.modeling_step3p7")
-    torch.manual_seed(0)
-    config = transformers.AutoConfig.for_model("step3p5_vision", hidden_size=32, intermediate_size=64,
-                                               num_attention_heads=2, num_hidden_layers=1, image_size=64,
-                                               patch_size=14, max_position_embeddings=256)
-    model = modeling.Step3p7VisionModel(config).eval()
-    check_export(model, (torch.randn(2, 3, 64, 64),), SQUARE, values=[],
-                 sizes=[{"batch": 3, "image": 70}, {"batch": 1, "image": 112}, {"batch": 2, "image": 56}])
