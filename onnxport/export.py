@@ -219,12 +219,10 @@ def _hold_at_the_example(result: ExportResult) -> None:
     """Raise the trace's first failure where the program traced at a larger example keeps a
     constraint the user's example breaks (Deformable DETR's feature-map sizes, constants of the
     larger trace): such an export would not hold at the example itself."""
+    from onnxport.verify.unneeded_constraints import breaks_example
+
     captured = result.captured
-    if captured.enlarged_from is None:
-        return
-    examples = _examples(result)
-    broken = [g for g in captured.adopted() if g.names and set(g.names) <= examples.keys() and not g.holds(examples)]
-    if broken:
+    if captured.enlarged_from is not None and any(breaks_example(g, _examples(result)) for g in captured.adopted()):
         raise captured.enlarged_from
 
 

@@ -124,13 +124,14 @@ def steps(start: Any, stop: Any, step: Any) -> range | list:
     fixes to the example's size and reports."""
     from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-    symbolic = [v for v in (start, stop, step) if isinstance(v, torch.SymInt)]
-    if not symbolic or not statically_known_true(step > 0):
+    bounds = (start, stop, step)
+    if not any(isinstance(v, torch.SymInt) for v in bounds) or not statically_known_true(step > 0):
         return range(start, stop, step)
+    # the example's count k, kept where it holds at every size: (k - 1) * step < span <= k * step
+    k = len(range(*(v.node.hint if isinstance(v, torch.SymInt) else v for v in bounds)))
     span = stop - start
-    for k in range(65):  # k steps: (k - 1) * step < span <= k * step
-        if statically_known_true(span <= k * step) and (k == 0 or statically_known_true(span > (k - 1) * step)):
-            return [start + j * step for j in range(k)]
+    if statically_known_true(span <= k * step) and (k == 0 or statically_known_true(span > (k - 1) * step)):
+        return [start + j * step for j in range(k)]
     return range(start, stop, step)
 
 

@@ -33,6 +33,12 @@ CHECKED = "onnxruntime matches eager PyTorch at sizes it excludes: not needed by
 _SCALES = (1.5, 0.75, 2.0)
 
 
+def breaks_example(guard: Guard, examples: dict[str, int]) -> bool:
+    """Whether ``guard`` reads only dims with an example size and fails there (``examples``: dim
+    name -> the example's size): a constraint of a trace made at a larger example."""
+    return bool(guard.names) and set(guard.names) <= examples.keys() and not guard.holds(examples)
+
+
 def candidates(guards: list[Guard], notes: list, examples: dict[str, int]) -> list[tuple[Guard, tuple]]:
     """``(guard, sizes it excludes to try)`` of each adopted constraint that may be the trace's only:
     the ranges torch narrowed (one dim, a few excluded sizes listed whole) of a model whose ``if``
@@ -45,7 +51,7 @@ def candidates(guards: list[Guard], notes: list, examples: dict[str, int]) -> li
             continue
         if rewritten and g.method == NARROWED and len(g.names) == 1 and 0 < len(g.excluded) <= SHOWN:
             out.append((g, tuple(dict(e) for e in g.excluded)))
-        elif g.names and set(g.names) <= examples.keys() and not g.holds(examples):
+        elif breaks_example(g, examples):
             # the sizes other adopted constraints allow (MobileViT's "image >= 33" beside "image >= 65")
             others = [o for o in guards if o.status is GuardStatus.ADOPTED and o is not g]
             tries = tuple(s for s in _around_example(g, examples) if all(o.holds(s) for o in others))
