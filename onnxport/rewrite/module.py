@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 
 from onnxport.rewrite import names as N
+from onnxport.rewrite.range_tensors import RangeTensors
 
 
 @dataclass
@@ -253,6 +254,7 @@ def rewrite_function(fn: Callable, cls: type | None, notes: list, calls: dict | 
     func.decorator_list = []
     ctx = FunctionContext(func, filename)
     func.body = _BlockRewriter(ctx).block(func.body)
+    RangeTensors(ctx).visit(func)
     notes.extend(ctx.notes)
     calls = {k: v for k, v in (calls or {}).items() if k in _global_calls(func)}
     if not any(n.rewritten for n in ctx.notes) and not calls:
