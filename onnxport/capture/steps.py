@@ -30,6 +30,7 @@ from onnxport.capture.classify import (classify, derived_dims, is_size_guard, re
 from onnxport.capture.guards import decide_program, violation_ranges
 from onnxport.capture.guards.probe import probe_size_one
 from onnxport.capture.meta_weights import has_meta_weights
+from onnxport.capture.refused_sides import other_side_refused, without_branch
 from onnxport.capture.relations import candidates, symbol
 from onnxport.capture.state import CaptureState, Traced
 from onnxport.capture.tracing import describe, failed, trace
@@ -98,7 +99,7 @@ class DecideDeferredViolations(Step):
         if violation is None:
             return "torch found no declared range violated after tracing"
         try:
-            decided = _decide_violation(state, violation)
+            state, decided = _unless_eager_refuses(state, lambda s: _decide_violation(s, violation))
         except ExportError as refused:
             return state.but(f"refused: {refused.summary}", trace=failed(state, state.trace, refused))
         if decided is None:
@@ -318,10 +319,10 @@ class DecideGuards(Decision):
     def decide(self, state):
         request = state.request
         try:
-            guards, variables = decide_program(
-                state.program, user_placeholders(state.program), request.names, request.declared,
-                list(state.trace.events), ranges=state.ranges, promised=state.promised, narrowed=state.narrowed,
-                implied=state.implied, relations=state.related)
+            state, (guards, variables) = _unless_eager_refuses(state, lambda s: decide_program(
+                s.program, user_placeholders(s.program), request.names, request.declared,
+                list(s.trace.events), ranges=s.ranges, promised=s.promised, narrowed=s.narrowed,
+                implied=s.implied, relations=s.related))
         except (SpecializationError, DynamicShapesError) as e:
             hint = _relation_hint(e, state)
             if hint is None:
@@ -406,6 +407,24 @@ def _narrowed(state: CaptureState, decided: dict) -> dict:
     return {"ranges": {**state.ranges, **{n: v.torch for n, v in decided.items()}},
             "promised": {**state.promised, **{n: v.promised for n, v in decided.items()}},
             "narrowed": {**state.narrowed, **{n: tuple(v.guards) for n, v in decided.items()}}}
+
+
+def _unless_eager_refuses(state: CaptureState, decide) -> tuple[CaptureState, object]:
+    """``(state, decide(state))``; where ``decide`` refuses a branch on a size whose other side
+    eager PyTorch refuses (``capture.refused_sides``), decided again with that branch read as a
+    condition the model needs (the state's trace events changed accordingly)."""
+    seen = set()
+    while True:
+        try:
+            return state, decide(state)
+        except SpecializationError as error:
+            branch = getattr(error, "branch", None)
+            if branch is None or branch in seen or \
+                    other_side_refused(state.request.model, captured_of(state), error.excluded) is None:
+                raise
+            seen.add(branch)
+            state = state.but(state.why, trace=dataclasses.replace(
+                state.trace, events=without_branch(state.trace.events, branch)))
 
 
 def _decide_violation(state: CaptureState, violation: Exception) -> dict | None:

@@ -513,13 +513,15 @@ def kept_range_guard(var: SizeVar, lower: int, upper: int | None, cause: Any, wh
 def branch_error(text: str, excluded: tuple, branch: str):
     from onnxport.errors import SpecializationError
 
-    return SpecializationError(
+    error = SpecializationError(
         f"the model's code branches on a size: the export would follow one side of the branch and hold "
         f"only where {text} ({excluded_text(excluded)} would take the other side, which the trace does not hold)",
         where=branch,
         hint="pass rewrite_control_flow=True to export both sides as an ONNX If, or write the branch with "
              "torch.cond(pred, true_fn, false_fn, operands); if one side is all you need, declare the range "
              "with Dim(name, min=..., max=...)")
+    error.branch, error.excluded = branch, tuple(excluded)  # read by capture.refused_sides
+    return error
 
 
 def range_error(text: str, excluded: tuple, where: str | None, variables: list[SizeVar]):

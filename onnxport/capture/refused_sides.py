@@ -1,0 +1,46 @@
+"""A branch on a size whose other side eager PyTorch refuses is a condition the model needs.
+
+CLIP's text embeddings check ``if seq_length > max_position_embedding: raise ValueError(...)``;
+the trace follows the side that runs, and the sizes the other side takes (``seq >= 78``) are sizes
+eager PyTorch refuses: no correct model exists there, so the export holds where the model runs and
+says so (the range is adopted and stated, as any condition the model needs) instead of refusing the
+branch. The other side is known to refuse when eager PyTorch raises at every size the branch error
+lists as excluded (each dynamic dim at its example size but the excluded one); where it runs at
+one of them, the branch error stands (the trace would hold on one side of a branch both sides of
+which compute).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from onnxport.capture.captured import Captured, user_placeholders
+from onnxport.capture.guards.events import size_vars
+from onnxport.capture.guards.probe import eager_refusal
+from onnxport.capture.inputs import dim_examples, dim_names
+from onnxport.capture.meta_weights import has_meta_weights
+
+
+def other_side_refused(model: torch.nn.Module, captured: Captured, excluded: tuple) -> tuple[str | None, str] | None:
+    """``(line, error)`` of eager PyTorch's refusal at the first of the ``excluded`` sizes (each a
+    ``{dim name: size}``) when it refuses every one of them; None when it runs at one, or when
+    eager PyTorch cannot be asked (weights on the meta device, no excluded size)."""
+    if not excluded or has_meta_weights(model):
+        return None
+    declared = size_vars(user_placeholders(captured.program), captured.input_names, captured.declared, {})
+    names = dim_names(captured, {sym: var.name for sym, var in declared.items()})
+    examples, _ = dim_examples(captured, names)
+    first = None
+    for sizes in excluded:
+        refusal = eager_refusal(model, captured, names, {**examples, **sizes})
+        if refusal is None:
+            return None
+        first = first or refusal
+    return first
+
+
+def without_branch(events: tuple, branch: str) -> tuple:
+    """``events`` with ``branch`` no longer read as the user's branch (a condition the model needs)."""
+    return tuple(dataclasses.replace(e, branch=None) if e.branch == branch else e for e in events)
