@@ -16,10 +16,7 @@ when the pad is one of
 * ``n % 2`` (``k = 2``),
 
 the same integer at every ``n >= 0``: the padded tensor's size (``F.pad``'s meta adds the amount)
-and the model's own ``height + pad_height`` get the one form. Where the padded size is one multiple
-(or none) at the example, torch's own form is kept: a count of chunks that is 1 there, read in the
-simple form, was decided as 1 in a reshape's layout check and fixed (Qwen3-Next's chunked delta
-rule traced at 7 tokens failed at 130). Every other sum is torch's.
+and the model's own ``height + pad_height`` get the one form. Every other sum is torch's.
 
 Semantics: integer identity ``n + (-n) mod k = k * ceil(n / k)`` for ``n >= 0``, ``k >= 1``; torch's
 ``torch.fx.experimental.sym_node`` builds the sum (``_optimized_add``).
@@ -66,21 +63,8 @@ def padded(lhs, rhs):
     for n, amount in ((lhs, rhs), (rhs, lhs)):
         k = multiple(amount, n)
         if k is not None:
-            count = FloorDiv(n + (k - 1), sympy.Integer(k))
-            return sympy.Integer(k) * count if _example_value(count) not in (None, 0, 1) else None
+            return sympy.Integer(k) * FloorDiv(n + (k - 1), sympy.Integer(k))
     return None
-
-
-def _example_value(expr) -> int | None:
-    """``expr``'s value at the example's sizes (the shape environment of the trace running), or None."""
-    from torch._guards import detect_fake_mode
-
-    mode = detect_fake_mode()
-    env = getattr(mode, "shape_env", None) if mode is not None else None
-    if env is None:
-        return None
-    value = sympy.sympify(expr).xreplace(env.var_to_val)
-    return int(value) if value.is_Integer else None
 
 
 def _make(original: Callable) -> Callable:
