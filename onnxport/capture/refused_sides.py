@@ -4,15 +4,17 @@ CLIP's text embeddings check ``if seq_length > max_position_embedding: raise Val
 the trace follows the side that runs, and the sizes the other side takes (``seq >= 78``) are sizes
 eager PyTorch refuses: no correct model exists there, so the export holds where the model runs and
 says so (the range is adopted and stated, as any condition the model needs) instead of refusing the
-branch. The other side is known to refuse when eager PyTorch raises at every size the branch error
-lists as excluded (each dynamic dim at its example size but the excluded one); where it runs at
-one of them, the branch error stands (the trace would hold on one side of a branch both sides of
+branch. The other side is known to refuse when eager PyTorch raises, inside the ``if`` itself, at
+every size the branch error lists as excluded (each dynamic dim at its example size but the
+excluded one); where it runs at one of them, or refuses elsewhere, the branch error stands (the trace would hold on one side of a branch both sides of
 which compute).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import re
 
 import torch
 
@@ -23,11 +25,35 @@ from onnxport.capture.inputs import dim_examples, dim_names
 from onnxport.capture.meta_weights import has_meta_weights
 
 
-def other_side_refused(model: torch.nn.Module, captured: Captured, excluded: tuple) -> tuple[str | None, str] | None:
+_WHERE = re.compile(r"^(.*):(\d+) in ")
+
+
+def _statement_lines(where: str | None) -> tuple[str, int, int] | None:
+    """``(file, first line, last line)`` of the statement starting at ``where`` (``file:line in
+    func: code``), or None when its source cannot be read."""
+    match = _WHERE.match(where or "")
+    if match is None:
+        return None
+    path, line = match.group(1), int(match.group(2))
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.While)) and node.lineno == line:
+            return path, node.lineno, node.end_lineno
+    return None
+
+
+def other_side_refused(model: torch.nn.Module, captured: Captured, excluded: tuple,
+                       branch: str | None) -> tuple[str | None, str] | None:
     """``(line, error)`` of eager PyTorch's refusal at the first of the ``excluded`` sizes (each a
-    ``{dim name: size}``) when it refuses every one of them; None when it runs at one, or when
-    eager PyTorch cannot be asked (weights on the meta device, no excluded size)."""
-    if not excluded or has_meta_weights(model):
+    ``{dim name: size}``) when it refuses every one of them inside the ``branch`` statement (an
+    ``if`` whose other side raises; a refusal elsewhere, a convolution too short for its kernel,
+    says nothing of the branch); None when it runs at one, refuses elsewhere, or when eager
+    PyTorch cannot be asked (weights on the meta device, no excluded size)."""
+    span = _statement_lines(branch)
+    if not excluded or span is None or has_meta_weights(model):
         return None
     declared = size_vars(user_placeholders(captured.program), captured.input_names, captured.declared, {})
     names = dim_names(captured, {sym: var.name for sym, var in declared.items()})
@@ -35,7 +61,8 @@ def other_side_refused(model: torch.nn.Module, captured: Captured, excluded: tup
     first = None
     for sizes in excluded:
         refusal = eager_refusal(model, captured, names, {**examples, **sizes})
-        if refusal is None:
+        at = _WHERE.match(refusal[0] or "") if refusal is not None else None
+        if at is None or at.group(1) != span[0] or not span[1] <= int(at.group(2)) <= span[2]:
             return None
         first = first or refusal
     return first

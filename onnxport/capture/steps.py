@@ -420,7 +420,7 @@ def _unless_eager_refuses(state: CaptureState, decide) -> tuple[CaptureState, ob
         except SpecializationError as error:
             branch = getattr(error, "branch", None)
             if branch is None or branch in seen or \
-                    other_side_refused(state.request.model, captured_of(state), error.excluded) is None:
+                    other_side_refused(state.request.model, captured_of(state), error.excluded, branch) is None:
                 raise
             seen.add(branch)
             state = state.but(state.why, trace=dataclasses.replace(
