@@ -6,8 +6,8 @@ eager PyTorch refuses: no correct model exists there, so the export holds where 
 says so (the range is adopted and stated, as any condition the model needs) instead of refusing the
 branch. The other side is known to refuse when eager PyTorch raises, inside the ``if`` itself, at
 every size the branch error lists as excluded (each dynamic dim at its example size but the
-excluded one); where it runs at one of them, or refuses elsewhere, the branch error stands (the trace would hold on one side of a branch both sides of
-which compute).
+excluded one); where it runs at one of them, or refuses elsewhere, the branch error stands (the
+trace would hold on one side of a branch both sides of which compute).
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ def _statement_lines(where: str | None) -> tuple[str, int, int] | None:
         return None
     path, line = match.group(1), int(match.group(2))
     try:
-        tree = ast.parse(open(path, encoding="utf-8").read())
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
     except (OSError, SyntaxError, ValueError):
         return None
     for node in ast.walk(tree):

@@ -68,7 +68,7 @@ class RangeTensors(ast.NodeTransformer):
         self.generic_visit(node)
         f = node.func
         if not (isinstance(f, ast.Attribute) and f.attr in _FACTORIES and isinstance(f.value, ast.Name)
-                and len(node.args) == 1):
+                and f.value.id == "torch" and len(node.args) == 1):
             return node
         found = range_of(node.args[0])
         if found is None:
