@@ -189,7 +189,8 @@ def test_every_registered_patch_lists_its_sites():
         assert sites or name in ("sliding window as full", "one batched_nms", "experts as grouped_mm",
                                  "TF SAME padding symbolic", "transformers' torch_int symbolic", "every expert in turn",
                                  "Mamba2 padding cut at every length", "MobileViT patches at every size",
-                                 "len of a tensor symbolic", "sinusoidal tables computed for the length"), \
+                                 "len of a tensor symbolic", "sinusoidal tables computed for the length",
+                                 "relative position tables computed for the length"), \
             f"{name} lists no site"  # a library not imported
         assert patch.doc, f"{name} has no doc"
 

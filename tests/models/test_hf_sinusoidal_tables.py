@@ -1,4 +1,4 @@
-"""transformers' sinusoidal position tables that grow with the length (M2M100, XGLM, Kosmos-2's text
+"""transformers' position tables that grow with the length (M2M100, XGLM, Kosmos-2's text
 model; their own classes, tiny configs, seeded): captured as computed for the length at hand, the
 export keeps the length dynamic past the table's initial size, compared with eager PyTorch there."""
 
@@ -32,3 +32,19 @@ def test_xglm_runs_past_its_initial_table():
                           kwargs={"input_ids": torch.randint(3, 64, (2, 7))}, values=[],
                           sizes=[{"batch": 1, "seq": 1}, {"batch": 3, "seq": 40}])
     assert not result.constraints
+
+
+def test_wav2vec2_conformer_runs_past_its_relative_table():
+    """Wav2Vec2-Conformer's relative position table (``self.pe = self.extend_pe(x, self.pe)``), 16
+    positions stored: compared at frame counts below and past it."""
+    torch.manual_seed(0)
+    config = transformers.Wav2Vec2ConformerConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, conv_dim=(16, 16),
+        conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=4, num_conv_pos_embedding_groups=2,
+        conv_depthwise_kernel_size=3, position_embeddings_type="relative", max_source_positions=16,
+        do_stable_layer_norm=True, feat_extract_norm="layer")
+    model = transformers.Wav2Vec2ConformerModel(config).eval()
+    result = check_export(model, (), {"input_values": {0: "batch", 1: "samples"}},
+                          kwargs={"input_values": torch.randn(2, 200)}, values=[],
+                          sizes=[{"batch": 1, "samples": 100}, {"batch": 3, "samples": 900}])
+    assert "extend_pe" not in str(result.constraints)

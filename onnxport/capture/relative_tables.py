@@ -1,0 +1,87 @@
+"""transformers' relative position tables that grow with the length, captured as computed for it.
+
+Wav2Vec2-Conformer's ``Wav2Vec2ConformerRelPositionalEmbedding`` (and the classes built the same way:
+Wav2Vec2-BERT, SeamlessM4T's conformer) keep a table ``self.pe`` of sinusoids for relative positions
+``L-1 .. -(L-1)`` and renew it when a sequence needs more: ``self.pe = self.extend_pe(hidden_states,
+self.pe)``, where ``extend_pe`` returns the stored table ``if pe.size(1) >= x.size(1) * 2 - 1`` and
+computes one for ``x``'s length otherwise; the forward then reads the ``2T - 1`` rows around the
+table's middle. torch.export cannot keep that ``if`` on a symbolic length (the export would hold up
+to the stored table's length only). The rows read are the sinusoids of positions ``T-1 .. -(T-1)``
+whatever the table's length, so the table ``extend_pe(hidden_states, None)`` computes for the length
+at hand gives the same rows. ``RELATIVE_TABLES`` (a registered capture patch) gives each such class,
+while torch.export traces, a ``forward`` compiled from transformers' own source with that assignment
+replaced by the table computed for the length (held in a local, the buffer left as it is) and the
+forward's later reads of ``self.pe`` reading it. Eager execution outside the trace is unchanged; a
+class whose source does not have that statement is left as it is.
+
+Semantics: transformers' ``models/wav2vec2_conformer/modeling_wav2vec2_conformer.py``
+(``Wav2Vec2ConformerRelPositionalEmbedding.extend_pe`` / ``forward``).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from typing import Callable
+
+from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.source_variants import source_variant
+
+TABLE = "_onnxport_table"
+
+
+def _is_renewal(node: ast.stmt) -> bool:
+    """``self.pe = self.extend_pe(x, self.pe)``."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call)):
+        return False
+    call = node.value
+    return (ast.unparse(node.targets[0]) == "self.pe" and ast.unparse(call.func) == "self.extend_pe"
+            and len(call.args) == 2 and ast.unparse(call.args[1]) == "self.pe" and not call.keywords)
+
+
+class _ReadTable(ast.NodeTransformer):
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and ast.unparse(node) == "self.pe":
+            return ast.copy_location(ast.Name(TABLE, ast.Load()), node)
+        return node
+
+
+def _table_for_length(func: ast.FunctionDef) -> bool:
+    found = [i for i, stmt in enumerate(func.body) if _is_renewal(stmt)]
+    if func.name != "forward" or len(found) != 1:
+        return False
+    i = found[0]
+    stmt = ast.parse(f"{TABLE} = self.extend_pe({ast.unparse(func.body[i].value.args[0])}, None)").body[0]
+    func.body[i:] = [ast.copy_location(stmt, func.body[i])] + [_ReadTable().visit(s) for s in func.body[i + 1:]]
+    return True
+
+
+def table_for_length(forward: Callable) -> Callable | None:
+    """The class's ``forward`` compiled with the table computed for the length (see above); None when
+    its source has no such statement at its top level."""
+    return source_variant(forward, _table_for_length)
+
+
+def _classes() -> list[type]:
+    found = []
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("transformers.models.") or module is None:
+            continue
+        for cls in list(vars(module).values()):
+            if isinstance(cls, type) and cls.__module__ == name and all(k in cls.__dict__ for k in ("extend_pe", "forward")):
+                found.append(cls)
+    return found
+
+
+def _changes() -> list:
+    return [SetAttribute(cls, "forward", lambda o: table_for_length(o) or o)
+            for cls in _classes() if table_for_length(cls.__dict__["forward"]) is not None]
+
+
+RELATIVE_TABLES = register(Patch(
+    "relative position tables computed for the length", _changes,
+    "transformers' relative position embeddings that renew their table (Wav2Vec2-Conformer, Wav2Vec2-BERT, "
+    "SeamlessM4T's conformer): while torch.export traces, forward computes the table for the length at hand "
+    "(extend_pe(x, None)) instead of 'self.pe = self.extend_pe(x, self.pe)'; nothing happens where those "
+    "modules are not imported"))
