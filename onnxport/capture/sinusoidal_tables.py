@@ -10,12 +10,16 @@ position the forward reads is below ``max_pos``: the table ``get_embedding(max_p
 gives the same rows at every length. ``SINUSOIDAL_TABLES`` (a registered capture patch) gives each
 such class, while torch.export traces, a ``forward`` compiled from transformers' own source with
 that ``if`` replaced by the table computed for the length (``get_embedding`` of the same arguments,
-in the stored table's dtype) and the forward's later reads of ``self.weights`` reading it. Eager
+in the stored table's dtype) and the forward's later reads of ``self.weights`` reading it. FSMT's
+``SinusoidalPositionalEmbedding`` is the same with ``self.weight`` / ``self.make_weight`` (an
+``nn.Embedding`` whose ``_init_weights`` and ``make_weight`` both store ``get_embedding``'s table):
+its ``super().forward(positions)`` becomes ``nn.Embedding``'s forward of the computed table. Eager
 execution outside the trace is unchanged; a class whose source does not have that statement is
 left as it is.
 
 Semantics: transformers' ``models/m2m_100/modeling_m2m_100.py``
-(``M2M100SinusoidalPositionalEmbedding.make_weights`` / ``get_embedding`` / ``forward``).
+(``M2M100SinusoidalPositionalEmbedding.make_weights`` / ``get_embedding`` / ``forward``),
+``models/fsmt/modeling_fsmt.py`` (``SinusoidalPositionalEmbedding``); ``torch.nn.Embedding.forward``.
 """
 
 from __future__ import annotations
@@ -30,35 +34,56 @@ from onnxport.capture.source_variants import source_variant
 TABLE = "_onnxport_table"
 
 
-def _is_growth(node: ast.stmt) -> bool:
-    """``if ... max_pos > self.weights.size(0): self.make_weights(a, b, c)`` (one call, no ``else``)."""
+FORMS = {"weights": "make_weights", "weight": "make_weight"}  # the table's attribute: the method renewing it
+
+
+def _growth_table(node: ast.stmt) -> str | None:
+    """The table's attribute of ``if ... > self.<table>.size(0): self.<make>(a, b, c)`` (one call, no
+    ``else``), None for any other statement."""
     if not (isinstance(node, ast.If) and not node.orelse and len(node.body) == 1):
-        return False
+        return None
     call = node.body[0].value if isinstance(node.body[0], ast.Expr) else None
-    return ("self.weights.size(0)" in ast.unparse(node.test) and isinstance(call, ast.Call)
-            and ast.unparse(call.func) == "self.make_weights" and len(call.args) == 3 and not call.keywords)
+    for table, make in FORMS.items():
+        if (f"self.{table}.size(0)" in ast.unparse(node.test) and isinstance(call, ast.Call)
+                and ast.unparse(call.func) == f"self.{make}" and len(call.args) == 3 and not call.keywords):
+            return table
+    return None
 
 
 class _ReadTable(ast.NodeTransformer):
+    """Reads of ``self.<table>`` read the computed table; ``super().forward(x)`` of an ``nn.Embedding``
+    whose table is ``self.weight`` (FSMT) is ``nn.Embedding.forward`` of it."""
+
+    def __init__(self, table: str):
+        self.table = table
+
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load) and ast.unparse(node) == "self.weights":
+        if isinstance(node.ctx, ast.Load) and ast.unparse(node) == f"self.{self.table}":
             return ast.copy_location(ast.Name(TABLE, ast.Load()), node)
         return node
 
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if self.table == "weight" and ast.unparse(node.func) == "super().forward" and len(node.args) == 1:
+            call = ast.parse(f"torch.nn.functional.embedding({ast.unparse(node.args[0])}, {TABLE}, self.padding_idx, "
+                             "self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse)").body[0].value
+            return ast.copy_location(call, node)
+        return node
 
-def _computed(node: ast.If) -> list[ast.stmt]:
+
+def _computed(node: ast.If, table: str) -> list[ast.stmt]:
     args = ", ".join(ast.unparse(a) for a in node.body[0].value.args)
-    stmt = ast.parse(f"{TABLE} = self.get_embedding({args}).to(dtype=self.weights.dtype, device=self.weights.device)")
+    stmt = ast.parse(f"{TABLE} = self.get_embedding({args}).to(dtype=self.{table}.dtype, device=self.{table}.device)")
     return [ast.copy_location(s, node) for s in stmt.body]
 
 
 def _table_for_length(func: ast.FunctionDef) -> bool:
-    found = [i for i, stmt in enumerate(func.body) if _is_growth(stmt)]
+    found = [(i, _growth_table(stmt)) for i, stmt in enumerate(func.body) if _growth_table(stmt)]
     if func.name != "forward" or len(found) != 1:
         return False
-    i = found[0]
-    func.body[i:] = _computed(func.body[i]) + [_ReadTable().visit(stmt) for stmt in func.body[i + 1:]]
+    i, table = found[0]
+    func.body[i:] = _computed(func.body[i], table) + [_ReadTable(table).visit(stmt) for stmt in func.body[i + 1:]]
     return True
 
 
@@ -75,7 +100,8 @@ def _classes() -> list[type]:
             continue
         for cls in list(vars(module).values()):
             if isinstance(cls, type) and cls.__module__ == name and \
-                    all(k in cls.__dict__ for k in ("make_weights", "get_embedding", "forward")):
+                    all(k in cls.__dict__ for k in ("get_embedding", "forward")) and \
+                    any(make in cls.__dict__ for make in FORMS.values()):
                 found.append(cls)
     return found
 

@@ -48,3 +48,28 @@ def test_wav2vec2_conformer_runs_past_its_relative_table():
                           kwargs={"input_values": torch.randn(2, 200)}, values=[],
                           sizes=[{"batch": 1, "samples": 100}, {"batch": 3, "samples": 900}])
     assert "extend_pe" not in str(result.constraints)
+
+
+def test_fsmt_runs_past_its_table_with_and_without_padding():
+    """FSMT: its ``nn.Embedding`` sinusoid (``self.weight`` / ``make_weight``) grows past 16 positions,
+    and its decoder padding mask (None where no token is padding: ``if not padding_mask.any()``) is
+    kept; compared with eager at decoder ids with and without the padding token."""
+    torch.manual_seed(0)
+    config = transformers.FSMTConfig(
+        langs=["en", "de"], src_vocab_size=64, tgt_vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1,
+        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        max_position_embeddings=16, pad_token_id=1, use_cache=False)
+    model = transformers.FSMTModel(config).eval()
+    dims = {"input_ids": {0: "batch", 1: "seq"}, "decoder_input_ids": {0: "batch", 1: "decoder_seq"}}
+
+    def ids(batch, length, padded):
+        x = torch.randint(3, 64, (batch, length))
+        if padded:
+            x[0, -2:] = config.pad_token_id
+        return x
+
+    padded = [((), {"input_ids": ids(b, s, False), "decoder_input_ids": ids(b, d, True)}) for b, s, d in ((2, 7, 5), (3, 30, 40))]
+    result = check_export(model, (), dims, kwargs={"input_ids": ids(2, 7, False), "decoder_input_ids": ids(2, 5, False)},
+                          values=[], inputs=padded,
+                          sizes=[{"batch": 1, "seq": 1, "decoder_seq": 1}, {"batch": 3, "seq": 40, "decoder_seq": 33}])
+    assert not result.constraints
