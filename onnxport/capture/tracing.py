@@ -31,6 +31,7 @@ from onnxport.capture.padded_chunks import UNCONDITIONAL_PADDING_CUT
 from onnxport.capture.patch_grid import SYMBOLIC_PATCH_GRID
 from onnxport.capture.size_division import SYMBOLIC_SIZE_DIVISION
 from onnxport.capture.whole_chunks import WHOLE_CHUNKS
+from onnxport.capture.padded_sizes import ROUNDED_PADDING
 from onnxport.capture.random_sizes import NO_GENERATOR_KEYWORD
 from onnxport.capture.sinusoidal_tables import SINUSOIDAL_TABLES
 from onnxport.capture.relative_tables import RELATIVE_TABLES
@@ -112,7 +113,7 @@ def trace_patches(state: CaptureState, lists: dict[str, list], held: io.StringIO
             RECORD_GUARDS.using(lists["events"]), RECORD_UNBACKED.using(lists["unbacked"]), SYMBOLIC_MATH, ASSERTED_DIVISION,
             *([SIZE_OBLIVIOUS] if state.oblivious else []), *ops, *request.hooks, TRANSFORMER_ENCODER_AS_EAGER,
             TF_SAME_PADDING, SYMBOLIC_TORCH_INT, SYMBOLIC_LEN, UNCONDITIONAL_PADDING_CUT, SYMBOLIC_SIZE_DIVISION, WHOLE_CHUNKS,
-            NO_GENERATOR_KEYWORD, SINUSOIDAL_TABLES, RELATIVE_TABLES, KEPT_PADDING_MASK,
+            NO_GENERATOR_KEYWORD, ROUNDED_PADDING, SINUSOIDAL_TABLES, RELATIVE_TABLES, KEPT_PADDING_MASK,
             SAME_NAME_AXES.using(request.model, request.declared),
             SYMBOLIC_PATCH_GRID, JIT_TRACING_PATHS, DISTRIBUTION_CHECKS_OFF, KNOWN_SCALARS.using(request.model),
             DEFER_RANGE_VIOLATIONS.using(lists["violations"]), *signature, SLIDING_WINDOW_AS_FULL,
