@@ -32,6 +32,7 @@ def _padded_size(pad: str) -> list[str]:
 
     class One(torch.nn.Module):
         def forward(self, x):
+            x = x[:, ::4]  # a computed size, (n - 1) // 4 + 1, as after a strided convolution
             w = x.shape[1]
             y = F.pad(x, (0, eval(pad)))
             seen.append(str(y.shape[1].node.expr))
@@ -39,7 +40,7 @@ def _padded_size(pad: str) -> list[str]:
             return y
 
     with installed(ROUNDED_PADDING):
-        torch.export.export(One(), (torch.randn(2, 30),), dynamic_shapes={"x": {1: torch.export.Dim("w")}})
+        torch.export.export(One(), (torch.randn(2, 30),), dynamic_shapes={"x": {1: torch.export.Dim("w", min=8)}})
     return seen
 
 
@@ -48,6 +49,23 @@ def test_the_padded_size_names_the_size_once():
         padded, added = _padded_size(pad)
         assert padded == added and padded.count("s") == 1 and f"//{k}" in padded, (pad, padded, added)
     assert "Mod" in _padded_size("(8 - w % 7) % 7")[0]  # not a pad to a multiple: passed on as given
+
+
+def test_the_pad_of_an_input_size_keeps_torch_form():
+    """One pad of a dim symbol compounds nothing; torch's form leaves the reshape into chunks of
+    Mamba2's sequence to every length (rounded, it narrowed the length to more than one chunk)."""
+    seen = []
+
+    class Chunks(torch.nn.Module):
+        def forward(self, x):
+            y = F.pad(x, (0, (4 - x.shape[1] % 4) % 4))
+            if isinstance(y.shape[1], torch.SymInt):
+                seen.append(str(y.shape[1].node.expr))
+            return y.reshape(x.shape[0], -1, 4).sum(-1)
+
+    check_export(Chunks(), (torch.randn(2, 7),), ({0: "b", 1: "w"},), values=[],
+                 sizes=[{"b": 1, "w": 1}, {"b": 2, "w": 4}, {"b": 3, "w": 13}])
+    assert seen and all("Mod" in e for e in seen), seen
 
 
 def test_the_forms_of_a_pad_to_a_multiple():
