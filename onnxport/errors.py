@@ -182,14 +182,18 @@ class SpecializationError(ExportError):
 
     ``computed_one``: ``(declared dim, example size or None)`` when the constant is a size computed
     from the dim that is 0 or 1 at the example (a length padded to whole chunks that is one chunk),
-    which capture's steps read to trace at a larger example; None otherwise."""
+    which capture's steps read to trace at a larger example; None otherwise. ``layout_bound``: the
+    size is 1 where torch decided a memory layout on it, bounding the dim from above (the larger
+    example is traced before any other retry)."""
 
     computed_one = None
+    layout_bound = False
 
-    def __init__(self, what: str, *, computed_one: tuple | None = None, **kwargs):
+    def __init__(self, what: str, *, computed_one: tuple | None = None, layout_bound: bool = False, **kwargs):
         super().__init__(what, **kwargs)
         if computed_one is not None:
             self.computed_one = computed_one
+        self.layout_bound = layout_bound
 
 
 class UnsupportedOpError(ExportError):

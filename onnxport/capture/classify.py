@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from onnxport.capture.dynamic_shapes import DeclaredDim
+from onnxport.capture.dynamic_shapes import DeclaredDim, int_oo_or_none
 from onnxport.capture.data_dependent import data_dependent_error, is_data_dependent
 from onnxport.errors import (CaptureError, ControlFlowError, DynamicShapesError, ExportError, SpecializationError,
                              last_user_frame)
@@ -104,6 +104,27 @@ def _pinned(text: str, declared: list[DeclaredDim], events: list, top) -> Specia
     return None
 
 
+def _layout_bound(guard: re.Match, d: DeclaredDim, events: list) -> SpecializationError | None:
+    """A violated range bounded from above only by conditions torch met computing a memory layout
+    (``GuardEvent.layout``: ``is_contiguous`` of a feature map whose side, computed from the dim, is
+    1 at the example; MobileViTv2's last stage at image 64 bounds image to ``<= 96``). Traced in
+    that range, torch reads the computed side as the constant 1, and the model fails at larger
+    sizes: the error says so, for the retrace at a larger example (``computed_one``)."""
+    upper = re.search(r"<= (\d+)\s*$", guard.group(3).strip())
+    if upper is None or d.max is not None:
+        return None
+    bounding = [ev for ev in events if ev.kind == "range" and guard.group(2) in ev.sources
+                and int_oo_or_none(ev.upper) == int(upper.group(1))]
+    if not bounding or not all(ev.layout for ev in bounding):
+        return None
+    return SpecializationError(
+        f"axis {d.axis} of input {d.input_name!r}, declared dynamic as {d.name!r}, is bounded at this example: "
+        f"{d.name} <= {upper.group(1)}, where a size computed from it is 1 (torch decided a memory layout on it, "
+        "and read the size as the constant 1)", where=bounding[0].where,
+        hint=f"give an example input with a larger {d.name}, so that this size is 2 or more; onnxport validates "
+             f"other sizes afterwards", computed_one=(d, None), layout_bound=True)
+
+
 def _unexpected_specialization(text: str, declared: list[DeclaredDim], events: list, top) -> SpecializationError | None:
     """torch's ``Specializations unexpectedly required (seq)!``: solving the guards left one size for
     a declared dim, with no guard naming the dim's own source (a size computed from it pinned: a
@@ -192,7 +213,7 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
                     where = records[0][2]
                 return specialization_error(d, value, where, top_level_name(d, top),
                                             static_axes_of_size(value, top, declared, d))
-        guard = re.search(r"Not all values of (\w+) = (\S+) in the specified range(?: [^\n]*?)? satisfy the generated guard (.+?)\.?\n", text)
+        guard = re.search(r"Not all values of (\w+) = (\S+) in the specified range(?: [^\n]*?)? satisfy the generated guard (.+?)\.?(?:\n|$)", text)
         one = re.fullmatch(r"(\d+) <= (\S+) and \2 <= \1", guard.group(3).strip()) if guard else None
         d = next((d for d in declared if guard and d.name == guard.group(1)), None)
         if one and d is not None:  # the model's code pins the size (a Python loop over it): a specialization
@@ -201,6 +222,9 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
                                                                                        top_name)), None)
             value = int(one.group(1))
             return specialization_error(d, value, where, top_name, static_axes_of_size(value, top, declared, d))
+        bounded = _layout_bound(guard, d, events) if guard and d is not None else None
+        if bounded is not None:
+            return bounded
         if guard:
             return DynamicShapesError(
                 _pretty_sources(f"dimension {guard.group(1)} ({guard.group(2)}) cannot take every size: the model's "

@@ -171,6 +171,8 @@ class ReasonSizeObliviously(Fallback):
             return "already reasoning size-obliviously"
         if not (is_size_guard(error) or isinstance(error, SpecializationError)):
             return "the failure is not about sizes 0 and 1"
+        if getattr(error, "layout_bound", False) and state.request.given is None:
+            return "a size computed from the dim is 1 at the example: traced at a larger example first"
         return state.retrace("retrace with backed_size_oblivious", oblivious=True,
                              first_failure=state.first_failure or state.trace)
 

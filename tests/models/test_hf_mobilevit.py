@@ -40,3 +40,21 @@ def test_mobilevit_exports_with_dynamic_image_size():
     big = [{"height": h, "width": w} for h, w in ((65, 65), (97, 131), (128, 96), (300, 200))]
     assert all(g.holds(s) for g in adopted for s in big)  # only small images are left out
     assert mobilevit.MobileViTLayer.unfolding is unfolding  # restored after capture
+
+
+def test_mobilevitv2_traced_where_its_last_stage_is_one_patch_keeps_larger_images():
+    """MobileViTv2 at image 64: its last stage is one 2x2 patch, where torch decides a memory layout
+    on the patch count (``is_contiguous``) and bounds the image to ``<= 96``; traced so, torch reads
+    the count as the constant 1 and the model fails at larger images. Capture traces again at a
+    larger example: only the model's own minimum (``image >= 33``: eager's ``unfold`` raises below)
+    is adopted, and larger images match eager PyTorch."""
+    torch.manual_seed(0)
+    model = Classifier(spread(transformers.MobileViTV2ForImageClassification(transformers.MobileViTV2Config(
+        image_size=64, width_multiplier=0.25, num_labels=5))))
+    with pytest.warns(UserWarning, match="onnxport adopted this constraint"):
+        r = check_export(model, (torch.randn(2, 3, 64, 64),), {"pixel_values": {0: "batch", 2: "image", 3: "image"}},
+                         sizes=[{"batch": 1, "image": 64}, {"batch": 3, "image": 97}, {"batch": 1, "image": 133},
+                                {"batch": 2, "image": 256}],
+                         values=[], expect_inputs={"pixel_values": ["batch", 3, "image", "image"]})
+    adopted = [g for g in r.guards if g.adopted]
+    assert [g.text for g in adopted] == ["image >= 33"], adopted
