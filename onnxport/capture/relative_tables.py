@@ -21,11 +21,9 @@ Semantics: transformers' ``models/wav2vec2_conformer/modeling_wav2vec2_conformer
 from __future__ import annotations
 
 import ast
-import sys
-from typing import Callable
 
-from onnxport.capture.patches import Patch, SetAttribute, register
-from onnxport.capture.source_variants import source_variant
+from onnxport.capture.patches import Patch, register
+from onnxport.capture.source_variants import ReadAsName, forward_variants, transformers_classes
 
 TABLE = "_onnxport_table"
 
@@ -39,44 +37,19 @@ def _is_renewal(node: ast.stmt) -> bool:
             and len(call.args) == 2 and ast.unparse(call.args[1]) == "self.pe" and not call.keywords)
 
 
-class _ReadTable(ast.NodeTransformer):
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load) and ast.unparse(node) == "self.pe":
-            return ast.copy_location(ast.Name(TABLE, ast.Load()), node)
-        return node
-
-
 def _table_for_length(func: ast.FunctionDef) -> bool:
     found = [i for i, stmt in enumerate(func.body) if _is_renewal(stmt)]
     if func.name != "forward" or len(found) != 1:
         return False
     i = found[0]
     stmt = ast.parse(f"{TABLE} = self.extend_pe({ast.unparse(func.body[i].value.args[0])}, None)").body[0]
-    func.body[i:] = [ast.copy_location(stmt, func.body[i])] + [_ReadTable().visit(s) for s in func.body[i + 1:]]
+    rest = [ReadAsName("pe", TABLE).visit(s) for s in func.body[i + 1:]]
+    func.body[i:] = [ast.copy_location(stmt, func.body[i])] + rest
     return True
 
 
-def table_for_length(forward: Callable) -> Callable | None:
-    """The class's ``forward`` compiled with the table computed for the length (see above); None when
-    its source has no such statement at its top level."""
-    return source_variant(forward, _table_for_length)
-
-
-def _classes() -> list[type]:
-    found = []
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("transformers.models.") or module is None:
-            continue
-        for cls in list(vars(module).values()):
-            if isinstance(cls, type) and cls.__module__ == name and all(k in cls.__dict__ for k in ("extend_pe", "forward")):
-                found.append(cls)
-    return found
-
-
 def _changes() -> list:
-    return [SetAttribute(cls, "forward", lambda o: table_for_length(o) or o)
-            for cls in _classes() if table_for_length(cls.__dict__["forward"]) is not None]
+    return forward_variants(transformers_classes(("extend_pe", "forward")), _table_for_length)
 
 
 RELATIVE_TABLES = register(Patch(

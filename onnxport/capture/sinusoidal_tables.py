@@ -25,11 +25,9 @@ Semantics: transformers' ``models/m2m_100/modeling_m2m_100.py``
 from __future__ import annotations
 
 import ast
-import sys
-from typing import Callable
 
-from onnxport.capture.patches import Patch, SetAttribute, register
-from onnxport.capture.source_variants import source_variant
+from onnxport.capture.patches import Patch, register
+from onnxport.capture.source_variants import ReadAsName, forward_variants, transformers_classes
 
 TABLE = "_onnxport_table"
 
@@ -50,18 +48,13 @@ def _growth_table(node: ast.stmt) -> str | None:
     return None
 
 
-class _ReadTable(ast.NodeTransformer):
+class _ReadTable(ReadAsName):
     """Reads of ``self.<table>`` read the computed table; ``super().forward(x)`` of an ``nn.Embedding``
     whose table is ``self.weight`` (FSMT) is ``nn.Embedding.forward`` of it."""
 
     def __init__(self, table: str):
+        super().__init__(table, TABLE)
         self.table = table
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load) and ast.unparse(node) == f"self.{self.table}":
-            return ast.copy_location(ast.Name(TABLE, ast.Load()), node)
-        return node
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
@@ -87,28 +80,9 @@ def _table_for_length(func: ast.FunctionDef) -> bool:
     return True
 
 
-def table_for_length(forward: Callable) -> Callable | None:
-    """The class's ``forward`` compiled with the table computed for the length (see above); None when
-    its source has no such statement at its top level."""
-    return source_variant(forward, _table_for_length)
-
-
-def _classes() -> list[type]:
-    found = []
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("transformers.models.") or module is None:
-            continue
-        for cls in list(vars(module).values()):
-            if isinstance(cls, type) and cls.__module__ == name and \
-                    all(k in cls.__dict__ for k in ("get_embedding", "forward")) and \
-                    any(make in cls.__dict__ for make in FORMS.values()):
-                found.append(cls)
-    return found
-
-
 def _changes() -> list:
-    return [SetAttribute(cls, "forward", lambda o: table_for_length(o) or o)
-            for cls in _classes() if table_for_length(cls.__dict__["forward"]) is not None]
+    classes = transformers_classes(("get_embedding", "forward"), any_of=tuple(FORMS.values()))
+    return forward_variants(classes, _table_for_length)
 
 
 SINUSOIDAL_TABLES = register(Patch(

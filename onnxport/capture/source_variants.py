@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import sys
 import textwrap
 import types
 from typing import Callable
@@ -74,3 +75,41 @@ def replace_statement(body: list[ast.stmt], matches: Callable[[ast.stmt], bool],
     stmts, i = found[0]
     stmts[i:i + 1] = replacement(stmts[i])
     return True
+
+
+class ReadAsName(ast.NodeTransformer):
+    """Reads of ``self.<attribute>`` become reads of the local ``name`` (a table computed in the
+    function instead of the one stored on the module)."""
+
+    def __init__(self, attribute: str, name: str):
+        self.attribute, self.name = attribute, name
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and ast.unparse(node) == f"self.{self.attribute}":
+            return ast.copy_location(ast.Name(self.name, ast.Load()), node)
+        return node
+
+
+def transformers_classes(defines: tuple[str, ...], *, any_of: tuple[str, ...] = ()) -> list[type]:
+    """The classes of loaded ``transformers.models`` modules that define (in their own ``__dict__``)
+    every name of ``defines`` and, when given, one of ``any_of``; none where transformers is not
+    imported."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("transformers.models.") or module is None:
+            continue
+        for cls in list(vars(module).values()):
+            if isinstance(cls, type) and cls.__module__ == name and all(k in cls.__dict__ for k in defines) \
+                    and (not any_of or any(k in cls.__dict__ for k in any_of)):
+                found.append(cls)
+    return found
+
+
+def forward_variants(classes: list[type], transform: Callable[[ast.FunctionDef], bool]) -> list:
+    """One ``patches.SetAttribute`` of ``forward`` for each class of ``classes`` whose own
+    ``forward`` ``transform`` changes: its ``source_variant`` while the patch is installed."""
+    from onnxport.capture.patches import SetAttribute
+
+    return [SetAttribute(cls, "forward", lambda o: source_variant(o, transform) or o)
+            for cls in classes if source_variant(cls.__dict__["forward"], transform) is not None]
