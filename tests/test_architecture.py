@@ -190,7 +190,8 @@ def test_every_registered_patch_lists_its_sites():
                                  "TF SAME padding symbolic", "transformers' torch_int symbolic", "every expert in turn",
                                  "Mamba2 padding cut at every length", "MobileViT patches at every size",
                                  "len of a tensor symbolic", "sinusoidal tables computed for the length",
-                                 "relative position tables computed for the length", "FSMT padding mask kept"), \
+                                 "relative position tables computed for the length", "FSMT padding mask kept",
+                                 "Pixtral batch of one image size as one tensor"), \
             f"{name} lists no site"  # a library not imported
         assert patch.doc, f"{name} has no doc"
 
