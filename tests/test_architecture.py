@@ -191,7 +191,8 @@ def test_every_registered_patch_lists_its_sites():
                                  "Mamba2 padding cut at every length", "MobileViT patches at every size",
                                  "len of a tensor symbolic", "sinusoidal tables computed for the length",
                                  "relative position tables computed for the length", "FSMT padding mask kept",
-                                 "Pixtral batch of one image size as one tensor"), \
+                                 "Pixtral batch of one image size as one tensor",
+                                 "FastSpeech2 length regulator for the whole batch", "relative shift as a gather"), \
             f"{name} lists no site"  # a library not imported
         assert patch.doc, f"{name} has no doc"
 

@@ -37,6 +37,8 @@ from onnxport.capture.sinusoidal_tables import SINUSOIDAL_TABLES
 from onnxport.capture.relative_tables import RELATIVE_TABLES
 from onnxport.capture.padding_masks import KEPT_PADDING_MASK
 from onnxport.capture.uniform_images import UNIFORM_IMAGE_BATCH
+from onnxport.capture.length_regulator import LENGTH_REGULATOR
+from onnxport.capture.relative_shift import RELATIVE_SHIFT_GATHER
 from onnxport.capture.same_name_axes import SAME_NAME_AXES
 from onnxport.capture.meta_weights import META_WEIGHTS_ON_CPU, has_meta_weights
 from onnxport.capture.patches import Patch, SetAttribute, SetConfig, installed, register
@@ -115,7 +117,8 @@ def trace_patches(state: CaptureState, lists: dict[str, list], held: io.StringIO
             *([SIZE_OBLIVIOUS] if state.oblivious else []), *ops, *request.hooks, TRANSFORMER_ENCODER_AS_EAGER,
             TF_SAME_PADDING, SYMBOLIC_TORCH_INT, SYMBOLIC_LEN, UNCONDITIONAL_PADDING_CUT, SYMBOLIC_SIZE_DIVISION, WHOLE_CHUNKS,
             NO_GENERATOR_KEYWORD, ROUNDED_PADDING, SINUSOIDAL_TABLES, RELATIVE_TABLES, KEPT_PADDING_MASK,
-            UNIFORM_IMAGE_BATCH, SAME_NAME_AXES.using(request.model, request.declared),
+            UNIFORM_IMAGE_BATCH, LENGTH_REGULATOR, RELATIVE_SHIFT_GATHER,
+            SAME_NAME_AXES.using(request.model, request.declared),
             SYMBOLIC_PATCH_GRID, JIT_TRACING_PATHS, DISTRIBUTION_CHECKS_OFF, KNOWN_SCALARS.using(request.model),
             DEFER_RANGE_VIOLATIONS.using(lists["violations"]), *signature, SLIDING_WINDOW_AS_FULL,
             *([META_WEIGHTS_ON_CPU] if has_meta_weights(request.model) else []), *state.patches]
