@@ -21,12 +21,12 @@ Semantics: transformers' ``models/fastspeech2_conformer/modeling_fastspeech2_con
 
 from __future__ import annotations
 
-import sys
 from typing import Callable
 
 import torch
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, register
+from onnxport.capture.source_variants import module_function
 
 MODULE = "transformers.models.fastspeech2_conformer.modeling_fastspeech2_conformer"
 
@@ -55,9 +55,7 @@ def _make(original: Callable) -> Callable:
 
 
 def _changes() -> list:
-    module = sys.modules.get(MODULE)
-    return [SetAttribute(module, "length_regulator", _make)] if module is not None and \
-        hasattr(module, "length_regulator") else []
+    return module_function(MODULE, "length_regulator", _make)
 
 
 LENGTH_REGULATOR = register(Patch(

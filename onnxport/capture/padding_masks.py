@@ -16,10 +16,10 @@ Semantics: transformers' ``models/fsmt/modeling_fsmt.py`` (``make_padding_mask``
 
 from __future__ import annotations
 
-import sys
 from typing import Callable
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, register
+from onnxport.capture.source_variants import module_function
 
 MODULE = "transformers.models.fsmt.modeling_fsmt"
 
@@ -32,9 +32,7 @@ def _make(original: Callable) -> Callable:
 
 
 def _changes() -> list:
-    module = sys.modules.get(MODULE)
-    return [SetAttribute(module, "make_padding_mask", _make)] if module is not None and \
-        hasattr(module, "make_padding_mask") else []
+    return module_function(MODULE, "make_padding_mask", _make)
 
 
 KEPT_PADDING_MASK = register(Patch(

@@ -113,3 +113,12 @@ def forward_variants(classes: list[type], transform: Callable[[ast.FunctionDef],
 
     return [SetAttribute(cls, "forward", lambda o: source_variant(o, transform) or o)
             for cls in classes if source_variant(cls.__dict__["forward"], transform) is not None]
+
+
+def module_function(module_name: str, name: str, make: Callable[[Callable], Callable]) -> list:
+    """One ``patches.SetAttribute`` of the function ``name`` of the module ``module_name`` to
+    ``make(original)``, where that module is loaded and has it; none otherwise."""
+    from onnxport.capture.patches import SetAttribute
+
+    module = sys.modules.get(module_name)
+    return [SetAttribute(module, name, make)] if module is not None and hasattr(module, name) else []
