@@ -3,10 +3,10 @@ capture-time patches give transformers' functions whose branch on a size is betw
 compute the same thing.
 
 ``source_variant(fn, transform)`` reads ``fn``'s source (unwrapped from decorators such as
-transformers' kernel-hub dispatcher), lets ``transform`` change its ``ast.FunctionDef`` in place and
-compiles the result in ``fn``'s module globals, with ``fn``'s file and line numbers (so errors and
-guards name the library's own lines), defaults and name. One variant per function and transform is
-kept for the process.
+transformers' kernel-hub dispatcher, and from the ``kernels`` package's module form of a function),
+lets ``transform`` change its ``ast.FunctionDef`` in place and compiles the result in ``fn``'s module
+globals, with ``fn``'s file and line numbers (so errors and guards name the library's own lines),
+defaults and name. One variant per function and transform is kept for the process.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import textwrap
 import types
 from typing import Callable
 
+from onnxport.library_functions import library_function
+
 _COMPILED: dict[tuple, Callable | None] = {}
 
 
@@ -25,7 +27,7 @@ def source_variant(fn: Callable, transform: Callable[[ast.FunctionDef], bool]) -
     """``fn`` compiled from its source after ``transform(func_def)`` changed it; None when the source
     is not available, is not one function, or ``transform`` returns False (the statements it looks
     for are not there: a library version this variant does not know)."""
-    fn = inspect.unwrap(fn)
+    fn = library_function(fn)
     key = (fn, transform)
     if key in _COMPILED:
         return _COMPILED[key]

@@ -20,6 +20,7 @@ from typing import Callable
 
 import torch
 
+from onnxport.library_functions import library_function
 from onnxport.rewrite import names as N
 from onnxport.rewrite.range_tensors import RangeTensors
 
@@ -238,7 +239,7 @@ def rewrite_function(fn: Callable, cls: type | None, notes: list, calls: dict | 
     ``calls``: module-level functions ``fn`` calls by name, rewritten (name -> new function): the
     new function calls those instead. Notes about every construct seen are appended to ``notes``.
     """
-    fn = inspect.unwrap(fn)
+    fn = library_function(fn)
     try:
         lines, first = inspect.getsourcelines(fn)
         filename = inspect.getsourcefile(fn) or "<unknown>"
@@ -309,7 +310,7 @@ def rewritten_calls(fn: Callable, notes: list, cache: dict) -> dict[str, Callabl
     behind a dispatcher between kernels (RWKV's ``rwkv_linear_attention``). Functions of torch and onnxport are
     left as they are; a decorated function is rewritten unwrapped (its decorator, such as a kernel
     dispatcher, is not called)."""
-    fn = inspect.unwrap(fn)
+    fn = library_function(fn)
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
@@ -320,7 +321,7 @@ def rewritten_calls(fn: Callable, notes: list, cache: dict) -> dict[str, Callabl
     out = {}
     for name in sorted(_global_calls(func)):
         target = fn.__globals__.get(name)
-        target = inspect.unwrap(target) if callable(target) else None
+        target = library_function(target) if callable(target) else None
         if not isinstance(target, types.FunctionType) or (target.__module__ or "").startswith(("torch", "onnxport")):
             continue
         if target not in cache:
