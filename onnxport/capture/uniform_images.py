@@ -31,6 +31,7 @@ from typing import Callable
 
 from onnxport.capture.patches import Patch, SetAttribute, register
 from onnxport.capture.source_variants import source_variant
+from onnxport.library_functions import library_function
 
 MODULE = "transformers.models.pixtral.modeling_pixtral"
 
@@ -78,7 +79,7 @@ def _batch_path_first(func: ast.FunctionDef) -> bool:
 def _decorated(original: Callable) -> Callable:
     """The variant of ``original`` (a decorated ``forward``) with the decorators of its source applied
     again in the same order; ``original`` when the source or a decorator cannot be read."""
-    inner = inspect.unwrap(original)
+    inner = library_function(original)
     variant = source_variant(inner, _batch_path_first)
     if variant is None:
         return original
@@ -100,7 +101,7 @@ def _changes() -> list:
     cls = getattr(module, "PixtralVisionModel", None) if module is not None else None
     if cls is None or "forward" not in vars(cls):
         return []
-    if source_variant(inspect.unwrap(vars(cls)["forward"]), _batch_path_first) is None:
+    if source_variant(vars(cls)["forward"], _batch_path_first) is None:
         return []
     return [SetAttribute(cls, "forward", _decorated)]
 
