@@ -5,7 +5,7 @@ The patches of a trace, in the order they are installed: what torch prints held 
 ``SIZE_OBLIVIOUS`` (when the state asks for it), the patches of the translations
 (``OpSupport.capture_patches``), the user's ``capture_hooks``, ``TRANSFORMER_ENCODER_AS_EAGER``,
 ``TF_SAME_PADDING``, ``SYMBOLIC_TORCH_INT``, ``SYMBOLIC_LEN``, ``UNCONDITIONAL_PADDING_CUT``,
-``SYMBOLIC_SIZE_DIVISION``, ``SYMBOLIC_PATCH_GRID``, ``JIT_TRACING_PATHS``, ``DISTRIBUTION_CHECKS_OFF``, ``KNOWN_SCALARS``, the deferred range check, ``EXPLICIT_SIGNATURE``,
+``SYMBOLIC_SIZE_DIVISION``, ``SIZE_TENSORS``, ``SYMBOLIC_PATCH_GRID``, ``JIT_TRACING_PATHS``, ``DISTRIBUTION_CHECKS_OFF``, ``KNOWN_SCALARS``, the deferred range check, ``EXPLICIT_SIGNATURE``,
 ``SLIDING_WINDOW_AS_FULL``, ``META_WEIGHTS_ON_CPU`` (a model with weights on the meta device), then the patches
 steps added (``CaptureState.patches``).
 """
@@ -30,6 +30,7 @@ from onnxport.capture.guards import DEFER_RANGE_VIOLATIONS, RECORD_GUARDS, RECOR
 from onnxport.capture.padded_chunks import UNCONDITIONAL_PADDING_CUT
 from onnxport.capture.patch_grid import SYMBOLIC_PATCH_GRID
 from onnxport.capture.size_division import SYMBOLIC_SIZE_DIVISION
+from onnxport.capture.size_tensors import SIZE_TENSORS
 from onnxport.capture.whole_chunks import WHOLE_CHUNKS
 from onnxport.capture.padded_sizes import ROUNDED_PADDING
 from onnxport.capture.random_sizes import NO_GENERATOR_KEYWORD
@@ -115,8 +116,9 @@ def trace_patches(state: CaptureState, lists: dict[str, list], held: io.StringIO
     return [HOLD_OUTPUT.using(held), RECORD_SPECIALIZATIONS.using(lists["records"]),
             RECORD_GUARDS.using(lists["events"]), RECORD_UNBACKED.using(lists["unbacked"]), SYMBOLIC_MATH, ASSERTED_DIVISION,
             *([SIZE_OBLIVIOUS] if state.oblivious else []), *ops, *request.hooks, TRANSFORMER_ENCODER_AS_EAGER,
-            TF_SAME_PADDING, SYMBOLIC_TORCH_INT, SYMBOLIC_LEN, UNCONDITIONAL_PADDING_CUT, SYMBOLIC_SIZE_DIVISION, WHOLE_CHUNKS,
-            NO_GENERATOR_KEYWORD, ROUNDED_PADDING, SINUSOIDAL_TABLES, RELATIVE_TABLES, KEPT_PADDING_MASK,
+            TF_SAME_PADDING, SYMBOLIC_TORCH_INT, SYMBOLIC_LEN, UNCONDITIONAL_PADDING_CUT, SYMBOLIC_SIZE_DIVISION,
+            SIZE_TENSORS, WHOLE_CHUNKS, NO_GENERATOR_KEYWORD, ROUNDED_PADDING, SINUSOIDAL_TABLES, RELATIVE_TABLES,
+            KEPT_PADDING_MASK,
             UNIFORM_IMAGE_BATCH, LENGTH_REGULATOR, RELATIVE_SHIFT_GATHER,
             SAME_NAME_AXES.using(request.model, request.declared),
             SYMBOLIC_PATCH_GRID, JIT_TRACING_PATHS, DISTRIBUTION_CHECKS_OFF, KNOWN_SCALARS.using(request.model),
