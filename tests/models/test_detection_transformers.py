@@ -94,3 +94,25 @@ def test_detr_with_post_processing_exports_a_data_dependent_count():
     for x, count in zip((example, *others), counts):
         scores, labels, boxes = session.run(None, {"pixel_values": x.numpy()})
         assert scores.shape == (count,) and labels.shape == (count,) and boxes.shape == (count, 4)
+
+
+def test_deformable_detr_matches_eager_with_dynamic_batch_height_and_width():
+    """Deformable DETR (transformers' ``DeformableDetrModel``, a basic-block ResNet from its config, two
+    feature levels, width 32): its feature-map sizes go into ``torch.as_tensor`` and its reference points
+    into ``torch.linspace`` to each map's size, both kept dynamic; the decoder's outputs match eager on a
+    batch of one smaller image and a batch of three larger portrait ones."""
+    import transformers
+
+    from detectors import _resnet_config
+
+    torch.manual_seed(0)
+    config = transformers.DeformableDetrConfig(
+        backbone_config=_resnet_config(transformers.ResNetConfig, out_features=["stage3", "stage4"]),
+        use_timm_backbone=False, use_pretrained_backbone=False, d_model=32, encoder_layers=1, decoder_layers=1,
+        encoder_ffn_dim=64, decoder_ffn_dim=64, encoder_attention_heads=2, decoder_attention_heads=2,
+        num_feature_levels=2, encoder_n_points=2, decoder_n_points=2, num_queries=QUERIES)
+    model = transformers.DeformableDetrModel(config).eval()
+    example = torch.cat([image(96, 128, 0), image(96, 128, 5)])
+    others = [image(64, 64, 1), torch.cat([image(160, 96, seed) for seed in (2, 3, 4)])]
+    check_export(model, (example,), {"pixel_values": {0: "batch", 2: "height", 3: "width"}},
+                 inputs=[(x,) for x in others], sizes=[], values=[])
