@@ -37,6 +37,7 @@ from onnxport.rewrite import names as N
 P = N.GENERATED_PREFIX
 _DYNAMIC_ATTRS = {"shape"}
 _DYNAMIC_CALLS = {"size", "numel", "item", "len"}
+ROWS = f"{P}rows_"  # the list a comprehension's loop fills (``rewrite/comprehensions.py``), bound before it
 
 
 class _Refuse(Exception):
@@ -483,7 +484,8 @@ def _rewrite_for(node: ast.For, ctx, dynamic: bool) -> list[ast.stmt]:
         call = s.value if isinstance(s, ast.Expr) else None
         if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "append"
                 and isinstance(call.func.value, ast.Name) and len(call.args) == 1 and not call.keywords
-                and call.func.value.id in before and call.func.value.id not in special):
+                and (call.func.value.id in before or call.func.value.id.startswith(ROWS))
+                and call.func.value.id not in special):
             lst = call.func.value.id
             if not _only_stacked_after(ctx.func, lst, node.end_lineno):
                 raise _Refuse(f"list '{lst}' is used after the loop other than by torch.stack / torch.cat")

@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 
 from onnxport.library_functions import library_function
+from onnxport.rewrite import comprehensions
 from onnxport.rewrite import names as N
 from onnxport.rewrite.range_tensors import RangeTensors
 
@@ -254,6 +255,7 @@ def rewrite_function(fn: Callable, cls: type | None, notes: list, calls: dict | 
         return None
     func.decorator_list = []
     ctx = FunctionContext(func, filename)
+    func.body = comprehensions.hoisted(func.body, ctx)
     func.body = _BlockRewriter(ctx).block(func.body)
     RangeTensors(ctx).visit(func)
     notes.extend(ctx.notes)
@@ -300,7 +302,7 @@ def _has_loop(fn: Callable) -> bool:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
         return False
-    return any(isinstance(node, (ast.For, ast.While)) for node in ast.walk(tree))
+    return any(isinstance(node, (ast.For, ast.While)) or comprehensions.over_range(node) for node in ast.walk(tree))
 
 
 def rewritten_calls(fn: Callable, notes: list, cache: dict) -> dict[str, Callable]:
