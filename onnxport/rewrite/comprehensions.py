@@ -20,7 +20,8 @@ Forms taken: the first argument of ``torch.cat`` / ``torch.concat`` / ``torch.co
 ``torch.stack`` is ``[<element> for <name> in range(...)]`` with one generator, no ``if``, a bound
 that reads a tensor size (``loops.is_dynamic``), and an element holding no nested scope
 (comprehension, lambda) nor an assignment expression; the comprehension is in a simple statement
-(assignment, expression, ``return``), not inside a lambda or another comprehension. The loop
+(assignment, expression, ``return``), not inside a lambda, another comprehension, or an operand
+evaluated only on a condition (``x if c else y``, ``a and b``). The loop
 variable gets a fresh name, so nothing of the function's names changes. When the loop rewrite does
 not take the loop, it stays a Python loop computing what the comprehension computed.
 
@@ -82,7 +83,8 @@ class _Hoist(ast.NodeTransformer):
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
         return node
 
-    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_Lambda
+    # evaluated only on a condition (``a if c else b``, ``a and b``): hoisting would run them always
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_IfExp = visit_BoolOp = visit_Lambda
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         comp = _range_comprehension(node)

@@ -67,13 +67,16 @@ def test_forms_not_taken_are_left_as_written():
                  "return torch.cat([torch.stack([x[i, j] for j in range(2)]) for i in range(x.shape[0])], 0)",
                  "return torch.cat([x[i] for i, _ in enumerate(range(x.shape[0]))], 0)",
                  "return sum([x[i] for i in range(x.shape[0])])",
-                 "return torch.cat([x[i] for i in range(4)], 0)"):
+                 "return torch.cat([x[i] for i in range(4)], 0)",
+                 "return torch.cat([x[i] for i in range(x.shape[0])], 0) if x.shape[0] else x",
+                 "return x.numel() == 0 or torch.cat([x[i] for i in range(x.shape[0])], 0)"):
         source = f"def forward(self, x):\n    {body}\n"
         assert _hoisted(source) == ast.unparse(ast.parse(source).body[0]), body
 
 
 def test_taken_form_is_a_loop_filling_a_list():
-    out = _hoisted("def forward(self, x):\n    n = x.shape[0]\n    return torch.stack([x[i] * 2 for i in range(n)], 1)\n")
+    out = _hoisted("def forward(self, x):\n    n = x.shape[0]\n"
+                   "    return torch.stack([x[i] * 2 for i in range(n)], 1)\n")
     lines = out.splitlines()
     assert lines[2].strip().startswith("_onnxport_rows_") and lines[2].strip().endswith("= []"), out
     assert lines[3].strip().startswith("for _onnxport_i_") and "in range(n)" in lines[3], out
