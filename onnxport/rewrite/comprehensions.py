@@ -21,9 +21,10 @@ Forms taken: the first argument of ``torch.cat`` / ``torch.concat`` / ``torch.co
 that reads a tensor size (``loops.is_dynamic``), and an element holding no nested scope
 (comprehension, lambda) nor an assignment expression; the comprehension is in a simple statement
 (assignment, expression, ``return``), not inside a lambda, another comprehension, or an operand
-evaluated only on a condition (``x if c else y``, ``a and b``). The loop
-variable gets a fresh name, so nothing of the function's names changes. When the loop rewrite does
-not take the loop, it stays a Python loop computing what the comprehension computed.
+evaluated only on a condition (``x if c else y``, ``a and b``). The loop variable keeps its name
+where the function names it nowhere else and gets a fresh one otherwise, so nothing of the
+function's names changes; notes and messages call the construct a comprehension. When the loop
+rewrite does not take the loop, it stays a Python loop computing what the comprehension computed.
 
 Semantics: Python's list comprehension (the language reference, "Displays for lists"): the element
 evaluated for each value of the iterable in order, in a scope of its own.
@@ -80,6 +81,15 @@ class _Hoist(ast.NodeTransformer):
     def __init__(self, ctx, sizes: set[str]):
         self.ctx, self.sizes, self.loops = ctx, sizes, []
 
+    def _loop_variable(self, comp: ast.ListComp, node: ast.Call) -> str:
+        """The comprehension's own name where the function names it nowhere else (messages then quote
+        the user's code), else a fresh one."""
+        name = comp.generators[0].target.id
+        inside = {id(sub) for sub in ast.walk(comp)}
+        elsewhere = any(isinstance(sub, ast.Name) and sub.id == name and id(sub) not in inside
+                        for sub in ast.walk(self.ctx.func))
+        return self.ctx.fresh("i", node) if elsewhere else name
+
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
         return node
 
@@ -93,12 +103,13 @@ class _Hoist(ast.NodeTransformer):
         for k, arg in enumerate(node.args[1:], 1):
             node.args[k] = self.visit(arg)
         node.keywords = [self.visit(kw) for kw in node.keywords]
-        rows, i = self.ctx.fresh("rows", node), self.ctx.fresh("i", node)
+        rows, i = self.ctx.fresh("rows", node), self._loop_variable(comp, node)
         assert rows.startswith(ROWS)
         first, loop = generated(f"{rows} = []\nfor {i} in range(0):\n    {rows}.append(0)", node)
         loop.iter = comp.generators[0].iter
         loop.body[0].value.args[0] = _Renamed(comp.generators[0].target.id, i).visit(comp.elt)
         self.loops += [first, loop]
+        self.ctx.comprehension_loops.add(id(loop))
         node.args[0] = ast.copy_location(ast.Name(rows, ast.Load()), comp)
         return node
 

@@ -56,12 +56,14 @@ class FunctionContext:
     notes: list = field(default_factory=list)
     loops: list = field(default_factory=list)  # enclosing loop statements of the current block
     stacked_lists: set = field(default_factory=set)
+    comprehension_loops: set = field(default_factory=set)  # id() of the loops comprehensions stand for
     counter: int = 0
 
     def where(self, node: ast.AST) -> str:
         return f"{self.filename}:{node.lineno} in {self.func.name}"
 
     def note(self, node: ast.AST, construct: str, rewritten: bool, detail: str) -> None:
+        construct = "comprehension" if id(node) in self.comprehension_loops else construct
         self.notes.append(RewriteNote(construct, self.where(node), rewritten, detail))
 
     def fresh(self, kind: str, node: ast.AST) -> str:

@@ -4,10 +4,14 @@ dynamic batch, by default, and matches eager at other batch sizes; a comprehensi
 or of a form not taken, stays as written."""
 
 import ast
+import inspect
 import textwrap
+
+import pytest
 
 import torch
 
+import onnxport
 from exportcheck import check_export, count_ops
 from onnxport.rewrite import comprehensions
 from onnxport.rewrite.module import FunctionContext
@@ -37,6 +41,18 @@ class ConstantRange(torch.nn.Module):
         return torch.cat([x * (k + 1) for k in range(3)], dim=1)
 
 
+class Ragged(torch.nn.Module):
+    def forward(self, x):
+        return torch.cat([x[i, : i + 1] for i in range(x.shape[0])])
+
+
+def test_a_ragged_comprehension_is_refused_naming_the_comprehension_in_the_users_words():
+    with pytest.raises(onnxport.SpecializationError) as info:
+        onnxport.to_onnx(Ragged(), (torch.randn(3, 4),), dynamic_shapes=({0: "n"},))
+    message = str(info.value)
+    assert "comprehension at" in message and "x[i, :i + 1]" in message and "_onnxport_" not in message, message
+
+
 def test_select_per_row_exports_with_a_dynamic_batch():
     encodings, ids = torch.randn(3, 10, 4), torch.randint(0, 10, (3, 5))
     result = check_export(SelectPerRow(), (encodings, ids), ({0: "batch"}, {0: "batch", 1: "seq"}),
@@ -45,6 +61,7 @@ def test_select_per_row_exports_with_a_dynamic_batch():
 
 
 def test_stack_of_products_keeps_the_functions_own_name():
+    assert "_onnxport_i_" in _hoisted(inspect.getsource(StackedProducts.forward))
     result = check_export(StackedProducts(), (torch.randn(3, 4, 5), torch.randn(3, 5, 2)),
                           ({0: "n", 1: "a"}, {0: "n"}), sizes=[{"n": 1, "a": 2}, {"n": 5, "a": 7}])
     assert count_ops(result, "Scan") == 1
@@ -79,6 +96,6 @@ def test_taken_form_is_a_loop_filling_a_list():
                    "    return torch.stack([x[i] * 2 for i in range(n)], 1)\n")
     lines = out.splitlines()
     assert lines[2].strip().startswith("_onnxport_rows_") and lines[2].strip().endswith("= []"), out
-    assert lines[3].strip().startswith("for _onnxport_i_") and "in range(n)" in lines[3], out
-    assert ".append(x[_onnxport_i_" in lines[4], out
+    assert lines[3].strip() == "for i in range(n):", out  # the user's name: the function has no other i
+    assert ".append(x[i] * 2)" in lines[4], out
     assert lines[5].strip().startswith("return torch.stack(_onnxport_rows_") and lines[5].strip().endswith(", 1)"), out
