@@ -28,6 +28,7 @@ from onnxport.capture.captured import Captured, user_placeholders
 from onnxport.capture.classify import (classify, derived_dims, is_size_guard, required_ranges, source_matches,
                                        specialization_error, static_axes_of_size, top_level_name)
 from onnxport.capture.guards import decide_program, violation_ranges
+from onnxport.capture.guards.conditions import NARROWED
 from onnxport.capture.guards.probe import probe_size_one
 from onnxport.capture.meta_weights import has_meta_weights
 from onnxport.capture.refused_sides import other_side_refused, without_branch
@@ -377,6 +378,61 @@ class ObliviousForEqualities(Decision):
         return trial.but(f"size-oblivious: {fewer} constraints adopted instead of {len(adopted)}")
 
 
+class LargerExampleForNarrowedRange(Decision):
+    """A range torch.export narrowed (adopted with no condition of the model's seen) whose upper bound
+    is the example: torch's choice for a size computed from the dim that is 1 at the
+    example and kept so (Deformable DETR's smallest feature map, one by one at an image of 64), where
+    eager PyTorch runs the model at twice the example (a model's own limit, BERT's positions, is kept).
+    The steps run again with the model traced at twice the example's size of that dim
+    (``Request.enlarged``, as ``TraceLargerExample`` does for a failure), and that capture is taken
+    when it adopts fewer constraints; the user's example stays the one handed forward."""
+
+    name = "trace at a larger example where torch narrowed a range above it"
+
+    def decide(self, state):
+        request = state.request
+        if request.given is not None:
+            return "the example was already enlarged"
+        adopted = [g for g in state.guards or () if g.adopted]
+        for g in adopted:
+            d = next((d for d in request.declared if len(g.names) == 1 and d.name == g.names[0]), None)
+            example = request.example_size(d) if g.method == NARROWED and d is not None else None
+            if example is None or example < 2 or not any(s.get(d.name) == example + 1 for s in g.excluded):
+                continue
+            if state.traces >= MAX_TRACES:
+                return f"torch.export was called {MAX_TRACES} times"
+            larger = request.enlarged(d.name, 2 * example)
+            if has_meta_weights(request.model) or not _eager_runs(larger):
+                return f"eager PyTorch does not run the model at {d.name} = {2 * example}: the range kept"
+            from onnxport.capture.trace import run_steps
+
+            ranges = {k: v for k, v in state.ranges.items() if k != d.name}  # the narrowed range dropped
+            if d.name in state.implied:
+                ranges[d.name] = state.implied[d.name]
+            trial = run_steps(state.retrace(f"traced at {d.name} = {2 * example} (a range narrowed above "
+                                            f"{example})", request=larger,
+                                            ranges=ranges, oblivious=False, guards=None, variables=None))
+            if trial.program is None or trial.guards is None:
+                return "the capture at the larger example failed: the first one kept"
+            fewer = sum(t.adopted for t in trial.guards)
+            if fewer >= len(adopted):
+                return f"the capture at the larger example adopts {fewer} constraints, not fewer: the first one kept"
+            return trial.but(f"traced at {d.name} = {2 * example}: {fewer} constraints adopted instead of "
+                             f"{len(adopted)}")
+        return "no range torch narrowed ends at the example"
+
+
+def _eager_runs(request) -> bool:
+    """Whether eager PyTorch runs the request's model on its example (a model limit, BERT's 128
+    positions, CLIP's 77, refuses a larger one)."""
+    try:
+        with torch.no_grad():
+            request.model(*request.args, **request.kwargs)
+    except Exception:  # noqa: BLE001 - any refusal keeps the range
+        return False
+    return True
+
+
 STEPS: tuple[Step, ...] = (
     Trace(),
     DecideDeferredViolations(),
@@ -391,6 +447,7 @@ STEPS: tuple[Step, ...] = (
     DecideGuards(),
     ProbeSizeOne(),
     ObliviousForEqualities(),
+    LargerExampleForNarrowedRange(),
 )
 
 
