@@ -37,8 +37,11 @@ _NUMBERS = (int, float, torch.SymInt, torch.SymFloat)
 
 
 def _elements(data: Any) -> list | None:
-    """The leaves of nested lists / tuples of numbers (bools left out), or None for any other data."""
+    """The leaves of nested, non-empty lists / tuples of numbers (bools left out), or None for any other
+    data."""
     if isinstance(data, (list, tuple)):
+        if not data:  # an empty list: as_tensor's own shape rules
+            return None
         out = []
         for value in data:
             leaves = _elements(value)
@@ -62,8 +65,6 @@ def _of_sizes(original: Callable) -> Callable:
         leaves = _elements(data) if not args and set(kwargs) <= {"dtype", "device"} else None
         if not leaves or not any(isinstance(v, _SYMBOLIC) for v in leaves):
             return original(data, *args, **kwargs)
-        if any(len(v) == 0 for v in _lists(data)):
-            return original(data, *args, **kwargs)
         dtype = kwargs.get("dtype")
         if dtype is None:
             floats = any(isinstance(v, (float, torch.SymFloat)) for v in leaves)
@@ -73,13 +74,6 @@ def _of_sizes(original: Callable) -> Callable:
         return out if device is None else out.to(device)
 
     return factory
-
-
-def _lists(data: Any) -> list:
-    """Every list / tuple in ``data``, itself included."""
-    if not isinstance(data, (list, tuple)):
-        return []
-    return [data, *(inner for value in data for inner in _lists(value))]
 
 
 def _linspace(original: Callable) -> Callable:

@@ -34,9 +34,8 @@ from __future__ import annotations
 
 import ast
 
-from onnxport.rewrite.loops import ROWS, dynamic_names, generated, is_dynamic
+from onnxport.rewrite.loops import ROWS, STACKING, dynamic_names, generated, is_dynamic
 
-_STACKING = ("cat", "concat", "concatenate", "stack")
 _SCOPES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda, ast.NamedExpr,
            ast.Yield, ast.YieldFrom, ast.Await)
 _SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
@@ -44,7 +43,7 @@ _SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
 
 def _range_comprehension(call: ast.Call) -> ast.ListComp | None:
     f = call.func
-    if not (isinstance(f, ast.Attribute) and f.attr in _STACKING and isinstance(f.value, ast.Name)
+    if not (isinstance(f, ast.Attribute) and f.attr in STACKING and isinstance(f.value, ast.Name)
             and f.value.id == "torch" and call.args and isinstance(call.args[0], ast.ListComp)):
         return None
     comp = call.args[0]

@@ -37,6 +37,7 @@ from onnxport.rewrite import names as N
 P = N.GENERATED_PREFIX
 _DYNAMIC_ATTRS = {"shape"}
 _DYNAMIC_CALLS = {"size", "numel", "item", "len"}
+STACKING = ("stack", "cat", "concat", "concatenate")  # torch's functions taking a list of rows
 ROWS = f"{P}rows_"  # the list a comprehension's loop fills (``rewrite/comprehensions.py``), bound before it
 
 
@@ -358,7 +359,7 @@ class _Len(ast.NodeTransformer):
 
 def _stack_call_arg(call: ast.AST, name: str) -> bool:
     return (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-            and call.func.attr in ("stack", "cat", "concat", "concatenate")
+            and call.func.attr in STACKING
             and isinstance(call.func.value, ast.Name) and call.func.value.id == "torch"
             and bool(call.args) and isinstance(call.args[0], ast.Name) and call.args[0].id == name)
 
