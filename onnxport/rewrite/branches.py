@@ -231,35 +231,7 @@ def _bound_before_read(name: str, node: ast.If, rest: list[ast.stmt], ctx) -> bo
     for sub in ast.walk(ctx.func):
         if isinstance(sub, ast.Name) and sub.id == name and isinstance(sub.ctx, ast.Load) and sub.lineno > end:
             return False
-    return _reads_first(name, rest) is not True
-
-
-def _reads_first(name: str, stmts: list[ast.stmt]) -> bool | None:
-    """True when ``stmts`` may read ``name`` before binding it, False when they bind it first on
-    every path, None when they do neither."""
-    for s in stmts:
-        if isinstance(s, (ast.Assign, ast.AnnAssign)):
-            if s.value is not None and name in N.loaded_names([s.value]):
-                return True
-            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
-            if name in N.loaded_names(targets):  # x[i] = ... reads x
-                return True
-            if name in N.stored_names(targets):
-                return False
-        elif isinstance(s, ast.If):
-            if name in N.loaded_names([s.test]):
-                return True
-            sides = [_reads_first(name, s.body), _reads_first(name, s.orelse)]
-            if True in sides:
-                return True
-            if sides == [False, False]:
-                return False
-        elif isinstance(s, ast.FunctionDef) and s.name.startswith(N.GENERATED_PREFIX):
-            if _reads_first(name, s.body) is True:  # a branch of an if already rewritten, called right after
-                return True
-        elif name in N.loaded_names([s]) or name in N.stored_names([s]):
-            return True  # any other statement reading or binding it: not followed here
-    return None
+    return N.reads_first(name, rest) is not True
 
 
 def _padding_to_a_multiple(node: ast.If) -> list[ast.stmt] | None:
@@ -351,13 +323,13 @@ def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx) -> tuple[list[ast.stmt] 
     names = (ctx.fresh("then", node), ctx.fresh("else", node))
     # names a branch rebinds after reading their earlier value start from a copy of that value
     # (a name the branch binds before reading it needs no earlier value: FocalNet's pad amounts)
-    rebinds = [sorted(v for v in N.stored_names(b) & N.loaded_names(b) & before if _reads_first(v, b) is True)
+    rebinds = [sorted(v for v in N.stored_names(b) & N.loaded_names(b) & before if N.reads_first(v, b) is True)
                for b in branches]
     # an output a branch does not bind on every path passes its earlier value through, which a name
     # bound under another condition may not have (FocalNet's batch_size, bound only when hidden
     # states are returned): read as None then, where the original code would not read it either.
     # A name bound only on some paths (under an except, transformers' package_exists) is passed too.
-    passed = [sorted(v for v in outputs or () if _reads_first(v, b) is not False) for b in branches]
+    passed = [sorted(v for v in outputs or () if N.reads_first(v, b) is not False) for b in branches]
     rebinds = [sorted(set(r) | set(p)) for r, p in zip(rebinds, passed)]
     maybe_unbound = set(passed[0]) | set(passed[1])
     # so may a name an ``if`` rewritten inside a branch reads that way (FocalNet's elif in a loop)

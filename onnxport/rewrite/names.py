@@ -102,8 +102,10 @@ def subscript_stores(nodes: Iterable[ast.AST]) -> list[ast.AST]:
 
 def read_before_write(stmts: list[ast.stmt]) -> set[str]:
     """Names whose first read in ``stmts`` comes no later than their first binding (by source
-    position; a statement's right-hand side counts as before its targets): the values a loop body
-    takes from the previous iteration."""
+    position; a statement's right-hand side counts as before its targets), less those that
+    ``reads_first`` finds bound first on every path: the values a loop body takes from the previous
+    iteration. (An ``if`` already made ``torch.cond`` reads its outputs at the ``if``'s line, in the
+    branch functions' returns, before the lines that bind them.)"""
     first_load: dict[str, tuple] = {}
     first_store: dict[str, tuple] = {}
     for top in stmts:
@@ -118,4 +120,32 @@ def read_before_write(stmts: list[ast.stmt]) -> set[str]:
                 if node.target.id not in first_load or key < first_load[node.target.id]:
                     first_load[node.target.id] = key
     return {n for n, at in first_load.items()
-            if n not in first_store or at[0] <= first_store[n][0]}
+            if (n not in first_store or at[0] <= first_store[n][0]) and reads_first(n, stmts) is not False}
+
+
+def reads_first(name: str, stmts: list[ast.stmt]) -> bool | None:
+    """True when ``stmts`` may read ``name`` before binding it, False when they bind it first on
+    every path, None when they do neither."""
+    for s in stmts:
+        if isinstance(s, (ast.Assign, ast.AnnAssign)):
+            if s.value is not None and name in loaded_names([s.value]):
+                return True
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            if name in loaded_names(targets):  # x[i] = ... reads x
+                return True
+            if name in stored_names(targets):
+                return False
+        elif isinstance(s, ast.If):
+            if name in loaded_names([s.test]):
+                return True
+            sides = [reads_first(name, s.body), reads_first(name, s.orelse)]
+            if True in sides:
+                return True
+            if sides == [False, False]:
+                return False
+        elif isinstance(s, ast.FunctionDef) and s.name.startswith(GENERATED_PREFIX):
+            if reads_first(name, s.body) is True:  # a branch of an if already rewritten, called right after
+                return True
+        elif name in loaded_names([s]) or name in stored_names([s]):
+            return True  # any other statement reading or binding it: not followed here
+    return None

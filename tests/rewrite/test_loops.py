@@ -148,6 +148,32 @@ def test_nested_loops():
     assert count_ops(result, "Scan") == 2
 
 
+class BoundOnEveryPath(torch.nn.Module):
+    """Funnel's encoder: inside the loop an ``if`` binds query, key and value on both sides, so
+    their values never pass from one iteration to the next (nor from the enclosing loop's)."""
+
+    def forward(self, x):
+        hidden = x
+        for block in range(2):
+            for r in range(x.shape[0]):
+                if r == 0:
+                    query = hidden * 2
+                    key = value = hidden + 1
+                else:
+                    query = key = value = hidden
+                hidden = torch.tanh(query + key * value + x[r])
+        return hidden
+
+
+def test_names_an_inner_if_binds_on_every_path_are_not_carried():
+    notes = rewrite_module(BoundOnEveryPath(), (torch.randn(3, 4),), warn=False).onnxport_rewrite_notes
+    inner = [n for n in notes if n.construct == "for" and "x.shape[0]" in n.detail]
+    assert inner and inner[0].rewritten and "carry hidden;" in inner[0].detail, [str(n) for n in notes]
+    result = check_export(BoundOnEveryPath(), (torch.randn(3, 4),), ({0: Dim("n")},), rewrite_control_flow=True,
+                          inputs=[(torch.randn(1, 4),), (torch.randn(6, 4),)])
+    assert count_ops(result, "Scan") >= 1
+
+
 class Encoder(torch.nn.Module):
     def __init__(self):
         super().__init__()
