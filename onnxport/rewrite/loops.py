@@ -37,7 +37,8 @@ from onnxport.rewrite import names as N
 P = N.GENERATED_PREFIX
 _DYNAMIC_ATTRS = {"shape"}
 _DYNAMIC_CALLS = {"size", "numel", "item", "len"}
-STACKING = ("stack", "cat", "concat", "concatenate")  # torch's functions taking a list of rows
+# torch's functions taking a list of rows, each with the function taking a rewritten loop's rows instead
+STACKING = {"stack": "stack_rows", "cat": "cat_rows", "concat": "cat_rows", "concatenate": "cat_rows"}
 ROWS = f"{P}rows_"  # the list a comprehension's loop fills (``rewrite/comprehensions.py``), bound before it
 
 
@@ -70,7 +71,18 @@ def _python_loop(body: Callable, init: tuple, start: Any, stop: Any, sources: li
             acc.append(y)
     if rows is None:
         return carry, None
-    return carry, tuple(torch.stack([torch.as_tensor(v) for v in acc]) for acc in rows)
+    return carry, tuple(_stacked(acc) for acc in rows)
+
+
+def _stacked(values: list) -> torch.Tensor:
+    """The rows one output of the loop took, stacked; a clear error where their shapes differ (a
+    scan's rows all have one shape), not ``torch.stack``'s, which names a call the user did not write."""
+    rows = [torch.as_tensor(v) for v in values]
+    for k, r in enumerate(rows[1:], 1):
+        if r.shape != rows[0].shape:
+            raise RuntimeError(f"the loop's rows differ in shape ({tuple(rows[0].shape)} at step 0, {tuple(r.shape)} "
+                               f"at step {k}): a scan takes rows of one shape")
+    return torch.stack(rows)
 
 
 def run_scan(body: Callable, init: tuple, start: Any, stop: Any, sources: list, *, dynamic: bool,

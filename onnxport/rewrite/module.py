@@ -23,6 +23,7 @@ import torch
 from onnxport.library_functions import library_function
 from onnxport.rewrite import comprehensions
 from onnxport.rewrite import names as N
+from onnxport.rewrite.loops import STACKING
 from onnxport.rewrite.range_tensors import RangeTensors
 
 
@@ -196,19 +197,17 @@ class _StackCalls(ast.NodeTransformer):
     """``torch.stack(L, ...)`` / ``torch.cat(L, ...)`` on a list filled by a rewritten loop ->
     ``loops.stack_rows`` / ``loops.cat_rows`` (which take the scan's stacked outputs)."""
 
-    FUNCS = {"stack": "stack_rows", "cat": "cat_rows", "concat": "cat_rows", "concatenate": "cat_rows"}
-
     def __init__(self, lists: set[str]):
         self.lists = lists
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         f = node.func
-        if (isinstance(f, ast.Attribute) and f.attr in self.FUNCS and isinstance(f.value, ast.Name)
+        if (isinstance(f, ast.Attribute) and f.attr in STACKING and isinstance(f.value, ast.Name)
                 and f.value.id == "torch" and node.args and isinstance(node.args[0], ast.Name)
                 and node.args[0].id in self.lists):
             node.func = ast.copy_location(ast.Attribute(
-                ast.Name(f"{N.GENERATED_PREFIX}loops", ast.Load()), self.FUNCS[f.attr], ast.Load()), f)
+                ast.Name(f"{N.GENERATED_PREFIX}loops", ast.Load()), STACKING[f.attr], ast.Load()), f)
         return node
 
 

@@ -53,6 +53,18 @@ def test_a_ragged_comprehension_is_refused_naming_the_comprehension_in_the_users
     assert "comprehension at" in message and "x[i, :i + 1]" in message and "_onnxport_" not in message, message
 
 
+class RaggedRows(torch.nn.Module):
+    def forward(self, x):
+        return torch.cat([x[i].repeat(i + 1) for i in range(x.shape[0])])
+
+
+def test_rows_of_differing_shapes_are_refused_as_such():
+    with pytest.raises(onnxport.SpecializationError) as info:
+        onnxport.to_onnx(RaggedRows(), (torch.randn(3, 4),), dynamic_shapes=({0: "n"},))
+    message = str(info.value)
+    assert "rows differ in shape ((4,) at step 0, (8,) at step 1)" in message and "stack expects" not in message
+
+
 def test_select_per_row_exports_with_a_dynamic_batch():
     encodings, ids = torch.randn(3, 10, 4), torch.randint(0, 10, (3, 5))
     result = check_export(SelectPerRow(), (encodings, ids), ({0: "batch"}, {0: "batch", 1: "seq"}),
