@@ -29,7 +29,7 @@ from onnxport.capture.classify import (classify, derived_dims, is_size_guard, re
                                        specialization_error, static_axes_of_size, top_level_name)
 from onnxport.capture.guards import decide_program, violation_ranges
 from onnxport.capture.guards.conditions import NARROWED
-from onnxport.capture.guards.probe import probe_size_one
+from onnxport.capture.guards.probe import eager_refusal_on, probe_size_one
 from onnxport.capture.meta_weights import has_meta_weights
 from onnxport.capture.refused_sides import other_side_refused, without_branch
 from onnxport.capture.relations import candidates, symbol
@@ -382,7 +382,8 @@ class LargerExampleForNarrowedRange(Decision):
     """A range torch.export narrowed (adopted with no condition of the model's seen) whose upper bound
     is the example: torch's choice for a size computed from the dim that is 1 at the
     example and kept so (Deformable DETR's smallest feature map, one by one at an image of 64), where
-    eager PyTorch runs the model at twice the example (a model's own limit, BERT's positions, is kept).
+    eager PyTorch runs the model at twice the example (a model's own limit, BERT's positions, is kept;
+    ``guards.probe.eager_refusal_on`` asks, on a copy where the program writes into buffers).
     The steps run again with the model traced at twice the example's size of that dim
     (``Request.enlarged``, as ``TraceLargerExample`` does for a failure), and that capture is taken
     when it adopts fewer constraints; the user's example stays the one handed forward."""
@@ -402,7 +403,8 @@ class LargerExampleForNarrowedRange(Decision):
             if state.traces >= MAX_TRACES:
                 return f"torch.export was called {MAX_TRACES} times"
             larger = request.enlarged(d.name, 2 * example)
-            if has_meta_weights(request.model) or not _eager_runs(larger):
+            if has_meta_weights(request.model) or eager_refusal_on(
+                    request.model, captured_of(state), larger.args, larger.kwargs) is not None:
                 return f"eager PyTorch does not run the model at {d.name} = {2 * example}: the range kept"
             from onnxport.capture.trace import run_steps
 
@@ -420,17 +422,6 @@ class LargerExampleForNarrowedRange(Decision):
             return trial.but(f"traced at {d.name} = {2 * example}: {fewer} constraints adopted instead of "
                              f"{len(adopted)}")
         return "no range torch narrowed ends at the example"
-
-
-def _eager_runs(request) -> bool:
-    """Whether eager PyTorch runs the request's model on its example (a model limit, BERT's 128
-    positions, CLIP's 77, refuses a larger one)."""
-    try:
-        with torch.no_grad():
-            request.model(*request.args, **request.kwargs)
-    except Exception:  # noqa: BLE001 - any refusal keeps the range
-        return False
-    return True
 
 
 STEPS: tuple[Step, ...] = (

@@ -97,10 +97,16 @@ def eager_refusal(model: torch.nn.Module, captured: Captured, names: dict, sizes
         args, kwargs = inputs_like_example(captured, names, sizes, seed=0)
     except Exception:  # noqa: BLE001 - inputs cannot be made at these sizes: nothing to learn
         return None
+    return eager_refusal_on(model, captured, args, kwargs)
+
+
+def eager_refusal_on(model: torch.nn.Module, captured: Captured, args: tuple, kwargs: dict) -> tuple[str | None, str] | None:
+    """None when eager PyTorch runs ``model(*args, **kwargs)``; else (the user's line, the error). The run
+    is on a copy where ``captured``'s program writes into buffers or inputs: the model is left as it was."""
     try:
         with torch.no_grad():
             _runner(model, captured)(*args, **kwargs)
-    except Exception as e:  # noqa: BLE001 - the model refuses these sizes
+    except Exception as e:  # noqa: BLE001 - the model refuses these inputs
         return _refusal(e)
     return None
 
