@@ -128,7 +128,7 @@ def structural_key(gm: torch.fx.GraphModule) -> str:
             if isinstance(attr, torch.fx.GraphModule):
                 parts.append(("get_attr", structural_key(attr)))
             elif isinstance(attr, torch.Tensor):
-                data = attr.detach().cpu().contiguous()
+                data = attr.detach().cpu().contiguous().reshape(-1)  # a 0-d tensor has no byte view
                 digest = hashlib.sha256(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"").hexdigest()
                 parts.append(("get_attr", str(attr.dtype), tuple(attr.shape), digest))
             else:

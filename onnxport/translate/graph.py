@@ -79,8 +79,9 @@ def translate_nodes(ctx: TranslationContext, graph: torch.fx.Graph) -> list[Any]
             outputs = list(torch.utils._pytree.tree_leaves(ctx.values_of(node.args[0]))) \
                 if not isinstance(node.args[0], (list, tuple)) else [ctx.values_of(a) for a in node.args[0]]
             break
-        if node.op == "get_attr":
-            ctx.values[node] = getattr(graph.owning_module, node.target)
+        if node.op == "get_attr":  # a body graph, or a tensor constant of a body (a 0-d fill value)
+            attr = getattr(graph.owning_module, node.target)
+            ctx.values[node] = _tensor_constant(ctx, attr) if isinstance(attr, torch.Tensor) else attr
             continue
         if node.op != "call_function":
             raise TranslationError(f"unsupported FX node kind {node.op!r} ({node.name})", node=node)
@@ -137,6 +138,14 @@ def type_new_outputs(nodes: list[ir.Node], opset: int) -> None:
                 o.type = ir.TensorType(ir.DataType(tp.tensor_type.elem_type))
                 if o.shape is None and tp.tensor_type.HasField("shape"):
                     o.shape = ir.serde.deserialize_type_proto_for_shape(tp)
+
+
+def _tensor_constant(ctx: TranslationContext, tensor: torch.Tensor) -> ir.Value:
+    """A ``Constant`` holding ``tensor``'s values (bfloat16 through float32 and a ``Cast``)."""
+    data = tensor.detach().cpu()
+    if data.dtype == torch.bfloat16:
+        return ctx.cast(ctx.const(data.float().numpy()), ir.DataType.BFLOAT16)
+    return ctx.const(data.numpy())
 
 
 def _in_place(functional, node: torch.fx.Node):

@@ -201,3 +201,26 @@ def test_subgraph_and_function_signatures_are_typed():
         for v in list(g.inputs) + list(g.outputs):
             assert v.dtype is not None and v.shape is not None, (g.name, v)
             assert all(isinstance(d, int) or str(d) in ("B", "T") for d in v.shape), (g.name, v)
+
+
+class MaskedFillInBranch(torch.nn.Module):
+    """A branch writing a constant under a mask into a tensor it made: the fill value is a 0-d tensor
+    constant of the branch's graph (a ``get_attr``), hashed and emitted as a Constant."""
+
+    def forward(self, x):
+        def masked(x):
+            y = x * 2
+            y[x > 0.5] = 0.25
+            return y
+
+        def shifted(x):
+            return x - 1
+
+        return torch.cond(x.sum() > 0, masked, shifted, (x,))
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_cond_branch_with_a_tensor_constant(inline):
+    result = check_export(MaskedFillInBranch(), (torch.rand(3, 4),), ({0: Dim("n")},), inline=inline,
+                          inputs=[(torch.rand(5, 4),), (-torch.rand(2, 4),)])
+    assert count_ops(result, "If") >= 1
