@@ -33,6 +33,7 @@ from typing import Any, Callable
 import torch
 import torch.utils._pytree as pytree
 
+from onnxport.rewrite import flag_tails
 from onnxport.rewrite import names as N
 from onnxport.rewrite import size_branches
 from onnxport.rewrite.loops import _tracing, _tup, generated
@@ -276,10 +277,12 @@ def _padding_to_a_multiple(node: ast.If) -> list[ast.stmt] | None:
     return body
 
 
-def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx) -> tuple[list[ast.stmt] | None, bool]:
+def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx,
+               own_writes: bool = False) -> tuple[list[ast.stmt] | None, bool]:
     """Statements replacing an ``if`` with ``torch.cond``, and whether they also replace ``rest`` (the
     statements after it in the same block); ``(None, False)`` when the form is not handled (with a
-    note in ``ctx`` unless the condition is obviously not a tensor)."""
+    note in ``ctx`` unless the condition is obviously not a tensor). ``own_writes``: writes into
+    tensors a branch made itself are allowed (``flag_tails``: a side holding the rest of a function)."""
     def refuse(reason: str):
         if not _looks_static(node.test):
             ctx.note(node, "if", False, reason)
@@ -296,7 +299,7 @@ def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx) -> tuple[list[ast.stmt] 
     if exits:
         return refuse(f"'{type(exits[0]).__name__.lower()}' at line {exits[0].lineno} inside the branch")
     stores = N.subscript_stores(node.body + node.orelse)
-    if stores:
+    if stores and not (own_writes and all(flag_tails.writes_into_own_tensors(b) for b in (node.body, node.orelse))):
         return refuse(f"in-place write '{ast.unparse(stores[0])} = ...' at line {stores[0].lineno} in a branch")
     before, after = ctx.defined_before(node), ctx.used_after(node)
     returns = _returns(node.body + node.orelse)

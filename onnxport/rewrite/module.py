@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 
 from onnxport.library_functions import library_function
-from onnxport.rewrite import comprehensions
+from onnxport.rewrite import comprehensions, flag_tails
 from onnxport.rewrite import names as N
 from onnxport.rewrite.loops import STACKING
 from onnxport.rewrite.range_tensors import RangeTensors
@@ -172,10 +172,25 @@ class _BlockRewriter:
                 replacement = rewrite(s, self.ctx)
                 out.extend(_located(replacement, s) if replacement is not None else [s])
             elif isinstance(s, ast.If):
+                flagged = flag_tails.applies(s, stmts[k + 1:], bool(self.ctx.loops))
+                pristine = flag_tails.merged(s, stmts[k + 1:]) if flagged else None
+                mark = len(self.ctx.notes)
                 s.body = self.block(s.body)
                 s.orelse = self.block(s.orelse)
                 rest = self.block(stmts[k + 1:])
                 replacement, consumed = branches.rewrite_if(s, rest, self.ctx)
+                if replacement is None and pristine is not None:  # the rest under each side of the flag
+                    first = self.ctx.notes[mark:]
+                    del self.ctx.notes[mark:]
+                    again = flag_tails.sizes_again(self.ctx.func, s, [pristine.body, pristine.orelse])
+                    pristine.body = self.block(copy.deepcopy(again) + pristine.body)
+                    pristine.orelse = self.block(again + pristine.orelse)
+                    merged, _ = branches.rewrite_if(pristine, [], self.ctx, own_writes=True)
+                    if merged is not None:
+                        self.ctx.notes[-1].detail = (f"torch.cond (the rest of the function under each side of "
+                                                     f"'{s.test.id}', which it tests again)")
+                        return out + _located(merged, s)
+                    self.ctx.notes[mark:] = first
                 if replacement is None:
                     return out + [s] + rest
                 out.extend(_located(replacement, s))

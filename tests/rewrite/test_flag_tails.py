@@ -1,0 +1,54 @@
+"""A flag read from the data and tested again later in the function (Longformer's ``is_global_attn``):
+the rest of the function under each side, one ``torch.cond`` whose sides may differ in shape in
+between, exported as an ONNX ``If`` and compared with eager PyTorch on inputs taking each side."""
+
+import torch
+
+from exportcheck import check_export, count_ops
+from onnxport.rewrite import rewrite_module
+
+
+class GlobalTokens(torch.nn.Module):
+    """Scores gain a column where some token is global; the second test of the flag drops it again.
+    Between the tests the scores are (n, 5) on one side and (n, 4) on the other."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, x, mask):
+        is_global = mask.flatten().any().item()
+        n, width = x.size()
+        scores = self.proj(x)
+        if is_global:
+            picked = x[mask]  # rows read from the data
+            extra = picked.sum().reshape(1, 1).expand(n, 1)
+            scores = torch.cat((extra, scores), dim=-1)
+            del extra
+        probs = scores.softmax(-1)
+        assert probs.shape[0] == n
+        if is_global:
+            out = probs[:, 1:].reshape(n, width) * 2
+            out[mask] = 0
+        else:
+            out = probs
+        return out + (1 if is_global else 0)
+
+
+def _inputs(n: int, global_rows: list[int]) -> tuple:
+    mask = torch.zeros(n, dtype=torch.bool)
+    mask[global_rows] = True
+    return torch.randn(n, 4), mask
+
+
+def test_the_rest_of_the_function_under_each_side_of_the_flag():
+    notes = rewrite_module(GlobalTokens(), _inputs(5, []), warn=False).onnxport_rewrite_notes
+    assert [(n.construct, n.rewritten) for n in notes] == [("if", True)], [str(n) for n in notes]
+    assert "under each side of 'is_global'" in notes[0].detail, str(notes[0])
+
+
+def test_a_flag_tested_twice_exports_both_sides_and_matches_eager():
+    torch.manual_seed(0)
+    result = check_export(GlobalTokens(), _inputs(5, []), ({0: "n"}, {0: "n"}),
+                          inputs=[_inputs(5, [1, 3]), _inputs(8, [0]), _inputs(2, []), _inputs(1, [0])])
+    assert count_ops(result, "If") >= 1
