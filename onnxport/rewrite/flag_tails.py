@@ -48,11 +48,11 @@ def applies(node: ast.If, rest: list[ast.stmt], in_loop: bool) -> bool:
 
 def merged(node: ast.If, rest: list[ast.stmt]) -> ast.If:
     """``if c: <body>; <rest, c True> else: <orelse>; <rest, c False>`` (copies; ``node`` and
-    ``rest`` unchanged), located at ``node`` and ending where ``rest`` does."""
+    ``rest`` unchanged; the flag decided in both), located at ``node`` and ending where ``rest`` does."""
     flag = node.test.id
     sides = []
     for value, branch in ((True, node.body), (False, node.orelse)):
-        stmts = copy.deepcopy(branch) + [_Fold(flag, value).visit(s) for s in copy.deepcopy(rest)]
+        stmts = [_Fold(flag, value).visit(s) for s in copy.deepcopy(branch + rest)]  # the side's own reads too
         sides.append(_flat(_without_del(stmts)))
     out = ast.If(test=copy.deepcopy(node.test), body=sides[0], orelse=sides[1])
     ast.copy_location(out, node)

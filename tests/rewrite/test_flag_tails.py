@@ -52,3 +52,24 @@ def test_a_flag_tested_twice_exports_both_sides_and_matches_eager():
     result = check_export(GlobalTokens(), _inputs(5, []), ({0: "n"}, {0: "n"}),
                           inputs=[_inputs(5, [1, 3]), _inputs(8, [0]), _inputs(2, []), _inputs(1, [0])])
     assert count_ops(result, "If") >= 1
+
+
+class ReadInsideTheSide(torch.nn.Module):
+    """The flag read again inside the side its first test selects (``scale = 2 if flag else 1``)."""
+
+    def forward(self, x, mask):
+        flag = mask.any().item()
+        if flag:
+            scale = 2.0 if flag else 1.0
+            x = torch.cat((x, x[mask].sum().reshape(1, 1).expand(x.shape[0], 1) * scale), dim=-1)
+            del scale
+        y = x.relu()
+        if flag:
+            y = y[:, :-1]
+        return y
+
+
+def test_the_flag_read_inside_its_own_side_is_decided_there():
+    result = check_export(ReadInsideTheSide(), _inputs(4, []), ({0: "n"}, {0: "n"}),
+                          inputs=[_inputs(4, [2]), _inputs(7, [0, 6]), _inputs(1, [])])
+    assert count_ops(result, "If") >= 1
