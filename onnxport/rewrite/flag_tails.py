@@ -43,7 +43,21 @@ def applies(node: ast.If, rest: list[ast.stmt], in_loop: bool) -> bool:
     flag = node.test.id
     again = any(isinstance(sub, (ast.If, ast.IfExp)) and isinstance(sub.test, ast.Name) and sub.test.id == flag
                 for s in rest for sub in ast.walk(s))
-    return again and flag not in N.stored_names(node.body + node.orelse + rest)
+    return again and not _binds_anywhere(flag, node.body + node.orelse + rest)
+
+
+def _binds_anywhere(name: str, stmts: list[ast.stmt]) -> bool:
+    """Whether ``name`` is bound in ``stmts`` in any scope: an assignment, a loop or comprehension
+    variable, a parameter of a nested function or lambda, an ``except ... as`` name."""
+    for s in stmts:
+        for sub in ast.walk(s):
+            if isinstance(sub, ast.Name) and sub.id == name and isinstance(sub.ctx, (ast.Store, ast.Del)):
+                return True
+            if isinstance(sub, ast.arg) and sub.arg == name or isinstance(sub, ast.ExceptHandler) and sub.name == name:
+                return True
+            if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and sub.name == name:
+                return True
+    return False
 
 
 def merged(node: ast.If, rest: list[ast.stmt]) -> ast.If:
@@ -74,10 +88,12 @@ def sizes_again(func: ast.FunctionDef, node: ast.If, sides: list[list[ast.stmt]]
     for k in range(len(before) - 1, -1, -1):
         s = before[k]
         bound = N.stored_names([s])
-        if not (bound & wanted) or not _reads_sizes_only(s):
+        if not bound & wanted:
             continue
-        if N.loaded_names([s.value]) & N.stored_names(before[k + 1:]):
-            continue  # a tensor it reads changes before the if
+        later = N.stored_names(before[k + 1:])
+        if not _reads_sizes_only(s) or bound & later or N.loaded_names([s.value]) & later:
+            wanted -= bound  # bound last by another statement, or a name it binds or reads changes later
+            continue
         found.insert(0, copy.deepcopy(s))
         wanted = (wanted - bound) | N.loaded_names([s.value])
     return found

@@ -73,3 +73,83 @@ def test_the_flag_read_inside_its_own_side_is_decided_there():
     result = check_export(ReadInsideTheSide(), _inputs(4, []), ({0: "n"}, {0: "n"}),
                           inputs=[_inputs(4, [2]), _inputs(7, [0, 6]), _inputs(1, [])])
     assert count_ops(result, "If") >= 1
+
+
+class SizeChangedBeforeTheTest(torch.nn.Module):
+    """``width`` is read from a tensor and then changed before the first test: the side must see the
+    changed value, not the size read again."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, x, mask):
+        flag = mask.any().item()
+        n, width = x.size()
+        width = width // 2
+        scores = self.proj(x)
+        if flag:
+            extra = x[mask].sum().reshape(1, 1).expand(n, 1)
+            scores = torch.cat((extra, scores), dim=-1)
+            del extra
+        probs = scores.softmax(-1)
+        if flag:
+            out = probs[:, 1:] * width
+            out[mask] = 0
+        else:
+            out = probs
+        return out
+
+
+class FlagNameReusedInAComprehension(torch.nn.Module):
+    """The flag's name is also a comprehension's variable: that comprehension's reads are its own."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, x, mask):
+        flag = mask.any().item()
+        n = x.shape[0]
+        s = self.proj(x)
+        if flag:
+            extra = x[mask].sum().reshape(1, 1).expand(n, 1)
+            s = torch.cat((extra, s), dim=-1)
+            del extra
+        p = s.softmax(-1)
+        weights = [0.5 if flag else 2.0 for flag in (True, False)]
+        if flag:
+            out = p[:, 1:] * weights[1]
+            out[mask] = 0
+        else:
+            out = p
+        return out
+
+
+def _matches_or_refuses(model: torch.nn.Module):
+    """The export matches eager on inputs taking each side, or is refused: never a wrong result."""
+    import numpy as np
+    import onnxruntime as ort
+
+    import onnxport
+
+    try:
+        result = onnxport.to_onnx(model, _inputs(5, []), dynamic_shapes=({0: "n"}, {0: "n"}))
+    except onnxport.ExportError:
+        return
+    session = ort.InferenceSession(result.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for x, mask in (_inputs(5, [1]), _inputs(7, [0, 6]), _inputs(3, [])):
+        (got,) = session.run(None, {"x": x.numpy(), "mask": mask.numpy()})
+        np.testing.assert_allclose(got, model(x, mask).detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_size_changed_before_the_test_is_not_read_again():
+    notes = rewrite_module(SizeChangedBeforeTheTest(), _inputs(5, []), warn=False).onnxport_rewrite_notes
+    assert any("under each side of 'flag'" in n.detail for n in notes), [str(n) for n in notes]
+    _matches_or_refuses(SizeChangedBeforeTheTest().eval())
+
+
+def test_a_flag_name_bound_elsewhere_leaves_the_function_as_it_is():
+    notes = rewrite_module(FlagNameReusedInAComprehension(), _inputs(5, []), warn=False).onnxport_rewrite_notes
+    assert not any("under each side" in n.detail for n in notes), [str(n) for n in notes]
+    _matches_or_refuses(FlagNameReusedInAComprehension().eval())
