@@ -189,6 +189,11 @@ class _BlockRewriter:
                     if merged is not None:
                         self.ctx.notes[-1].detail = (f"torch.cond (the rest of the function under each side of "
                                                      f"'{s.test.id}', which it tests again)")
+                        # a construct of the rest is in both sides: one note for it
+                        seen: set = set()
+                        self.ctx.notes[mark:] = [n for n in self.ctx.notes[mark:]
+                                                 if (n.construct, n.where, n.rewritten, n.detail) not in seen
+                                                 and not seen.add((n.construct, n.where, n.rewritten, n.detail))]
                         return out + _located(merged, s)
                     self.ctx.notes[mark:] = first
                 if replacement is None:

@@ -153,3 +153,29 @@ def test_a_flag_name_bound_elsewhere_leaves_the_function_as_it_is():
     notes = rewrite_module(FlagNameReusedInAComprehension(), _inputs(5, []), warn=False).onnxport_rewrite_notes
     assert not any("under each side" in n.detail for n in notes), [str(n) for n in notes]
     _matches_or_refuses(FlagNameReusedInAComprehension().eval())
+
+
+
+class LoopAfterTheTest(torch.nn.Module):
+    """A loop over the rows after the first test: it is in both sides, and noted once."""
+
+    def forward(self, x, mask):
+        flag = mask.any().item()
+        if flag:
+            extra = x[mask].sum().reshape(1, 1).expand(x.shape[0], 1)
+            x = torch.cat((x, extra), dim=-1)
+            del extra
+        rows = torch.empty(x.shape[0], x.shape[1])
+        for i in range(x.shape[0]):
+            rows[i] = x[i] * (i + 1)
+        if flag:
+            rows = rows[:, :-1]
+        return rows
+
+
+def test_a_loop_in_the_rest_is_noted_once():
+    notes = rewrite_module(LoopAfterTheTest(), _inputs(5, []), warn=False).onnxport_rewrite_notes
+    loops = [n for n in notes if n.construct == "for"]
+    assert len(loops) == 1 and loops[0].rewritten, [str(n) for n in notes]
+    assert any("under each side of 'flag'" in n.detail for n in notes), [str(n) for n in notes]
+    _matches_or_refuses(LoopAfterTheTest().eval())
