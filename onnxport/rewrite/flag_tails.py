@@ -66,8 +66,8 @@ def merged(node: ast.If, rest: list[ast.stmt]) -> ast.If:
     flag = node.test.id
     sides = []
     for value, branch in ((True, node.body), (False, node.orelse)):
-        stmts = [_Fold(flag, value).visit(s) for s in copy.deepcopy(branch + rest)]  # the side's own reads too
-        sides.append(_flat(_without_del(stmts)))
+        stmts = _flat([_Fold(flag, value).visit(s) for s in copy.deepcopy(branch + rest)])  # its own reads too
+        sides.append([_DropChecks().visit(s) for s in stmts])
     out = ast.If(test=copy.deepcopy(node.test), body=sides[0], orelse=sides[1])
     ast.copy_location(out, node)
     out.end_lineno, out.end_col_offset = rest[-1].end_lineno, rest[-1].end_col_offset
@@ -176,22 +176,16 @@ def _flat(stmts: list) -> list[ast.stmt]:
     return out
 
 
-def _without_del(stmts: list) -> list[ast.stmt]:
-    """``stmts`` with ``del <names>`` statements dropped at every depth of the side (outside nested
-    functions); an emptied block keeps a ``pass``."""
+class _DropChecks(ast.NodeTransformer):
+    """``del <names>`` and ``assert`` statements -> ``pass`` at every depth outside nested functions."""
 
-    class Drop(ast.NodeTransformer):
-        def visit_Delete(self, node):
-            if all(isinstance(t, ast.Name) for t in node.targets):
-                return ast.copy_location(ast.Pass(), node)
-            return node
+    def visit_Delete(self, node):
+        return ast.copy_location(ast.Pass(), node) if all(isinstance(t, ast.Name) for t in node.targets) else node
 
-        def visit_Assert(self, node):
-            return ast.copy_location(ast.Pass(), node)
+    def visit_Assert(self, node):
+        return ast.copy_location(ast.Pass(), node)
 
-        def visit_FunctionDef(self, node):
-            return node
+    def visit_FunctionDef(self, node):
+        return node
 
-        visit_AsyncFunctionDef = visit_Lambda = visit_FunctionDef
-
-    return [Drop().visit(s) for s in _flat(stmts)]
+    visit_AsyncFunctionDef = visit_Lambda = visit_FunctionDef

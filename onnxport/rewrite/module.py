@@ -180,22 +180,9 @@ class _BlockRewriter:
                 rest = self.block(stmts[k + 1:])
                 replacement, consumed = branches.rewrite_if(s, rest, self.ctx)
                 if replacement is None and pristine is not None:  # the rest under each side of the flag
-                    first = self.ctx.notes[mark:]
-                    del self.ctx.notes[mark:]
-                    again = flag_tails.sizes_again(self.ctx.func, s, [pristine.body, pristine.orelse])
-                    pristine.body = self.block(copy.deepcopy(again) + pristine.body)
-                    pristine.orelse = self.block(again + pristine.orelse)
-                    merged, _ = branches.rewrite_if(pristine, [], self.ctx, own_writes=True)
+                    merged = self._flag_tail(s, pristine, mark)
                     if merged is not None:
-                        self.ctx.notes[-1].detail = (f"torch.cond (the rest of the function under each side of "
-                                                     f"'{s.test.id}', which it tests again)")
-                        # a construct of the rest is in both sides: one note for it
-                        seen: set = set()
-                        self.ctx.notes[mark:] = [n for n in self.ctx.notes[mark:]
-                                                 if (n.construct, n.where, n.rewritten, n.detail) not in seen
-                                                 and not seen.add((n.construct, n.where, n.rewritten, n.detail))]
                         return out + _located(merged, s)
-                    self.ctx.notes[mark:] = first
                 if replacement is None:
                     return out + [s] + rest
                 out.extend(_located(replacement, s))
@@ -211,6 +198,28 @@ class _BlockRewriter:
             else:
                 out.append(s)
         return out
+
+    def _flag_tail(self, s: ast.If, pristine: ast.If, mark: int) -> list[ast.stmt] | None:
+        """``pristine`` (``flag_tails.merged`` of ``s`` and the rest of its block) rewritten as one
+        ``torch.cond``, the notes from ``mark`` on replaced by its own; None, the notes of the first
+        attempt kept, when it is not taken either."""
+        from onnxport.rewrite import branches
+
+        first = self.ctx.notes[mark:]
+        del self.ctx.notes[mark:]
+        again = flag_tails.sizes_again(self.ctx.func, s, [pristine.body, pristine.orelse])
+        pristine.body = self.block(copy.deepcopy(again) + pristine.body)
+        pristine.orelse = self.block(again + pristine.orelse)
+        merged, _ = branches.rewrite_if(pristine, [], self.ctx, own_writes=True)
+        if merged is None:
+            self.ctx.notes[mark:] = first
+            return None
+        self.ctx.notes[-1].detail = f"torch.cond (the rest of the function under each side of '{s.test.id}', " \
+                                    f"which it tests again)"
+        # a construct of the rest is in both sides: one note for it
+        unique = {(n.construct, n.where, n.rewritten, n.detail): n for n in self.ctx.notes[mark:]}
+        self.ctx.notes[mark:] = list(unique.values())
+        return merged
 
 
 class _StackCalls(ast.NodeTransformer):
