@@ -172,6 +172,18 @@ def sym_min(ctx, a, b):
     return ctx.op.Min(*_same(ctx, a, b))
 
 
+@translates(torch.sym_sum)
+def sym_sum(ctx, args):
+    """``torch.sym_sum([a, b, ...])``: the sum of symbolic sizes (PyTorch doc of ``torch.sym_sum``: ``sum``
+    of a list of SymInts as one node), a Sum of int64 scalars (an empty list: 0)."""
+    values = [_v(ctx, a) for a in args]
+    if not values:
+        return ctx.scalar(0, _I64)
+    if any(v.dtype == ir.DataType.DOUBLE for v in values):
+        values = [ctx.cast(v, ir.DataType.DOUBLE) for v in values]
+    return values[0] if len(values) == 1 else ctx.op.Sum(*values)
+
+
 @translates(torch.sym_float)
 def sym_float(ctx, a):
     return ctx.cast(_v(ctx, a), ir.DataType.DOUBLE)

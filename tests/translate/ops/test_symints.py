@@ -73,3 +73,23 @@ class ChooseAndTruncate(torch.nn.Module):
 def test_sym_ite_and_sym_int_toward_zero():
     check_export(ChooseAndTruncate(), (torch.randn(5, 4),), {"x": {0: "n", 1: "t"}},
                  sizes=[{"n": 3, "t": 4}, {"n": 7, "t": 2}, {"n": 2, "t": 9}])
+
+
+class PooledAboveSixteen(torch.nn.Module):
+    """A size branch whose sides differ in length (``ceil(time / 2)`` above 16, ``time`` below): the
+    rewritten ``torch.cond`` gives an output of a size known when it runs, summed by ``sym_sum``."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        if x.shape[1] > 16:
+            x = torch.nn.functional.avg_pool1d(x.transpose(1, 2), 2, ceil_mode=True).transpose(1, 2)
+        return self.proj(x)
+
+
+def test_sym_sum_of_a_branch_whose_sides_differ_in_length():
+    result = check_export(PooledAboveSixteen(), (torch.randn(2, 10, 8),), {"x": {0: "batch", 1: "time"}},
+                          sizes=[{"batch": 3, "time": 16}, {"batch": 2, "time": 17}, {"batch": 1, "time": 30}])
+    assert any(n.op_type == "If" for n in result.model.graph)
