@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from onnxport.errors import DataDependentError, DynamicShapesError, ExportError, SpecializationError
+from onnxport.pieces import MAX_PIECES
 from onnxport.result import ExportResult
 from onnxport.translate.registry import Registry
 
@@ -68,7 +69,10 @@ def to_onnx(
             scan/cond/while_loop before capture (``True``), never (``False``: a loop over a
             dynamic size is a ``SpecializationError``), or, by default (``None``), only after
             capture fails on one (``SpecializationError``, ``DataDependentError``), with a
-            warning naming each construct rewritten and its line.
+            warning naming each construct rewritten and its line. A branch on a size that neither
+            capture nor the rewrite can keep, both sides of which eager PyTorch runs, is exported
+            in pieces (each side on its own, joined by ONNX ``If`` on the size:
+            ``onnxport.pieces``, ``ExportResult.pieces``) unless this is ``False``.
         other_axes: ``"static"`` (default, torch.export's rule: an axis ``dynamic_shapes`` does not
             name keeps the example's size) or ``"auto"`` (such axes are ``Dim.AUTO``: dynamic where
             the model allows it, named ``<input>_dim<axis>``, static where it does not).
@@ -161,15 +165,50 @@ def to_onnx(
                 # one export at a time; another thread's export waits here
                 with exclusive_capture():
                     restore_leftovers()
-                    result = _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset,
-                                       optimize, inline, strict, rewrite_control_flow, other_axes, relations,
-                                       capture_hooks, registry, step, timings, bound, output_dims)
+                    def run(args: tuple, kwargs: dict, within: dict) -> ExportResult:
+                        return _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset,
+                                         optimize, inline, strict, rewrite_control_flow, other_axes, relations,
+                                         capture_hooks, registry, step, timings, bound, output_dims, within)
+
+                    notices: list[str] = []
+                    result = _in_pieces(run, model, args, kwargs, {}, bound, rewrite_control_flow, [MAX_PIECES],
+                                        notices)
+                    for text in notices:
+                        warnings.warn(text, UserWarning, stacklevel=2)
                 result = _settle(result, step)
             finally:
                 recorded = list(held)
     finally:
         _warn_again(recorded, result)
     return result
+
+
+def _in_pieces(run: Callable, model: Any, args: tuple, kwargs: dict, within: dict, bound: Any,
+               rewrite_control_flow: bool | None, budget: list[int], notices: list[str]) -> ExportResult:
+    """``run(args, kwargs, within)`` (``within``: the piece's ranges, ``capture.capture``); where it refuses a branch on one size both sides of which
+    eager PyTorch runs, each side exported on its own and joined (``onnxport.pieces``), a piece
+    that branches again cut again while ``budget`` (pieces left) lasts; the notice of each split is
+    appended to ``notices``; within a piece, a condition on its dim adopted where eager PyTorch runs
+    the other side cuts it too (``pieces.adopted_split``). Not with ``rewrite_control_flow=False`` (the branch is refused), nor for a
+    model exported from its checkpoint or given as an ``ExportedProgram``."""
+    from onnxport.pieces import adopted_split, export_in_pieces, joined, notice, splittable
+
+    try:
+        result = run(args, kwargs, within)
+    except SpecializationError as error:
+        if not splittable(error) or bound is not None or not isinstance(model, torch.nn.Module) or \
+                rewrite_control_flow is False:
+            raise
+        first = error
+    else:
+        first = adopted_split(result, within) if within else None
+        if first is None:
+            return result
+    pieces = export_in_pieces(first, args, kwargs, within,
+                              lambda a, k, w: _in_pieces(run, model, a, k, w, bound, rewrite_control_flow,
+                                                         budget, notices), budget)
+    notices.append(notice(first, pieces))
+    return joined(pieces)
 
 
 def _warn_again(recorded: list, result: ExportResult | None) -> None:
@@ -348,8 +387,9 @@ def _bind_weights(model: Any, weights: Any, cast: bool, strict: bool):
 
 def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, opset, optimize, inline, strict,
               rewrite_control_flow, other_axes, relations, capture_hooks, registry, step, timings,
-              bound=None, output_dims=None) -> ExportResult:
-    """The steps of ``to_onnx`` in order, each timed by ``step`` into ``timings``."""
+              bound=None, output_dims=None, within=None) -> ExportResult:
+    """The steps of ``to_onnx`` in order, each timed by ``step`` into ``timings`` (``within``: the
+    ranges of one piece, ``onnxport.pieces``)."""
     from onnxport.capture import capture, decompose
     from onnxport.capture.values import check_outputs
     from onnxport.finalize import finalize
@@ -365,7 +405,8 @@ def _pipeline(model, args, kwargs, dynamic_shapes, input_names, output_names, op
             model = rewrite_module(model, args, kwargs)
         rewrite_notes = list(getattr(model, "onnxport_rewrite_notes", []))
     translations = Translations(opset, registry)
-    options = dict(strict=strict, other_axes=other_axes, ops=translations, hooks=capture_hooks, relations=relations)
+    options = dict(strict=strict, other_axes=other_axes, ops=translations, hooks=capture_hooks, relations=relations,
+                   within=within)
     with step("capture"):
         first = None
         try:

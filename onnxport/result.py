@@ -36,21 +36,25 @@ class ExportResult:
         weights: for a model exported from its checkpoint (``to_onnx(weights=...)``), where each
             initializer's values are (``onnxport.weights.Weights``); its initializers read them
             when saved. None otherwise.
+        pieces: for a model exported in pieces (a branch on a size, ``onnxport.pieces``), each
+            ``(Interval, ExportResult)``: the interval of the dim and what was exported there; the
+            result's ``captured`` is the example's piece, its guards those of every piece (each
+            qualified by its interval). Empty otherwise.
     """
 
     external_data_threshold = PROTOBUF_LIMIT  # bytes of the serialized model, not of the weights alone
     _FIELDS = ("model", "program", "module", "example", "captured", "timings", "dim_names", "rewrite_notes",
-               "config", "validation", "decomposed", "quantization", "weights")
+               "config", "validation", "decomposed", "quantization", "weights", "pieces")
 
     def __init__(self, model: ir.Model, *, program=None, module=None, example=None, captured=None,
                  timings: dict | None = None, dim_names: dict | None = None, rewrite_notes: list | None = None,
                  config: Any = None, validation: Any = None, decomposed: dict | None = None,
-                 quantization: Any = None, weights: Any = None):
+                 quantization: Any = None, weights: Any = None, pieces: tuple = ()):
         values = dict(model=model, program=program, module=module, example=example, captured=captured,
                       timings=dict(timings or {}), dim_names=dict(dim_names or {}),
                       rewrite_notes=list(rewrite_notes or []), config=config, validation=validation,
                       decomposed=dict(decomposed or {"local": [], "whole_program": []}), quantization=quantization,
-                      weights=weights)
+                      weights=weights, pieces=tuple(pieces))
         for name, value in values.items():
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_proto", None)
@@ -157,6 +161,10 @@ class ExportResult:
             from onnxport.verify.accuracy import validate_quantized
 
             return validate_quantized(self, inputs=inputs, sizes=sizes)
+        if self.pieces:
+            from onnxport.verify.pieces import validate_pieces
+
+            return validate_pieces(self, inputs=inputs, sizes=sizes, values=values, atol=atol, rtol=rtol)
         from onnxport.verify import validate
 
         return validate(self, inputs=inputs, sizes=sizes, values=values, atol=atol, rtol=rtol)

@@ -74,6 +74,7 @@ class Request:
     related: Mapping[str, sympy.Expr] = dataclasses.field(default_factory=lambda: FROZEN)
     static: frozenset = frozenset()  # (input name, axis) of Dim.AUTO axes the model fixes: traced static
     given: tuple | None = None  # the user's (args, kwargs) when a larger example is traced (``enlarged``)
+    within: Mapping[str, tuple] = dataclasses.field(default_factory=lambda: FROZEN)  # dim -> (min, max): one piece
 
     @classmethod
     def make(cls, model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any, *, relations: dict | None,
@@ -224,7 +225,8 @@ class CaptureState:
         narrowed: dim name -> the guards its narrowing became (adopted, kept).
         related: dim name -> its expression over other dims: the user's relations, and those torch
             derived once adopted.
-        implied: dim name -> the range torch is given for a related dim (``past + seq`` -> 4).
+        implied: dim name -> the range torch is given for a related dim (``past + seq`` -> 4), or for
+            the dim of a piece (``Request.within``): given, not adopted.
         oblivious: torch reasons size-obliviously (``backed_size_oblivious``) about sizes 0 and 1.
         patches: patches steps added, installed by every later trace.
         trace: the last torch.export call (None: it is to be called).

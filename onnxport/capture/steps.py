@@ -205,6 +205,9 @@ class TraceLargerExample(Fallback):
             size, why = 2 * example, "a size computed through smaller strides is one"
         else:
             return f"no chunk larger than the example's {d.name} = {example} in the size expressions"
+        top = state.request.within.get(d.name, (None, None))[1]
+        if top is not None and size > top:
+            return f"{d.name} = {size} is outside the piece's sizes (up to {top})"
         return state.retrace(f"traced at {d.name} = {size} (at {example}, {why})",
                              request=state.request.enlarged(d.name, size), oblivious=False,
                              first_failure=state.first_failure or state.trace)
@@ -471,6 +474,7 @@ def _unless_eager_refuses(state: CaptureState, decide) -> tuple[CaptureState, ob
             branch = getattr(error, "branch", None)
             if branch is None or branch in seen or \
                     other_side_refused(state.request.model, captured_of(state), error.excluded, branch) is None:
+                error.captured = captured_of(state)  # the other side's inputs are made like its example
                 raise
             seen.add(branch)
             state = state.but(state.why, trace=dataclasses.replace(

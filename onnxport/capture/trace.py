@@ -22,7 +22,8 @@ from onnxport.errors import CaptureError, DynamicShapesError, user_source_line
 
 def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, strict: bool = False,
             rewritten: bool = False, other_axes: str = "static", ops: OpSupport | None = None,
-            hooks: Callable[[], Any] | None = None, relations: dict | None = None) -> Captured:
+            hooks: Callable[[], Any] | None = None, relations: dict | None = None,
+            within: dict | None = None) -> Captured:
     """Capture ``model`` with torch.export and decide its shape guards: the steps of
     ``capture.steps.STEPS`` in order, back to the trace whenever a step changed what torch.export
     is asked. ``Captured.attempts`` lists the steps as they ran.
@@ -41,6 +42,10 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
             traces (each trace).
         relations: dim name -> expression over other dim names (``{"total": "past + seq"}``,
             ``onnxport.capture.relations``): the shape guards are decided with them substituted.
+        within: dim name -> ``(min, max)`` (max None: unbounded): the sizes of one piece of a model
+            exported in pieces (``onnxport.pieces``): torch.export is given that range and the
+            export holds there, the dim's conditions decided as for the declared dim (adopted where
+            it was named without a range, a branch refused).
 
     Raises:
         DynamicShapesError: the spec names unknown inputs or axes, or is malformed; a relation
@@ -57,17 +62,20 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
     register_caches()
     request = Request.make(model, args, dict(kwargs or {}), dynamic_shapes, relations=relations, strict=strict,
                            rewritten=rewritten, other_axes=other_axes, ops=ops,
-                           hooks=(user_hooks(hooks),) if hooks is not None else ())
+                           hooks=(user_hooks(hooks),) if hooks is not None else (), within=dict(within or {}))
     state = run_steps(start(request))
     return finish(state)
 
 
 def start(request: Request) -> CaptureState:
-    """The state before the first trace: the user's relations, the ranges they imply, and
-    size-oblivious reasoning when an example size of a declared axis is 0 or 1."""
+    """The state before the first trace: the user's relations, the ranges they imply, the range of
+    the piece (``Request.within``), and size-oblivious reasoning when an example size of a declared
+    axis is 0 or 1."""
     state = CaptureState(request, related=request.related, oblivious=request.small)
     implied = implied_ranges(state)
-    return state.but("", ranges=implied, implied=implied)
+    within = dict(request.within)
+    # a piece's range is given to torch and promised, not adopted: ``implied`` (a range given, no condition)
+    return state.but("", ranges={**implied, **within}, implied={**implied, **within}, promised=within)
 
 
 def run_steps(state: CaptureState, steps: tuple = STEPS) -> CaptureState:

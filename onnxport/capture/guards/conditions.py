@@ -427,7 +427,7 @@ def decide(conditions: list[tuple],
                                 LAYOUT, python, names))
             continue
         if branch and not (kept_kind(expr, outcome) and in_installed_package(branch)):
-            raise branch_error(text, excluded, branch)
+            raise branch_error(text, excluded, branch, python, names)
         if kept_kind(expr, outcome):
             status, text, where = GuardStatus.KEPT, python, branch or where
         elif all(variables[s].adoptable for s in outcome.symbols):
@@ -510,7 +510,9 @@ def kept_range_guard(var: SizeVar, lower: int, upper: int | None, cause: Any, wh
     return Guard(text, GuardStatus.KEPT, where, tuple(excluded), boundary, "range torch.export traced", "True", ())
 
 
-def branch_error(text: str, excluded: tuple, branch: str):
+def branch_error(text: str, excluded: tuple, branch: str, python: str | None = None, names: tuple = ()):
+    """The refusal of a branch on a size; ``python`` (over the dim ``names``) is the condition the
+    example's side holds where it can be evaluated, read by ``onnxport.pieces`` to export each side."""
     from onnxport.errors import SpecializationError
 
     error = SpecializationError(
@@ -521,6 +523,7 @@ def branch_error(text: str, excluded: tuple, branch: str):
              "torch.cond(pred, true_fn, false_fn, operands); if one side is all you need, declare the range "
              "with Dim(name, min=..., max=...)")
     error.branch, error.excluded = branch, tuple(excluded)  # read by capture.refused_sides
+    error.condition = (python, tuple(names)) if python is not None and names else None
     return error
 
 

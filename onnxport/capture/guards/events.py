@@ -100,7 +100,7 @@ def narrowing(var: G.SizeVar, events: list[GuardEvent]) -> Narrowing:
     if lo > var.lo or (hi is not None and hi != var.hi):
         guard = G.range_guard(var, lo, hi, needed[-1].where if needed else None)
         if branch:
-            raise G.branch_error(guard.text, guard.excluded, branch)
+            raise G.branch_error(guard.text, guard.excluded, branch, guard.python, guard.names)
         if not var.adoptable:
             raise G.range_error(guard.text, guard.excluded, guard.where, [var])
         guards.append(guard)

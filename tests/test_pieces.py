@@ -1,0 +1,132 @@
+"""A branch on a size that capture cannot keep and the rewrite cannot take, both sides of which eager
+PyTorch runs, is exported in pieces: each interval of the dim where the branch goes one way on its own,
+joined by ONNX If on the size; every piece compared with eager PyTorch through the joined model."""
+
+import onnx
+import onnx_ir as ir
+import pytest
+import torch
+
+import onnxport
+from exportcheck import check_export
+
+
+class PoolsLongInputs(torch.nn.Module):
+    """Above 16 steps the sequence is pooled to half its length; the side also writes the module (the
+    rewrite into torch.cond leaves such a side as written)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+        self.mode = "plain"
+
+    def forward(self, x):
+        if x.shape[1] > 16:
+            self.mode = "pooled"
+            x = torch.nn.functional.avg_pool1d(x.transpose(1, 2), 2, ceil_mode=True).transpose(1, 2)
+        return self.proj(x)
+
+
+class WindowsOfFour(torch.nn.Module):
+    """DeepSeek-V4's compressor in small: whole windows of 4 steps exist from 4 steps on, and the
+    windows are chained from 8 on; three intervals, two branches."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+        self.windows = []
+
+    def forward(self, x):  # x: [batch, time, 4]
+        usable = (x.shape[1] // 4) * 4
+        chunk = x[:, :usable]
+        if chunk.shape[1] > 0:
+            n = chunk.shape[1] // 4
+            chunk = chunk.reshape(x.shape[0], n, 4, 4).mean(2)
+            if n > 1:
+                self.windows.append(n)
+                chunk = torch.cat([chunk[:, :1], chunk[:, 1:] + chunk[:, :-1]], 1)
+            pooled = self.proj(chunk).sum(1, keepdim=True)
+        else:
+            pooled = x.new_zeros(x.shape[0], 1, 4)
+        return x + pooled
+
+
+def _leaves(result) -> list[str]:
+    """The intervals exported, in order, pieces of pieces flattened."""
+    return [leaf for iv, piece in result.pieces for leaf in (_leaves(piece) if piece.pieces else [str(iv)])]
+
+
+def _ifs(result) -> int:
+    return sum(n.op_type == "If" for n in ir.traversal.RecursiveGraphIterator(result.model.graph))
+
+
+def test_a_branch_whose_sides_differ_in_length_is_exported_in_two_pieces():
+    with pytest.warns(UserWarning, match=r"exported each side on its own .*1 <= time <= 16, time >= 17"):
+        result = check_export(PoolsLongInputs(), (torch.randn(2, 10, 8),), {"x": {0: "batch", 1: "time"}},
+                              values=[], sizes=[{"batch": 3, "time": 16}, {"batch": 2, "time": 17},
+                                                {"batch": 1, "time": 30}])
+    assert [str(iv) for iv, _ in result.pieces] == ["1 <= time <= 16", "time >= 17"]
+    assert _ifs(result) == 1
+    report = result.validate(values=[])
+    assert report.ok and any("time >= 17" in c.why for c in report.checks) and \
+        any("1 <= time <= 16" in c.why for c in report.checks)
+    assert [d for d in result.model.graph.inputs[0].shape] == [ir.SymbolicDim("batch"), ir.SymbolicDim("time"), 8]
+
+
+def test_two_branches_give_three_pieces_each_compared_with_eager():
+    result = check_export(WindowsOfFour(), (torch.randn(2, 6, 4),), {"x": {0: "batch", 1: "time"}}, values=[],
+                          sizes=[{"batch": 2, "time": t} for t in (1, 3, 4, 7, 8, 9, 21)])
+    assert _leaves(result) == ["1 <= time <= 3", "4 <= time <= 7", "time >= 8"]
+    assert _ifs(result) == 2
+    onnx.checker.check_model(result.model_proto, full_check=True)
+
+
+class RemainderBranch(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[1] % 4 == 0:
+            return x.reshape(x.shape[0], -1, 4).sum(2)
+        return x[:, :1] * 2
+
+
+def test_a_condition_changing_at_every_few_sizes_stays_a_refusal():
+    with pytest.raises(onnxport.SpecializationError, match="branches on a size"):
+        onnxport.to_onnx(RemainderBranch(), (torch.randn(2, 8),), dynamic_shapes={"x": {0: "batch", 1: "n"}})
+
+
+def test_no_pieces_when_control_flow_is_left_as_written():
+    with pytest.raises(onnxport.SpecializationError, match="branches on a size"):
+        onnxport.to_onnx(PoolsLongInputs(), (torch.randn(2, 10, 8),), dynamic_shapes={"x": {0: "batch", 1: "time"}},
+                         rewrite_control_flow=False)
+
+
+def _piece_model(weight: float, body_op: str, dim: str = "n") -> onnx.ModelProto:
+    """``y = f(x) * w``: a local function ``f`` and an initializer ``w`` of the same names in every
+    piece, with other bodies and values."""
+    from onnx import TensorProto, helper
+
+    f = helper.make_function("local", "f", ["a"], ["b"], [helper.make_node(body_op, ["a"], ["b"])],
+                             [helper.make_opsetid("", 20)])
+    graph = helper.make_graph(
+        [helper.make_node("f", ["x"], ["t"], domain="local"), helper.make_node("Mul", ["t", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", dim])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", dim])],
+        initializer=[helper.make_tensor("w", TensorProto.FLOAT, [], [weight])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("local", 1)],
+                             functions=[f])
+
+
+def test_join_keeps_each_piece_its_own_function_and_initializer():
+    import numpy as np
+    import onnxruntime as ort
+
+    from onnxport.join_pieces import join
+
+    joined = join([_piece_model(2.0, "Neg"), _piece_model(3.0, "Abs"), _piece_model(2.0, "Neg")], "n", [4, 9])
+    onnx.checker.check_model(joined, full_check=True)
+    assert len(joined.functions) == 2 and len(joined.graph.initializer) == 2  # the third piece shares the first's
+    session = ort.InferenceSession(joined.SerializeToString(), providers=["CPUExecutionProvider"])
+    for n, expected in ((1, lambda x: -x * 2), (4, lambda x: -x * 2), (5, lambda x: np.abs(x) * 3),
+                        (9, lambda x: np.abs(x) * 3), (10, lambda x: -x * 2)):
+        x = np.random.default_rng(n).standard_normal((2, n)).astype(np.float32)
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], expected(x), rtol=1e-6)
+    assert [d.dim_param for d in joined.graph.output[0].type.tensor_type.shape.dim] == ["b", "n"]
