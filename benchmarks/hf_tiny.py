@@ -9,6 +9,8 @@ applied to sub-configs too):
   and at least 64 pixels, stage depths 1, stage widths an eighth, positions 256;
 * ``shallow``: only layers, stage depths, vocabulary and experts reduced, widths and images as the
   defaults;
+* ``narrow``: ``tiny`` with the default number of layers and stage depths (a config class whose
+  validators tie per-layer patterns to the layer count: GPT-Neo's ``attention_types``);
 * a config with more than ``MAX_PARAMETERS`` parameters (counted on the meta device) is not built.
 
 ``build(model_type, attempt)`` makes the base model (``AutoModel``'s class for the type, seeded; weight
@@ -59,9 +61,10 @@ class Rules:
 
     name: str
     widths: bool
+    layers: bool = True
 
 
-ATTEMPTS = (Rules("tiny", widths=True), Rules("shallow", widths=False))
+ATTEMPTS = (Rules("tiny", widths=True), Rules("shallow", widths=False), Rules("narrow", widths=True, layers=False))
 
 
 def _scaled(values: list, factor: int) -> list:
@@ -192,7 +195,7 @@ def _dict_rule(value: dict, config: Any) -> dict:
 
 def _int_rule(name: str, value: int, rules: Rules, config: Any) -> int | None:
     if _LAYERS.match(name):
-        return min(value, LAYERS)
+        return min(value, LAYERS) if rules.layers else None
     if "vocab_size" in name and value > VOCAB:
         return VOCAB
     if _EXPERTS.match(name):
@@ -237,7 +240,7 @@ def _int_rule(name: str, value: int, rules: Rules, config: Any) -> int | None:
 
 def _list_rule(name: str, values: list, rules: Rules) -> list | None:
     if name in ("depths", "num_layers", "block_repeats", "num_blocks", "layers", "stage_depths", "depth"):
-        return [min(v, 1) for v in values]
+        return [min(v, 1) for v in values] if rules.layers else None
     if not rules.widths:
         return None
     if name in ("hidden_sizes", "embed_dims", "embed_dim", "hidden_dims", "channels", "widths", "dims",
