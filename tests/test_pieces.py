@@ -84,6 +84,7 @@ def test_two_branches_give_three_pieces_each_compared_with_eager():
 class RemainderBranch(torch.nn.Module):
     def forward(self, x):
         if x.shape[1] % 4 == 0:
+            self.grouped = True  # a side writing the module: the rewrite leaves the if as written
             return x.reshape(x.shape[0], -1, 4).sum(2)
         return x[:, :1] * 2
 
