@@ -6,8 +6,9 @@ tensor ``[*shape]`` is carried as the real ONNX value ``[*shape, 2]`` (real, ima
 
 Made here: ``view_as_complex``, ``complex``, ``polar``, a cast of a real tensor to a complex dtype.
 Read here: ``view_as_real``, ``real``, ``imag``, ``abs``, ``angle``, conjugation, ``clone``, casts
-between complex dtypes, ``slice``, ``sym_size``, ``constant_pad_nd`` and ``add`` / ``sub`` / ``mul``
-with complex or real operands. The FFT family (``fft.py``) and ``stft`` (``spectral.py``) make and read them too.
+between complex dtypes and ``to`` (Llama 4's rotary table moved to the inputs' device), ``slice``,
+``unsqueeze``, ``squeeze``, ``view`` / ``reshape``, ``expand``, ``permute``, ``transpose``, ``sym_size``,
+``constant_pad_nd`` and ``add`` / ``sub`` / ``mul`` with complex or real operands. The FFT family (``fft.py``) and ``stft`` (``spectral.py``) make and read them too.
 Any other reader of a complex value, or a model returning one, is a TranslationError raised at the
 node that made it, naming the reader. Semantics: PyTorch's complex numbers
 (https://pytorch.org/docs/stable/complex_numbers.html).
@@ -26,7 +27,7 @@ import torch
 from onnxport.errors import TranslationError, UnsupportedOpError
 from onnxport.translate import dtypes, registry, symbolic
 # the real-valued translations wrapped below are registered by these modules first
-from onnxport.translate.ops import elementwise, indexing, misc, pad, symints  # noqa: F401
+from onnxport.translate.ops import elementwise, indexing, misc, pad, shape, symints  # noqa: F401
 from onnxport.translate.ops._common import axes_const, norm_axis
 from onnxport.translate.registry import translates
 
@@ -253,17 +254,57 @@ def sym_size(ctx, z, dim):
     return symints.sym_size(ctx, z.value, norm_axis(dim, z.rank))
 
 
-@complex_aware(aten._to_copy.default, aten.to.dtype)
+@complex_aware(aten._to_copy.default, aten.to.dtype, aten.to.dtype_layout, aten.to.device, aten.to.other)
 def to_copy(ctx, z, *args, **kwargs):
-    """_to_copy(Tensor self, *, dtype...) to or from a complex dtype: a real tensor gets zero
-    imaginary parts, a complex one changes precision; complex to real keeps the real parts (as
-    PyTorch does, with a warning)."""
+    """_to_copy(Tensor self, *, dtype...) and the ``to`` overloads (dtype, dtype_layout, device,
+    other; the result's dtype read from the node) to or from a complex dtype: a real tensor gets
+    zero imaginary parts, a complex one changes precision (or stays: a move to a device); complex
+    to real keeps the real parts (as PyTorch does, with a warning)."""
     if not isinstance(z, ComplexAsReal):
         x = ctx.cast(z, real_dtype(ctx))
         return as_complex(ctx, pair(ctx, x, ctx.op.Mul(x, ctx.scalar(0, x.dtype))))
     if _is_complex(ctx.meta_val):
         return as_complex(ctx, ctx.cast(z.value, real_dtype(ctx)))
     return ctx.cast(part(ctx, z.value, 0), ctx.out_dtype)
+
+
+@complex_aware(aten.unsqueeze.default)
+def unsqueeze(ctx, z, dim):
+    """unsqueeze(Tensor self, int dim) of a complex tensor: the carried value's axis inserted there."""
+    return as_complex(ctx, shape.unsqueeze(ctx, z.value, norm_axis(dim, z.rank + 1)))
+
+
+@complex_aware(aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims)
+def squeeze(ctx, z, dim=None):
+    """squeeze(self) / squeeze.dim / squeeze.dims of a complex tensor: the carried value's axes of
+    size 1 among those listed (all of the complex tensor's when none is), never its pair axis."""
+    dims = range(z.rank) if dim is None else [dim] if isinstance(dim, int) else dim
+    return as_complex(ctx, shape.squeeze(ctx, z.value, [norm_axis(d, z.rank) for d in dims]))
+
+
+@complex_aware(aten.view.default, aten.reshape.default, aten._unsafe_view.default)
+def reshape(ctx, z, size):
+    """view / reshape(Tensor self, SymInt[] size) of a complex tensor: the carried value reshaped to
+    ``size + [2]``."""
+    return as_complex(ctx, shape.reshape(ctx, z.value, list(size) + [2]))
+
+
+@complex_aware(aten.expand.default)
+def expand(ctx, z, size, implicit=False):
+    """expand(Tensor self, SymInt[] size) of a complex tensor: the carried value expanded to ``size + [2]``."""
+    return as_complex(ctx, shape.expand(ctx, z.value, list(size) + [2]))
+
+
+@complex_aware(aten.permute.default)
+def permute(ctx, z, dims):
+    """permute(Tensor self, int[] dims) of a complex tensor: its axes permuted, the pair axis last."""
+    return as_complex(ctx, shape.permute(ctx, z.value, [norm_axis(d, z.rank) for d in dims] + [z.rank]))
+
+
+@complex_aware(aten.transpose.int)
+def transpose(ctx, z, dim0, dim1):
+    """transpose.int(Tensor self, int dim0, int dim1) of a complex tensor: two of its axes swapped."""
+    return as_complex(ctx, shape.transpose(ctx, z.value, norm_axis(dim0, z.rank), norm_axis(dim1, z.rank)))
 
 
 @complex_aware(aten.slice.Tensor)

@@ -40,6 +40,30 @@ def test_cast_to_complex_slice_and_pad():
     check_export(Fn(fn), (torch.randn(3, 5),), {"x": {0: "batch", 1: "n"}})
 
 
+def test_to_of_a_complex_tensor_to_its_device_or_dtype():
+    """Llama 4's rotary table: complex ``freqs_cis.to(x.device)`` before the product (``to.device``,
+    ``to.dtype_layout`` in the program), and ``to(other)``."""
+    def fn(x):
+        z = torch.view_as_complex(x)
+        table = torch.polar(torch.ones_like(x[..., 0]), x[..., 1])
+        return (torch.view_as_real(z * table.to(x.device)), torch.view_as_real(z.to(device=x.device, dtype=z.dtype)),
+                torch.view_as_real(z.to(table)))
+
+    check_export(Fn(fn), (torch.randn(3, 5, 2),), {"x": {0: "batch", 1: "n"}})
+
+
+def test_shape_ops_of_a_complex_tensor():
+    """Llama 4's ``freqs_cis[:, :, None, :]`` and the other shape ops, on the complex tensor's axes."""
+    def fn(x):  # x: [batch, n, 4, 2]
+        z = torch.view_as_complex(x)
+        return (torch.view_as_real(z[:, :, None, :] * z.unsqueeze(-2)), torch.view_as_real(z.reshape(-1, 2, 2)),
+                torch.view_as_real(z.permute(1, 0, 2)), torch.view_as_real(z.transpose(0, -1)),
+                torch.view_as_real(z[:, :1].squeeze(1)), torch.view_as_real(z[:, :, :1].expand(-1, -1, 3)),
+                torch.view_as_real(z.unsqueeze(0).squeeze(0)))
+
+    check_export(Fn(fn), (torch.randn(3, 5, 4, 2),), {"x": {0: "batch", 1: "n"}})
+
+
 def test_angle_and_real_of_real_tensors():
     fn = lambda x: (torch.angle(x), torch.real(x), torch.angle(x.long()))  # noqa: E731
     x = torch.tensor([[-2.0, 0.0, 3.0, float("nan")], [1.0, -0.5, -7.0, 2.0]])
