@@ -112,6 +112,10 @@ def overrides(config: Any, rules: Rules) -> dict:
         if value is None:
             if name == "vocab_size":
                 out[name] = VOCAB
+            elif rules.widths and name == "head_dim":  # left to the model, which reads it as it is
+                out[name] = HEAD_DIM
+            elif rules.widths and _KV.match(name):
+                out[name] = HEADS
             continue
         if isinstance(value, PretrainedConfig):
             out[name] = type(value)(**(_current(value) | overrides(value, rules)))
