@@ -27,6 +27,7 @@ what the automatic equivalence check of ``rewrite_module`` exercises.
 from __future__ import annotations
 
 import ast
+import copy
 import warnings
 from typing import Any, Callable
 
@@ -520,7 +521,8 @@ def _rewrite_for(node: ast.For, ctx, dynamic: bool) -> list[ast.stmt]:
     # reads of the loop variable
     changing = N.stored_names(node.body)
     uses = _IndexUses(i, changing, fresh)
-    body = [ast.fix_missing_locations(uses.visit(s)) for s in body]
+    # on copies: a refusal below leaves the loop as written, its reads of the loop variable too
+    body = [ast.fix_missing_locations(uses.visit(copy.deepcopy(s))) for s in body]
     stored = N.stored_names(body) - {i}
     late = sorted(n for n in stored - before if n in after and not ctx.rebound_before_read(node, n))
     if late:

@@ -235,6 +235,38 @@ def test_unhandled_loop_is_left_alone_with_its_line():
     torch.testing.assert_close(rewritten(x), model(x))
 
 
+class PerHeadScan(torch.nn.Module):
+    """Zamba's mixer in small: a loop over the heads (a constant count) reading rows of per-head
+    tensors, around a size-dependent branch (rewritten into torch.cond), whose last result is read
+    after it: the loop is not a scan and must stay exactly as written."""
+
+    def __init__(self):
+        super().__init__()
+        self.heads = 2
+        self.weight = torch.nn.Parameter(torch.randn(2, 4))
+
+    def forward(self, x):  # x: [heads, n, 4]
+        if x.shape[1] == 1:
+            y = x * 2
+        else:
+            outputs = []
+            for head in range(self.heads):
+                result = torch.tanh(x[head] * self.weight[head])
+                outputs.append(result)
+            y = torch.stack(outputs) + result.sum()
+        return y
+
+
+def test_a_refused_loop_keeps_its_reads_of_the_loop_variable():
+    model = PerHeadScan()
+    x = torch.randn(2, 5, 4)
+    rewritten = rewrite_module(model, (x,), warn=False)
+    for n in (1, 5):
+        x = torch.randn(2, n, 4)
+        torch.testing.assert_close(rewritten(x), model(x))
+    check_export(PerHeadScan(), (x,), {"x": {1: Dim("n", min=2)}}, inputs=[(torch.randn(2, 9, 4),)])
+
+
 def test_a_wrong_rewrite_is_caught_by_the_eager_check(monkeypatch):
     from onnxport.rewrite import loops
 
