@@ -178,7 +178,9 @@ def joined(pieces: list[tuple[Interval, Any]]) -> Any:
     captured = dataclasses.replace(base.captured, guards=guards, variables=variables)
     model = ir.serde.deserialize_model(proto)
     model.meta["dim_names"] = dict(base.dim_names)
-    return base.replace(model=model, captured=captured, pieces=tuple(pieces),
+    # each piece's result keeps the joined model (its own graph lives on inside it, not twice in memory)
+    kept = tuple((iv, r.replace(model=model)) for iv, r in pieces)
+    return base.replace(model=model, captured=captured, pieces=kept,
                         rewrite_notes=[n for _, r in pieces for n in r.rewrite_notes])
 
 

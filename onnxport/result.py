@@ -37,9 +37,10 @@ class ExportResult:
             initializer's values are (``onnxport.weights.Weights``); its initializers read them
             when saved. None otherwise.
         pieces: for a model exported in pieces (a branch on a size, ``onnxport.pieces``), each
-            ``(Interval, ExportResult)``: the interval of the dim and what was exported there; the
-            result's ``captured`` is the example's piece, its guards those of every piece (each
-            qualified by its interval). Empty otherwise.
+            ``(Interval, ExportResult)``: the interval of the dim and what was exported there (its
+            program, guards and example; its model the joined one); the result's ``captured`` is the
+            example's piece, its guards those of every piece (each qualified by its interval).
+            Empty otherwise.
     """
 
     external_data_threshold = PROTOBUF_LIMIT  # bytes of the serialized model, not of the weights alone
