@@ -122,11 +122,15 @@ def _inside(lower: int, upper: int | None) -> int:
 
 def inputs_at(error: SpecializationError, interval: Interval) -> tuple[tuple, dict]:
     """Inputs like the example's, the interval's dim at its example size (the other dims as in the
-    example)."""
+    example, a dim related to it by ``relations`` following it)."""
     from onnxport.capture.inputs import inputs_like_example
+
+    from onnxport.capture.relations import evaluate
 
     captured = error.captured
     sizes = {**_declared_sizes(captured), interval.dim: interval.example}
+    if captured.relations:  # a related dim (``total = past + seq``) follows its terms
+        sizes = evaluate(captured.relations, {k: v for k, v in sizes.items() if k not in captured.relations})
     return inputs_like_example(captured, _symbol_names(captured), sizes, seed=0)
 
 

@@ -131,3 +131,19 @@ def test_join_keeps_each_piece_its_own_function_and_initializer():
         x = np.random.default_rng(n).standard_normal((2, n)).astype(np.float32)
         np.testing.assert_allclose(session.run(None, {"x": x})[0], expected(x), rtol=1e-6)
     assert [d.dim_param for d in joined.graph.output[0].type.tensor_type.shape.dim] == ["b", "n"]
+
+
+class PoolsWithAMask(PoolsLongInputs):
+    """The branch's dim also sizes a mask one longer (``total = time + 1``, a relation)."""
+
+    def forward(self, x, mask):
+        return super().forward(x).sum(1) + mask.sum(1, keepdim=True)
+
+
+def test_a_related_dim_follows_the_piece():
+    with pytest.warns(UserWarning, match=r"1 <= time <= 16, time >= 17"):
+        result = check_export(PoolsWithAMask(), (torch.randn(2, 10, 8), torch.ones(2, 11)),
+                              {"x": {0: "batch", 1: "time"}, "mask": {0: "batch", 1: "total"}},
+                              relations={"total": "time + 1"}, values=[],
+                              sizes=[{"batch": 2, "time": 16}, {"batch": 2, "time": 17}])
+    assert len(result.pieces) == 2
