@@ -191,7 +191,7 @@ def _in_pieces(run: Callable, model: Any, args: tuple, kwargs: dict, within: dic
     appended to ``notices``; within a piece, a condition on its dim adopted where eager PyTorch runs
     the other side cuts it too (``pieces.adopted_split``). Not with ``rewrite_control_flow=False`` (the branch is refused), nor for a
     model exported from its checkpoint or given as an ``ExportedProgram``."""
-    from onnxport.pieces import adopted_split, export_in_pieces, joined, notice, splittable
+    from onnxport.pieces import adopted_split, export_in_pieces, joined, not_split, notice, splittable
 
     try:
         result = run(args, kwargs, within)
@@ -207,8 +207,12 @@ def _in_pieces(run: Callable, model: Any, args: tuple, kwargs: dict, within: dic
     pieces = export_in_pieces(first, args, kwargs, within,
                               lambda a, k, w: _in_pieces(run, model, a, k, w, bound, rewrite_control_flow,
                                                          budget, notices), budget)
+    try:
+        result = joined(pieces)
+    except ValueError as e:  # the sides' outputs cannot be one If's
+        raise not_split(first, str(e)) from None
     notices.append(notice(first, pieces))
-    return joined(pieces)
+    return result
 
 
 def _warn_again(recorded: list, result: ExportResult | None) -> None:
@@ -217,7 +221,8 @@ def _warn_again(recorded: list, result: ExportResult | None) -> None:
     failed)."""
     from onnxport.capture.trace import ADOPTED_PREFIX
 
-    final = {str(g) for g in result.constraints} if result is not None else None
+    # a piece's constraint reads "time % 2 == 0 (where time >= 17)": warned as adopted in the piece
+    final = {str(g).split(" (where ")[0] for g in result.constraints} if result is not None else None
     seen = set()
     for w in recorded:
         text = str(w.message)

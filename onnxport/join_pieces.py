@@ -41,11 +41,17 @@ def join(models: list[onnx.ModelProto], dim: str, uppers: list[int]) -> onnx.Mod
     outputs = [o.name for o in base.graph.output]
     for m in models[1:]:
         if [i.name for i in m.graph.input] != names or [o.name for o in m.graph.output] != outputs:
-            raise ValueError("the pieces' inputs or outputs differ in name")
+            raise ValueError(f"the sides return other outputs ({', '.join(outputs)} on one, "
+                             f"{', '.join(o.name for o in m.graph.output)} on the other)")
+        for a, b in zip(base.graph.output, m.graph.output):
+            ta, tb = a.type.tensor_type, b.type.tensor_type
+            if ta.elem_type != tb.elem_type or len(ta.shape.dim) != len(tb.shape.dim):
+                raise ValueError(f"output {a.name!r} differs in dtype or rank between the sides (ONNX If "
+                                 f"gives one type per output)")
     source = _dim_source(base, dim)
     initializers: dict[str, onnx.TensorProto] = {}
     functions: dict[tuple, onnx.FunctionProto] = {}
-    branches = [_branch(m, i, set(names), initializers, functions) for i, m in enumerate(models)]
+    branches = [_branch(m, i, set(names), set(outputs), initializers, functions) for i, m in enumerate(models)]
 
     size = f"{dim}/size"
     nodes = [helper.make_node("Shape", [source[0]], [f"{dim}/shape"], start=source[1], end=source[1] + 1),
@@ -68,7 +74,12 @@ def join(models: list[onnx.ModelProto], dim: str, uppers: list[int]) -> onnx.Mod
                               [_merged_output(k, models) for k in range(len(outputs))],
                               initializer=list(initializers.values()))
     graph.doc_string = base.graph.doc_string
-    joined = helper.make_model(graph, opset_imports=list(base.opset_import), functions=list(functions.values()),
+    opsets = {}
+    for m in models:  # a domain only a later piece uses (its control-flow bodies' functions) included
+        for o in m.opset_import:
+            opsets[o.domain] = max(opsets.get(o.domain, o.version), o.version)
+    joined = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()],
+                               functions=list(functions.values()),
                                producer_name=base.producer_name, producer_version=base.producer_version)
     joined.ir_version = base.ir_version
     joined.doc_string = base.doc_string
@@ -105,11 +116,11 @@ def _merged_output(k: int, models: list[onnx.ModelProto]) -> onnx.ValueInfoProto
     return out
 
 
-def _branch(model: onnx.ModelProto, index: int, inputs: set[str], initializers: dict,
+def _branch(model: onnx.ModelProto, index: int, inputs: set[str], outputs: set[str], initializers: dict,
             functions: dict) -> onnx.GraphProto:
     """``model``'s graph as a branch: no inputs, initializers moved to ``initializers`` (renamed
-    when the name is taken by other values), local functions into ``functions`` (renamed likewise),
-    every other name prefixed."""
+    when the name is taken by other values or is an output's, which the joined graph's ``If``
+    makes), local functions into ``functions`` (renamed likewise), every other name prefixed."""
     prefix = f"p{index}/"
     renamed_functions = {}
     for f in model.functions:
@@ -119,8 +130,9 @@ def _branch(model: onnx.ModelProto, index: int, inputs: set[str], initializers: 
     names = {n: n for n in inputs}
     for init in model.graph.initializer:
         same = init.name in initializers and _same_tensor(initializers[init.name], init)
-        names[init.name] = init.name if same or init.name not in initializers else prefix + init.name
-        if not same:
+        taken = init.name in outputs or (init.name in initializers and not same)
+        names[init.name] = prefix + init.name if taken else init.name
+        if not same or taken:
             moved = onnx.TensorProto()
             moved.CopyFrom(init)
             moved.name = names[init.name]

@@ -71,11 +71,11 @@ def split(error: SpecializationError, within: dict | None = None) -> list[Interv
     if declared is None or example is None:
         return None
     lo, hi = (within or {}).get(name, (declared.min, declared.max))
-    lo = max(1, lo)
-    top = min(hi, lo + SCANNED) if hi is not None else lo + SCANNED
+    lo = lo if declared.ranged and lo == 0 else max(1, lo)  # size 0 where the user's range holds it
+    top = min(hi, max(lo, 1) + SCANNED) if hi is not None else max(lo, 1) + SCANNED
     fn = _compile(python, (name,))
     runs: list[list] = []
-    for size in range(lo, top + 1):
+    for size in range(lo, top + 1):  # size 0 too where the range holds it: the first If takes it
         value = bool(_call(fn, [size]))
         if runs and runs[-1][2] == value:
             runs[-1][1] = size
@@ -146,8 +146,12 @@ def export_in_pieces(error: SpecializationError, args: tuple, kwargs: dict, with
     intervals = split(error, within)
     if intervals is None:
         raise error
+    single = next((iv for iv in intervals if iv.lower == iv.upper), None)
+    if single is not None:
+        raise not_split(error, f"a piece would hold one size only ({single}), which torch.export does not trace "
+                               f"as a dynamic dim")
     if budget[0] < len(intervals):
-        raise _not_split(error, f"it would take more than {MAX_PIECES} pieces")
+        raise not_split(error, f"it would take more than {MAX_PIECES} pieces")
     budget[0] -= len(intervals) - 1
     out = []
     for interval in intervals:
@@ -155,11 +159,11 @@ def export_in_pieces(error: SpecializationError, args: tuple, kwargs: dict, with
             given = (args, kwargs) if interval.own else inputs_at(error, interval)
             out.append((interval, export(given[0], given[1], {**within, interval.dim: (interval.lower, interval.upper)})))
         except ExportError as failed:
-            raise _not_split(error, f"the piece {interval} failed: {failed.summary}") from None
+            raise not_split(error, f"the piece {interval} failed: {failed.summary}") from None
     return out
 
 
-def _not_split(error: SpecializationError, why: str) -> SpecializationError:
+def not_split(error: SpecializationError, why: str) -> SpecializationError:
     """``error`` with its hint saying why exporting each side on its own did not help."""
     tried = f"exporting each side of the branch on its own did not help ({why})"
     return error.with_hint(f"{error.hint}; {tried}" if error.hint else tried)

@@ -147,3 +147,66 @@ def test_a_related_dim_follows_the_piece():
                               relations={"total": "time + 1"}, values=[],
                               sizes=[{"batch": 2, "time": 16}, {"batch": 2, "time": 17}])
     assert len(result.pieces) == 2
+
+
+class ReturnsItsTable(torch.nn.Module):
+    """Each side returns a buffer (an initializer the ONNX model returns as it is), other values."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.arange(6.0).reshape(2, 3))
+
+    def forward(self, x):
+        if x.shape[1] > 16:
+            self.mode = "long"
+            return x[:, ::2], self.table * 2
+        return x, self.table
+
+
+def test_pieces_returning_an_initializer_each():
+    result = check_export(ReturnsItsTable(), (torch.randn(2, 10, 3),), {"x": {0: "batch", 1: "time"}}, values=[],
+                          sizes=[{"batch": 2, "time": 16}, {"batch": 2, "time": 17}, {"batch": 1, "time": 1}])
+    assert len(result.pieces) == 2
+
+
+class OtherOutputs(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[1] > 16:
+            self.mode = "long"
+            return x[:, ::2], x.mean(1)
+        return x * 2
+
+
+def test_sides_returning_other_outputs_stay_refused_saying_so():
+    with pytest.raises(onnxport.SpecializationError, match=r"the sides return other outputs"):
+        onnxport.to_onnx(OtherOutputs(), (torch.randn(2, 10, 3),), dynamic_shapes={"x": {0: "batch", 1: "time"}})
+
+
+class CondOnTheLongSide(torch.nn.Module):
+    """Only the side above 16 holds a torch.cond (a local function of domain onnxport in its piece)."""
+
+    def forward(self, x):
+        if x.shape[1] > 16:
+            self.seen = True
+            x = x[:, ::2]
+            return torch.cond(x.shape[0] > 3, lambda t: t.sum(1) * 2, lambda t: t.sum(1) - 2, (x,))
+        return x.mean(1)
+
+
+def test_a_domain_only_a_later_piece_uses_is_imported():
+    result = check_export(CondOnTheLongSide(), (torch.randn(2, 10, 3),), {"x": {0: "batch", 1: "time"}}, values=[],
+                          sizes=[{"batch": 2, "time": 16}, {"batch": 2, "time": 18}, {"batch": 5, "time": 20}])
+    assert "onnxport" in {o.domain for o in result.model_proto.opset_import}
+
+
+class EqualsEight(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[1] == 8:
+            self.hit = True
+            return x * 2
+        return x + 1
+
+
+def test_a_piece_of_one_size_stays_a_refusal_saying_so():
+    with pytest.raises(onnxport.SpecializationError, match=r"a piece would hold one size only \(time == 8\)"):
+        onnxport.to_onnx(EqualsEight(), (torch.randn(2, 10),), dynamic_shapes={"x": {0: "batch", 1: "time"}})
