@@ -185,12 +185,13 @@ def to_onnx(
 
 def _in_pieces(run: Callable, model: Any, args: tuple, kwargs: dict, within: dict, bound: Any,
                rewrite_control_flow: bool | None, budget: list[int], notices: list[str]) -> ExportResult:
-    """``run(args, kwargs, within)`` (``within``: the piece's ranges, ``capture.capture``); where it refuses a branch on one size both sides of which
-    eager PyTorch runs, each side exported on its own and joined (``onnxport.pieces``), a piece
-    that branches again cut again while ``budget`` (pieces left) lasts; the notice of each split is
-    appended to ``notices``; within a piece, a condition on its dim adopted where eager PyTorch runs
-    the other side cuts it too (``pieces.adopted_split``). Not with ``rewrite_control_flow=False`` (the branch is refused), nor for a
-    model exported from its checkpoint or given as an ``ExportedProgram``."""
+    """``run(args, kwargs, within)`` (``within``: the piece's ranges, ``capture.capture``); where it
+    refuses a branch on one size both sides of which eager PyTorch runs, each side exported on its
+    own and joined (``onnxport.pieces``), a piece that branches again cut again while ``budget``
+    (pieces left) lasts; the notice of each split is appended to ``notices``; within a piece, a
+    condition on its dim adopted where eager PyTorch runs the other side cuts it too
+    (``pieces.adopted_split``). Not with ``rewrite_control_flow=False`` (the branch is refused), nor
+    for a model exported from its checkpoint or given as an ``ExportedProgram``."""
     from onnxport.pieces import adopted_split, export_in_pieces, joined, not_split, notice, splittable
 
     try:

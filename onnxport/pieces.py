@@ -8,8 +8,10 @@ where the branch's condition changes value (``split``: at most ``MAX_PIECES`` in
 evaluating the condition, as ``capture.guards`` decided it, at every size from the declared minimum
 on), each interval is exported on its own (torch.export given that range, the dim's conditions decided
 as for the declared dim: ``capture.capture(within=...)``; at an example inside it, made like the
-user's: ``capture.inputs.inputs_like_example``), a piece that branches again being cut again, and the ONNX models are joined under ``If`` nodes on the dim's size
-(``join_pieces.join``): each size runs the program its side traced.
+user's: ``capture.inputs.inputs_like_example``), a piece that branches again being cut again, and
+the ONNX models are joined under ``If`` nodes on the dim's size (``join_pieces.join``): each size
+runs the program its side traced. (DeepSeek-V4 itself branches again at every further window count
+past 8, more pieces than ``MAX_PIECES``: it stays refused.)
 
 Where the condition is not one a size alone decides (two dims), or changes value more often than
 ``MAX_PIECES`` allows (a remainder), or a piece fails to export, the branch is refused as before,
@@ -61,8 +63,8 @@ def splittable(error: BaseException) -> bool:
 
 def split(error: SpecializationError, within: dict | None = None) -> list[Interval] | None:
     """The intervals of the branching dim's range (declared, or the piece's: ``within``) where the
-    branch's condition keeps one value, in order; None when it changes value more than ``MAX_PIECES - 1`` times over the sizes
-    scanned, or the example lies outside them."""
+    branch's condition keeps one value, in order; None when it changes value more than
+    ``MAX_PIECES - 1`` times over the sizes scanned, or the example lies outside them."""
     from onnxport.capture.guards.conditions import _call, _compile
 
     python, (name,) = error.condition
@@ -124,7 +126,6 @@ def inputs_at(error: SpecializationError, interval: Interval) -> tuple[tuple, di
     """Inputs like the example's, the interval's dim at its example size (the other dims as in the
     example, a dim related to it by ``relations`` following it)."""
     from onnxport.capture.inputs import inputs_like_example
-
     from onnxport.capture.relations import evaluate
 
     captured = error.captured
@@ -157,7 +158,8 @@ def export_in_pieces(error: SpecializationError, args: tuple, kwargs: dict, with
     for interval in intervals:
         try:
             given = (args, kwargs) if interval.own else inputs_at(error, interval)
-            out.append((interval, export(given[0], given[1], {**within, interval.dim: (interval.lower, interval.upper)})))
+            ranges = {**within, interval.dim: (interval.lower, interval.upper)}
+            out.append((interval, export(given[0], given[1], ranges)))
         except ExportError as failed:
             raise not_split(error, f"the piece {interval} failed: {failed.summary}") from None
     return out

@@ -8,7 +8,8 @@ Made here: ``view_as_complex``, ``complex``, ``polar``, a cast of a real tensor 
 Read here: ``view_as_real``, ``real``, ``imag``, ``abs``, ``angle``, conjugation, ``clone``, casts
 between complex dtypes and ``to`` (Llama 4's rotary table moved to the inputs' device), ``slice``,
 ``unsqueeze``, ``squeeze``, ``view`` / ``reshape``, ``expand``, ``permute``, ``transpose``, ``sym_size``,
-``constant_pad_nd`` and ``add`` / ``sub`` / ``mul`` with complex or real operands. The FFT family (``fft.py``) and ``stft`` (``spectral.py``) make and read them too.
+``constant_pad_nd`` and ``add`` / ``sub`` / ``mul`` with complex or real operands. The FFT family
+(``fft.py``) and ``stft`` (``spectral.py``) make and read them too.
 Any other reader of a complex value, or a model returning one, is a TranslationError raised at the
 node that made it, naming the reader. Semantics: PyTorch's complex numbers
 (https://pytorch.org/docs/stable/complex_numbers.html).
