@@ -161,13 +161,18 @@ def export_in_pieces(error: SpecializationError, args: tuple, kwargs: dict, with
             ranges = {**within, interval.dim: (interval.lower, interval.upper)}
             out.append((interval, export(given[0], given[1], ranges)))
         except ExportError as failed:
-            raise not_split(error, f"the piece {interval} failed: {failed.summary}") from None
+            inner = (failed.hint or "").rpartition(_TRIED)[2].rstrip(")")  # the piece's own cut, if it failed
+            raise not_split(error, f"the piece {interval} failed: {failed.summary}" +
+                            (f"; cutting it: {inner}" if inner else "")) from None
     return out
+
+
+_TRIED = "exporting each side of the branch on its own did not help ("
 
 
 def not_split(error: SpecializationError, why: str) -> SpecializationError:
     """``error`` with its hint saying why exporting each side on its own did not help."""
-    tried = f"exporting each side of the branch on its own did not help ({why})"
+    tried = f"{_TRIED}{why})"
     return error.with_hint(f"{error.hint}; {tried}" if error.hint else tried)
 
 

@@ -210,3 +210,26 @@ class EqualsEight(torch.nn.Module):
 def test_a_piece_of_one_size_stays_a_refusal_saying_so():
     with pytest.raises(onnxport.SpecializationError, match=r"a piece would hold one size only \(time == 8\)"):
         onnxport.to_onnx(EqualsEight(), (torch.randn(2, 10),), dynamic_shapes={"x": {0: "batch", 1: "time"}})
+
+
+class FiveSides(torch.nn.Module):
+    def forward(self, x):
+        t = x.shape[1]
+        if t > 32:
+            self.side = 1
+            return x[:, ::4] * 4
+        if t > 16:
+            self.side = 2
+            return x[:, ::3] * 3
+        if t > 8:
+            self.side = 3
+            return x[:, ::2] * 2
+        if t > 4:
+            self.side = 4
+            return x[:, :1]
+        return x - 1
+
+
+def test_more_pieces_than_the_limit_are_refused_saying_so():
+    with pytest.raises(onnxport.SpecializationError, match=r"more than 4 pieces"):
+        onnxport.to_onnx(FiveSides(), (torch.randn(2, 10, 3),), dynamic_shapes={"x": {0: "batch", 1: "time"}})
