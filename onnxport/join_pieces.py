@@ -48,7 +48,9 @@ def join(models: list[onnx.ModelProto], dim: str, uppers: list[int]) -> onnx.Mod
             if ta.elem_type != tb.elem_type or len(ta.shape.dim) != len(tb.shape.dim):
                 raise ValueError(f"output {a.name!r} differs in dtype or rank between the sides (ONNX If "
                                  f"gives one type per output)")
-    source = _dim_source(base, dim)
+    # the inputs as a piece that keeps the dim declares them (a piece of one size has it static)
+    outer = next((m for m in models if _has_dim(m, dim)), base)
+    source = _dim_source(outer, dim)
     initializers: dict[str, onnx.TensorProto] = {}
     functions: dict[tuple, onnx.FunctionProto] = {}
     branches = [_branch(m, i, set(names), set(outputs), initializers, functions) for i, m in enumerate(models)]
@@ -70,7 +72,7 @@ def join(models: list[onnx.ModelProto], dim: str, uppers: list[int]) -> onnx.Mod
         else:
             current = helper.make_graph(step, f"{dim}_pieces_from_{i}", [],
                                         [_output_like(o, n) for o, n in zip(base.graph.output, outs)])
-    graph = helper.make_graph(nodes, base.graph.name, list(base.graph.input),
+    graph = helper.make_graph(nodes, base.graph.name, list(outer.graph.input),
                               [_merged_output(k, models) for k in range(len(outputs))],
                               initializer=list(initializers.values()))
     graph.doc_string = base.graph.doc_string
@@ -85,6 +87,10 @@ def join(models: list[onnx.ModelProto], dim: str, uppers: list[int]) -> onnx.Mod
     joined.doc_string = base.doc_string
     joined.metadata_props.extend(base.metadata_props)
     return joined
+
+
+def _has_dim(model: onnx.ModelProto, dim: str) -> bool:
+    return any(d.dim_param == dim for i in model.graph.input for d in i.type.tensor_type.shape.dim)
 
 
 def _dim_source(model: onnx.ModelProto, dim: str) -> tuple[str, int]:
@@ -103,15 +109,17 @@ def _output_like(value: onnx.ValueInfoProto, name: str) -> onnx.ValueInfoProto:
 
 
 def _merged_output(k: int, models: list[onnx.ModelProto]) -> onnx.ValueInfoProto:
-    """The ``k``-th output as every model declares it, a dim kept where all agree."""
-    out = onnx.ValueInfoProto()
-    out.CopyFrom(models[0].graph.output[k])
+    """The ``k``-th output as every model declares it, a dim kept where all agree (a named dim where
+    the pieces that name it agree and the others, pieces of one size, give it a size)."""
     shapes = [m.graph.output[k].type.tensor_type.shape for m in models]
+    named = [m for m, s in zip(models, shapes) if any(d.dim_param for d in s.dim)]
+    out = onnx.ValueInfoProto()
+    out.CopyFrom((named or models)[0].graph.output[k])
     if not out.type.HasField("tensor_type") or any(len(s.dim) != len(shapes[0].dim) for s in shapes):
         out.type.tensor_type.ClearField("shape")
         return out
     for axis, d in enumerate(out.type.tensor_type.shape.dim):
-        if any(s.dim[axis] != d for s in shapes[1:]):
+        if any(s.dim[axis] != d and not (d.dim_param and s.dim[axis].HasField("dim_value")) for s in shapes):
             d.Clear()
     return out
 

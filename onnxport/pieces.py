@@ -7,7 +7,8 @@ the module or a list. Yet each side is a program: the declared range of the bran
 where the branch's condition changes value (``split``: at most ``MAX_PIECES`` intervals, found by
 evaluating the condition, as ``capture.guards`` decided it, at every size from the declared minimum
 on), each interval is exported on its own (torch.export given that range, the dim's conditions decided
-as for the declared dim: ``capture.capture(within=...)``; at an example inside it, made like the
+as for the declared dim: ``capture.capture(within=...)``; an interval of one size with the dim
+static; at an example inside it, made like the
 user's: ``capture.inputs.inputs_like_example``), a piece that branches again being cut again, and
 the ONNX models are joined under ``If`` nodes on the dim's size (``join_pieces.join``): each size
 runs the program its side traced. (DeepSeek-V4 itself branches again at every further window count
@@ -147,10 +148,6 @@ def export_in_pieces(error: SpecializationError, args: tuple, kwargs: dict, with
     intervals = split(error, within)
     if intervals is None:
         raise error
-    single = next((iv for iv in intervals if iv.lower == iv.upper), None)
-    if single is not None:
-        raise not_split(error, f"a piece would hold one size only ({single}), which torch.export does not trace "
-                               f"as a dynamic dim")
     if budget[0] < len(intervals):
         raise not_split(error, f"it would take more than {MAX_PIECES} pieces")
     budget[0] -= len(intervals) - 1

@@ -207,9 +207,12 @@ class EqualsEight(torch.nn.Module):
         return x + 1
 
 
-def test_a_piece_of_one_size_stays_a_refusal_saying_so():
-    with pytest.raises(onnxport.SpecializationError, match=r"a piece would hold one size only \(time == 8\)"):
-        onnxport.to_onnx(EqualsEight(), (torch.randn(2, 10),), dynamic_shapes={"x": {0: "batch", 1: "time"}})
+def test_a_piece_of_one_size_is_exported_with_the_dim_static():
+    result = check_export(EqualsEight(), (torch.randn(2, 10),), {"x": {0: "batch", 1: "time"}}, values=[],
+                          sizes=[{"batch": 2, "time": t} for t in (1, 7, 8, 9, 20)],
+                          expect_inputs={"x": ["batch", "time"]}, expect_outputs={"output": ["batch", "time"]})
+    assert _leaves(result) == ["1 <= time <= 7", "time == 8", "time >= 9"]
+    assert any("time == 8" in c.why and c.ok for c in result.validate(values=[]).checks)
 
 
 class FiveSides(torch.nn.Module):

@@ -73,6 +73,18 @@ def to_dims(spec: Any, names: dict[str, Any], ranges: dict[str, tuple] | None = 
     return spec
 
 
+def without_dims(spec: Any, names: set[str]) -> Any:
+    """``spec`` with the axes of the dims ``names`` (plain strings or ``Dim`` objects of those names)
+    static (``Dim.STATIC``): a piece of a model exported in pieces holding one size of a dim."""
+    if (isinstance(spec, str) and spec in names) or (isinstance(spec, Dim) and spec.__name__ in names):
+        return Dim.STATIC
+    if isinstance(spec, dict):
+        return {k: without_dims(v, names) for k, v in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return type(spec)(without_dims(v, names) for v in spec)
+    return spec
+
+
 def one_dim_per_name(spec: Any) -> Any:
     """``spec`` with one ``Dim`` object per name: where several ``Dim`` objects share a name (one size,
     as onnxport reads names), the one with a range stands for all of them (``Dim("rows", max=64)`` on

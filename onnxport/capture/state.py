@@ -23,7 +23,7 @@ from torch.utils import _pytree as pytree
 
 from onnxport.capture.dynamic_shapes import (DeclaredDim, declared_dims, expand_caches, flat_names, other_axes_auto,
                                              positive_axes, one_dim_per_name, signature_names, spec_for, string_names,
-                                             to_dims)
+                                             to_dims, without_dims)
 from onnxport.capture.cache_relations import implied_relations
 from onnxport.capture.values import distinct_tensors
 from onnxport.capture.parameters import bound_parameters, gather, has_variadic, torch_form
@@ -89,6 +89,11 @@ class Request:
             raise DynamicShapesError(f"other_axes must be 'static' or 'auto', not {options['other_axes']!r}")
         top = signature_names(model, args, kwargs)
         dynamic_shapes = one_dim_per_name(torch_form(dynamic_shapes, model, args, kwargs))
+        within = dict(options.pop("within", None) or {})
+        single = {n for n, (lo, hi) in within.items() if lo == hi}  # a piece of one size: the dim static there
+        if single:
+            dynamic_shapes = without_dims(dynamic_shapes, single)
+        options["within"] = {n: r for n, r in within.items() if n not in single}
         args, kwargs = distinct_tensors(args, kwargs)
         request = cls(model, args, kwargs, dynamic_shapes, top=top, params=bound_parameters(model, args, kwargs, top),
                       strings=frozenset(string_names(dynamic_shapes)),
