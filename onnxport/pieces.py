@@ -147,7 +147,8 @@ def export_in_pieces(error: SpecializationError, args: tuple, kwargs: dict, with
     piece fails to export."""
     intervals = split(error, within)
     if intervals is None:
-        raise error
+        raise not_split(error, f"its condition, {error.condition[0]}, does not cut the range into at most "
+                               f"{MAX_PIECES} intervals over the {SCANNED} sizes scanned")
     if budget[0] < len(intervals):
         raise not_split(error, f"it would take more than {MAX_PIECES} pieces")
     budget[0] -= len(intervals) - 1
