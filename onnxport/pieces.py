@@ -159,19 +159,19 @@ def export_in_pieces(error: SpecializationError, args: tuple, kwargs: dict, with
             ranges = {**within, interval.dim: (interval.lower, interval.upper)}
             out.append((interval, export(given[0], given[1], ranges)))
         except ExportError as failed:
-            inner = (failed.hint or "").rpartition(_TRIED)[2].rstrip(")")  # the piece's own cut, if it failed
+            inner = getattr(failed, "split_why", None)  # the piece's own cut, where that failed
             raise not_split(error, f"the piece {interval} failed: {failed.summary}" +
                             (f"; cutting it: {inner}" if inner else "")) from None
     return out
 
 
-_TRIED = "exporting each side of the branch on its own did not help ("
-
-
 def not_split(error: SpecializationError, why: str) -> SpecializationError:
-    """``error`` with its hint saying why exporting each side on its own did not help."""
-    tried = f"{_TRIED}{why})"
-    return error.with_hint(f"{error.hint}; {tried}" if error.hint else tried)
+    """``error`` with its hint saying why exporting each side on its own did not help (``why`` kept
+    as ``split_why``, for the refusal of an enclosing piece)."""
+    tried = f"exporting each side of the branch on its own did not help ({why})"
+    again = error.with_hint(f"{error.hint}; {tried}" if error.hint else tried)
+    again.split_why = why
+    return again
 
 
 def joined(pieces: list[tuple[Interval, Any]]) -> Any:
