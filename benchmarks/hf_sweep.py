@@ -17,7 +17,8 @@ dim, compared output by output with eager PyTorch (``|onnx - eager| <= 1e-4 * ma
 differs); ``specialized`` (a dim declared dynamic came out fixed: onnxruntime refuses the other
 size); ``invalid`` (onnxruntime cannot run the model at the example); ``timeout``; ``crashed``;
 ``stochastic`` (exported and run at both sizes, not compared: eager differs from itself on the same
-inputs, a model drawing random numbers in its forward).
+inputs, a model drawing random numbers in its forward; one that takes its random draw as an
+argument, ViTMAE's ``noise``, is given a seeded one as an input and compared).
 
 Results go to a JSON cache (``out/hf_sweep.json``) as they come, so a run can stop and resume, and
 be split (``--only``) or spread over processes (``--jobs``); ``benchmarks/HF_SWEEP.md`` is written

@@ -69,7 +69,9 @@ def write_report(data: dict, types: list[str], exporters: list[str]) -> str:
         "+ 1e-3 * |eager|`). Verdicts: OK; refused (the export raised); wrong (an output differs); specialized "
         "(a dim declared dynamic came out fixed); invalid (onnxruntime cannot run it); timeout; crashed; "
         "stochastic (exported and run at both sizes, not compared: eager PyTorch differs from itself on the same "
-        "inputs, a model drawing random numbers in its forward; left out of the judged count).",
+        "inputs, a model drawing random numbers in its forward; left out of the judged count). A model whose forward "
+        "takes its random draw as an argument (ViTMAE's `noise`, one value per patch) is given a seeded one as an "
+        "input, and compared like any other.",
         "",
         "Weight matrices a model's own initialization leaves all zero (mixture-of-experts routers) are drawn "
         "from N(0, 0.02): with a zero router every expert scores alike and which experts eager PyTorch picks is "

@@ -448,6 +448,7 @@ MAKERS = {
     "input_values": lambda m, s, g: torch.randn(s["batch"], *_values_shape(s), generator=g),
     "input_features": lambda m, s, g: torch.randn(s["batch"], *((s["bins"], s["frames"]) if s["bins_first"]
                                                                else (s["frames"], s["bins"])), generator=g),
+    "noise": lambda m, s, g: torch.rand(s["batch"], _patches(m, s["image"]), generator=g),
     "bbox": lambda m, s, g: torch.sort(torch.randint(0, 1000, (s["batch"], s["seq"], 4), generator=g), -1)[0][
         ..., [0, 1, 2, 3]],
 }
@@ -459,7 +460,15 @@ AXES = {
     "input_values": {0: "batch", 1: "samples"},
     "input_features": {0: "batch"},
     "bbox": {0: "batch", 1: "seq"},
+    "noise": {0: "batch"},
 }
+
+
+def _patches(model: torch.nn.Module, side: int) -> int:
+    """The patch count of a square image of ``side`` pixels (ViTMAE's ``noise``: one value per patch)."""
+    patch = getattr(_vision(model.config), "patch_size", 16)
+    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
+    return (side // patch) ** 2
 
 
 def _axes(name: str, fixed: dict) -> dict:
@@ -586,6 +595,17 @@ def probe(model_type: str) -> dict:
                 errors.append(f"{rules.name}: no tensor output")
                 continue
             stochastic = _differs(example, run(model, inputs.make(model, 0)))
+            if stochastic and "noise" in inspect.signature(model.forward).parameters and "noise" not in inputs.names \
+                    and "pixel_values" in inputs.names:
+                # the random draw given as the forward's argument (ViTMAE's masking: "noise ... mainly used for
+                # testing purposes to control randomness"): the model is then compared like any other
+                given = Inputs(inputs.names + ["noise"], inputs.dims, inputs.fixed)
+                try:
+                    again = run(model, given.make(model, 0))
+                    if not _differs(again, run(model, given.make(model, 0))):
+                        inputs, example, stochastic = given, again, False
+                except Exception:  # noqa: BLE001 - the model's noise is not one value per patch
+                    pass
             dynamic = _dynamic_dims(model, inputs)
             try:
                 traced = traced_difference(model, inputs.make(model, 0))
