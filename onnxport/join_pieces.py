@@ -49,8 +49,9 @@ def join(models: list[onnx.ModelProto], dim: str, uppers: list[int]) -> onnx.Mod
                 raise ValueError(f"output {a.name!r} differs in dtype or rank between the sides (ONNX If "
                                  f"gives one type per output)")
     # the inputs as a piece that keeps the dim declares them (a piece of one size has it static)
-    outer = next((m for m in models if _has_dim(m, dim)), base)
-    source = _dim_source(outer, dim)
+    outer, source = next(((m, s) for m in models if (s := _dim_source(m, dim)) is not None), (base, None))
+    if source is None:
+        raise ValueError(f"no input of the model has a dim named {dim!r}")
     initializers: dict[str, onnx.TensorProto] = {}
     functions: dict[tuple, onnx.FunctionProto] = {}
     branches = [_branch(m, i, set(names), set(outputs), initializers, functions) for i, m in enumerate(models)]
@@ -89,16 +90,14 @@ def join(models: list[onnx.ModelProto], dim: str, uppers: list[int]) -> onnx.Mod
     return joined
 
 
-def _has_dim(model: onnx.ModelProto, dim: str) -> bool:
-    return any(d.dim_param == dim for i in model.graph.input for d in i.type.tensor_type.shape.dim)
-
-
-def _dim_source(model: onnx.ModelProto, dim: str) -> tuple[str, int]:
+def _dim_source(model: onnx.ModelProto, dim: str) -> tuple[str, int] | None:
+    """``(input name, axis)`` of the first input axis named ``dim``; None where none is (a piece of
+    one size has the dim static)."""
     for inp in model.graph.input:
         for axis, d in enumerate(inp.type.tensor_type.shape.dim):
             if d.dim_param == dim:
                 return inp.name, axis
-    raise ValueError(f"no input of the model has a dim named {dim!r}")
+    return None
 
 
 def _output_like(value: onnx.ValueInfoProto, name: str) -> onnx.ValueInfoProto:
