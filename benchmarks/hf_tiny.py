@@ -595,17 +595,9 @@ def probe(model_type: str) -> dict:
                 errors.append(f"{rules.name}: no tensor output")
                 continue
             stochastic = _differs(example, run(model, inputs.make(model, 0)))
-            if stochastic and "noise" in inspect.signature(model.forward).parameters and "noise" not in inputs.names \
-                    and "pixel_values" in inputs.names:
-                # the random draw given as the forward's argument (ViTMAE's masking: "noise ... mainly used for
-                # testing purposes to control randomness"): the model is then compared like any other
-                given = Inputs(inputs.names + ["noise"], inputs.dims, inputs.fixed)
-                try:
-                    again = run(model, given.make(model, 0))
-                    if not _differs(again, run(model, given.make(model, 0))):
-                        inputs, example, stochastic = given, again, False
-                except Exception:  # noqa: BLE001 - the model's noise is not one value per patch
-                    pass
+            given = _with_noise(model, inputs) if stochastic else None
+            if given is not None:
+                inputs, example, stochastic = *given, False
             dynamic = _dynamic_dims(model, inputs)
             try:
                 traced = traced_difference(model, inputs.make(model, 0))
@@ -620,6 +612,21 @@ def probe(model_type: str) -> dict:
     status = "too-large" if errors and all("parameters" in e for e in errors) else \
         "no-inputs" if any("forward requires" in e or "eager:" in e for e in errors) else "no-build"
     return {"status": status, "errors": errors}
+
+
+def _with_noise(model: torch.nn.Module, inputs: Inputs) -> tuple[Inputs, list] | None:
+    """``inputs`` with the random draw given as the forward's ``noise`` argument (ViTMAE's masking:
+    "noise ... mainly used for testing purposes to control randomness") and the eager outputs on them,
+    where the model then gives the same outputs twice; else None."""
+    if "noise" not in inspect.signature(model.forward).parameters or "noise" in inputs.names \
+            or "pixel_values" not in inputs.names:
+        return None
+    given = Inputs(inputs.names + ["noise"], inputs.dims, inputs.fixed)
+    try:
+        example = run(model, given.make(model, 0))
+        return None if _differs(example, run(model, given.make(model, 0))) else (given, example)
+    except Exception:  # noqa: BLE001 - the model's noise is not one value per patch
+        return None
 
 
 def _differs(first: list, second: list) -> bool:
