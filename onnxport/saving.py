@@ -15,6 +15,15 @@ temporary folder, and possibly a data file no ``.onnx`` references: the next sav
 folder removes the temporary folders of processes that are gone (``remove_stale_temporaries``)
 and the unreferenced data files of ``path``, except one a save still running has claimed.
 
+Every file written here (``save_model``, and ``write_file`` for the other files of an export: JSON,
+copied tokenizer files) gets the mode a plain ``open()`` would give a new file: 0o666 less the
+process's umask (POSIX ``open(2)``), or what a default ACL of the folder says; a file replaced takes
+the new file's mode. Each is created as ``open()`` creates files, so the kernel applies the umask:
+``save_model``'s by ``onnx_ir``'s own ``open()`` in its temporary folder, ``write_file``'s
+temporary file with ``os.open(..., O_CREAT | O_EXCL, 0o666)``, never ``tempfile.mkstemp`` (mode
+0o600, which the rename would keep). The umask is therefore never read: ``os.umask`` reads it only
+by setting it, process-wide, a race with any other thread creating a file meanwhile.
+
 A model loaded from ``path`` with its weights left in the old data file (``onnx_ir.load``) no
 longer finds them once a new save at ``path`` has removed that file: load it fully first.
 
@@ -33,6 +42,7 @@ import socket
 import tempfile
 import threading
 import time
+from typing import Any, BinaryIO, Callable
 
 import onnx
 import onnx_ir as ir
@@ -135,6 +145,52 @@ def save_model(model: ir.Model, path: str | os.PathLike, external_data: bool) ->
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+def write_file(path: str | os.PathLike, fill: Callable[[BinaryIO], Any]) -> str:
+    """Write the file at ``path`` whole or not at all: ``fill(f)`` writes into a new temporary file
+    beside it (``.onnxport-<token>.tmp``), which is flushed to disk and then moved over ``path`` in
+    one ``os.replace``. The file has the mode a plain ``open(path, "wb")`` gives a new file (0o666
+    less the umask; see the module docstring). Returns the absolute path.
+
+    Raises ``SaveError`` when the file cannot be created or written (its directory missing or not
+    writable, the disk full); the temporary file is then removed and a file already at ``path`` is
+    left as it was. An error ``fill`` raises that is no ``OSError`` is raised as it is, after the
+    same cleanup.
+    """
+    path = os.path.abspath(os.fspath(path))
+    directory = os.path.dirname(path)
+    tmp = None
+    try:
+        tmp, fd = _create_temporary(directory)
+        with os.fdopen(fd, "wb") as f:
+            fill(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise SaveError(f"cannot write {path}: {type(e).__name__}: {e}",
+                        hint="check that the directory exists and is writable and that the disk has space") from e
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+    return path
+
+
+def _create_temporary(directory: str) -> tuple[str, int]:
+    """A new file in ``directory`` with a name no other file has, opened for writing: ``(path,
+    descriptor)``. Created with mode 0o666 as ``open()`` creates files, so that the umask applies
+    (``tempfile.mkstemp`` would create it 0o600)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = os.path.join(directory, f"{TEMP_PREFIX}{secrets.token_hex(8)}.tmp")
+        try:
+            return tmp, os.open(tmp, flags, 0o666)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no unused temporary name in {directory}")
 
 
 def referenced_data(path: str) -> list[str]:

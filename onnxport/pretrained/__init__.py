@@ -17,7 +17,6 @@ import dataclasses
 import json
 import os
 import shutil
-import tempfile
 import time
 from typing import Any, Callable
 
@@ -29,6 +28,7 @@ from onnxport.pretrained.load import load_model, side_files
 from onnxport.pretrained.tasks import TASKS, BATCH, DECODER_SEQ, ENCODER_SEQ, PAST_DECODER, EXAMPLE_BATCH, \
     EXAMPLE_SEQ, TaskOutputs, form_of, single_inputs, speech_features, text_inputs
 from onnxport.result import ExportResult
+from onnxport.saving import write_file
 
 GENAI_CONFIG = "genai_config.json"
 
@@ -64,8 +64,9 @@ class PretrainedExport:
     def save(self, directory: str | os.PathLike) -> list[str]:
         """Write the models (``<stem>.onnx``), ``genai_config.json`` for a decoder, and the source's
         config and tokenizer files into ``directory`` (created, with its parents); returns the
-        paths written. Each file is replaced whole (``ExportResult.save``; the others through a
-        temporary file). Raises ``SaveError`` when ``directory`` is a file or cannot be written."""
+        paths written. Each file is replaced whole (``ExportResult.save``; the others through
+        ``onnxport.saving.write_file``) and has the mode a plain ``open()`` gives a new file (0o666
+        less the umask). Raises ``SaveError`` when ``directory`` is a file or cannot be written."""
         directory = os.fspath(directory)
         if os.path.exists(directory) and not os.path.isdir(directory):
             raise SaveError(f"{directory} is a file: the output of export-hf is a directory")
@@ -75,12 +76,12 @@ class PretrainedExport:
             raise SaveError(f"cannot create the directory {directory}: {e}") from e
         paths = [r.save(os.path.join(directory, f"{stem}.onnx")) for stem, r in self.models.items()]
         if self.genai_config is not None:
-            paths.append(_write(os.path.join(directory, GENAI_CONFIG),
-                                lambda f: f.write(json.dumps(self.genai_config, indent=4).encode())))
+            paths.append(write_file(os.path.join(directory, GENAI_CONFIG),
+                                    lambda f: f.write(json.dumps(self.genai_config, indent=4).encode())))
         for name in self.files:
             source = os.path.join(self.source, name)
             if os.path.abspath(source) != os.path.abspath(os.path.join(directory, name)):
-                paths.append(_write(os.path.join(directory, name), lambda f, s=source: _copy(s, f)))
+                paths.append(write_file(os.path.join(directory, name), lambda f, s=source: _copy(s, f)))
         return paths
 
     def __str__(self) -> str:
@@ -99,20 +100,6 @@ class PretrainedExport:
 def _copy(source: str, f: Any) -> None:
     with open(source, "rb") as src:
         shutil.copyfileobj(src, f)
-
-
-def _write(path: str, fill: Callable[[Any], Any]) -> str:
-    """Write ``path`` through a temporary file beside it, moved into place when complete."""
-    fd, tmp = tempfile.mkstemp(prefix=".onnxport-", dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fill(f)
-        os.replace(tmp, path)
-    except OSError as e:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise SaveError(f"cannot write {path}: {e}") from e
-    return os.path.abspath(path)
 
 
 def _preprocessor(directory: str) -> dict | None:
