@@ -260,3 +260,53 @@ def test_model_at_the_2gib_edge_saves_and_validates(tmp_path):
     assert os.path.getsize(tmp_path / data) == n and os.path.getsize(path) < 1 << 20
     report = result.validate(sizes=[{"k": 2}], values=[])
     assert report.ok, report
+
+
+# ------------------------------------------------------------------------------ file modes
+@pytest.fixture
+def umask():
+    """``os.umask``, to set the process's umask in the test; the umask before it restored after it."""
+    old = os.umask(0o022)
+    yield os.umask
+    os.umask(old)
+
+
+def _mode(path: Path) -> int:
+    return os.stat(path).st_mode & 0o777
+
+
+@pytest.mark.parametrize("external_data", [False, True])
+@pytest.mark.parametrize("mask", [0o022, 0o077])
+def test_saved_files_have_the_mode_open_gives_under_the_umask(tmp_path, umask, mask, external_data):
+    umask(mask)
+    path = tmp_path / "m.onnx"
+    result_of(W_A).save(path, external_data=external_data)
+    files = sorted(tmp_path.iterdir())
+    assert len(files) == (2 if external_data else 1) and leftovers(tmp_path, path) == []
+    for file in files:
+        assert _mode(file) == 0o666 & ~mask, (file.name, oct(_mode(file)))
+    umask(0o022)
+    result_of(W_B).save(path, external_data=external_data)  # a file replaced takes the mode of the new one
+    assert all(_mode(file) == 0o644 for file in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077])
+def test_write_file_gives_the_mode_open_gives_and_replaces_whole(tmp_path, umask, mask):
+    from onnxport.saving import write_file
+
+    umask(mask)
+    target = tmp_path / "genai_config.json"
+    with open(tmp_path / "plain.json", "wb") as f:
+        f.write(b"{}")
+    assert write_file(target, lambda f: f.write(b'{"a": 1}')) == str(target)
+    assert target.read_bytes() == b'{"a": 1}'
+    assert _mode(target) == _mode(tmp_path / "plain.json") == 0o666 & ~mask
+
+    def fail(f):
+        f.write(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(onnxport.errors.SaveError, match="cannot write .*genai_config.json.*disk full"):
+        write_file(target, fail)
+    assert target.read_bytes() == b'{"a": 1}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["genai_config.json", "plain.json"]
