@@ -2,6 +2,7 @@
 
 The patches of a trace, in the order they are installed: what torch prints held back
 (``HOLD_OUTPUT``), the guard records (``capture.guards.record``), ``SYMBOLIC_MATH``, ``ASSERTED_DIVISION``,
+``BOOL_ARGUMENTS``,
 ``SIZE_OBLIVIOUS`` (when the state asks for it), the patches of the translations
 (``OpSupport.capture_patches``), the user's ``capture_hooks``, ``TRANSFORMER_ENCODER_AS_EAGER``,
 ``TF_SAME_PADDING``, ``SYMBOLIC_TORCH_INT``, ``SYMBOLIC_LEN``, ``UNCONDITIONAL_PADDING_CUT``,
@@ -20,6 +21,7 @@ import sys
 import torch
 
 from onnxport.capture.assert_division import ASSERTED_DIVISION
+from onnxport.capture.bool_arguments import BOOL_ARGUMENTS
 from onnxport.capture.caches import SLIDING_WINDOW_AS_FULL
 from onnxport.capture.classify import REWRITTEN_HINT, classify
 from onnxport.capture.distributions import DISTRIBUTION_CHECKS_OFF
@@ -115,7 +117,7 @@ def trace_patches(state: CaptureState, lists: dict[str, list], held: io.StringIO
         if absorbed_keywords(request.model, request.kwargs) else []
     return [HOLD_OUTPUT.using(held), RECORD_SPECIALIZATIONS.using(lists["records"]),
             RECORD_GUARDS.using(lists["events"]), RECORD_UNBACKED.using(lists["unbacked"]), SYMBOLIC_MATH, ASSERTED_DIVISION,
-            *([SIZE_OBLIVIOUS] if state.oblivious else []), *ops, *request.hooks, TRANSFORMER_ENCODER_AS_EAGER,
+            BOOL_ARGUMENTS, *([SIZE_OBLIVIOUS] if state.oblivious else []), *ops, *request.hooks, TRANSFORMER_ENCODER_AS_EAGER,
             TF_SAME_PADDING, SYMBOLIC_TORCH_INT, SYMBOLIC_LEN, UNCONDITIONAL_PADDING_CUT, SYMBOLIC_SIZE_DIVISION,
             SIZE_TENSORS, WHOLE_CHUNKS, NO_GENERATOR_KEYWORD, ROUNDED_PADDING, SINUSOIDAL_TABLES, RELATIVE_TABLES,
             KEPT_PADDING_MASK,

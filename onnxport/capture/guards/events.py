@@ -180,7 +180,28 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
             if subs and isinstance(expr, sympy.Basic) and expr.free_symbols & subs.keys():
                 expr = expr.xreplace(subs)
             conditions.append((expr, e.where, e.branch, e.layout))
-    return guards + G.decide(conditions, variables), variables
+    decided = guards + G.decide(conditions, variables)
+    return decided + floor_guards(events, variables, decided, relations or {}), variables
+
+
+def floor_guards(events: list[GuardEvent], variables: dict[sympy.Symbol, G.SizeVar], decided: list[G.Guard],
+                 relations: dict) -> list[G.Guard]:
+    """A kept ``n >= 2`` (method ``DEFAULT_FLOOR``) for each dimension the export promises at size 1
+    whose comparison with a number the user's code decided from torch.export's default minimum of 2
+    alone (``"floor"`` events: ``if x.shape[1] == 1:``), at that line, unless ``decided`` has one:
+    the export runs size 1 in onnxruntime against eager PyTorch (``verify.default_floor``)."""
+    have = {g.text for g in decided if g.method == G.DEFAULT_FLOOR}
+    out = []
+    for e in events:
+        var = variables.get(e.symbol) if e.kind == "floor" else None
+        if var is None or var.lo > 1 or (var.hi is not None and var.hi < 2) or var.name in relations:
+            continue
+        text = f"{var.name} >= 2"
+        if text not in have:
+            have.add(text)
+            out.append(G.Guard(text, G.GuardStatus.KEPT, e.where, ({var.name: 1},), ({var.name: 1}, {var.name: 2}),
+                               G.DEFAULT_FLOOR, "True", ()))
+    return out
 
 
 def decide_program(program: torch.export.ExportedProgram, placeholders: list, names: list[str],

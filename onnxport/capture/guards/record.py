@@ -4,8 +4,11 @@ size was made, with the user's line.
 
 - ``RECORD_SPECIALIZATIONS``: each symbol torch pins to a constant (``Specialization``);
 - ``RECORD_GUARDS``: each condition torch defers to run time and each range it narrows
-  (``GuardEvent``), with whether the user's own code branched on it; torch's solver of the
-  conditions made tolerant of what sympy cannot solve;
+  (``GuardEvent``), with whether the user's own code branched on it; each comparison of one size
+  with a number the user's code decided from torch.export's default minimum of 2 alone, which
+  reads otherwise at size 1 (``if x.shape[1] == 1:``, ``is_causal=n > 1``: no guard, torch knows
+  the answer from that minimum); torch's solver of the conditions made tolerant of what sympy
+  cannot solve;
 - ``DEFER_RANGE_VIOLATIONS``: torch's check of the declared ranges records its violation instead of
   raising, so the traced program is kept for onnxport to decide;
 - ``RECORD_UNBACKED``: where each data-dependent size (``u0`` of ``nonzero``, a boolean mask) was
@@ -16,12 +19,16 @@ Each records into a list the capture passes when installing it (``patch.using(th
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import linecache
 import os
 import sys
 import traceback
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
+
+import sympy
 
 from onnxport.capture.patches import Patch, SetAttribute, register
 from onnxport.errors import is_internal_path
@@ -40,9 +47,11 @@ class Specialization(NamedTuple):
 class GuardEvent:
     """A condition on sizes torch.export's trace relies on, as it was met during tracing.
 
-    ``kind`` is ``"assert"`` (a condition torch deferred to run time: ``expr`` is the sympy boolean)
-    or ``"range"`` (torch narrowed ``symbol``'s range to ``lower..upper`` from a condition it could
-    solve for that symbol). ``where`` is the user's line; ``branch`` the user's line when the user's
+    ``kind`` is ``"assert"`` (a condition torch deferred to run time: ``expr`` is the sympy boolean),
+    ``"range"`` (torch narrowed ``symbol``'s range to ``lower..upper`` from a condition it could
+    solve for that symbol) or ``"floor"`` (the user's code decided ``expr``, a comparison of
+    ``symbol`` with a number, from torch.export's default minimum of 2 alone: it reads otherwise at
+    size 1, and no guard was recorded). ``where`` is the user's line; ``branch`` the user's line when the user's
     own code turned the condition into a Python bool (``if``, ``while``, ``and``, ``min()``...).
     """
 
@@ -107,25 +116,47 @@ def layout_only() -> bool:
     return False
 
 
+_DECIDING: contextvars.ContextVar[str | None] = contextvars.ContextVar("onnxport_deciding", default=None)
+
+
+@contextlib.contextmanager
+def deciding(where: str | None) -> Iterator[None]:
+    """Within: a size condition turned into a Python bool is the user's decision at ``where``
+    (an argument an operator takes as a bool, ``is_causal=n > 1``, which a capture patch decides
+    for it), as if the user's code had branched on it there."""
+    token = _DECIDING.set(where)
+    try:
+        yield
+    finally:
+        _DECIDING.reset(token)
+
+
 _TO_PYTHON = ("__bool__", "__index__", "__int__")
 
 
 def branch_frame() -> str | None:
     """``file:line in func: code`` of the user's code that is turning a SymBool into a Python bool
     (an ``if`` / ``while`` / ``and`` / ``min()`` on sizes) or a size computed from a dim into a
-    Python int (``for i in range(num_chunks)``: a loop unrolled that many times) right now, or None
-    when torch itself asks (an operator's size check) or the user's line is an ``assert``."""
+    Python int (``for i in range(num_chunks)``: a loop unrolled that many times) right now, or the
+    line a capture patch decides an operator's bool argument for (``deciding``), or None when torch
+    itself asks (an operator's size check) or the user's line is an ``assert``."""
     f = sys._getframe(1)
     while f is not None and not (f.f_code.co_name in _TO_PYTHON and f.f_code.co_filename.endswith(_TORCH_INIT)):
         f = f.f_back
     while f is not None and f.f_code.co_filename.endswith(_TORCH_INIT):
         f = f.f_back
     if f is None or is_internal_path(f.f_code.co_filename):
-        return None
+        return _DECIDING.get()
     code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
     if code.startswith("assert "):
         return None
     return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}: {code}"
+
+
+def _backed(env) -> dict:
+    """The shape environment's backed symbols -> their example values (torch renamed the table)."""
+    table = getattr(env, "backed_var_to_val", None)
+    return table if table is not None else env.var_to_val
 
 
 def _shape_env_class():
@@ -163,7 +194,36 @@ class _GuardRecorder:
     """The replacements ``RECORD_GUARDS`` installs, sharing the conditions being applied."""
 
     def __init__(self, events: list):
-        self.events, self.seen, self.causes = events, set(), []
+        self.events, self.seen, self.causes, self.floors = events, set(), [], set()
+
+    def evaluate(self, original):
+        def evaluate_expr(env, orig_expr, *args, **kwargs):
+            out = original(env, orig_expr, *args, **kwargs)
+            if isinstance(orig_expr, sympy.Rel) and len(orig_expr.free_symbols) == 1:
+                try:
+                    self._record_floor(env, orig_expr, out)
+                except Exception:  # noqa: BLE001 - recording must never change capture
+                    pass
+            return out
+
+        return evaluate_expr
+
+    def _record_floor(self, env, expr, out) -> None:
+        """A ``"floor"`` event where ``expr`` (one symbol compared with a number) came out ``out``
+        only because the symbol's range starts at torch.export's default minimum of 2: at size 1 it
+        reads otherwise, and the user's code (or an operator's bool argument, ``deciding``) took it."""
+        (symbol,) = expr.free_symbols
+        vr = env.var_to_range.get(symbol)
+        if vr is None or vr.lower != 2 or symbol not in _backed(env) or out not in (sympy.true, sympy.false):
+            return
+        at_one = expr.xreplace({symbol: 1})
+        if at_one not in (sympy.true, sympy.false) or at_one == out:
+            return
+        branch = branch_frame()
+        if branch is None or (symbol, branch) in self.floors:
+            return
+        self.floors.add((symbol, branch))
+        self.events.append(GuardEvent("floor", expr=expr, symbol=symbol, where=branch, branch=branch))
 
     def guard_rel(self, original):
         def guard_rel(env, expr):
@@ -223,6 +283,7 @@ def _guard_changes(events: list) -> list:
     ss = _shape_env_class()
     rec = _GuardRecorder(events)
     return [SetAttribute(ss.ShapeEnv, "guard_or_defer_runtime_assert", rec.defer),
+            SetAttribute(ss.ShapeEnv, "evaluate_expr", rec.evaluate),
             SetAttribute(ss.ShapeEnv, "_update_var_to_range", rec.narrow),
             SetAttribute(ss.ShapeEnv, "_maybe_guard_rel", rec.guard_rel),
             SetAttribute(ss.DimConstraints, "prettify_results", _tolerant_prettify),
@@ -267,8 +328,9 @@ def _tolerant_prettify(original):
 RECORD_GUARDS = register(Patch(
     "record guards", _guard_changes,
     "ShapeEnv.guard_or_defer_runtime_assert / _update_var_to_range / _maybe_guard_rel: each condition torch "
-    "defers and each range it narrows (GuardEvent); DimConstraints.solve / prettify_results tolerate what "
-    "sympy cannot solve", ([],)))
+    "defers and each range it narrows (GuardEvent); ShapeEnv.evaluate_expr: each comparison of one size with a "
+    "number the user's code decided from torch.export's default minimum of 2 alone (a \"floor\" GuardEvent); "
+    "DimConstraints.solve / prettify_results tolerate what sympy cannot solve", ([],)))
 
 
 # ------------------------------------------------------------------------------ range violations
