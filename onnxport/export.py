@@ -172,7 +172,7 @@ def to_onnx(
 
                     notices: list[str] = []
                     result = _in_pieces(run, model, args, kwargs, {}, bound, rewrite_control_flow, [MAX_PIECES],
-                                        notices)
+                                        notices, step)
                     for text in notices:
                         warnings.warn(text, UserWarning, stacklevel=2)
                 result = _settle(result, step)
@@ -184,36 +184,104 @@ def to_onnx(
 
 
 def _in_pieces(run: Callable, model: Any, args: tuple, kwargs: dict, within: dict, bound: Any,
-               rewrite_control_flow: bool | None, budget: list[int], notices: list[str]) -> ExportResult:
+               rewrite_control_flow: bool | None, budget: list[int], notices: list[str], step) -> ExportResult:
     """``run(args, kwargs, within)`` (``within``: the piece's ranges, ``capture.capture``); where it
     refuses a branch on one size both sides of which eager PyTorch runs, each side exported on its
     own and joined (``onnxport.pieces``), a piece that branches again cut again while ``budget``
     (pieces left) lasts; the notice of each split is appended to ``notices``; within a piece, a
     condition on its dim adopted where eager PyTorch runs the other side cuts it too
-    (``pieces.adopted_split``). Not with ``rewrite_control_flow=False`` (the branch is refused), nor
-    for a model exported from its checkpoint or given as an ``ExportedProgram``."""
+    (``pieces.adopted_split``), and so does size 1 of a dim where the export, which torch.export
+    traced from its default minimum of 2, differs from eager PyTorch (``_size_one``). Not with
+    ``rewrite_control_flow=False`` (the branch is refused; a size 1 that differs is adopted out of the
+    range), nor for a model exported from its checkpoint or given as an ``ExportedProgram``."""
     from onnxport.pieces import adopted_split, export_in_pieces, joined, not_split, notice, splittable
 
+    splits = bound is None and isinstance(model, torch.nn.Module) and rewrite_control_flow is not False
+    fallback = None
     try:
         result = run(args, kwargs, within)
     except SpecializationError as error:
-        if not splittable(error) or bound is not None or not isinstance(model, torch.nn.Module) or \
-                rewrite_control_flow is False:
+        if not splittable(error) or not splits:
             raise
         first = error
     else:
         first = adopted_split(result, within) if within else None
         if first is None:
-            return result
-    pieces = export_in_pieces(first, args, kwargs, within,
-                              lambda a, k, w: _in_pieces(run, model, a, k, w, bound, rewrite_control_flow,
-                                                         budget, notices), budget)
+            result, first, fallback = _size_one(result, splits, step)
+            if first is None:
+                return result
     try:
+        pieces = export_in_pieces(first, args, kwargs, within,
+                                  lambda a, k, w: _in_pieces(run, model, a, k, w, bound, rewrite_control_flow,
+                                                             budget, notices, step), budget)
         result = joined(pieces)
-    except ValueError as e:  # the sides' outputs cannot be one If's
-        raise not_split(first, str(e)) from None
+    except (ExportError, ValueError) as e:  # ValueError: the sides' outputs cannot be one If's
+        if fallback is not None:  # size 1 on its own did not export: it leaves the range, as before
+            return fallback(e)
+        if isinstance(e, ValueError):
+            raise not_split(first, str(e)) from None
+        raise
     notices.append(notice(first, pieces))
     return result
+
+
+def _size_one(result: ExportResult, splits: bool, step) -> tuple[ExportResult, SpecializationError | None, Any]:
+    """``result`` run at size 1 of each dim whose comparison with a number torch.export decided from its
+    default minimum of 2 alone (the kept ``n >= 2`` guards of ``verify.default_floor``), in onnxruntime
+    against eager PyTorch: ``(result, None, None)`` where it matches there (each such guard marked
+    checked); else, where ``splits``, the branch ``export_in_pieces`` cuts at 1 (``pieces.floor_branch``)
+    and the fallback taking ``n >= 2`` as a constraint should that fail; without ``splits``, the
+    result with that constraint."""
+    from onnxport.pieces import floor_branch
+    from onnxport.verify.default_floor import checked, floors, wrong_below
+
+    if result.weights is not None or not isinstance(result.module, torch.nn.Module) or not floors(result.guards):
+        return result, None, None
+    wrong, marked = {}, {}
+    with step("check size 1"):
+        for guard in floors(result.guards):
+            why = wrong_below(result, guard)
+            if why is None:
+                marked[id(guard)] = checked(guard)
+            else:
+                wrong[id(guard)] = (guard, why)
+    if marked:
+        result = _with_guards(result, [marked.get(id(g), g) for g in result.guards], record=False)
+    if not wrong:
+        return result, None, None
+    first_wrong = next(iter(wrong.values()))[0]
+
+    def fallback(failed: BaseException | None = None) -> ExportResult:
+        return _adopt_floors(result, wrong, failed)
+
+    if not splits:
+        return fallback(), None, None
+    return result, floor_branch(result, first_wrong), fallback
+
+
+def _adopt_floors(result: ExportResult, wrong: dict, failed: BaseException | None) -> ExportResult:
+    """``result`` with ``n >= 2`` adopted for each kept guard of ``wrong`` (``id -> (guard, why)``: the
+    export differs from eager PyTorch at size 1), one warning each; ``failed``: why size 1 could not
+    be exported on its own. Raises ``DynamicShapesError`` for a dim whose explicit range holds 1."""
+    from onnxport.capture.trace import adopted_warning
+    from onnxport.verify.default_floor import adopted
+
+    explicit = {v.name for v in result.captured.variables.values() if not v.adoptable}
+    reason = "" if failed is None else \
+        f"; exporting size 1 on its own failed: {getattr(failed, 'summary', None) or str(failed).splitlines()[0]}"
+    changed = {}
+    for key, (guard, why) in wrong.items():
+        new = adopted(guard, why)
+        name = new.names[0] if new.names else ""
+        if name in explicit:
+            raise DynamicShapesError(
+                f"the export is wrong at {name} = 1, which the declared range holds: torch.export traces sizes "
+                f"from 2 on, and the model's code decides on {name} there ({why}){reason}", where=guard.where,
+                hint=f"declare Dim({name!r}, min=2, ...) if size 1 never occurs, or export with an example of "
+                     f"size 1 for {name!r} to get the size-1 side")
+        warnings.warn(adopted_warning(new) + reason, UserWarning, stacklevel=5)
+        changed[key] = new
+    return _with_guards(result, [changed.get(id(g), g) for g in result.guards])
 
 
 def _warn_again(recorded: list, result: ExportResult | None) -> None:
@@ -239,16 +307,13 @@ def _warn_again(recorded: list, result: ExportResult | None) -> None:
 
 def _settle(result: ExportResult, step) -> ExportResult:
     """``result`` after the checks of sizes the capture left open, each run in eager PyTorch and
-    onnxruntime (size 1, the model's own minimum, adopted constraints the ONNX model may not need)."""
-    from onnxport.verify.default_floor import floors
+    onnxruntime (the model's own minimum, adopted constraints the ONNX model may not need; size 1 is
+    checked per piece, ``_size_one``)."""
     from onnxport.verify.unneeded_constraints import candidates
     from onnxport.verify.model_minimum import low_runs
 
     if result.weights is not None or not isinstance(result.module, torch.nn.Module):  # no eager model to run
         return result
-    if floors(result.guards):
-        with step("check size 1"):
-            result = _settle_floors(result)
     if low_runs(result.guards, _minimum(result)):
         with step("check the smallest sizes"):
             result = _settle_minimum(result)
@@ -269,24 +334,6 @@ def _hold_at_the_example(result: ExportResult) -> None:
     captured = result.captured
     if captured.enlarged_from is not None and any(breaks_example(g, _examples(result)) for g in captured.adopted()):
         raise captured.enlarged_from
-
-
-def _settle_floors(result: ExportResult) -> ExportResult:
-    """``result``, or a new one where a size torch.export's default minimum alone left out (size 1)
-    is wrong in the ONNX model: that ``n >= 2`` adopted (warning, ``constraints``, metadata)."""
-    from onnxport.capture.trace import adopted_warning
-    from onnxport.verify.default_floor import adopted, floors, wrong_below
-
-    wrong = {}
-    for guard in floors(result.guards):
-        why = wrong_below(result, guard)
-        if why is not None:
-            wrong[id(guard)] = adopted(guard, why)
-    if not wrong:
-        return result
-    for guard in wrong.values():
-        warnings.warn(adopted_warning(guard), UserWarning, stacklevel=4)
-    return _with_guards(result, [wrong.get(id(g), g) for g in result.guards])
 
 
 def _minimum(result: ExportResult) -> dict[str, int]:

@@ -111,14 +111,17 @@ def _merged_output(k: int, models: list[onnx.ModelProto]) -> onnx.ValueInfoProto
     """The ``k``-th output as every model declares it, a dim kept where all agree (a named dim where
     the pieces that name it agree and the others, pieces of one size, give it a size)."""
     shapes = [m.graph.output[k].type.tensor_type.shape for m in models]
-    named = [m for m, s in zip(models, shapes) if any(d.dim_param for d in s.dim)]
     out = onnx.ValueInfoProto()
-    out.CopyFrom((named or models)[0].graph.output[k])
+    out.CopyFrom(models[0].graph.output[k])
     if not out.type.HasField("tensor_type") or any(len(s.dim) != len(shapes[0].dim) for s in shapes):
         out.type.tensor_type.ClearField("shape")
         return out
     for axis, d in enumerate(out.type.tensor_type.shape.dim):
-        if any(s.dim[axis] != d and not (d.dim_param and s.dim[axis].HasField("dim_value")) for s in shapes):
+        named = {s.dim[axis].dim_param for s in shapes if s.dim[axis].dim_param}
+        if len(named) == 1 and all(s.dim[axis].dim_param or s.dim[axis].HasField("dim_value") for s in shapes):
+            d.Clear()
+            d.dim_param = named.pop()  # the pieces that name it agree; the others, of one size, give it a size
+        elif any(s.dim[axis] != d for s in shapes):
             d.Clear()
     return out
 

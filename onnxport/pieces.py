@@ -214,6 +214,19 @@ def notice(error: SpecializationError, pieces: list[tuple[Interval, Any]]) -> st
             f"size ({shown}); ExportResult.pieces lists them, validate() compares every piece")
 
 
+def floor_branch(result: Any, guard: Any) -> SpecializationError:
+    """The branch ``export_in_pieces`` cuts at size 1: ``guard`` is a kept ``n >= 2`` that only
+    torch.export's default minimum made (``verify.default_floor``), where the export differs from
+    eager PyTorch at ``n = 1`` (``if x.shape[1] == 1:`` decided from that minimum). Size 1 is then
+    exported on its own, the dim static there."""
+    from onnxport.capture.guards.conditions import branch_error
+
+    (name,) = dict.fromkeys(n for e in guard.excluded for n in e)
+    error = branch_error(f"{name} >= 2", guard.excluded, guard.where or "", f"{name} >= 2", (name,))
+    error.captured = result.captured
+    return error
+
+
 def adopted_split(result: Any, within: dict) -> SpecializationError | None:
     """Within a piece: a condition on the piece's dim the export adopted (a range torch narrowed
     where the model's code branched, read without its ``if``: DeepSeek-V4's ``n_windows > 1`` in

@@ -73,6 +73,21 @@ def parse_relations(relations: dict[str, Any] | None, known: set[str] | None = N
     return out
 
 
+def pinned_relations(relations: dict[str, Any] | None, sizes: dict[str, int]) -> dict[str, str] | None:
+    """``relations`` (dim name -> expression) with the dims of ``sizes`` replaced by their size: in a
+    piece where ``seq`` is static at 1, ``total = past + seq`` reads ``total = past + 1``. A relation
+    left with no dim names is dropped, as is one of a pinned dim."""
+    if not relations:
+        return relations
+    pins = {symbol(n): v for n, v in sizes.items()}
+    out = {}
+    for name, expr in parse_relations(relations).items():
+        expr = expr.xreplace(pins)
+        if name not in sizes and expr.free_symbols:
+            out[name] = str(expr)
+    return out
+
+
 def resolve(relations: dict[str, sympy.Expr], exprs: dict[str, sympy.Expr], limit: int | None = None) -> dict[str, sympy.Expr]:
     """``exprs`` with every related dimension replaced by its expression, until only independent
     dimensions remain. Raises ``DynamicShapesError`` for a cycle."""

@@ -29,7 +29,7 @@ from onnxport.capture.values import distinct_tensors
 from onnxport.capture.parameters import bound_parameters, gather, has_variadic, torch_form
 from onnxport.capture.guards import Guard, GuardEvent, SizeVar, Specialization, Unbacked
 from onnxport.capture.patches import Patch
-from onnxport.capture.relations import broken, parse_relations
+from onnxport.capture.relations import broken, parse_relations, pinned_relations
 from onnxport.errors import DynamicShapesError, ExportError
 
 FROZEN: Mapping = MappingProxyType({})  # an empty mapping no step can change
@@ -93,6 +93,7 @@ class Request:
         single = {n for n, (lo, hi) in within.items() if lo == hi}  # a piece of one size: the dim static there
         if single:
             dynamic_shapes = without_dims(dynamic_shapes, single)
+            relations = pinned_relations(relations, {n: within[n][0] for n in single})
         options["within"] = {n: r for n, r in within.items() if n not in single}
         args, kwargs = distinct_tensors(args, kwargs)
         request = cls(model, args, kwargs, dynamic_shapes, top=top, params=bound_parameters(model, args, kwargs, top),
