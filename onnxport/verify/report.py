@@ -8,6 +8,7 @@ import math
 import textwrap
 
 from onnxport.verify.float64_bound import CEILING, FLOOR, K
+from onnxport.verify.sizes import SIZE_ONE
 
 
 EAGER_FAILED = "eager PyTorch failed on these inputs"  # the note of a check whose inputs eager refused
@@ -101,8 +102,8 @@ def render(checks: tuple[Check, ...]) -> str:
     if shortened:
         lines += _wrap("outputs shortened: " + "; ".join(f"{k} = {v}" for k, v in shortened.items()), 4)
     failed = [c for c in checks if not c.ok and not c.rejected]
-    if failed and all(c.why == "minimum" for c in failed):
-        lines += _wrap("note: only the minimum sizes fail: torch.export traces a model assuming dynamic sizes >= 2 "
+    if failed and all(at_one(c.sizes or "") for c in failed):
+        lines += _wrap("note: only sets with a size of 1 fail: torch.export traces a model assuming dynamic sizes >= 2 "
                        "(its 0/1 specialization) unless an example has size 1; export with an example of size 1 on "
                        "those dims, or declare Dim(name, min=2)")
     return "\n".join(lines)
@@ -132,7 +133,8 @@ def _legend(checks: tuple[Check, ...], notes: dict[str, int]) -> list[str]:
     sets: dict[str, str] = {}
     for c in checks:
         if c.inputs not in sets:
-            sets[c.inputs] = f"{c.sizes} ({c.why})" if c.sizes and c.why else c.sizes or c.why
+            why = _marked(c)
+            sets[c.inputs] = f"{c.sizes} ({why})" if c.sizes and why else c.sizes or why
     label = max((len(k) for k in sets), default=0)
     lines = [""]
     for name, text in sets.items():
@@ -146,6 +148,20 @@ def _legend(checks: tuple[Check, ...], notes: dict[str, int]) -> list[str]:
     for text, number in notes.items():
         lines += _wrap(f"[{number}] {text}", indent=len(f"[{number}] "))
     return lines
+
+
+def at_one(sizes: str) -> list[str]:
+    """The dims a set's ``sizes`` text holds at 1 (``batch=1, time=7`` -> ``['batch']``)."""
+    return [k for k, _, v in (part.partition("=") for part in sizes.split(", ")) if v == "1"]
+
+
+def _marked(c: Check) -> str:
+    """``c.why`` naming the dims at size 1 (``minimum; size 1: batch, time``): torch.export traces sizes
+    from 2 on, so those are the rows where a decision on size 1 shows."""
+    ones = at_one(c.sizes or "")
+    if not ones or SIZE_ONE in c.why:
+        return c.why
+    return f"{c.why}; {SIZE_ONE}{', '.join(ones)}" if c.why else SIZE_ONE + ", ".join(ones)
 
 
 def _fit(widths: list[int]) -> list[int]:

@@ -2,8 +2,9 @@
 
 ``validation_sizes`` assigns every dynamic dimension a size in each set it returns:
 
-* below the example: the range minimum (at least 1), the minimum + 1, one between the minimum and
-  the example;
+* below the example: the range minimum (at least 1), size 1 of each dim on its own where its range
+  holds 1 (the others at the example's sizes: torch.export traces sizes from 2 on, so a decision on
+  size 1 is where an export differs), the minimum + 1, one between the minimum and the example;
 * above it: two sets where every dimension moves by its own amount (dims equal in the example differ),
   and one far above: four times the example, at least ``SEQUENCE_MIN`` on sequence-like dims
   (a dim on another axis than the first), within an element budget (``large_sizes``);
@@ -30,6 +31,7 @@ GROWTH = 4  # the far set: this many times the example
 SEQUENCE_MIN = 64  # ... and at least this long on sequence-like dims
 BUDGET = 1 << 22  # elements of the far set's inputs allowed (or 4x the example's, if more)
 _SEARCH = 64  # how far a size may move to satisfy the constraints
+SIZE_ONE = "size 1: "  # a set where a dim is 1 (torch.export traces from 2: a branch may differ there)
 
 
 def validation_sizes(examples: dict[str, int], ranges: dict[str, tuple], guards: list, *,
@@ -68,6 +70,9 @@ def validation_sizes(examples: dict[str, int], ranges: dict[str, tuple], guards:
 
     lows = {s: max(1, ranges.get(s, (1, None))[0]) for s in symbols}
     add("minimum", {s: min(lows[s], examples[s]) for s in symbols})
+    for s in symbols:  # size 1 of each dim on its own, the others at the example's
+        if lows[s] == 1 and len(symbols) > 1:
+            add(f"{SIZE_ONE}{s}", {**{t: examples[t] for t in symbols}, s: 1})
     add("minimum + 1", {s: min(lows[s] + 1, examples[s]) for s in symbols})
     n = len(symbols)  # between the minimum and the example, each dimension at its own fraction of the way
     add("below the example", {s: lows[s] + (examples[s] - lows[s]) * (j + 1) // (n + 1) for j, s in enumerate(symbols)})
