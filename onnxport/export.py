@@ -267,8 +267,9 @@ def _adopt_floors(result: ExportResult, wrong: dict, failed: BaseException | Non
     from onnxport.verify.default_floor import adopted
 
     explicit = {v.name for v in result.captured.variables.values() if not v.adoptable}
-    reason = "" if failed is None else \
-        f"; exporting size 1 on its own failed: {getattr(failed, 'summary', None) or str(failed).splitlines()[0]}"
+    why_failed = None if failed is None else (getattr(failed, "split_why", None) or getattr(failed, "summary", None)
+                                              or str(failed).splitlines()[0])
+    reason = "" if failed is None else f"; exporting size 1 on its own failed: {why_failed}"
     changed = {}
     for key, (guard, why) in wrong.items():
         new = adopted(guard, why)

@@ -92,6 +92,23 @@ def test_is_causal_given_as_a_size_condition_exports_both_sides():
     _right_at(r, [{"n": 1}, {"n": 7}, {"n": 3}])
 
 
+class CachedStep(torch.nn.Module):
+    """New steps over a cache, the mask covering both (total = past + seq), one path for one new step."""
+
+    def forward(self, x, cache, mask):
+        if x.shape[1] == 1:
+            return x * mask.sum(1)[:, None, None] + cache.mean(1, keepdim=True)
+        return x.cumsum(1) + mask.shape[1]
+
+
+def test_size_1_of_a_dim_in_a_relation_is_a_piece_and_the_outputs_keep_their_names():
+    r = check_export(CachedStep(), (torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.ones(2, 8)),
+                     {"x": {0: "b", 1: "seq"}, "cache": {0: "b", 1: "past"}, "mask": {0: "b", 1: "total"}},
+                     relations={"total": "past + seq"}, expect_outputs={"output": ["b", "seq", 4]})
+    assert [str(iv) for iv, _ in r.pieces] == ["seq == 1", "seq >= 2"]
+    _right_at(r, [{"b": 2, "seq": 1, "past": 6}, {"b": 1, "seq": 1, "past": 0}, {"b": 3, "seq": 4, "past": 2}])
+
+
 def test_without_pieces_size_1_leaves_the_range_with_the_users_line():
     with pytest.warns(UserWarning, match=r"n >= 2 only \(required at .*test_size_one.py:\d+ in forward: if x.shape"):
         r = onnxport.to_onnx(EqualsOne(), (torch.randn(2, 5),), dynamic_shapes={"x": {0: "b", 1: "n"}},
