@@ -1,9 +1,9 @@
 """The capture steps, in the order ``capture()`` runs them (``STEPS``).
 
 Each step takes the ``CaptureState`` and returns a new one, or a string saying why it does not
-apply. ``capture()`` runs the list in order; a step that asks for torch.export to be called again
-(``state.retrace(...)``: a range, a relation, size-oblivious reasoning changed) sends the loop
-back to ``Trace``. Each step run is recorded in ``Captured.attempts``.
+apply. ``capture()`` runs the list in order (``run_steps``); a step that asks for torch.export to
+be called again (``state.retrace(...)``: a range, a relation, size-oblivious reasoning changed)
+sends the loop back to ``Trace``. Each step run is recorded in ``Captured.attempts``.
 
 - ``Fallback`` steps recover from a failed trace: each reads the failure and changes what
   torch.export is asked (at most ``MAX_TRACES`` calls in all).
@@ -370,8 +370,6 @@ class ObliviousForEqualities(Decision):
             return "no equality of sizes was adopted"
         if state.traces >= MAX_TRACES:
             return f"torch.export was called {MAX_TRACES} times"
-        from onnxport.capture.trace import run_steps
-
         trial = run_steps(state.retrace("size-oblivious", oblivious=True, guards=None, variables=None))
         if trial.program is None or trial.guards is None:
             return "the size-oblivious capture failed: the first one kept"
@@ -409,8 +407,6 @@ class LargerExampleForNarrowedRange(Decision):
             if has_meta_weights(request.model) or eager_refusal_on(
                     request.model, captured_of(state), larger.args, larger.kwargs) is not None:
                 return f"eager PyTorch does not run the model at {d.name} = {2 * example}: the range kept"
-            from onnxport.capture.trace import run_steps
-
             ranges = {k: v for k, v in state.ranges.items() if k != d.name}  # the narrowed range dropped
             if d.name in state.implied:
                 ranges[d.name] = state.implied[d.name]
@@ -443,6 +439,15 @@ STEPS: tuple[Step, ...] = (
     ObliviousForEqualities(),
     LargerExampleForNarrowedRange(),
 )
+
+
+def run_steps(state: CaptureState, steps: tuple = STEPS) -> CaptureState:
+    """Run ``steps`` in order, from the first again whenever a step left torch.export to be called."""
+    i = 0
+    while i < len(steps):
+        state = state.after(steps[i].name, steps[i](state))
+        i = 0 if state.trace is None else i + 1
+    return state
 
 
 # ------------------------------------------------------------------------------ helpers

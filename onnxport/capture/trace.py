@@ -1,4 +1,5 @@
-"""Capture: the loop over the capture steps (``capture.steps.STEPS``).
+"""Capture: the capture steps (``capture.steps.STEPS``, run by ``run_steps`` there) from a request to a
+``Captured``.
 
 Entry point: ``capture(model, args, kwargs, dynamic_shapes, ...) -> Captured``.
 """
@@ -16,7 +17,7 @@ from onnxport.capture.dynamic_shapes import DeclaredDim
 from onnxport.capture.guards import Guard, excluded_text
 from onnxport.capture.patches import user_hooks
 from onnxport.capture.state import CaptureState, OpSupport, Request
-from onnxport.capture.steps import STEPS, captured_of, implied_ranges
+from onnxport.capture.steps import captured_of, implied_ranges, run_steps
 from onnxport.errors import CaptureError, DynamicShapesError, user_source_line
 
 
@@ -78,24 +79,13 @@ def start(request: Request) -> CaptureState:
     return state.but("", ranges={**implied, **within}, implied={**implied, **within}, promised=within)
 
 
-def run_steps(state: CaptureState, steps: tuple = STEPS) -> CaptureState:
-    """Run ``steps`` in order, from the first again whenever a step left torch.export to be called."""
-    i = 0
-    while i < len(steps):
-        state = state.after(steps[i].name, steps[i](state))
-        i = 0 if state.trace is None else i + 1
-    return state
-
-
 def finish(state: CaptureState) -> Captured:
-    """The ``Captured`` of the final state, with its warnings; raises the failure no step resolved,
+    """The ``Captured`` of the final state; raises the failure no step resolved,
     the steps as they ran and what torch printed while failing kept on the error's detail."""
     if state.program is None:
         failure = state.first_failure or state.trace
         raise failure.error.with_output(debug_text(state.attempts, failure.output)) from failure.exception
-    captured = captured_of(state)
-    for guard in captured.adopted():
-        warnings.warn(adopted_warning(guard), UserWarning, stacklevel=4)
+    captured = captured_of(state)  # its adopted constraints are warned once the export is decided
     if state.request.model.training:
         _warn_training_ops(captured.program)
     return captured
@@ -144,7 +134,7 @@ def adopted_warning(guard: Guard) -> str:
     names = ", ".join(guard.names)
     return (f"{ADOPTED_PREFIX}{guard.text} only{where}: it excludes {excluded_text(guard.excluded)}; "
             f"onnxport adopted this constraint for {names} (ExportResult.constraints); declare "
-            f"Dim(name, min=..., max=...) to set the range yourself")
+            f"Dim(name, min=..., max=...) to set the range yourself" + (f"; {guard.note}" if guard.note else ""))
 
 
 def _as_captured(program: torch.export.ExportedProgram, args: tuple, kwargs: dict, dynamic_shapes: Any) -> Captured:
