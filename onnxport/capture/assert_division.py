@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import operator
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 
 
 def _asserted_division_changes() -> list:
@@ -35,4 +35,4 @@ ASSERTED_DIVISION = register(Patch(
     "assert into the graph through this class, which lacks the Python form of an int's true division (its parent "
     "builds a sympy IntTrueDiv of FX proxies and fails: 'symbolically traced variables cannot be used as inputs to "
     "control flow'), so an assert on a size divided by a size (torchvision's resize by min_size / min(h, w)) is "
-    "written as operator.truediv, as its float division already is"))
+    "written as operator.truediv, as its float division already is", when=always, order=11))

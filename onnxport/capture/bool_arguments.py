@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from onnxport.capture.guards.record import deciding, user_frame
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 
 FLAGS = ("is_causal", "enable_gqa")  # scaled_dot_product_attention's bool keywords
 
@@ -38,4 +38,4 @@ def _changes() -> list:
 BOOL_ARGUMENTS = register(Patch(
     "size conditions as bool arguments", _changes,
     "torch.nn.functional.scaled_dot_product_attention: a SymBool is_causal / enable_gqa (is_causal=n > 1) is "
-    "decided at the user's line, as the user's own if would be, instead of failing the trace"))
+    "decided at the user's line, as the user's own if would be, instead of failing the trace", when=always, order=12))

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from onnxport.capture.patches import Patch, SetAttribute, installed, register
+from onnxport.capture.patches import Patch, SetAttribute, always, installed, register
 from onnxport.errors import CaptureError, DynamicShapesError
 
 INPUT_PREFIX = "past_key_values"  # ONNX name prefix of a cache given as input
@@ -303,7 +303,8 @@ def _sliding_window_changes() -> list:
 SLIDING_WINDOW_AS_FULL = register(Patch(
     "sliding window as full", _sliding_window_changes,
     "transformers' DynamicSlidingWindowLayer.update / get_mask_sizes / get_seq_length: a sliding-window cache "
-    "layer keeps every step like a full-attention layer (the attention mask still applies the window)"))
+    "layer keeps every step like a full-attention layer (the attention mask still applies the window)",
+    when=always, order=330))
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ Semantics: ``torch.distributions.Distribution.set_default_validate_args`` (PyTor
 
 from __future__ import annotations
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 
 
 def _changes() -> list:
@@ -26,4 +26,4 @@ DISTRIBUTION_CHECKS_OFF = register(Patch(
     "distributions' argument checks off", _changes,
     "torch.distributions.Distribution._validate_args (the default of validate_args) is False while torch.export "
     "traces: the checks of a distribution's parameter values branch on the inputs' data and compute nothing "
-    "the model returns"))
+    "the model returns", when=always, order=290))

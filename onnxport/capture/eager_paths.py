@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 
 
 def _static_fast_path(enc: nn.TransformerEncoder, src: torch.Tensor, mask, key_padding_mask) -> bool:
@@ -59,4 +59,4 @@ def _make(original):
 TRANSFORMER_ENCODER_AS_EAGER = register(Patch(
     "transformer encoder as eager", lambda: [SetAttribute(nn.TransformerEncoder, "forward", _make)],
     "nn.TransformerEncoder.forward: the traced forward zeroes the padded frames where eager's nested-tensor "
-    "fast path would"))
+    "fast path would", when=always, order=100))

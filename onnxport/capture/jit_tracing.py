@@ -19,7 +19,7 @@ import sys
 
 import torch
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 
 _PREFIX = "transformers.models."
 
@@ -36,4 +36,4 @@ JIT_TRACING_PATHS = register(Patch(
     "transformers' export paths", lambda: [SetAttribute(torch.jit, "is_tracing", _tracing_for_transformers)],
     "torch.jit.is_tracing: while torch.export traces, true when called from transformers.models code (the paths "
     "transformers writes for exported models: position encodings interpolated at every image size); torch's own "
-    "for every other caller"))
+    "for every other caller", when=always, order=280))

@@ -25,7 +25,7 @@ from typing import Callable
 
 import torch
 
-from onnxport.capture.patches import Patch, register
+from onnxport.capture.patches import Patch, always, register
 from onnxport.capture.source_variants import module_function
 
 MODULE = "transformers.models.fastspeech2_conformer.modeling_fastspeech2_conformer"
@@ -63,4 +63,4 @@ LENGTH_REGULATOR = register(Patch(
     "transformers' FastSpeech2-Conformer length_regulator: while torch.export traces, each frame's token is found "
     "with searchsorted over the durations' cumsum and its embedding gathered for the whole batch, instead of a "
     "loop over the utterances with repeat_interleave and 'if duration_labels.sum() == 0' (a branch on the data); "
-    "nothing happens where that module is not imported"))
+    "nothing happens where that module is not imported", when=always, order=240))

@@ -37,7 +37,8 @@ def _changes() -> list:
 META_WEIGHTS_ON_CPU = register(Patch(
     "meta weights traced on the CPU", _changes,
     "torch._export.utils._fakify_params_buffers: a parameter or buffer on the meta device becomes a fake CPU "
-    "tensor of its shape and dtype (a model built without its weights traces as with them)"))
+    "tensor of its shape and dtype (a model built without its weights traces as with them)",
+    when=lambda trace: has_meta_weights(trace.request.model), order=340))
 
 
 def has_meta_weights(model) -> bool:

@@ -23,7 +23,7 @@ import ast
 import sys
 from typing import Callable
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 from onnxport.capture.source_variants import replace_statement, source_variant
 
 FUNCTION = "mamba2_chunk_scan"
@@ -65,4 +65,4 @@ UNCONDITIONAL_PADDING_CUT = register(Patch(
     "transformers' mamba2_chunk_scan in every loaded transformers module holding it (Mamba2, Bamba, FalconH1, "
     "GraniteMoeHybrid, NemotronH, Zamba2): while torch.export traces, the slice cutting the chunk padding runs "
     "at every length instead of under 'if pad_size > 0:' (where pad_size is 0 it takes every row); nothing "
-    "happens where those modules are not imported"))
+    "happens where those modules are not imported", when=always, order=140))

@@ -38,7 +38,7 @@ import sympy
 from torch.fx.experimental import sym_node
 from torch.utils._sympy.functions import FloorDiv
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 
 
 def _mod_args(expr) -> tuple | None:
@@ -107,4 +107,4 @@ ROUNDED_PADDING = register(Patch(
     "padding to a whole multiple", _changes,
     "torch's symbolic addition: while torch.export traces, a size plus its pad to a multiple of k ((k - n % k) % k, "
     "(-n) % k, or n % 2) is written k * ceil(n / k), the same integer, naming n once (nested pads of windowed "
-    "models otherwise grow torch's size expressions exponentially)"))
+    "models otherwise grow torch's size expressions exponentially)", when=always, order=190))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from onnxport.capture.patches import Patch, register
+from onnxport.capture.patches import Patch, always, register
 from onnxport.capture.source_variants import module_function
 
 MODULE = "transformers.models.fsmt.modeling_fsmt"
@@ -39,4 +39,5 @@ KEPT_PADDING_MASK = register(Patch(
     "FSMT padding mask kept", _changes,
     "transformers' FSMT make_padding_mask: while torch.export traces, the mask input_ids.eq(padding_idx) is "
     "returned even where it masks nothing ('if not padding_mask.any(): padding_mask = None' reads the data); its "
-    "one use, masked_fill of the attention weights, leaves them as they are where the mask is all False"))
+    "one use, masked_fill of the attention weights, leaves them as they are where the mask is all False",
+    when=always, order=220))

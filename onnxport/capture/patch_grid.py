@@ -22,7 +22,7 @@ import ast
 import sys
 from typing import Callable
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 from onnxport.capture.source_variants import replace_statement, source_variant
 
 MODULE = "transformers.models.mobilevit.modeling_mobilevit"
@@ -68,4 +68,5 @@ SYMBOLIC_PATCH_GRID = register(Patch(
     "MobileViT patches at every size", _changes,
     "transformers' MobileViTLayer.unfolding: while torch.export traces, the height and width rounded up to whole "
     "patches as integer arithmetic of the sizes (no int() of a size) and the features resized at every size (the "
-    "same size where they are whole patches: unchanged); nothing happens where MobileViT is not imported"))
+    "same size where they are whole patches: unchanged); nothing happens where MobileViT is not imported",
+    when=always, order=270))

@@ -22,6 +22,27 @@ registered, so ``REGISTRY`` lists every site onnxport changes (``patch_sites()``
 ``restore_leftovers()`` undoes every change still installed (a capture interrupted where no
 ``finally`` could run).
 
+Registration is the wiring: a patch that every torch.export call should install says when and
+where in the sequence, and nothing lists it by hand (``capture/tracing.py`` installs
+``every_trace(...)``):
+
+* ``when=``: a function of the trace about to run (``capture.tracing.TraceContext``: the capture
+  state, its request, the trace's record lists, the held output) returning None or False (not
+  this trace), True (install it), or a tuple (install ``patch.using(*tuple)``: the list its events
+  go to, the user's module). ``always`` installs it in every trace; ``capture.tracing.translating``
+  in every trace of an export that translates and in the whole-program decomposition (the
+  translations' patches: an ATen op kept whole). A patch without ``when`` is installed only where
+  code asks for it (a capture step adds it to ``CaptureState.patches``, verification, a test).
+* ``order=``: its place, an int, lower first (ties: the order of registration). The scale:
+  0-9 the trace's own records (what torch prints held: 0; specializations, guards, unbacked
+  sizes); 10-19 torch's symbolic forms the rest relies on; 20-29 the translations' patches
+  (``TRANSLATIONS`` for a family's own); ``USER_HOOKS`` (30) the user's ``capture_hooks``; from
+  100 on every other patch, core or library, a new one after the last (the steps' patches follow
+  them all).
+
+A module of ``onnxport/library/`` holds what one library or model family needs: it registers its
+patches this way and is loaded with onnxport (``onnxport/library/__init__.py`` walks the package).
+
 torch.export is not thread-safe and these patches change torch for the whole process: every patch
 is installed under ``CAPTURE_LOCK`` (re-entrant; ``to_onnx`` holds it for a whole export, so a
 second thread waits), and a replacement never wraps a replacement: an attribute still holding an
@@ -193,13 +214,16 @@ class Patch:
 
     ``changes(*args)`` builds the changes when the patch is installed (``args``: what one capture
     passes, e.g. the list its events are recorded in); ``sample`` are arguments that build them
-    for listing the sites (None: the sites depend on the capture, e.g. the user's module).
+    for listing the sites (None: the sites depend on the capture, e.g. the user's module);
+    ``when`` and ``order``: which traces install it, and where among their patches.
     """
 
     name: str
     changes: Callable[..., Iterable[Change]]
     doc: str = ""
     sample: tuple | None = ()
+    when: Callable[[Any], Any] | None = None  # every trace installs it where this applies (see the module doc)
+    order: int | None = None  # its place among the patches of a trace (lower first)
 
     def using(self, *args: Any) -> tuple["Patch", tuple]:
         """``(self, args)``, for ``installed``."""
@@ -214,12 +238,42 @@ REGISTRY: dict[str, Patch] = {}
 
 
 def register(patch: Patch) -> Patch:
-    """Add ``patch`` to the registry (at import of the module defining it); returns it."""
+    """Add ``patch`` to the registry (at import of the module defining it); returns it.
+
+    Raises:
+        ValueError: another patch of that name is registered, or the patch has ``when`` and no ``order``.
+    """
+    if patch.when is not None and patch.order is None:
+        raise ValueError(f"capture patch {patch.name!r} says when a trace installs it (when=), not where (order=)")
     with CAPTURE_LOCK:
         if patch.name in REGISTRY and REGISTRY[patch.name] is not patch:
             raise ValueError(f"a capture patch named {patch.name!r} is already registered")
         REGISTRY[patch.name] = patch
     return patch
+
+
+TRANSLATIONS = 25  # the order of a translation family's own patch (``translate.registry.during_capture``)
+USER_HOOKS = 30  # the place of the user's capture_hooks among a trace's patches
+
+
+def always(trace: Any) -> bool:
+    """``when`` of a patch every trace installs."""
+    return True
+
+
+def every_trace(trace: Any, placed: Iterable[tuple[int, Iterable[Patch]]] = ()) -> list[tuple[Patch, tuple]]:
+    """``(patch, args)`` of each registered patch whose ``when(trace)`` applies, with the arguments it
+    gave, and of each patch of ``placed`` (``(order, patches)``: the user's hooks at ``USER_HOOKS``),
+    sorted by ``order``; at one order, registered patches first, each group in its own order."""
+    entries = []
+    for i, patch in enumerate(list(REGISTRY.values())):
+        given = patch.when(trace) if patch.when is not None else None
+        if given is None or given is False:
+            continue
+        entries.append(((patch.order, 0, i), (patch, () if given is True else tuple(given))))
+    for order, patches in placed:
+        entries += [((order, 1, j), (patch, ())) for j, patch in enumerate(patches)]
+    return [item for _, item in sorted(entries, key=lambda e: e[0])]
 
 
 def user_hooks(factory: Callable[[], contextlib.AbstractContextManager]) -> Patch:

@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 
 FACTORIES = ("rand", "randn", "randint")
 
@@ -40,4 +40,4 @@ NO_GENERATOR_KEYWORD = register(Patch(
     "random factories without generator=None", _changes,
     "torch.rand / randn / randint: while torch.export traces, a generator=None keyword is dropped (its overload "
     "asks for concrete sizes; without it a symbolic size traces); the default generator draws the numbers either "
-    "way"))
+    "way", when=always, order=180))

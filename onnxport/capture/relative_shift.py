@@ -22,7 +22,7 @@ from typing import Callable
 
 import torch
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 from onnxport.capture.source_variants import transformers_classes
 
 METHOD = "shift_relative_position_tensor"
@@ -55,4 +55,5 @@ RELATIVE_SHIFT_GATHER = register(Patch(
     "relative shift as a gather", _changes,
     "transformers' shift_relative_position_tensor (FastSpeech2-Conformer's relative position attention): while "
     "torch.export traces, the zero-pad-and-view shift is the gather of the same elements of the flat padded "
-    "scores, which needs no stride decided from the length; nothing happens where those modules are not imported"))
+    "scores, which needs no stride decided from the length; nothing happens where those modules are not imported",
+    when=always, order=250))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ast
 
-from onnxport.capture.patches import Patch, register
+from onnxport.capture.patches import Patch, always, register
 from onnxport.capture.source_variants import ReadAsName, forward_variants, transformers_classes
 
 TABLE = "_onnxport_table"
@@ -69,4 +69,4 @@ RELATIVE_TABLES = register(Patch(
     "transformers' relative position embeddings that renew their table (Wav2Vec2-Conformer, Wav2Vec2-BERT, "
     "SeamlessM4T's conformer, FastSpeech2-Conformer): while torch.export traces, forward computes the table for "
     "the length at hand (extend_pe(x, None)) instead of 'self.pe = self.extend_pe(x, self.pe)' (extend_pos_enc and "
-    "pos_enc in FastSpeech2-Conformer); nothing happens where those modules are not imported"))
+    "pos_enc in FastSpeech2-Conformer); nothing happens where those modules are not imported", when=always, order=210))

@@ -69,4 +69,4 @@ SAME_NAME_AXES = register(Patch(
     "axes of one name tied", _changes,
     "a forward pre-hook on the user's module while torch.export traces: torch._check(a == b) for the axes of one input "
     "declared under one name (an image's height and width), so they share one symbol before the model's code "
-    "compares them", None))
+    "compares them", None, when=lambda trace: (trace.request.model, trace.request.declared), order=260))

@@ -171,4 +171,4 @@ KNOWN_SCALARS = register(Patch(
     "torch's FakeTensorMode.from_tensor gives a buffer of at most 16 elements its real value as a constant, and "
     "FakeTensorMode.dispatch gives the 0-d result of arithmetic on numbers, sizes and known 0-d tensors its value "
     "as an expression of the sizes (item_memo): a branch on a small buffer is decided by its value, a size "
-    "computed through 0-d tensors stays a size", (None,)))
+    "computed through 0-d tensors stays a size", (None,), when=lambda trace: (trace.request.model,), order=300))

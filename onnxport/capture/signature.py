@@ -52,7 +52,13 @@ def _explicit_signature_changes(model: Any, args: tuple, kwargs: dict) -> list:
     return [SetAttribute(model, "forward", lambda original: _explicit_forward(original, args, kwargs))]
 
 
+def _absorbing(trace: Any) -> tuple | None:
+    """The call's model and inputs where its forward takes keyword inputs through ``**kwargs``."""
+    request = trace.request
+    return (request.model, request.args, request.kwargs) if absorbed_keywords(request.model, request.kwargs) else None
+
+
 EXPLICIT_SIGNATURE = register(Patch(
     "explicit signature", _explicit_signature_changes,
     "the user's module's forward (the instance's): while traced, a signature with one parameter per keyword "
-    "input it takes through **kwargs; nothing changes otherwise", None))
+    "input it takes through **kwargs; nothing changes otherwise", None, when=_absorbing, order=320))

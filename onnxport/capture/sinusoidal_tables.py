@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ast
 
-from onnxport.capture.patches import Patch, register
+from onnxport.capture.patches import Patch, always, register
 from onnxport.capture.source_variants import ReadAsName, forward_variants, transformers_classes
 
 TABLE = "_onnxport_table"
@@ -90,4 +90,4 @@ SINUSOIDAL_TABLES = register(Patch(
     "transformers' sinusoidal position embeddings that grow their table (M2M100, NLLB-MoE, XGLM, Kosmos-2, "
     "Speech2Text, SeamlessM4T): while torch.export traces, forward computes the table for the length at hand "
     "(get_embedding of the same arguments) instead of 'if max_pos > self.weights.size(0): self.make_weights(...)'; "
-    "nothing happens where those modules are not imported"))
+    "nothing happens where those modules are not imported", when=always, order=200))

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import torch
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 
 LIBRARY = "transformers."
 
@@ -63,4 +63,4 @@ SYMBOLIC_SIZE_DIVISION = register(Patch(
     "size division symbolic", lambda: [SetAttribute(torch, "div", _make)],
     "torch.div: while torch.export traces, a call from transformers' code dividing a symbolic size by an integer "
     "with rounding_mode 'floor' (or 'trunc' of non-negative operands) gives the symbolic quotient a // b instead of "
-    "a tensor read back as a data-dependent size; every other call runs torch.div as before"))
+    "a tensor read back as a data-dependent size; every other call runs torch.div as before", when=always, order=150))

@@ -31,7 +31,7 @@ import sys
 import torch
 from torch import nn
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 
 MODULES = ("transformers.models.mobilenet_v1.modeling_mobilenet_v1",
            "transformers.models.mobilenet_v2.modeling_mobilenet_v2")
@@ -96,7 +96,7 @@ SYMBOLIC_TORCH_INT = register(Patch(
     "transformers' torch_int symbolic", _torch_int_changes,
     "transformers' torch_int / torch_float in every loaded transformers module that holds them: while torch.export "
     "traces, a symbolic size passes through as it is instead of int() / float() fixing it; nothing happens where "
-    "transformers is not imported"))
+    "transformers is not imported", when=always, order=120))
 
 
 def symbolic_len(obj) -> "int | torch.SymInt":
@@ -125,7 +125,7 @@ SYMBOLIC_LEN = register(Patch(
     "len of a tensor symbolic", _len_changes,
     "len in every loaded transformers.models module: while torch.export traces, len(tensor) returns the tensor's "
     "first size as it is (a dynamic batch stays dynamic: RT-DETR's batch_size = len(source_flatten)); the builtin "
-    "for anything else; nothing happens where transformers is not imported"))
+    "for anything else; nothing happens where transformers is not imported", when=always, order=130))
 
 
 def _changes() -> list:
@@ -137,4 +137,4 @@ TF_SAME_PADDING = register(Patch(
     "TF SAME padding symbolic", _changes,
     "transformers' MobileNet v1/v2 apply_tf_padding: while torch.export traces, the same padding as one formula "
     "of the size (no int() of a size, no branch on its parity); nothing happens where those modules are not "
-    "imported"))
+    "imported", when=always, order=110))

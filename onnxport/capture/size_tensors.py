@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import torch
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat)
 _NUMBERS = (int, float, torch.SymInt, torch.SymFloat)
@@ -100,4 +100,4 @@ SIZE_TENSORS = register(Patch(
     "tensors of sizes symbolic", _changes,
     "torch.as_tensor of (nested) lists holding symbolic sizes and torch.linspace to a symbolic "
     "size: while torch.export traces, built from the sizes as they are (stack of scalar_tensor; arange and "
-    "PyTorch's linspace formula) instead of fixing them at the example"))
+    "PyTorch's linspace formula) instead of fixing them at the example", when=always, order=160))

@@ -1,14 +1,11 @@
 """One torch.export call, with the patches every trace installs, and what it gave (``Traced``).
 
-The patches of a trace, in the order they are installed: what torch prints held back
-(``HOLD_OUTPUT``), the guard records (``capture.guards.record``), ``SYMBOLIC_MATH``, ``ASSERTED_DIVISION``,
-``BOOL_ARGUMENTS``,
-``SIZE_OBLIVIOUS`` (when the state asks for it), the patches of the translations
-(``OpSupport.capture_patches``), the user's ``capture_hooks``, ``TRANSFORMER_ENCODER_AS_EAGER``,
-``TF_SAME_PADDING``, ``SYMBOLIC_TORCH_INT``, ``SYMBOLIC_LEN``, ``UNCONDITIONAL_PADDING_CUT``,
-``SYMBOLIC_SIZE_DIVISION``, ``SIZE_TENSORS``, ``SYMBOLIC_PATCH_GRID``, ``JIT_TRACING_PATHS``, ``DISTRIBUTION_CHECKS_OFF``, ``KNOWN_SCALARS``, the deferred range check, ``EXPLICIT_SIGNATURE``,
-``SLIDING_WINDOW_AS_FULL``, ``META_WEIGHTS_ON_CPU`` (a model with weights on the meta device), then the patches
-steps added (``CaptureState.patches``).
+The patches of a trace are the registered ones whose ``when`` applies to it (``TraceContext``: the
+capture state, the trace's record lists, what torch prints held), in their ``order``
+(``capture.patches.every_trace``; the module doc of ``capture/patches.py`` gives the scale), with the
+user's ``capture_hooks`` at ``USER_HOOKS``, then the patches steps added (``CaptureState.patches``).
+Nothing here lists them: a patch says when and where it is installed where it is defined (the
+capture core's own in ``capture/``, a library's in ``onnxport/library/``, loaded with onnxport).
 """
 
 from __future__ import annotations
@@ -20,35 +17,36 @@ import math
 import sys
 import torch
 
-from onnxport.capture.assert_division import ASSERTED_DIVISION
-from onnxport.capture.bool_arguments import BOOL_ARGUMENTS
-from onnxport.capture.caches import SLIDING_WINDOW_AS_FULL
 from onnxport.capture.classify import REWRITTEN_HINT, classify
-from onnxport.capture.distributions import DISTRIBUTION_CHECKS_OFF
-from onnxport.capture.eager_paths import TRANSFORMER_ENCODER_AS_EAGER
-from onnxport.capture.jit_tracing import JIT_TRACING_PATHS
-from onnxport.capture.size_forms import SYMBOLIC_LEN, SYMBOLIC_TORCH_INT, TF_SAME_PADDING
-from onnxport.capture.guards import DEFER_RANGE_VIOLATIONS, RECORD_GUARDS, RECORD_SPECIALIZATIONS, RECORD_UNBACKED
-from onnxport.capture.padded_chunks import UNCONDITIONAL_PADDING_CUT
-from onnxport.capture.patch_grid import SYMBOLIC_PATCH_GRID
-from onnxport.capture.size_division import SYMBOLIC_SIZE_DIVISION
-from onnxport.capture.size_tensors import SIZE_TENSORS
-from onnxport.capture.whole_chunks import WHOLE_CHUNKS
-from onnxport.capture.padded_sizes import ROUNDED_PADDING
-from onnxport.capture.random_sizes import NO_GENERATOR_KEYWORD
-from onnxport.capture.sinusoidal_tables import SINUSOIDAL_TABLES
-from onnxport.capture.relative_tables import RELATIVE_TABLES
-from onnxport.capture.padding_masks import KEPT_PADDING_MASK
-from onnxport.capture.uniform_images import UNIFORM_IMAGE_BATCH
-from onnxport.capture.length_regulator import LENGTH_REGULATOR
-from onnxport.capture.relative_shift import RELATIVE_SHIFT_GATHER
-from onnxport.capture.same_name_axes import SAME_NAME_AXES
-from onnxport.capture.meta_weights import META_WEIGHTS_ON_CPU, has_meta_weights
-from onnxport.capture.patches import Patch, SetAttribute, SetConfig, installed, register
-from onnxport.capture.scalar_values import KNOWN_SCALARS
-from onnxport.capture.signature import EXPLICIT_SIGNATURE, absorbed_keywords
-from onnxport.capture.state import CaptureState, Traced
+from onnxport.capture.patches import (USER_HOOKS, Patch, SetAttribute, SetConfig, always, every_trace, installed,
+                                      register)
+from onnxport.capture.state import CaptureState, Request, Traced
 from onnxport.errors import SpecializationError
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceContext:
+    """What a patch's ``when`` reads of the torch.export call about to run: the capture state and the
+    lists the trace's records go to (``Traced``'s fields), and the buffer what torch prints is held in."""
+
+    state: CaptureState
+    held: io.StringIO
+    records: list
+    events: list
+    unbacked: list
+    violations: list
+
+    @property
+    def request(self) -> Request:
+        return self.state.request
+
+
+def translating(trace: TraceContext) -> bool:
+    """``when`` of the patches that come with the export's translations (an ATen op kept whole): every
+    trace of an export that translates; the whole-program decomposition installs them too
+    (``translate.registry.Translations.capture_patches``)."""
+    return trace.request.ops is not None
+
 
 MATH_ON_SIZES = ("sqrt", "cos", "sin", "tan", "cosh", "sinh", "tanh", "acos", "asin", "atan", "log2")
 
@@ -75,7 +73,7 @@ def _symbolic_math_changes() -> list:
 SYMBOLIC_MATH = register(Patch(
     "symbolic math", _symbolic_math_changes,
     "math.sqrt(x.size(1)) and friends on symbolic sizes stay symbolic (torch._sym_sqrt...) instead of pinning "
-    "the size to its example value"))
+    "the size to its example value", when=always, order=10))
 
 
 def _size_oblivious_changes() -> list:
@@ -87,7 +85,8 @@ def _size_oblivious_changes() -> list:
 SIZE_OBLIVIOUS = register(Patch(
     "size-oblivious reasoning", _size_oblivious_changes,
     "an example size of 0 or 1 on a dynamic axis: torch reasons about sizes without specializing them "
-    "(torch.fx.experimental._config.backed_size_oblivious), so the axis stays dynamic"))
+    "(torch.fx.experimental._config.backed_size_oblivious), so the axis stays dynamic",
+    when=lambda trace: trace.state.oblivious, order=13))
 
 
 def _torch_log_handlers() -> list[logging.StreamHandler]:
@@ -106,26 +105,13 @@ HOLD_OUTPUT = register(Patch(
     "hold torch's output", _hold_output_changes,
     "sys.stderr and the stream of torch's log handlers: what is printed and logged while torch.export traces "
     "(its graph dumps on a failure, repeated warnings) is held; written out after a trace that succeeds, kept "
-    "for the error's detail after one that fails", (io.StringIO(),)))
+    "for the error's detail after one that fails", (io.StringIO(),), when=lambda trace: (trace.held,), order=0))
 
 
 def trace_patches(state: CaptureState, lists: dict[str, list], held: io.StringIO) -> list:
     """The patches one trace installs (see the module docstring), with the lists they record into."""
-    request = state.request
-    ops = tuple(request.ops.capture_patches) if request.ops is not None else ()
-    signature = [EXPLICIT_SIGNATURE.using(request.model, request.args, request.kwargs)] \
-        if absorbed_keywords(request.model, request.kwargs) else []
-    return [HOLD_OUTPUT.using(held), RECORD_SPECIALIZATIONS.using(lists["records"]),
-            RECORD_GUARDS.using(lists["events"]), RECORD_UNBACKED.using(lists["unbacked"]), SYMBOLIC_MATH, ASSERTED_DIVISION,
-            BOOL_ARGUMENTS, *([SIZE_OBLIVIOUS] if state.oblivious else []), *ops, *request.hooks, TRANSFORMER_ENCODER_AS_EAGER,
-            TF_SAME_PADDING, SYMBOLIC_TORCH_INT, SYMBOLIC_LEN, UNCONDITIONAL_PADDING_CUT, SYMBOLIC_SIZE_DIVISION,
-            SIZE_TENSORS, WHOLE_CHUNKS, NO_GENERATOR_KEYWORD, ROUNDED_PADDING, SINUSOIDAL_TABLES, RELATIVE_TABLES,
-            KEPT_PADDING_MASK,
-            UNIFORM_IMAGE_BATCH, LENGTH_REGULATOR, RELATIVE_SHIFT_GATHER,
-            SAME_NAME_AXES.using(request.model, request.declared),
-            SYMBOLIC_PATCH_GRID, JIT_TRACING_PATHS, DISTRIBUTION_CHECKS_OFF, KNOWN_SCALARS.using(request.model),
-            DEFER_RANGE_VIOLATIONS.using(lists["violations"]), *signature, SLIDING_WINDOW_AS_FULL,
-            *([META_WEIGHTS_ON_CPU] if has_meta_weights(request.model) else []), *state.patches]
+    context = TraceContext(state, held, **lists)
+    return [*every_trace(context, [(USER_HOOKS, state.request.hooks)]), *state.patches]
 
 
 def trace(state: CaptureState) -> Traced:

@@ -29,7 +29,7 @@ import sys
 import textwrap
 from typing import Callable
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 from onnxport.capture.source_variants import source_variant
 from onnxport.library_functions import library_function
 
@@ -111,4 +111,4 @@ UNIFORM_IMAGE_BATCH = register(Patch(
     "transformers' PixtralVisionModel.forward called without image_sizes: while torch.export traces, the batch's "
     "patch grids, positions and block-diagonal attention mask are computed from the batch tensor (reshape, "
     "repeat, index // patches) instead of from the list [(height, width)] * batch_size, which fixes the batch "
-    "size; nothing happens where that module is not imported"))
+    "size; nothing happens where that module is not imported", when=always, order=230))

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import torch
 
-from onnxport.capture.patches import Patch, SetAttribute, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 
 
 def whole_chunks(tensor: torch.Tensor, chunks: int, dim: int = 0) -> tuple[torch.Tensor, ...] | None:
@@ -52,4 +52,4 @@ WHOLE_CHUNKS = register(Patch(
     "chunk into whole pieces", _changes,
     "Tensor.chunk and torch.chunk: while torch.export traces, an axis whose symbolic size is a multiple of the "
     "chunk count by its form (k streams concatenated) is split into that many pieces of size // chunks "
-    "(split_with_sizes), instead of torch deciding the count of pieces for the example's size"))
+    "(split_with_sizes), instead of torch deciding the count of pieces for the example's size", when=always, order=170))

@@ -13,8 +13,9 @@ A translation is a plain function ``fn(ctx, *args, **kwargs)`` taking the ATen o
 
 - **Built-in**: the families' ``@translates`` while ``translate.ops`` loads (the first time an
   export needs a translation); the table is frozen then. A family that needs a patch while
-  torch.export traces (an op kept whole) registers it with ``during_capture`` (a
-  ``capture.patches.Patch``).
+  torch.export traces (an op kept whole) registers it as every patch is registered,
+  ``register(Patch(..., when=translating, order=...))`` (``capture.patches``, ``capture.tracing``);
+  ``during_capture(patch)`` says the same for a patch registered without them.
 - **User**: a ``Registry`` holds user translations, which win over the built-in ones for the same
   overload and opset: ``reg = onnxport.Registry(); @reg.translates(op) ...;
   to_onnx(..., registry=reg)``. ``@onnxport.translates`` registers into the default registry
@@ -37,7 +38,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
-from onnxport.capture.patches import CAPTURE_LOCK, Patch
+from onnxport.capture.patches import CAPTURE_LOCK, REGISTRY, TRANSLATIONS, Patch, register
+from onnxport.capture.tracing import translating
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,12 +74,11 @@ def _span(opset: tuple | None) -> tuple:
 
 # ------------------------------------------------------------------------------ built-in
 class _BuiltinTable:
-    """The built-in translations and capture patches, filled while ``translate.ops`` loads, then
-    frozen (``freeze``): afterwards they are read-only mappings and tuples."""
+    """The built-in translations, filled while ``translate.ops`` loads, then frozen (``freeze``):
+    afterwards a read-only mapping."""
 
     def __init__(self) -> None:
         self.translations: Mapping[Any, tuple[Translation, ...]] | dict = {}
-        self.patches: tuple[Patch, ...] | list = []
         self.frozen = False
 
     def add(self, target: Any, translation: Translation) -> None:
@@ -86,14 +87,8 @@ class _BuiltinTable:
                                "(or with @onnxport.translates)")
         self.translations[target] = (translation, *self.translations.get(target, ()))  # the latest first
 
-    def add_patch(self, patch: Patch) -> None:
-        if self.frozen:
-            raise RuntimeError(f"the built-in capture patches are frozen: {patch.name!r} came too late")
-        self.patches.append(patch)
-
     def freeze(self) -> None:
         self.translations = MappingProxyType(dict(self.translations))
-        self.patches = tuple(self.patches)
         self.frozen = True
 
 
@@ -126,12 +121,15 @@ def translates(*targets: Any, opset: tuple | None = None) -> Callable[[Callable]
 
 
 def during_capture(patch: Patch) -> Patch:
-    """Have every capture install ``patch`` (registered in ``capture.patches``) while torch.export
-    traces, and the whole-program decomposition too. An op family uses it to keep an ATen op whole
-    in the graph when torch's own decomposition of it would not stay symbolic (lstm unrolled over
-    time). Returns the patch."""
-    _BUILTIN.add_patch(patch)
-    return patch
+    """``patch`` (registered in ``capture.patches``) registered again with ``when=translating`` and
+    ``order=TRANSLATIONS``: every trace of an export that translates installs it, and the
+    whole-program decomposition too; returns the patch as registered. The same as writing
+    ``register(Patch(..., when=translating, order=...))``, which an op family does to keep an ATen
+    op whole in the graph when torch's own decomposition of it would not stay symbolic."""
+    with CAPTURE_LOCK:
+        if REGISTRY.get(patch.name) is patch:
+            del REGISTRY[patch.name]
+        return register(dataclasses.replace(patch, when=translating, order=TRANSLATIONS))
 
 
 def _builtin() -> _BuiltinTable:
@@ -246,8 +244,11 @@ class Translations:
 
     @property
     def capture_patches(self) -> tuple[Patch, ...]:
-        """The op families' patches (``during_capture``), installed while torch.export traces."""
-        return tuple(self._builtin.patches)
+        """The registered patches that come with the translations (``when=translating``), in their
+        order: installed while torch.export traces and while the whole program is decomposed."""
+        with CAPTURE_LOCK:
+            patches = [p for p in REGISTRY.values() if p.when is translating]
+        return tuple(sorted(patches, key=lambda p: p.order))
 
     def lookup(self, target: Any) -> Callable | None:
         """The translation of ``target`` for this opset, or None (no translation: decomposed)."""

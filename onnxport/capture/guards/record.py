@@ -186,7 +186,8 @@ def _specialization_changes(records: list) -> list:
 
 RECORD_SPECIALIZATIONS = register(Patch(
     "record specializations", _specialization_changes,
-    "ShapeEnv._set_replacement: each symbol torch pins to a constant, with the user's line", ([],)))
+    "ShapeEnv._set_replacement: each symbol torch pins to a constant, with the user's line", ([],),
+    when=lambda trace: (trace.records,), order=1))
 
 
 # ------------------------------------------------------------------------------ guards
@@ -330,7 +331,8 @@ RECORD_GUARDS = register(Patch(
     "ShapeEnv.guard_or_defer_runtime_assert / _update_var_to_range / _maybe_guard_rel: each condition torch "
     "defers and each range it narrows (GuardEvent); ShapeEnv.evaluate_expr: each comparison of one size with a "
     "number the user's code decided from torch.export's default minimum of 2 alone (a \"floor\" GuardEvent); "
-    "DimConstraints.solve / prettify_results tolerate what sympy cannot solve", ([],)))
+    "DimConstraints.solve / prettify_results tolerate what sympy cannot solve", ([],),
+    when=lambda trace: (trace.events,), order=2))
 
 
 # ------------------------------------------------------------------------------ range violations
@@ -355,7 +357,7 @@ DEFER_RANGE_VIOLATIONS = register(Patch(
     "defer range violations", _violation_changes,
     "torch.export._trace.produce_guards_and_solve_constraints: its ConstraintViolationError recorded, not "
     "raised; the traced program is kept and onnxport decides each violation (guards.events.violation_ranges) "
-    "without tracing the model a second time", ([],)))
+    "without tracing the model a second time", ([],), when=lambda trace: (trace.violations,), order=310))
 
 
 # ------------------------------------------------------------------------------ data-dependent sizes
@@ -393,4 +395,4 @@ def _unbacked_changes(made: list) -> list:
 RECORD_UNBACKED = register(Patch(
     "record data-dependent sizes", _unbacked_changes,
     "ShapeEnv.create_unbacked_symint / create_unbacked_symbool: where each data-dependent size (u0) or bool was "
-    "made, with the user's line", ([],)))
+    "made, with the user's line", ([],), when=lambda trace: (trace.unbacked,), order=3))

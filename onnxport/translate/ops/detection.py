@@ -25,7 +25,8 @@ import onnx_ir as ir
 import torch
 
 from onnxport.capture.patches import Patch, SetAttribute, register
-from onnxport.translate.registry import during_capture, translates
+from onnxport.capture.tracing import translating
+from onnxport.translate.registry import translates
 
 _F32 = ir.DataType.FLOAT
 _I64 = ir.DataType.INT64
@@ -111,9 +112,9 @@ def _one_batched_nms_changes() -> list:
     return [SetAttribute(owner, "batched_nms", lambda original: _batched_nms_by_offsets) for owner in (boxes, ops)]
 
 
-ONE_BATCHED_NMS = during_capture(register(Patch(
+ONE_BATCHED_NMS = register(Patch(
     "one batched_nms", _one_batched_nms_changes,
     "torchvision.ops.batched_nms (and torchvision.ops.boxes.batched_nms, which torchvision's detection models "
     "call): while torch.export traces, _batched_nms_by_offsets, one of the two implementations torchvision itself "
     "switches between for speed (torchvision/ops/boxes.py), for every count of boxes. Nothing happens where "
-    "torchvision is not imported; eager execution outside the trace is unchanged")))
+    "torchvision is not imported; eager execution outside the trace is unchanged", when=translating, order=20))

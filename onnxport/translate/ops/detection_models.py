@@ -52,7 +52,7 @@ import sys
 import torch
 
 from onnxport.capture.patches import Patch, SetAttribute, SetCode, original_of, register
-from onnxport.translate.registry import during_capture
+from onnxport.capture.tracing import translating
 
 
 def _multiscale_roi_align(x_filtered, boxes, output_size, sampling_ratio, scales, mapper):
@@ -246,11 +246,11 @@ def _changes() -> list:
     return changes
 
 
-TORCHVISION_DETECTION = during_capture(register(Patch(
+TORCHVISION_DETECTION = register(Patch(
     "torchvision detection counts", _changes,
     "torchvision.ops.poolers._multiscale_roi_align, torchvision.models.detection.transform's "
     "_resize_image_and_masks, resize_keypoints and GeneralizedRCNNTransform.batch_images, and (their code) "
     "roi_heads.paste_masks_in_image and heatmaps_to_keypoints: while torch.export traces, the same computations "
     "with the data-dependent count of boxes and the image sizes kept symbolic, the masks pasted and the keypoints "
     "found for every detection at once (see onnxport/translate/ops/detection_models.py). Nothing happens where "
-    "torchvision is not imported; eager execution outside the trace is unchanged")))
+    "torchvision is not imported; eager execution outside the trace is unchanged", when=translating, order=21))

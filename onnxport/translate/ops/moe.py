@@ -33,7 +33,8 @@ import torch
 
 from onnxport.errors import TranslationError
 from onnxport.capture.patches import Patch, SetAttribute, register
-from onnxport.translate.registry import during_capture, translates
+from onnxport.capture.tracing import translating
+from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
 _I64 = ir.DataType.INT64
@@ -169,11 +170,11 @@ def _grouped_experts_changes() -> list:
     return [SetAttribute(interface, "get_interface", make)]
 
 
-EXPERTS_AS_GROUPED_MM = during_capture(register(Patch(
+EXPERTS_AS_GROUPED_MM = register(Patch(
     "experts as grouped_mm", _grouped_experts_changes,
     "transformers' experts classes that offer several implementations (@use_experts_implementation) and are set "
     "to the per-expert Python loop (\"eager\", or none set) run transformers' grouped_mm_experts_forward while "
-    "torch.export traces. Nothing changes when transformers is not imported")))
+    "torch.export traces. Nothing changes when transformers is not imported", when=translating, order=22))
 
 
 def _every_expert_forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
@@ -207,8 +208,8 @@ def _every_expert_changes() -> list:
     return [SetAttribute(experts, "forward", lambda original: _every_expert_forward)]
 
 
-EVERY_EXPERT = during_capture(register(Patch(
+EVERY_EXPERT = register(Patch(
     "every expert in turn", _every_expert_changes,
     "transformers' DbrxExperts.forward, which loops over the experts some token selected (a data-dependent "
     "count): while torch.export traces, the same loop over every expert (an expert no token selected adds "
-    "nothing). Nothing changes when transformers' DBRX is not imported")))
+    "nothing). Nothing changes when transformers' DBRX is not imported", when=translating, order=23))

@@ -36,8 +36,9 @@ import torch
 
 from onnxport.errors import TranslationError, UnsupportedOpError
 from onnxport.capture.patches import Patch, SetAttribute, SetKernel, register
+from onnxport.capture.tracing import translating
 from onnxport.translate.ops.rnn_projected import is_projected, lstm_projected
-from onnxport.translate.registry import during_capture, translates
+from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
 
@@ -84,12 +85,12 @@ def _recurrent_changes() -> list:
             *(SetKernel(op, fn) for op, fn in _SHAPE_KERNELS.items())]
 
 
-KEEP_RECURRENT_OPS = during_capture(register(Patch(
+KEEP_RECURRENT_OPS = register(Patch(
     "recurrent ops kept whole", _recurrent_changes,
     "aten.lstm/gru/rnn_*.input kept whole while torch.export traces: their Python decompositions "
     "(CompositeImplicitAutograd and Autograd kernels, which loop over time) replaced by kernels computing only "
     "the output shapes; torch._VF._pack_padded_sequence raises UnsupportedOpError. Eager execution does not use "
-    "these kernels (they are consulted only by torch's Python dispatcher during tracing)")))
+    "these kernels (they are consulted only by torch's Python dispatcher during tracing)", when=translating, order=26))
 
 
 # --------------------------------------------------------------------------- weights

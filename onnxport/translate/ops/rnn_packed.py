@@ -26,8 +26,9 @@ from torch.nn.utils import rnn as rnn_utils
 
 from onnxport.translate.ops.rnn import _GRU_ORDER, _LSTM_ORDER, _RNN_ORDER, _recurrent
 from onnxport.capture.patches import Patch, SetAttribute, SetCode, register
+from onnxport.capture.tracing import translating
 from onnxport.translate.ops.rnn_projected import is_projected, lstm_projected
-from onnxport.translate.registry import during_capture, translates
+from onnxport.translate.registry import translates
 
 def _copy(fn):
     """A separate function object with ``fn``'s code, unaffected when ``fn.__code__`` is swapped."""
@@ -134,10 +135,11 @@ def _padded_changes() -> list:
             *(SetAttribute(cls, "forward", _padded_forward) for cls in (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN))]
 
 
-PADDED_SEQUENCES = during_capture(register(Patch(
+PADDED_SEQUENCES = register(Patch(
     "padded sequences", _padded_changes,
     "torch.nn.utils.rnn.pack_padded_sequence / pad_packed_sequence (their code) and nn.LSTM/GRU/RNN.forward: "
-    "pack/pad_packed_sequence around a recurrent layer captured as onnxport::padded_rnn (see the module doc)")))
+    "pack/pad_packed_sequence around a recurrent layer captured as onnxport::padded_rnn (see the module doc)",
+    when=translating, order=27))
 
 
 @translates(torch.ops.onnxport.padded_rnn.default)

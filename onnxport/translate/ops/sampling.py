@@ -16,7 +16,8 @@ import torch
 
 from onnxport.errors import UnsupportedOpError
 from onnxport.capture.patches import Patch, SetKernel, register
-from onnxport.translate.registry import during_capture, translates
+from onnxport.capture.tracing import translating
+from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
 I64 = ir.DataType.INT64
@@ -102,9 +103,9 @@ def _affine_grid_shape(theta, size, align_corners):
     return theta.new_empty((size[0], *size[2:], len(size) - 2))
 
 
-KEEP_AFFINE_GRID = during_capture(register(Patch(
+KEEP_AFFINE_GRID = register(Patch(
     "affine_grid_generator kept whole", lambda: [SetKernel(aten.affine_grid_generator.default, _affine_grid_shape)],
     "aten.affine_grid_generator kept whole while torch.export traces: its Python decomposition builds the base "
     "grid with linspace over the output size, which pins dynamic sizes to the example's; the kernel used instead "
     "only gives the output shape. Eager execution does not use it (it is consulted only by torch's Python "
-    "dispatcher)")))
+    "dispatcher)", when=translating, order=28))
