@@ -3,7 +3,9 @@ any/all, logsumexp, linalg_vector_norm, cumprod.
 
 Semantics: the PyTorch reductions (``dim`` an int, a list, or None / [] for every axis; ``keepdim``;
 sum/prod of bool and integer tensors give int64; var/std with ``correction``, default 1) on the
-ONNX Reduce* operators of opset 18+ (axes as an input), ArgMax/ArgMin.
+ONNX Reduce* operators of opset 18+ (axes as an input), ArgMax/ArgMin. Sums, means, variances
+and norms over long float32 axes are summed in levels (``_accurate``), as accurate as PyTorch's
+cascade summation where one ReduceSum is not.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.translate import dtypes
+from onnxport.translate.ops import _accurate
 from onnxport.translate.ops._common import norm_axis
 from onnxport.translate.registry import translates
 
@@ -57,11 +60,26 @@ def _in_out_dtype(ctx, x):
     return ctx.cast(x, ctx.out_dtype)
 
 
+def _every(rank: int, dim) -> list[int]:
+    """Normalized axes of ``dim``, every axis for None or []."""
+    axes = _axes(rank, dim)
+    return list(range(rank)) if axes is None else axes
+
+
+def sum_over(ctx, x: ir.Value, dim, keepdim: bool, like: ir.Value | None = None) -> ir.Value:
+    """The sum of ``x`` over ``dim`` (None or []: every axis), in levels over long float32 axes
+    (``_accurate.sum_over``); ``like``: a value of x's dtype and shape (default x)."""
+    like = x if like is None else like
+    if ctx.rank(like) == 0:
+        return ctx.op.Identity(x)
+    return _accurate.sum_over(ctx, x, _every(ctx.rank(like), dim), keepdim, like)
+
+
 @translates(aten.sum.default, aten.sum.dim_IntList)
 def sum_(ctx, x, dim=None, keepdim=False, dtype=None):
     """sum(Tensor self, *, ScalarType? dtype) and sum.dim_IntList(Tensor self, int[1]? dim,
     bool keepdim=False, *, ScalarType? dtype): ONNX ReduceSum in the result dtype."""
-    return reduce(ctx, "ReduceSum", _in_out_dtype(ctx, x), dim, keepdim)
+    return sum_over(ctx, _in_out_dtype(ctx, x), dim, keepdim)
 
 
 def _may_be_empty(ctx, x: ir.Value, axes: list[int] | None) -> bool:
@@ -84,15 +102,18 @@ def _may_be_empty(ctx, x: ir.Value, axes: list[int] | None) -> bool:
     return any(empty(a) for a in (range(len(dims)) if axes is None else axes))
 
 
-def mean_over(ctx, x: ir.Value, dim, keepdim: bool, rank: int | None = None) -> ir.Value:
-    """The mean of float ``x`` over ``dim``: ONNX ReduceMean where no reduced axis can be empty,
-    else sum / count, NaN over an empty axis as in PyTorch (onnxruntime's ReduceMean gives 0)."""
-    rank = ctx.rank(x) if rank is None else rank
-    if rank == 0 or not _may_be_empty(ctx, x, _axes(rank, dim)):
-        return reduce(ctx, "ReduceMean", x, dim, keepdim, rank=rank)
-    total = reduce(ctx, "ReduceSum", x, dim, keepdim, rank=rank)
-    count = ctx.op.Div(ctx.op.Size(x), ctx.op.Max(ctx.op.Size(total), ctx.scalar(1, I64)))
-    return ctx.op.Div(total, ctx.cast(count, x.dtype))
+def mean_over(ctx, x: ir.Value, dim, keepdim: bool) -> ir.Value:
+    """The mean of float ``x`` over ``dim``: ONNX ReduceMean where no reduced axis can be empty
+    and one node is accurate, else sum / count (``_accurate``), NaN over an empty axis as in
+    PyTorch (onnxruntime's ReduceMean gives 0)."""
+    rank = ctx.rank(x)
+    if rank == 0:
+        return ctx.op.Identity(x)
+    axes = _every(rank, dim)
+    if not _may_be_empty(ctx, x, axes):
+        return _accurate.mean_over(ctx, x, axes, keepdim)
+    total = _accurate.sum_over(ctx, x, axes, keepdim)
+    return ctx.op.Div(total, _accurate.count(ctx, x, total, axes))
 
 
 @translates(aten.mean.default, aten.mean.dim)
@@ -218,11 +239,9 @@ def _var_mean(ctx, x, dim, correction, keepdim):
         correction = 1
     if ctx.rank(x) == 0:
         dim = None
-    axes = _axes(ctx.rank(x), dim)
-    axes_in = [] if axes is None else [ctx.const(np.array(axes, dtype=np.int64))]
-    mean_k = ctx.op.ReduceMean(x, *axes_in, keepdims=1)
+    mean_k = mean_over(ctx, x, dim, True)
     d = ctx.op.Sub(x, mean_k)
-    ss = ctx.op.ReduceSum(ctx.op.Mul(d, d), *axes_in, keepdims=1 if keepdim else 0)
+    ss = sum_over(ctx, ctx.op.Mul(d, d), dim, keepdim, like=x)
     n = _count(ctx, x, mean_k, to)
     denom = ctx.op.Max(ctx.op.Sub(n, ctx.scalar(correction, to)), ctx.scalar(0, to))
     var = ctx.op.Div(ss, denom)
@@ -308,7 +327,7 @@ def logsumexp(ctx, x, dim, keepdim=False):
     x = ctx.cast(x, to)
     m = reduce(ctx, "ReduceMax", x, dim, True, rank=r)
     m = ctx.op.Where(ctx.op.IsInf(m), ctx.scalar(0, to), m)
-    s = reduce(ctx, "ReduceSum", ctx.op.Exp(ctx.op.Sub(x, m)), dim, keepdim, rank=r)
+    s = sum_over(ctx, ctx.op.Exp(ctx.op.Sub(x, m)), dim, keepdim, like=x)
     m_out = m if keepdim or ctx.rank(x) == 0 else reduce(ctx, "ReduceMax", m, dim, False, rank=r)
     return ctx.op.Add(ctx.op.Log(s), m_out)
 
@@ -317,14 +336,17 @@ def logsumexp(ctx, x, dim, keepdim=False):
 def linalg_vector_norm(ctx, x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, dtype):
     ReduceL2 (ord 2), ReduceL1 (1), max/min of |x| (+-inf), count of nonzeros (0), else
-    (sum |x|^ord)^(1/ord)."""
+    (sum |x|^ord)^(1/ord); over long float32 axes sqrt(sum x^2) and sum |x| in levels."""
     to = ctx.out_dtype
     r = ctx.rank(x)
     x = ctx.cast(x, to)
+    one_node = r == 0 or _accurate.one_node(x, _every(r, dim))
     if ord == 2:
-        return reduce(ctx, "ReduceL2", x, dim, keepdim, rank=r)
+        return reduce(ctx, "ReduceL2", x, dim, keepdim, rank=r) if one_node else \
+            ctx.op.Sqrt(sum_over(ctx, ctx.op.Mul(x, x), dim, keepdim, like=x))
     if ord == 1:
-        return reduce(ctx, "ReduceL1", x, dim, keepdim, rank=r)
+        return reduce(ctx, "ReduceL1", x, dim, keepdim, rank=r) if one_node else \
+            sum_over(ctx, ctx.op.Abs(x), dim, keepdim, like=x)
     a = ctx.op.Abs(x)
     if ord == math.inf:
         return reduce(ctx, "ReduceMax", a, dim, keepdim, rank=r)
@@ -332,8 +354,8 @@ def linalg_vector_norm(ctx, x, ord=2, dim=None, keepdim=False, *, dtype=None):
         return reduce(ctx, "ReduceMin", a, dim, keepdim, rank=r)
     if ord == 0:
         nz = ctx.op.Cast(ctx.op.Not(ctx.op.Equal(x, ctx.scalar(0, to))), to=to)
-        return reduce(ctx, "ReduceSum", nz, dim, keepdim, rank=r)
-    s = reduce(ctx, "ReduceSum", ctx.op.Pow(a, ctx.scalar(ord, to)), dim, keepdim, rank=r)
+        return sum_over(ctx, nz, dim, keepdim, like=x)
+    s = sum_over(ctx, ctx.op.Pow(a, ctx.scalar(ord, to)), dim, keepdim, like=x)
     return ctx.op.Pow(s, ctx.scalar(1.0 / ord, to))
 
 
@@ -457,5 +479,9 @@ def dist(ctx, a, b, p=2):
     a, b = ctx.cast(a, to), ctx.cast(b, to)
     diff = ctx.op.Sub(a, b)
     diff.type = ir.TensorType(to)
-    diff.shape = ir.Shape([None] * max(ctx.rank(a), ctx.rank(b)))
+    if a.shape == b.shape:
+        diff.shape = a.shape
+    else:  # broadcast: the norm of every element, flattened
+        diff = ctx.op.Reshape(diff, ctx.const([-1]))
+        diff.type, diff.shape = ir.TensorType(to), ir.Shape([None])
     return linalg_vector_norm(ctx, diff, p, None, False)

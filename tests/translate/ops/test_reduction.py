@@ -192,8 +192,10 @@ def test_norms_of_a_0d_tensor_are_its_absolute_value(value):
 
 @pytest.mark.parametrize("low", [0, 1])
 def test_mean_guards_the_empty_axis_only_where_the_export_promises_size_0(low):
+    # float64: one ReduceMean is accurate at every length (a dynamic float32 axis is summed in levels
+    # beyond a length, and divided by the count: test_numerics.py)
     n = torch.export.Dim("n", min=low)
-    result = check_export(Fn(lambda t: t.mean(0)), (torch.randn(4, 3),), {"x": {0: n}},
+    result = check_export(Fn(lambda t: t.mean(0)), (torch.randn(4, 3, dtype=torch.float64),), {"x": {0: n}},
                           sizes=[{"n": low}, {"n": 7}])
     assert (count_ops(result, "ReduceMean"), count_ops(result, "ReduceSum")) == ((0, 1) if low == 0 else (1, 0))
 
@@ -201,5 +203,42 @@ def test_mean_guards_the_empty_axis_only_where_the_export_promises_size_0(low):
 def test_mean_over_a_derived_size_the_export_keeps_nonzero_needs_no_guard():
     n = torch.export.Dim("n", min=4)  # the pooled axis is n // 2 >= 2
     fn = lambda t: torch.nn.functional.max_pool1d(t, 2).mean(-1)  # noqa: E731
-    result = check_export(Fn(fn), (torch.randn(2, 3, 8),), {"x": {2: n}}, sizes=[{"n": 4}, {"n": 5}, {"n": 13}])
+    # float64: one ReduceMean is accurate at every length (see the test above)
+    result = check_export(Fn(fn), (torch.randn(2, 3, 8, dtype=torch.float64),), {"x": {2: n}},
+                          sizes=[{"n": 4}, {"n": 5}, {"n": 13}])
     assert (count_ops(result, "ReduceMean"), count_ops(result, "ReduceSum")) == (1, 0)
+
+
+# ------------------------------------------------------------------ long float32 axes, summed in levels
+def _long_reductions(dim):
+    return lambda t: (t.sum(dim), t.mean(dim, keepdim=True), t.var(dim), t.std(dim, correction=0, keepdim=True),
+                      torch.linalg.vector_norm(t, dim=dim), torch.linalg.vector_norm(t, ord=1, dim=dim),
+                      torch.linalg.vector_norm(t, ord=3, dim=dim), torch.logsumexp(t, dim))
+
+
+@pytest.mark.parametrize("shape,dim", [
+    ((2, 20000), -1),  # contiguous: levels 25 x 25 x 32, no padding
+    ((2, 16411), -1),  # a prime length: zeros padded to whole blocks
+    ((3, 129, 131), [1, 2]),  # a contiguous run of two axes, 16,899 elements: merged, padded, levels
+    ((3, 300, 3), 1),  # strided: rows added one at a time beyond 64
+    ((2, 100, 3, 100), [1, 3]),  # one strided run and one contiguous
+])
+def test_long_static_axes_are_summed_in_levels(shape, dim):
+    x = make(torch.float32, shape) * 1000 + 300
+    result = check_export(Fn(_long_reductions(dim)), (x,), {"x": {0: "batch"}}, sizes=[{"batch": 1}, {"batch": 5}])
+    assert count_ops(result, "Reshape") >= 1 and count_ops(result, "ReduceL2") == 0
+
+
+def test_a_dynamic_axis_is_summed_by_one_node_or_in_levels_as_its_length_decides():
+    x = make(torch.float32, (2, 20000)) * 1000 + 300
+    result = check_export(Fn(_long_reductions(-1)), (x,), {"x": {0: "batch", 1: "n"}},
+                          sizes=[{"batch": 1, "n": 7}, {"batch": 3, "n": 16384}, {"batch": 2, "n": 70001}])
+    assert count_ops(result, "If") >= 1
+
+
+def test_a_dynamic_run_of_two_axes_is_summed_as_one():
+    x = make(torch.float32, (2, 3, 150, 120)) * 1000 + 300
+    result = check_export(Fn(lambda t: (t.mean([2, 3]), t.sum([0, 2, 3]), t.var([2, 3]))), (x,),
+                          {"x": {0: "batch", 2: "h", 3: "w"}},
+                          sizes=[{"batch": 1, "h": 5, "w": 7}, {"batch": 2, "h": 300, "w": 97}])
+    assert count_ops(result, "If") >= 1

@@ -1,0 +1,188 @@
+"""Sums of many float32 elements in blocks, the accurate form of long reductions.
+
+onnxruntime's ReduceSum (and ReduceMean, ReduceL2, ...) adds the elements of a reduced run into a
+few float32 running sums, one element after another: its error grows with the run's length.
+Over 65,536 contiguous elements it is 10-30x eager PyTorch's (whose cascade summation stays near
+one rounding); along an axis with kept axes after it (``x.sum(0)``: rows added one at a time),
+10x already at 1,024. Summed in levels of at most ``LEVEL`` elements (the axis reshaped to
+``[.., b3, b2, b1, ..]``, each level reduced in turn), the error stays within 1-5x of eager's at
+the same speed: the Reshape copies nothing. Short runs keep the single Reduce node: contiguous
+runs of up to ``CONTIGUOUS`` elements (within 8x of eager's error, and the form the
+LayerNormalization and RMSNormalization fusions, ours and onnxruntime's, read) and strided axes
+of up to ``STRIDED``. A dynamic axis is summed under ``If(n > limit)``: one node below, in levels
+above (zeros padded to whole blocks). Figures: ``benchmarks/NUMERICS.md``.
+
+Semantics: a sum is a sum in any order; NaN and infinities propagate through every level as
+through one ReduceSum; zeros padded to whole blocks add nothing; an empty axis sums to 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx_ir as ir
+
+from onnxport.translate import bodies
+
+CONTIGUOUS = 16384  # the longest run of contiguous reduced elements summed by one Reduce node
+STRIDED = 64  # the longest reduced axis with kept axes after it summed by one Reduce node
+LEVEL = 64  # the most elements added per level of the blocked form (where the length has such factors)
+I64 = ir.DataType.INT64
+F64 = ir.DataType.DOUBLE
+
+
+def _runs(axes: list[int]) -> list[list[int]]:
+    """Maximal runs of adjacent axes in sorted ``axes``."""
+    runs: list[list[int]] = []
+    for a in axes:
+        if runs and runs[-1][-1] == a - 1:
+            runs[-1].append(a)
+        else:
+            runs.append([a])
+    return runs
+
+
+def _limit(run: list[int], dims: list) -> int:
+    """The longest ``run`` one Reduce node sums accurately: contiguous when every axis after it
+    has size 1, strided otherwise."""
+    return CONTIGUOUS if all(d == 1 for d in dims[run[-1] + 1:]) else STRIDED
+
+
+def _length(run: list[int], dims: list) -> int | None:
+    """Elements summed per output over ``run``; None when a size is not static."""
+    sizes = [dims[a] for a in run]
+    return math.prod(sizes) if all(isinstance(s, int) for s in sizes) else None
+
+
+def _short(run: list[int], dims: list) -> bool:
+    n = _length(run, dims)
+    return n is not None and n <= _limit(run, dims)
+
+
+def one_node(like: ir.Value, axes: list[int]) -> bool:
+    """True when one Reduce node over ``axes`` of a value shaped and typed as ``like`` is accurate:
+    not float32, or every run of reduced axes static and short."""
+    return like.dtype != ir.DataType.FLOAT or all(_short(run, list(like.shape)) for run in _runs(axes))
+
+
+def sum_over(ctx, x: ir.Value, axes: list[int], keepdim: bool, like: ir.Value | None = None) -> ir.Value:
+    """The sum of ``x`` over ``axes`` (normalized, sorted, not empty); ``like``: a value of x's
+    dtype and shape (default x). ReduceSum where one node is accurate (``one_node``); otherwise
+    each run of reduced axes in turn, from the last: one ReduceSum for a short run, a long one in
+    ``levels``, a dynamic one under ``If(length > limit)``, in levels above, one ReduceSum below."""
+    like = x if like is None else like
+    if one_node(like, axes):
+        return ctx.op.ReduceSum(x, ctx.const(axes), keepdims=int(keepdim))
+    dims = list(like.shape)
+    out = x
+    for run in reversed(_runs(axes)):
+        n = _length(run, dims)
+        if _short(run, dims):
+            out = ctx.op.ReduceSum(out, ctx.const(run), keepdims=1)
+        elif n is not None:
+            lengths = levels(n)
+            padded = ctx.const([math.prod(lengths)]) if math.prod(lengths) > n else None
+            out = _in_levels(ctx, out, like.dtype, dims, run, ctx.const([n]), lengths, padded)
+        else:
+            out = _dynamic_run(ctx, out, like.dtype, dims, run, _limit(run, dims))
+        dims = [1 if a in run else d for a, d in enumerate(dims)]
+    return out if keepdim else ctx.op.Squeeze(out, ctx.const(axes))
+
+
+def mean_over(ctx, x: ir.Value, axes: list[int], keepdim: bool, like: ir.Value | None = None) -> ir.Value:
+    """The mean of ``x`` over ``axes`` (none of them empty): ReduceMean where one node is accurate,
+    else ``sum_over`` divided by the count."""
+    like = x if like is None else like
+    if one_node(like, axes):
+        return ctx.op.ReduceMean(x, ctx.const(axes), keepdims=int(keepdim))
+    total = sum_over(ctx, x, axes, keepdim, like)
+    return ctx.op.Div(total, count(ctx, x, total, axes, like))
+
+
+def count(ctx, x: ir.Value, total: ir.Value, axes: list[int], like: ir.Value | None = None) -> ir.Value:
+    """Elements summed into each element of ``total`` (x summed over ``axes``), in x's dtype: a
+    constant where the reduced sizes are static, else size(x) / max(size(total), 1)."""
+    like = x if like is None else like
+    n = _length(axes, list(like.shape))
+    if n is not None:
+        return ctx.scalar(n, like.dtype)
+    n = ctx.op.Div(ctx.op.Size(x), ctx.op.Max(ctx.op.Size(total), ctx.scalar(1, I64)))
+    return ctx.op.Cast(n, to=like.dtype)
+
+
+def levels(n: int) -> list[int]:
+    """Lengths, outermost first, of the levels a static axis of ``n`` elements is summed in: each
+    at most ``LEVEL`` where ``n`` has such factors, nearly equal; their product ``n`` or, when no
+    factor fits, the least multiple of the inner levels at or above ``n`` (zeros padded)."""
+    inner = []
+    rest = n
+    while rest > LEVEL:
+        k = math.ceil(math.log(rest) / math.log(LEVEL))
+        target = math.ceil(rest ** (1 / k))
+        b = next((d for d in range(target, LEVEL + 1) if rest % d == 0), target)
+        inner.append(b)
+        rest = -(-rest // b)
+    return [rest] + inner[::-1]
+
+
+def _dynamic_run(ctx, x: ir.Value, dtype: ir.DataType, dims: list, run: list[int], limit: int) -> ir.Value:
+    """x summed over ``run`` (kept, size 1), some of whose sizes are dynamic: one ReduceSum where
+    its length n is at most ``limit`` at run time; above, in three levels of b = ceil(n^(1/3))
+    elements (the outermost ceil(n / b^2)), zeros padded to whole blocks."""
+    n = ctx.op.ReduceProd(ctx.op.Shape(x, start=run[0], end=run[-1] + 1), keepdims=1)
+    typed = [ir.TensorType(dtype), ir.Shape([None] * len(dims))]
+
+    def in_levels(sub):
+        root = sub.op.Ceil(sub.op.Pow(sub.op.Cast(n, to=F64), sub.const(np.array(1 / 3))))
+        b = sub.op.Max(sub.op.Cast(root, to=I64), sub.const([1]))
+        block = sub.op.Mul(b, b)
+        outer = sub.op.Div(sub.op.Add(n, sub.op.Sub(block, sub.const([1]))), block)
+        return _in_levels(sub, x, dtype, dims, run, n, [outer, b, b], sub.op.Mul(outer, block))
+
+    def one(sub):
+        return sub.op.ReduceSum(x, sub.const(run), keepdims=1)
+
+    is_long = ctx.op.Squeeze(ctx.op.Greater(n, ctx.const([limit])))
+    out = ctx.op.If(is_long, then_branch=_branch(ctx, "sum_in_levels", in_levels, typed),
+                    else_branch=_branch(ctx, "sum", one, typed))
+    out.type, out.shape = typed
+    return out
+
+
+def _branch(ctx, name: str, build, typed: list) -> ir.Graph:
+    """An If branch computing ``build(sub_ctx)`` (its output typed ``typed``), its values named
+    apart from the enclosing graph's (ONNX reads a body's names in the outer scope too)."""
+    def body(sub, _):
+        out = build(sub)
+        out.type, out.shape = typed
+        return [out]
+
+    graph = bodies.subgraph(ctx, name, [], body)
+    for node in graph:
+        for value in node.outputs:
+            value.name = f"{graph.name}_{value.name}"
+    return graph
+
+
+def _in_levels(ctx, x: ir.Value, dtype: ir.DataType, dims: list, run: list[int], n: ir.Value, lengths: list,
+               padded: ir.Value | None) -> ir.Value:
+    """x (of ``dtype``, sizes ``dims``) summed over ``run`` (kept, size 1) of ``n`` elements: the
+    run reshaped to ``lengths`` (outermost first; ints or 1-D int64 values), after zeros padded to
+    ``padded`` elements when given, and summed level by level, innermost first."""
+    first, last = run[0], run[-1]
+    lead = [ctx.const([0] * first)] if first else []  # Reshape's 0: the input's size there
+    after = dims[last + 1:]
+    tail = [ctx.const(after) if all(isinstance(d, int) for d in after) else ctx.op.Shape(x, start=last + 1)] \
+        if after else []
+    if padded is not None:
+        if len(run) > 1:
+            x = ctx.op.Reshape(x, ctx.op.Concat(*lead, n, *tail, axis=0))
+        x = ctx.op.Pad(x, ctx.op.Concat(ctx.const([0]), ctx.op.Sub(padded, n), axis=0),
+                       ctx.const(np.zeros((), dtype.numpy())), ctx.const([first]))
+    out = ctx.op.Reshape(x, ctx.op.Concat(*lead, *(ctx.const([k]) if isinstance(k, int) else k for k in lengths),
+                                          *tail, axis=0))
+    for k in reversed(range(1, len(lengths))):
+        out = ctx.op.ReduceSum(out, ctx.const([first + k]), keepdims=0)
+    out = ctx.op.ReduceSum(out, ctx.const([first]), keepdims=1)
+    return ctx.op.Unsqueeze(out, ctx.const(run[1:])) if len(run) > 1 else out
