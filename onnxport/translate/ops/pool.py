@@ -2,7 +2,7 @@
 adaptive_max_pool 1d/2d/3d (with indices).
 
 Semantics: torch.nn.functional.max_pool{1,2,3}d / avg_pool{1,2,3}d / adaptive_avg_pool{1,2,3}d on
-ONNX MaxPool, AveragePool and GlobalAveragePool (opset 19+ forms: ``dilations`` on both, the
+ONNX MaxPool, AveragePool and, pooled to size 1, ReduceMean (opset 19+ forms: ``dilations`` on both, the
 ceil-mode rule that drops a last window starting in the right padding, as PyTorch does).
 PyTorch's max-pool indices count positions within each ``[N, C]`` plane; ONNX counts them over the
 whole tensor, so they are taken modulo the plane size.
@@ -18,6 +18,7 @@ import torch
 
 from onnxport.errors import TranslationError, UnsupportedOpError
 from onnxport.translate import dtypes
+from onnxport.translate.ops import _accurate
 from onnxport.translate.ops._common import axes_const
 from onnxport.translate.ops.conv import expand_param
 from onnxport.capture.patches import Patch, SetKernel, register
@@ -342,7 +343,9 @@ def _same_size(ctx, o, size, i: int, n: int) -> bool:
 def adaptive_avg_pool(ctx, x, output_size) -> ir.Value:
     """Adaptive average pooling of ``x[N, C, *S]`` (or unbatched) to ``output_size``.
 
-    Output size 1 on every axis: GlobalAveragePool. A static input size divisible by the output
+    Output size 1 on every axis: the mean over the spatial axes (ReduceMean, in levels over long
+    ones: ``_accurate``), which onnxruntime computes closer to float64 than GlobalAveragePool at the
+    same speed (benchmarks/NUMERICS.md). A static input size divisible by the output
     size: AveragePool with kernel = stride = size / out. Otherwise PyTorch's window formula, one
     Slice + ReduceMean per output position (an average over a box is an average of averages
     along each axis).
@@ -356,7 +359,7 @@ def adaptive_avg_pool(ctx, x, output_size) -> ir.Value:
         raise TranslationError(f"adaptive pooling output_size {list(output_size)} is not static",
                                hint="give adaptive pooling a fixed output size")
     if all(o == 1 or (o is None and s == 1) for o, s in zip(outs, sizes)):
-        return _unbatched(ctx, ctx.op.GlobalAveragePool(xb), added)
+        return _unbatched(ctx, _accurate.mean_over(ctx, xb, list(range(2, 2 + n)), True), added)
     if all(o is None or (isinstance(s, int) and s % o == 0) for s, o in zip(sizes, outs)):
         kernel = [1 if o is None else s // o for s, o in zip(sizes, outs)]
         y = ctx.op.AveragePool(xb, kernel_shape=kernel, strides=kernel, pads=[0] * (2 * n))

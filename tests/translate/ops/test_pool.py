@@ -103,15 +103,16 @@ def test_avg_pool_divisor_override_with_ceil_mode():
 
 
 ADAPTIVE_CASES = [
-    (1, 1, True, "GlobalAveragePool"),
+    (1, 1, True, "If"),  # dynamic length: one ReduceSum, or in levels when long (test_numerics.py)
     (1, 3, True, "Slice"),  # dynamic length: PyTorch's window formula
     (1, 4, False, "AveragePool"),  # static 12 divisible by 4
     (1, 5, False, "Slice"),  # static 12 not divisible by 5
-    (2, (1, 1), True, "GlobalAveragePool"),
+    (2, (1, 1), True, "If"),
+    (2, (1, 1), False, "ReduceMean"),  # static and short: one ReduceMean (closer to float64 than GlobalAveragePool)
     (2, (2, 3), True, "Slice"),
     (2, (3, None), True, "Slice"),
     (2, (4, 6), False, "AveragePool"),
-    (3, 1, True, "GlobalAveragePool"),
+    (3, 1, True, "If"),
 ]
 ADAPTIVE = {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d, 3: F.adaptive_avg_pool3d}
 
@@ -122,6 +123,14 @@ def test_adaptive_avg_pool(dims, out, dynamic, onnx_op):
     dyn = _dyn(dims) if dynamic else {"x": {0: "batch"}}
     r = check_export(Fn(lambda x: ADAPTIVE[dims](x, out)), (x,), dyn)
     assert count_ops(r, onnx_op) >= 1
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 130, 130), (3, 20000)])
+def test_global_average_over_a_long_static_plane_is_summed_in_levels(shape):
+    pool = F.adaptive_avg_pool2d if len(shape) == 4 else F.adaptive_avg_pool1d  # (3, 20000): unbatched
+    x = torch.randn(shape) * 1000 + 300
+    r = check_export(Fn(lambda x: pool(x, 1)), (x,), {"x": {0: "batch"}})
+    assert count_ops(r, "GlobalAveragePool") == 0 and count_ops(r, "ReduceSum") >= 2
 
 
 def test_adaptive_avg_pool_unbatched():
