@@ -1,6 +1,7 @@
 """to/_to_copy/type_as, clone/contiguous/alias/detach/lift_fresh_copy/copy, dropout in eval,
 embedding (padding_idx), cumsum (dtype), topk/sort/argsort, tril/triu, one_hot."""
 
+import onnx_ir as ir
 import pytest
 import onnxport
 import torch
@@ -53,6 +54,16 @@ class Cumsum(torch.nn.Module):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_cumsum(dtype):
     check_export(Cumsum(), (_make((3, 5), dtype),), {"x": {0: "b", 1: "t"}})
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_cumsum_accumulates_in_torchs_cpu_accumulation_type(dtype):
+    # float32 in float64, float16 in float32 (at::acc_type<T, false>), cast back to the result dtype
+    x = (torch.randn(2, 3000) * 1000 + 300).to(dtype)
+    r = check_export(Fn(lambda t: (t.cumsum(-1), t.cumsum(0))), (x,), {"x": {0: "b", 1: "t"}},
+                     sizes=[{"b": 1, "t": 7}, {"b": 3, "t": 9000}])
+    work = {torch.float32: ir.DataType.DOUBLE, torch.float16: ir.DataType.FLOAT}[dtype]
+    assert [node.inputs[0].dtype for node in r.model.graph if node.op_type == "CumSum"] == [work, work]
 
 
 class Ordering(torch.nn.Module):
