@@ -26,6 +26,7 @@ from onnxport.result import ExportResult
 from onnxport.translate.registry import Registry
 from onnxport.translate.registry import user_translates as translates
 from onnxport.verify import ValidationReport, validate
+from onnxport import library  # noqa: F401 - every library's capture patches registered (onnxport/library/)
 
 __version__ = "0.1.0"
 

@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "onnxport"
 STAGES = {
     "errors": 0, "metadata": 0, "torch_behaviour": 0, "library_functions": 0, "weights": 0,
     "rewrite": 1, "capture": 1,
-    "translate": 2,
+    "translate": 2, "library": 2,
     "optimize": 3,
     "finalize": 4, "join_pieces": 4,
     "verify": 5, "show": 5, "quantize": 5,

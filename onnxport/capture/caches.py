@@ -15,8 +15,8 @@ As ONNX inputs they are named ``past_key_values.<leaf>`` and as outputs ``presen
 (``onnxport.translate.program``), the names onnxruntime-genai and optimum use.
 
 Sliding-window layers are exported holding the whole sequence, like full-attention layers; the
-window is applied by the attention mask (``sliding_window_as_full`` is active while torch.export
-traces and while validation runs the eager model). A trace cannot keep transformers' Python token
+window is applied by the attention mask (``onnxport/library/transformers/cache_utils.py``: active
+while torch.export traces and while validation runs the eager model). A trace cannot keep transformers' Python token
 counter of a sliding layer, nor cut the cache to the window, without fixing the sequence length.
 
 Semantics: ``transformers.cache_utils`` (DynamicCache, DynamicLayer, DynamicSlidingWindowLayer,
@@ -26,7 +26,6 @@ LinearAttentionLayer, EncoderDecoderCache), transformers 5.x; pytree nodes as
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import inspect
 import sys
@@ -35,7 +34,6 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from onnxport.capture.patches import Patch, SetAttribute, always, installed, register
 from onnxport.errors import CaptureError, DynamicShapesError
 
 INPUT_PREFIX = "past_key_values"  # ONNX name prefix of a cache given as input
@@ -279,38 +277,3 @@ def cache_input_name(parameter: str) -> str:
     """The ONNX name prefix of a cache passed as ``parameter``: ``past_key_values`` for the names
     transformers uses for it (``past_key_values``, ``cache``, ``cache_params``), else the parameter."""
     return INPUT_PREFIX if parameter in CACHE_PARAMETERS else parameter
-
-
-def _full_layer_method(fn):
-    """A method calling ``fn`` (DynamicLayer's): a function of its own, so the patch's mark is not
-    set on transformers' function."""
-
-    def method(self, *args, **kwargs):
-        return fn(self, *args, **kwargs)
-
-    return method
-
-
-def _sliding_window_changes() -> list:
-    cu = _cache_utils()
-    if cu is None:
-        return []
-    return [SetAttribute(cu.DynamicSlidingWindowLayer, n,
-                         lambda _original, n=n: _full_layer_method(getattr(cu.DynamicLayer, n)))
-            for n in ("update", "get_mask_sizes", "get_seq_length")]
-
-
-SLIDING_WINDOW_AS_FULL = register(Patch(
-    "sliding window as full", _sliding_window_changes,
-    "transformers' DynamicSlidingWindowLayer.update / get_mask_sizes / get_seq_length: a sliding-window cache "
-    "layer keeps every step like a full-attention layer (the attention mask still applies the window)",
-    when=always, order=330))
-
-
-@contextlib.contextmanager
-def sliding_window_as_full():
-    """While active, transformers' sliding-window cache layers keep every step like a full-attention
-    layer (``SLIDING_WINDOW_AS_FULL``; the attention mask still applies the window). See the module
-    docstring."""
-    with installed(SLIDING_WINDOW_AS_FULL):
-        yield

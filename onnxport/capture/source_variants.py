@@ -1,6 +1,6 @@
 """A library function compiled again from its own source with some statements replaced: the form
-capture-time patches give transformers' functions whose branch on a size is between two forms that
-compute the same thing.
+capture-time patches give a library's functions whose branch on a size is between two forms that
+compute the same thing (``onnxport/library/``: transformers' tables, padding and image batches).
 
 ``source_variant(fn, transform)`` reads ``fn``'s source (unwrapped from decorators such as
 transformers' kernel-hub dispatcher, and from the ``kernels`` package's module form of a function),
@@ -91,21 +91,6 @@ class ReadAsName(ast.NodeTransformer):
         if isinstance(node.ctx, ast.Load) and ast.unparse(node) == f"self.{self.attribute}":
             return ast.copy_location(ast.Name(self.name, ast.Load()), node)
         return node
-
-
-def transformers_classes(defines: tuple[str, ...], *, any_of: tuple[str, ...] = ()) -> list[type]:
-    """The classes of loaded ``transformers.models`` modules that define (in their own ``__dict__``)
-    every name of ``defines`` and, when given, one of ``any_of``; none where transformers is not
-    imported."""
-    found = []
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("transformers.models.") or module is None:
-            continue
-        for cls in list(vars(module).values()):
-            if isinstance(cls, type) and cls.__module__ == name and all(k in cls.__dict__ for k in defines) \
-                    and (not any_of or any(k in cls.__dict__ for k in any_of)):
-                found.append(cls)
-    return found
 
 
 def forward_variants(classes: list[type], transform: Callable[[ast.FunctionDef], bool]) -> list:

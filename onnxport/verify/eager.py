@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from onnxport.capture.caches import sliding_window_as_full
+from onnxport.library.transformers.cache_utils import sliding_window_as_full
 
 UPDATED = ".updated"
 _NUMBERS = (bool, int, float)
@@ -35,7 +35,7 @@ def run_eager(module: torch.nn.Module, fresh: bool, args: tuple, kwargs: dict, i
               updated: list[str]) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
     """Call ``module`` on copies of the inputs (and on a copy of the module when ``fresh``: it
     updates its buffers) without grad; transformers' sliding-window cache layers hold every step,
-    as in the export (``onnxport.capture.caches.sliding_window_as_full``).
+    as in the export (``onnxport.library.transformers.cache_utils.sliding_window_as_full``).
 
     Args:
         input_names: the ONNX model's input names, one per tensor of ``(args, kwargs)`` in pytree order.

@@ -1,8 +1,8 @@
 """transformers' FastSpeech2-Conformer (small config, seeded) with dynamic batch and text length: the
 spectrogram's frame count is the longest utterance's predicted duration, a size known only when the
-model runs. Its length regulator (a loop over utterances and a branch on the durations' sum,
-``onnxport.capture.length_regulator``) and its relative shift (views of a sliced tensor,
-``onnxport.capture.relative_shift``) are captured as gathers; each is compared with transformers' own
+model runs. Its length regulator (a loop over utterances and a branch on the durations' sum) and its
+relative shift (views of a sliced tensor) are captured as gathers
+(``onnxport.library.transformers.fastspeech2_conformer``); each is compared with transformers' own
 function in eager PyTorch, and the ONNX model with eager PyTorch at other batch sizes and lengths."""
 
 import pytest
@@ -31,7 +31,7 @@ class Speech(torch.nn.Module):
     ([[1, 2, 3, 1], [4, 0, 2, 1]], 1.5),  # speaking speed rounds the durations
 ])
 def test_length_regulator_for_the_batch_is_transformers_own(durations, speed):
-    from onnxport.capture.length_regulator import _make
+    from onnxport.library.transformers.fastspeech2_conformer import _make
 
     embeddings = torch.randn(2, 4, 3)
     expected_durations, got_durations = torch.tensor(durations), torch.tensor(durations)
@@ -44,7 +44,7 @@ def test_length_regulator_for_the_batch_is_transformers_own(durations, speed):
 
 @pytest.mark.parametrize("time", [1, 2, 5, 9])
 def test_relative_shift_as_gather_is_transformers_own(time):
-    from onnxport.capture.relative_shift import shifted
+    from onnxport.library.transformers.fastspeech2_conformer import shifted
 
     scores = torch.randn(2, 3, time, 2 * time - 1)
     expected = modeling.FastSpeech2ConformerAttention.shift_relative_position_tensor(None, scores)

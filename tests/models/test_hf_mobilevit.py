@@ -1,8 +1,8 @@
 """transformers' MobileViT (tiny config, seeded, weights spread) with dynamic batch, height and width:
 its feature maps cut into 2x2 patches after rounding the sizes up to whole patches (``int(math.ceil
 (...))``) and resizing only where they are not whole (a branch on the sizes), captured at every image
-size (``onnxport.capture.patch_grid``), and matching eager PyTorch at sizes that are and are not whole
-patches. torch.export's specialization of a patch grid of one row or one column (``!= 1`` of a
+size (``onnxport.library.transformers.mobilevit``), and matching eager PyTorch at sizes that are and
+are not whole patches. torch.export's specialization of a patch grid of one row or one column (``!= 1`` of a
 count) is stated as constraints that exclude small images only."""
 
 import pytest

@@ -1,7 +1,7 @@
 """transformers' Pixtral vision encoder (tiny config, seeded, weights spread) called without
 ``image_sizes``, with dynamic batch, height and width: its per-image list ``[(height, width)] *
-batch_size`` is captured as the batch tensor (``onnxport.capture.uniform_images``), and the ONNX model
-matches eager PyTorch (which runs the list path) at other batch sizes and image shapes."""
+batch_size`` is captured as the batch tensor (``onnxport.library.transformers.pixtral``), and the ONNX
+model matches eager PyTorch (which runs the list path) at other batch sizes and image shapes."""
 
 import pytest
 import torch

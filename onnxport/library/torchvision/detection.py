@@ -252,5 +252,5 @@ TORCHVISION_DETECTION = register(Patch(
     "_resize_image_and_masks, resize_keypoints and GeneralizedRCNNTransform.batch_images, and (their code) "
     "roi_heads.paste_masks_in_image and heatmaps_to_keypoints: while torch.export traces, the same computations "
     "with the data-dependent count of boxes and the image sizes kept symbolic, the masks pasted and the keypoints "
-    "found for every detection at once (see onnxport/translate/ops/detection_models.py). Nothing happens where "
+    "found for every detection at once (see onnxport/library/torchvision/detection.py). Nothing happens where "
     "torchvision is not imported; eager execution outside the trace is unchanged", when=translating, order=21))

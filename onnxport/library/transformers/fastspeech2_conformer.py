@@ -1,4 +1,5 @@
-"""FastSpeech2-Conformer's length regulator, captured as one gather over the batch.
+"""transformers' FastSpeech2-Conformer: its length regulator captured as one gather over the batch,
+its relative shift as a gather.
 
 transformers' ``length_regulator(encoded_embeddings, duration_labels, speaking_speed)`` repeats each
 token's embedding by its predicted duration: ``if duration_labels.sum() == 0:`` it first sets the
@@ -15,8 +16,21 @@ dimension named by the model's output), and for frame ``f`` of utterance ``b`` t
 ``searchsorted(ends[b], f, right=True)`` (the token whose span holds it, zero-duration tokens
 skipped), its embedding gathered where ``f`` is before the utterance's end and 0 after it.
 
+ESPnet's relative position attention, as transformers writes it for FastSpeech2-Conformer
+(``shift_relative_position_tensor``), turns scores over relative positions ``(batch, head, time,
+2 * time - 1)`` into scores over key positions with views: pad one zero column in front, view the
+``(time, r + 1)`` rows as ``(r + 1, time)``, drop the first row, view the rest as ``(time, r)`` again
+and keep the first ``r // 2 + 1`` columns. Those views of a sliced tensor need torch to decide
+strides from the length, which it cannot where the length is known only when the model runs (the
+frames after FastSpeech2's length regulator). Read through the views, element ``(i, j)`` of the
+result is element ``time + i * r + j`` of the padded scores laid out flat.
+``RELATIVE_SHIFT_GATHER`` (a registered capture patch) gives such classes, while torch.export
+traces, that gather (the same values at every length).
+
 Semantics: transformers' ``models/fastspeech2_conformer/modeling_fastspeech2_conformer.py``
-(``length_regulator``); ``torch.searchsorted`` and ``torch.repeat_interleave`` (PyTorch docs).
+(``length_regulator``, ``FastSpeech2ConformerAttention.shift_relative_position_tensor``);
+``torch.searchsorted`` and ``torch.repeat_interleave`` (PyTorch docs); Transformer-XL's relative shift
+(Dai et al. 2019, appendix B).
 """
 
 from __future__ import annotations
@@ -25,10 +39,12 @@ from typing import Callable
 
 import torch
 
-from onnxport.capture.patches import Patch, always, register
+from onnxport.capture.patches import Patch, SetAttribute, always, register
 from onnxport.capture.source_variants import module_function
+from onnxport.library.transformers import model_classes
 
 MODULE = "transformers.models.fastspeech2_conformer.modeling_fastspeech2_conformer"
+METHOD = "shift_relative_position_tensor"
 
 
 def _make(original: Callable) -> Callable:
@@ -64,3 +80,34 @@ LENGTH_REGULATOR = register(Patch(
     "with searchsorted over the durations' cumsum and its embedding gathered for the whole batch, instead of a "
     "loop over the utterances with repeat_interleave and 'if duration_labels.sum() == 0' (a branch on the data); "
     "nothing happens where that module is not imported", when=always, order=240))
+
+
+def shifted(pos_tensor: torch.Tensor) -> torch.Tensor:
+    """``(batch, head, time, r)`` scores over relative positions -> ``(batch, head, time, r // 2 + 1)``
+    scores over key positions, as the zero-pad-and-view shift computes them."""
+    b, h, t, r = pos_tensor.shape
+    zero = torch.zeros((b, h, t, 1), dtype=pos_tensor.dtype, device=pos_tensor.device)
+    padded = torch.cat([zero, pos_tensor], dim=-1).reshape(b, h, -1)
+    rows = torch.arange(t, device=pos_tensor.device)[:, None]
+    cols = torch.arange(r // 2 + 1, device=pos_tensor.device)[None, :]
+    flat = (t + rows * r + cols).reshape(1, 1, -1).expand(b, h, -1)
+    return padded.gather(2, flat).reshape(b, h, t, r // 2 + 1)
+
+
+def _shift(original: Callable) -> Callable:
+    def shift_relative_position_tensor(self, pos_tensor):
+        return shifted(pos_tensor)
+
+    return shift_relative_position_tensor
+
+
+def _shift_changes() -> list:
+    return [SetAttribute(cls, METHOD, _shift) for cls in model_classes((METHOD,))]
+
+
+RELATIVE_SHIFT_GATHER = register(Patch(
+    "relative shift as a gather", _shift_changes,
+    "transformers' shift_relative_position_tensor (FastSpeech2-Conformer's relative position attention): while "
+    "torch.export traces, the zero-pad-and-view shift is the gather of the same elements of the flat padded "
+    "scores, which needs no stride decided from the length; nothing happens where those modules are not imported",
+    when=always, order=250))

@@ -26,7 +26,8 @@ from __future__ import annotations
 import ast
 
 from onnxport.capture.patches import Patch, always, register
-from onnxport.capture.source_variants import ReadAsName, forward_variants, transformers_classes
+from onnxport.capture.source_variants import ReadAsName, forward_variants
+from onnxport.library.transformers import model_classes
 
 TABLE = "_onnxport_table"
 # (table attribute, method that renews it): Wav2Vec2-Conformer's family, FastSpeech2-Conformer's
@@ -61,7 +62,7 @@ _TRANSFORMS = {renewal: _table_for_length(*renewal) for renewal in RENEWALS}
 
 def _changes() -> list:
     return [change for (table, extend), transform in _TRANSFORMS.items()
-            for change in forward_variants(transformers_classes((extend, "forward")), transform)]
+            for change in forward_variants(model_classes((extend, "forward")), transform)]
 
 
 RELATIVE_TABLES = register(Patch(

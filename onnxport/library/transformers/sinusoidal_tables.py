@@ -27,7 +27,8 @@ from __future__ import annotations
 import ast
 
 from onnxport.capture.patches import Patch, always, register
-from onnxport.capture.source_variants import ReadAsName, forward_variants, transformers_classes
+from onnxport.capture.source_variants import ReadAsName, forward_variants
+from onnxport.library.transformers import model_classes
 
 TABLE = "_onnxport_table"
 
@@ -81,7 +82,7 @@ def _table_for_length(func: ast.FunctionDef) -> bool:
 
 
 def _changes() -> list:
-    classes = transformers_classes(("get_embedding", "forward"), any_of=tuple(FORMS.values()))
+    classes = model_classes(("get_embedding", "forward"), any_of=tuple(FORMS.values()))
     return forward_variants(classes, _table_for_length)
 
 

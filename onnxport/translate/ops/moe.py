@@ -16,24 +16,17 @@ model is optimized). Selecting a matrix per row at run time (``Gather`` of the w
 ``Loop`` over the experts) copies ``K * N`` weights per selected row or per expert on every run;
 ``benchmarks/moe_forms.py`` compares the forms (nodes, latency).
 
-Capture: transformers' per-expert Python loop (``experts_implementation="eager"``) iterates over
-the experts that received tokens, a data-dependent count torch.export cannot trace.
-``experts_as_grouped_mm`` (entered around torch.export) runs transformers' own grouped
-implementation instead for the experts classes that offer both (``@use_experts_implementation``):
-transformers' ``ExpertsInterface`` declares them interchangeable.
+Capture: transformers' experts run their grouped implementation while torch.export traces, and
+DBRX's experts loop over every expert (``onnxport/library/transformers/moe.py`` and ``dbrx.py``).
 """
 
 from __future__ import annotations
-
-import sys
 
 import numpy as np
 import onnx_ir as ir
 import torch
 
 from onnxport.errors import TranslationError
-from onnxport.capture.patches import Patch, SetAttribute, register
-from onnxport.capture.tracing import translating
 from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
@@ -150,66 +143,3 @@ def grouped_mm(ctx, self, mat2, offs=None, bias=None, out_dtype=None):
         y = parts[0] if count == 1 else ctx.op.Concat(*parts, axis=1)
         out = _zero_tail(ctx, y, 1, ctx.dim(mat2, 1), last)
     return _rounded(ctx, out)
-
-
-def _grouped_experts_changes() -> list:
-    moe = sys.modules.get("transformers.integrations.moe")
-    interface = getattr(moe, "ExpertsInterface", None)
-    grouped = getattr(moe, "grouped_mm_experts_forward", None)
-    if interface is None or grouped is None:
-        return []
-
-    def make(original):
-        def get_interface(self, experts_implementation, default):
-            if experts_implementation in (None, "eager"):
-                return grouped
-            return original(self, experts_implementation, default)
-
-        return get_interface
-
-    return [SetAttribute(interface, "get_interface", make)]
-
-
-EXPERTS_AS_GROUPED_MM = register(Patch(
-    "experts as grouped_mm", _grouped_experts_changes,
-    "transformers' experts classes that offer several implementations (@use_experts_implementation) and are set "
-    "to the per-expert Python loop (\"eager\", or none set) run transformers' grouped_mm_experts_forward while "
-    "torch.export traces. Nothing changes when transformers is not imported", when=translating, order=22))
-
-
-def _every_expert_forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
-                          top_k_weights: torch.Tensor) -> torch.Tensor:
-    """transformers' ``DbrxExperts.forward`` with its loop over every expert instead of over the experts
-    some token selected (``expert_hit``, a count known only when the model runs): an expert no token
-    selected gathers no token and adds nothing, so the sum is the same."""
-    batch_size = hidden_states.shape[0]
-    hidden_states = hidden_states.reshape(-1, self.hidden_size)
-    next_states = torch.zeros_like(hidden_states)
-    with torch.no_grad():
-        expert_mask = torch.nn.functional.one_hot(top_k_index, num_classes=self.num_experts + 1).permute(2, 1, 0)
-    split_expert_shape = (-1, self.ffn_hidden_size, self.hidden_size)
-    for expert_idx in range(self.num_experts):
-        with torch.no_grad():
-            idx, token_idx = torch.where(expert_mask[expert_idx])
-        v1 = self.mlp.v1.view(split_expert_shape)[expert_idx]
-        w1 = self.mlp.w1.view(split_expert_shape)[expert_idx]
-        w2 = self.mlp.w2.view(split_expert_shape)[expert_idx]
-        states = self.mlp(hidden_states[token_idx], w1, v1, w2)
-        states = states.view(-1, self.hidden_size) * top_k_weights[token_idx, idx, None]
-        next_states.index_add_(0, token_idx, states)
-    return next_states.view(batch_size, -1, self.hidden_size)
-
-
-def _every_expert_changes() -> list:
-    dbrx = sys.modules.get("transformers.models.dbrx.modeling_dbrx")
-    experts = getattr(dbrx, "DbrxExperts", None)
-    if experts is None:
-        return []
-    return [SetAttribute(experts, "forward", lambda original: _every_expert_forward)]
-
-
-EVERY_EXPERT = register(Patch(
-    "every expert in turn", _every_expert_changes,
-    "transformers' DbrxExperts.forward, which loops over the experts some token selected (a data-dependent "
-    "count): while torch.export traces, the same loop over every expert (an expert no token selected adds "
-    "nothing). Nothing changes when transformers' DBRX is not imported", when=translating, order=23))

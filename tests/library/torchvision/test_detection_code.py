@@ -1,5 +1,5 @@
 """The replacements onnxport traces in place of torchvision's detection code
-(``onnxport/translate/ops/detection_models.py``) compute what torchvision's functions compute, run
+(``onnxport/library/torchvision/detection.py``) compute what torchvision's functions compute, run
 eagerly side by side on random inputs: empty inputs, boxes outside the image and degenerate boxes
 included. The export of whole detectors is ``tests/models/test_detection_models.py``."""
 
@@ -16,7 +16,7 @@ if torchvision is None:
 
 from torchvision.models.detection import roi_heads, transform  # noqa: E402
 
-from onnxport.translate.ops import detection_models as ours  # noqa: E402
+from onnxport.library.torchvision import detection as ours  # noqa: E402
 
 
 def _boxes(k: int, height: int, width: int, gen: torch.Generator, spread: float = 40.0) -> torch.Tensor:

@@ -1,5 +1,5 @@
 """transformers' Mamba2 chunked scan with its padding cut at every length
-(``onnxport.capture.padded_chunks``): found in each module holding a copy, the same function as
+(``onnxport.library.transformers.mamba2``): found in each module holding a copy, the same function as
 transformers' at every length (chunks whole or padded), installed and restored by the registry."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import importlib
 import pytest
 import torch
 
-from onnxport.capture.padded_chunks import FUNCTION, UNCONDITIONAL_PADDING_CUT, unconditional_cut
+from onnxport.library.transformers.mamba2 import FUNCTION, UNCONDITIONAL_PADDING_CUT, unconditional_cut
 from onnxport.capture.patches import installed
 
 transformers = pytest.importorskip("transformers")

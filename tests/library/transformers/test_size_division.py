@@ -1,5 +1,5 @@
 """``torch.div(size, n, rounding_mode=...)`` in transformers' code captured as a symbolic size
-(``onnxport.capture.size_division``): a view whose size is such a quotient exports with its axis
+(``onnxport.library.transformers.size_division``): a view whose size is such a quotient exports with its axis
 dynamic and matches eager PyTorch at other sizes; the same call elsewhere runs as before."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import torch
 
 from exportcheck import check_export
 from onnxport.capture.patches import installed
-from onnxport.capture.size_division import SYMBOLIC_SIZE_DIVISION, symbolic_quotient
+from onnxport.library.transformers.size_division import SYMBOLIC_SIZE_DIVISION, symbolic_quotient
 
 # a function defined in a module named like transformers' (its globals' __name__), as Longformer's _chunk is
 _LIBRARY: dict = {"__name__": "transformers.models.example.modeling_example", "torch": torch}

@@ -1,5 +1,5 @@
 """transformers' ``torch_int`` / ``torch_float`` of a symbolic size keep it symbolic while traced
-(``onnxport.capture.size_forms``): an image cut to whole patches exports with its height dynamic and
+(``onnxport.library.transformers.size_forms``): an image cut to whole patches exports with its height dynamic and
 matches eager PyTorch at other heights, each module holding the helpers patched, none left patched."""
 
 from __future__ import annotations

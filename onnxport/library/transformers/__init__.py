@@ -1,0 +1,26 @@
+"""transformers: one module per model family (``mobilevit``, ``pixtral``, ``fsmt``...), or per form of
+code several families share (``size_forms``: ``torch_int`` and ``len`` of sizes; ``sinusoidal_tables``),
+each registering the capture patches it needs. transformers is never imported here: each patch
+reads the loaded modules of ``transformers.models`` when it is installed.
+"""
+
+from __future__ import annotations
+
+import sys
+
+MODELS = "transformers.models."  # the package holding transformers' model code
+
+
+def model_classes(defines: tuple[str, ...], *, any_of: tuple[str, ...] = ()) -> list[type]:
+    """The classes of loaded ``transformers.models`` modules that define (in their own ``__dict__``)
+    every name of ``defines`` and, when given, one of ``any_of``; none where transformers is not
+    imported."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        if not name.startswith(MODELS) or module is None:
+            continue
+        for cls in list(vars(module).values()):
+            if isinstance(cls, type) and cls.__module__ == name and all(k in cls.__dict__ for k in defines) \
+                    and (not any_of or any(k in cls.__dict__ for k in any_of)):
+                found.append(cls)
+    return found
