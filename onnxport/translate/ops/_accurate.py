@@ -26,6 +26,7 @@ import onnx_ir as ir
 from onnxport.translate import bodies
 
 CONTIGUOUS = 16384  # the longest run of contiguous reduced elements summed by one Reduce node
+SQUARES = 1024  # the same for the squares of a variance (eager accumulates it in float64)
 STRIDED = 64  # the longest reduced axis with kept axes after it summed by one Reduce node
 LEVEL = 64  # the most elements added per level of the blocked form (where the length has such factors)
 I64 = ir.DataType.INT64
@@ -43,10 +44,10 @@ def _runs(axes: list[int]) -> list[list[int]]:
     return runs
 
 
-def _limit(run: list[int], dims: list) -> int:
-    """The longest ``run`` one Reduce node sums accurately: contiguous when every axis after it
-    has size 1, strided otherwise."""
-    return CONTIGUOUS if all(d == 1 for d in dims[run[-1] + 1:]) else STRIDED
+def _limit(run: list[int], dims: list, contiguous: int | None = None) -> int:
+    """The longest ``run`` one Reduce node sums accurately: ``contiguous`` (default ``CONTIGUOUS``)
+    when every axis after it has size 1, ``STRIDED`` otherwise."""
+    return (contiguous or CONTIGUOUS) if all(d == 1 for d in dims[run[-1] + 1:]) else STRIDED
 
 
 def _length(run: list[int], dims: list) -> int | None:
@@ -55,37 +56,39 @@ def _length(run: list[int], dims: list) -> int | None:
     return math.prod(sizes) if all(isinstance(s, int) for s in sizes) else None
 
 
-def _short(run: list[int], dims: list) -> bool:
+def _short(run: list[int], dims: list, contiguous: int | None = None) -> bool:
     n = _length(run, dims)
-    return n is not None and n <= _limit(run, dims)
+    return n is not None and n <= _limit(run, dims, contiguous)
 
 
-def one_node(like: ir.Value, axes: list[int]) -> bool:
+def one_node(like: ir.Value, axes: list[int], contiguous: int | None = None) -> bool:
     """True when one Reduce node over ``axes`` of a value shaped and typed as ``like`` is accurate:
-    not float32, or every run of reduced axes static and short."""
-    return like.dtype != ir.DataType.FLOAT or all(_short(run, list(like.shape)) for run in _runs(axes))
+    not float32, or every run of reduced axes static and short (``_limit``)."""
+    return like.dtype != ir.DataType.FLOAT or all(_short(run, list(like.shape), contiguous) for run in _runs(axes))
 
 
-def sum_over(ctx, x: ir.Value, axes: list[int], keepdim: bool, like: ir.Value | None = None) -> ir.Value:
+def sum_over(ctx, x: ir.Value, axes: list[int], keepdim: bool, like: ir.Value | None = None,
+             contiguous: int | None = None) -> ir.Value:
     """The sum of ``x`` over ``axes`` (normalized, sorted, not empty); ``like``: a value of x's
-    dtype and shape (default x). ReduceSum where one node is accurate (``one_node``); otherwise
+    dtype and shape (default x); ``contiguous``: the longest contiguous run for one node (default
+    ``CONTIGUOUS``). ReduceSum where one node is accurate (``one_node``); otherwise
     each run of reduced axes in turn, from the last: one ReduceSum for a short run, a long one in
     ``levels``, a dynamic one under ``If(length > limit)``, in levels above, one ReduceSum below."""
     like = x if like is None else like
-    if one_node(like, axes):
+    if one_node(like, axes, contiguous):
         return ctx.op.ReduceSum(x, ctx.const(axes), keepdims=int(keepdim))
     dims = list(like.shape)
     out = x
     for run in reversed(_runs(axes)):
         n = _length(run, dims)
-        if _short(run, dims):
+        if _short(run, dims, contiguous):
             out = ctx.op.ReduceSum(out, ctx.const(run), keepdims=1)
         elif n is not None:
             lengths = levels(n)
             padded = ctx.const([math.prod(lengths)]) if math.prod(lengths) > n else None
             out = _in_levels(ctx, out, like.dtype, dims, run, ctx.const([n]), lengths, padded)
         else:
-            out = _dynamic_run(ctx, out, like.dtype, dims, run, _limit(run, dims))
+            out = _dynamic_run(ctx, out, like.dtype, dims, run, _limit(run, dims, contiguous))
         dims = [1 if a in run else d for a, d in enumerate(dims)]
     return out if keepdim else ctx.op.Squeeze(out, ctx.const(axes))
 

@@ -226,7 +226,7 @@ def _long_reductions(dim):
 def test_long_static_axes_are_summed_in_levels(shape, dim):
     x = make(torch.float32, shape) * 1000 + 300
     result = check_export(Fn(_long_reductions(dim)), (x,), {"x": {0: "batch"}}, sizes=[{"batch": 1}, {"batch": 5}])
-    assert count_ops(result, "Reshape") >= 1 and count_ops(result, "ReduceL2") == 0
+    assert count_ops(result, "Reshape") >= 1
 
 
 def test_a_dynamic_axis_is_summed_by_one_node_or_in_levels_as_its_length_decides():
