@@ -19,13 +19,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "onnxport"
 
 # stage of each top-level part, in pipeline order; a module imports only stages up to its own
 STAGES = {
-    "errors": 0, "metadata": 0, "torch_behaviour": 0, "library_functions": 0, "weights": 0,
+    "errors": 0, "metadata": 0, "torch_behaviour": 0, "library_functions": 0, "weights": 0, "options": 0,
     "rewrite": 1, "capture": 1,
     "translate": 2, "library": 2,
     "optimize": 3,
     "finalize": 4, "join_pieces": 4,
     "verify": 5, "show": 5, "quantize": 5,
-    "result": 6, "saving": 6, "export": 6, "pieces": 6, "demo_models": 6, "encoder_decoder": 6,
+    "result": 6, "saving": 6, "export": 6, "pieces": 6, "stages": 6, "settle": 6, "demo_models": 6, "encoder_decoder": 6,
     "config": 7, "pretrained": 7,
     "integrations": 8,
     "__init__": 9, "__main__": 10,

@@ -96,6 +96,7 @@ class Guard:
     method: str = ""
     python: str = "True"
     names: tuple = ()
+    note: str = ""  # said after the constraint in its warning (why it was adopted, where that is not the trace)
 
     def __str__(self) -> str:
         return self.text
