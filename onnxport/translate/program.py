@@ -143,7 +143,9 @@ def name_counts(namer: DimNamer, outputs: list[tuple[str, Any]], output_dims: di
 def build_model(captured: Captured, *, opset: int, registry: Translations, input_names: list[str] | None = None,
                 output_names_: list[str] | None = None, options: dict | None = None,
                 weights: Weights | None = None, output_dims: dict | None = None) -> ir.Model:
-    """Translate ``captured.program`` into an onnx_ir.Model (not yet optimized).
+    """Translate ``captured.program`` into an onnx_ir.Model (not yet optimized), in five steps: the
+    inputs (``_inputs``), the initializers (``_initializers``), the nodes (``translate_nodes``), the
+    outputs (``_outputs``), the model assembled (``_assemble``).
 
     Args:
         captured: what capture handed forward.
@@ -159,14 +161,20 @@ def build_model(captured: Captured, *, opset: int, registry: Translations, input
     Raises ``ExportError`` subclasses from the translations, and when ``input_names`` /
     ``output_names_`` do not match the tensor inputs/outputs in number.
     """
-    program = captured.program
     namer = DimNamer()
     ctx = TranslationContext(opset, options=options or {}, dim_namer=namer, registry=registry,
                              size_floors={s: v.lo for s, v in captured.variables.items()})
-    graph_nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
-    inputs: list[ir.Value] = []
-    initializers: list[ir.Value] = []
+    inputs, names = _inputs(ctx, captured, input_names, namer)  # 1. the user's tensors, dims named as declared
+    initializers = _initializers(ctx, captured.program, weights, namer)  # 2. parameters, buffers, constants
+    outs = translate_nodes(ctx, captured.program.graph)  # 3. the nodes, in order
+    outputs = _outputs(ctx, captured, outs, names, output_names_, output_dims, set(inputs) | set(initializers))  # 4.
+    return _assemble(ctx, inputs, outputs, initializers, opset)  # 5.
 
+
+def _inputs(ctx: TranslationContext, captured: Captured, input_names: list[str] | None,
+            namer: DimNamer) -> tuple[list[ir.Value], list[str]]:
+    """The graph inputs (one per tensor input, Python constants kept as constants) and every user
+    input's name; torch's symbols named after the user's dims first (``namer.names``)."""
     user = captured.inputs
     names = [inp.name for inp in user]
     tensor_inputs = [inp.name for inp in user if isinstance(inp.value, torch.Tensor)]
@@ -181,30 +189,38 @@ def build_model(captured: Captured, *, opset: int, registry: Translations, input
     else:
         captured_decl = [(d.input_name, d) for d in captured.declared]
     declared = {(n, d.axis): d.name for n, d in captured_decl}
-
-    # name the symbols after the user's dims
     for name, inp in zip(names, user):
         if isinstance(inp.value, torch.Tensor):
             for axis, d in enumerate(inp.value.shape):
                 expr = expr_of(d)
                 if isinstance(expr, sympy.Symbol) and expr not in namer.names:
                     namer.names[expr] = declared.get((name, axis), f"{name}_dim{axis}")
-
+    inputs: list[ir.Value] = []
     for name, inp in zip(names, user):
         val = inp.value
-        if isinstance(val, torch.Tensor):
-            value = ir.Value(name=name)
-            set_meta_type(value, val, namer)
-            inputs.append(value)
-            ctx.values[inp.node] = value
-            for axis, d in enumerate(val.shape):
-                expr = expr_of(d)
-                if isinstance(expr, sympy.Symbol) and expr not in ctx.sym_sources:
-                    ctx.sym_sources[expr] = (value, axis)
-        else:
+        if not isinstance(val, torch.Tensor):
             ctx.values[inp.node] = val  # Python constants (int, float, bool, None) stay constants
+            continue
+        value = ir.Value(name=name)
+        set_meta_type(value, val, namer)
+        inputs.append(value)
+        ctx.values[inp.node] = value
+        for axis, d in enumerate(val.shape):
+            expr = expr_of(d)
+            if isinstance(expr, sympy.Symbol) and expr not in ctx.sym_sources:
+                ctx.sym_sources[expr] = (value, axis)
+    return inputs, names
 
+
+def _initializers(ctx: TranslationContext, program: torch.export.ExportedProgram, weights: Weights | None,
+                  namer: DimNamer) -> list[ir.Value]:
+    """An initializer per parameter, buffer and tensor constant of ``program`` (lazy where ``weights``
+    holds it); other constants kept as Python values.
+
+    Raises ``CheckpointError`` for a tensor on the meta device no checkpoint gives."""
+    graph_nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     state = program.state_dict
+    initializers: list[ir.Value] = []
     for spec in program.graph_signature.input_specs:
         if spec.kind == InputKind.USER_INPUT:
             continue
@@ -233,8 +249,18 @@ def build_model(captured: Captured, *, opset: int, registry: Translations, input
         set_meta_type(value, tensor, namer)
         initializers.append(value)
         ctx.values[node] = value
+    return initializers
 
-    outs = translate_nodes(ctx, program.graph)
+
+def _outputs(ctx: TranslationContext, captured: Captured, outs: list, names: list[str],
+             output_names_: list[str] | None, output_dims: dict | None, graph_values: set) -> list[ir.Value]:
+    """The graph outputs: the user's (named ``output_names``, or ``output_names_``), then the state
+    updates (a buffer or input written in place: ``<name>.updated``), named, typed, data-dependent
+    sizes named (``name_counts``).
+
+    Raises ``ExportError`` when ``output_names_`` does not match the outputs in number,
+    ``TranslationError`` for a complex output or a model with no output."""
+    program, namer = captured.program, ctx.dim_namer
     out_specs = program.graph_signature.output_specs
     user_out = [v for v, s in zip(outs, out_specs) if s.kind == OutputKind.USER_OUTPUT]
     out_nodes = [a for a, s in zip(_output_args(program.graph), out_specs) if s.kind == OutputKind.USER_OUTPUT]
@@ -245,7 +271,7 @@ def build_model(captured: Captured, *, opset: int, registry: Translations, input
                               f"outputs ({', '.join(names_out)})", hint="give one name per output, in order")
         names_out = list(output_names_)
     # state updates (buffer and input mutations) follow the user outputs as extra outputs
-    input_by_placeholder = {inp.node.name: n for n, inp in zip(names, user)}
+    input_by_placeholder = {inp.node.name: n for n, inp in zip(names, captured.inputs)}
     returned = {id(n) for n in out_nodes}
     for value, spec, fx_node in zip(outs, out_specs, _output_args(program.graph)):
         if spec.kind == OutputKind.BUFFER_MUTATION:
@@ -265,7 +291,6 @@ def build_model(captured: Captured, *, opset: int, registry: Translations, input
                         for n, f in zip(names_out, out_nodes)], output_dims, equal_counts(program.graph))
     graph_outputs: list[ir.Value] = []
     seen: set = set()
-    input_set = set(inputs) | set(initializers)
     for name, value, fx_node in zip(names_out, user_out, out_nodes):
         if value is None:
             continue
@@ -276,7 +301,7 @@ def build_model(captured: Captured, *, opset: int, registry: Translations, input
                 "(onnxruntime runs few operators on them)", node=fx_node,
                 hint="return torch.view_as_real(z) instead and rebuild the complex tensor with "
                      "torch.view_as_complex after running the ONNX model")
-        value = graph_output(ctx, value, seen, input_set)
+        value = graph_output(ctx, value, seen, graph_values)
         value.name = name
         if isinstance(fx_node, torch.fx.Node):
             set_meta_type(value, fx_node.meta.get("val"), namer)
@@ -284,12 +309,19 @@ def build_model(captured: Captured, *, opset: int, registry: Translations, input
     if not graph_outputs:
         raise TranslationError("the model returns no tensor and updates no buffer: an ONNX model needs an output",
                                hint="return at least one tensor (a Python number is exported as a constant)")
-    graph = ir.Graph(inputs, graph_outputs, nodes=ctx.nodes, initializers=initializers,
+    return graph_outputs
+
+
+def _assemble(ctx: TranslationContext, inputs: list[ir.Value], outputs: list[ir.Value],
+              initializers: list[ir.Value], opset: int) -> ir.Model:
+    """The main graph and the model: opsets (onnxport's domain where local functions were made), IR
+    version, the functions, the dim names and output types (read by finalize)."""
+    graph = ir.Graph(inputs, outputs, nodes=ctx.nodes, initializers=initializers,
                      opset_imports={"": opset, DOMAIN: 1} if ctx.functions else {"": opset}, name="main_graph")
     model = ir.Model(graph, ir_version=10 if opset <= 21 else 11, producer_name="onnxport",
                      functions=list(ctx.functions.values()))
-    model.meta["dim_names"] = dict(namer.names)
-    model.meta["output_types"] = {v.name: (v.type, v.shape) for v in graph_outputs}
+    model.meta["dim_names"] = dict(ctx.dim_namer.names)
+    model.meta["output_types"] = {v.name: (v.type, v.shape) for v in outputs}
     return model
 
 
