@@ -16,7 +16,7 @@ import onnx_ir as ir
 import sympy
 import torch
 
-from onnxport.config.config import ExportConfig, TensorDecl
+from onnxport.config.schema import ExportConfig, TensorDecl
 from onnxport.errors import ContractError
 
 

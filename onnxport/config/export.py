@@ -11,8 +11,9 @@ import torch
 
 from onnxport.config import contract
 from onnxport.config.checkpoint import load_checkpoint
-from onnxport.config.config import (ExportConfig, default_sizes, dynamic_shapes, input_specs, load_config, make_inputs,
-                                    sizes_text)
+from onnxport.config.inputs import default_sizes, dynamic_shapes, input_specs, make_inputs
+from onnxport.config.parse import load_config
+from onnxport.config.schema import ExportConfig, sizes_text
 from onnxport.config.target import build_model
 from onnxport.capture.guards import adopted_of
 from onnxport.capture.relations import parse_relations

@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any, Callable, Iterator
 
-from onnxport.config.config import DTYPES, DimRange, ExportConfig, TensorDecl
+from onnxport.config.schema import DTYPES, DimRange, ExportConfig, TensorDecl
 from onnxport.errors import ReturnnError
 from onnxport.integrations.returnn_forward import complete_dyn_sizes, raw_input_names, raw_output_names
 
@@ -186,7 +186,7 @@ def export_config(rc: ReturnnConfig, *, sizes: list[dict[str, int]] | None = Non
     ``sizes``: validation size sets (dim name -> size), default: generated around the example.
     Raises ``ReturnnError`` for a dtype onnxport does not take, or sizes naming unknown dims.
     """
-    from onnxport.config.config import default_sizes
+    from onnxport.config.inputs import default_sizes
 
     names = _DimNames()
     inputs = _with_lengths(rc.extern_data, raw_input_names(rc.extern_data), names, None, f"extern_data of {rc.path}")

@@ -18,7 +18,7 @@ import torch
 
 from onnxport.config import contract
 from onnxport.config.checkpoint import load_state, read_checkpoint, state_dict_in
-from onnxport.config.config import dynamic_shapes, make_inputs
+from onnxport.config.inputs import dynamic_shapes, make_inputs
 from onnxport.config.export import _eager, check_export
 from onnxport.errors import CheckpointError, ReturnnError
 from onnxport.export import to_onnx

@@ -1,156 +1,24 @@
-"""Export configs: declared inputs (named dims, lengths), declared outputs, dim ranges, options.
-
-A config is a TOML file (read with ``tomllib``) or the equivalent dict::
-
-    target = "examples/speech_encoder.py:build_encoder"   # optional; the CLI's TARGET wins
-
-    [model]                       # keyword arguments of the factory
-    vocab = 32
-
-    [inputs.features]
-    dtype = "float32"
-    dims = ["batch", "time", 80]  # ints are static, names are dynamic dims
-    [inputs.lengths]
-    dtype = "int64"
-    dims = ["batch"]
-    lengths_of = "features.time"  # valid lengths of the time axis of features
-
-    [outputs.logits]
-    dtype = "float32"
-    dims = ["batch", "out_time", 32]
-    [outputs.out_lengths]
-    dtype = "int64"
-    dims = ["batch"]
-    lengths_of = "logits.out_time"
-
-    [dims]                        # sizes per named dim, for export and validation
-    batch = { min = 1, max = 16, example = 2 }
-    time = { min = 16, max = 1000 }
-    total = "past + seq"          # a relation: total is computed from past and seq
-
-    [export]                      # to_onnx options
-    opset = 20
-    inline = false
-    optimize = true
-    strict = false
-
-    [validate]
-    sizes = [{ batch = 3, time = 37 }, { batch = 1, time = 200 }, { batch = 5, time = 16 }]
-    atol = 1e-4
-    rtol = 1e-3
-
-A dim named in several inputs is one dim. ``parse_config`` checks all of it and raises
-``ConfigError`` naming the key at fault.
-"""
+"""Reading an export config: a TOML file or its dict checked and turned into an ``ExportConfig``
+(``config.schema`` shows the format), each error a ``ConfigError`` naming the key at fault."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from typing import Any
 
 import torch
 
-from onnxport.capture.inputs import MAX_ELEMENTS, InputSpec, elements
-from onnxport.capture.inputs import make_inputs as make_spec_inputs
+from onnxport.capture.inputs import MAX_ELEMENTS, elements
 from onnxport.capture.relations import broken, evaluate, parse_relations
+from onnxport.config.inputs import default_sizes, input_specs
+from onnxport.config.schema import DEFAULT_MAX, DEFAULT_MIN, DTYPES, DimRange, ExportConfig, TensorDecl, sizes_text
 from onnxport.errors import ConfigError, DynamicShapesError
-from onnxport.verify.sizes import validation_sizes
-
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32, "float": torch.float32, "float64": torch.float64, "double": torch.float64,
-    "float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16,
-    "int64": torch.int64, "long": torch.int64, "int32": torch.int32, "int": torch.int32,
-    "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
-}
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """The config's name of ``dtype`` (the first spelling in ``DTYPES``: ``float32``, ``int64``...)."""
-    return next(k for k, v in DTYPES.items() if v == dtype)
-
-
-def sizes_text(sizes: dict[str, int]) -> str:
-    """``{"batch": 3, "time": 37}`` -> ``"batch=3, time=37"``, as the validation tables show sizes."""
-    return ", ".join(f"{k}={v}" for k, v in sizes.items())
-
 
 _TOP_KEYS = {"target", "model", "inputs", "outputs", "dims", "export", "validate"}
 _EXPORT_KEYS = {"opset": int, "inline": bool, "optimize": bool, "strict": bool}
-_DEFAULT_MIN = 1
-_DEFAULT_MAX = 4096
 
 
-@dataclasses.dataclass
-class TensorDecl:
-    """One declared input or output.
-
-    ``dims``: ints (static) and dim names (dynamic). ``lengths_of``: ``(tensor, dim name)`` whose
-    valid lengths this 1-D integer tensor holds, or None. ``low``/``high``: value range of
-    random integer inputs (``high`` exclusive).
-    """
-
-    name: str
-    dtype: torch.dtype
-    dims: list[int | str]
-    lengths_of: tuple[str, str] | None = None
-    low: int = 0
-    high: int = 100
-
-    def __str__(self) -> str:
-        return f"{self.name}: {dtype_name(self.dtype)}[{', '.join(str(d) for d in self.dims)}]"
-
-
-@dataclasses.dataclass
-class DimRange:
-    """Sizes of one named dim: ``min``..``max`` inclusive, ``example`` for the export. ``ranged``:
-    the config set ``min`` or ``max`` itself (a condition of the model that cuts the range is then
-    refused; without one, onnxport adopts the condition with a warning, as for a plain-string dim)."""
-
-    name: str
-    min: int = _DEFAULT_MIN
-    max: int = _DEFAULT_MAX
-    example: int | None = None
-    ranged: bool = False
-
-
-@dataclasses.dataclass
-class ExportConfig:
-    """A parsed, checked config. ``sizes`` are the validation size sets (dim name -> size)."""
-
-    inputs: dict[str, TensorDecl]
-    outputs: dict[str, TensorDecl]
-    dims: dict[str, DimRange]
-    model_args: dict[str, Any] = dataclasses.field(default_factory=dict)
-    target: str | None = None
-    opset: int = 20
-    inline: bool = False
-    optimize: bool = True
-    strict: bool = False
-    sizes: list[dict[str, int]] = dataclasses.field(default_factory=list)
-    sizes_given: bool = False  # the [validate] table lists the sizes (else they are generated)
-    relations: dict[str, str] = dataclasses.field(default_factory=dict)  # dim -> expression ([dims] total = "...")
-    atol: float | None = None
-    rtol: float | None = None
-    source: str = "<dict>"
-
-    @property
-    def input_dims(self) -> list[str]:
-        """Names of the dynamic dims carried by the inputs, in order of first appearance."""
-        seen: list[str] = []
-        for decl in self.inputs.values():
-            for d in decl.dims:
-                if isinstance(d, str) and d not in seen:
-                    seen.append(d)
-        return seen
-
-    def example_sizes(self) -> dict[str, int]:
-        """The size of each input dim in the export's example."""
-        return {n: self.dims[n].example for n in self.input_dims}
-
-
-# ------------------------------------------------------------------------------------ parsing
 def load_config(config: str | os.PathLike | dict) -> ExportConfig:
     """Read a TOML file (path) or take a dict, and return the checked ``ExportConfig``.
 
@@ -233,14 +101,19 @@ def _check_input_sizes(cfg: ExportConfig, where: str) -> None:
                               hint="give each dim in [dims] an example (and sizes) of the order a model takes")
 
 
-def _parse_dtype(text: Any, what: str) -> torch.dtype:
+def parse_dtype(text: Any, what: str) -> torch.dtype:
+    """The torch dtype a config names (``"float32"``, ``"int64"``, a ``DTYPES`` key, any case);
+    ``ConfigError`` starting with ``what`` (where it was read) when it names none."""
     if not isinstance(text, str) or text.lower() not in DTYPES:
         raise ConfigError(f"{what}: dtype {text!r} is not known",
                           hint=f"use one of {', '.join(sorted(set(DTYPES) - {'float', 'double', 'half', 'long', 'int'}))}")
     return DTYPES[text.lower()]
 
 
-def _parse_dim(d: Any, what: str) -> int | str:
+def parse_dim(d: Any, what: str) -> int | str:
+    """A declared dim: an int (static; ``"80"`` too) or an identifier (a named dynamic dim);
+    ``ConfigError`` starting with ``what`` for a negative int, a bool, or a name that is not an
+    identifier."""
     if isinstance(d, bool) or not isinstance(d, (int, str)):
         raise ConfigError(f"{what}: dim {d!r} must be an int (static) or a name (dynamic)")
     if isinstance(d, int):
@@ -274,7 +147,7 @@ def _parse_tensors(table: Any, section: str, where: str, required: bool) -> dict
             raise ConfigError(f"{what}: needs both dtype and dims", hint='e.g. dtype = "float32", dims = ["batch", 80]')
         if not isinstance(spec["dims"], list):
             raise ConfigError(f"{what}: dims must be a list like [\"batch\", \"time\", 80]")
-        decl = TensorDecl(name, _parse_dtype(spec["dtype"], what), [_parse_dim(d, what) for d in spec["dims"]])
+        decl = TensorDecl(name, parse_dtype(spec["dtype"], what), [parse_dim(d, what) for d in spec["dims"]])
         for key in ("low", "high"):
             if key in spec:
                 if not isinstance(spec[key], int) or isinstance(spec[key], bool):
@@ -305,7 +178,7 @@ def _parse_dims(table: Any, where: str) -> dict[str, DimRange]:
                               hint=f"e.g. {name} = {{ min = 1, max = 64 }}")
         if any(not isinstance(v, int) or isinstance(v, bool) for v in spec.values()):
             raise ConfigError(f"{what}: min, max and example must be ints")
-        r = DimRange(name, spec.get("min", _DEFAULT_MIN), spec.get("max", _DEFAULT_MAX), spec.get("example"),
+        r = DimRange(name, spec.get("min", DEFAULT_MIN), spec.get("max", DEFAULT_MAX), spec.get("example"),
                      ranged="min" in spec or "max" in spec)
         if r.min < 0 or r.min > r.max:
             raise ConfigError(f"{what}: min {r.min} and max {r.max} do not form a range")
@@ -431,84 +304,3 @@ def _parse_validate(cfg: ExportConfig, table: Any, where: str) -> None:
         out.append(full)
     cfg.sizes_given = True
     cfg.sizes = out
-
-
-def default_sizes(cfg: ExportConfig, guards: list = ()) -> list[dict[str, int]]:
-    """The validation size sets of ``onnxport.verify.sizes.validation_sizes`` within the [dims]
-    ranges: without ``guards``, those that move every dim away from the example (the sets known
-    before the export); with the export's ``guards``, also both sides of each guard's boundary."""
-    example = cfg.example_sizes()
-    ranges = {n: (r.min, r.max) for n, r in cfg.dims.items()}
-    specs = input_specs(cfg)
-    sequence = {d for s in specs for axis, d in enumerate(s.dims) if isinstance(d, str) and axis > 0}
-    sets = validation_sizes(example, ranges, list(guards), relations=parse_relations(cfg.relations),
-                            sequence=sequence, cost=lambda sizes: elements(specs, sizes))
-    moved = [s for why, s in sets if all(s[n] != e for n, e in example.items() if n not in cfg.relations)]
-    return moved + [s for why, s in sets if guards and s not in moved]
-
-
-# ------------------------------------------------------------------------------------ inputs
-def input_specs(cfg: ExportConfig) -> list[InputSpec]:
-    """An ``onnxport.verify.InputSpec`` per declared input: its dtype and dims; floats standard
-    normal, integers uniform in ``low..high-1``; a lengths input tied to ``TENSOR.DIM`` holds values
-    between 1 and that dim's size, the longest equal to it, and the steps past each length of every
-    input along that dim and the lengths' own dim are zero, as in a batch of padded sequences."""
-    pads = {}
-    for name, decl in cfg.inputs.items():
-        if decl.lengths_of is None:
-            continue
-        for other, odecl in cfg.inputs.items():  # every input along that dim and the lengths' dim
-            if other != name and decl.lengths_of[1] in odecl.dims and decl.dims[0] in odecl.dims:
-                pads[other] = (name, odecl.dims.index(decl.dims[0]), odecl.dims.index(decl.lengths_of[1]))
-    return [InputSpec(name, decl.dtype, tuple(decl.dims), low=decl.low, high=decl.high - 1,
-                      lengths_of=decl.lengths_of[1] if decl.lengths_of else None, pad=pads.get(name), declared=True)
-            for name, decl in cfg.inputs.items()]
-
-
-def make_inputs(cfg: ExportConfig, sizes: dict[str, int], seed: int = 0) -> dict[str, torch.Tensor]:
-    """Random inputs of the declared dtypes and dims at ``sizes`` (dim name -> size), seeded
-    (``input_specs``, made by ``onnxport.verify.make_inputs``)."""
-    return make_spec_inputs(input_specs(cfg), sizes, seed)
-
-
-def dynamic_shapes(cfg: ExportConfig) -> dict[str, dict[int, Any]]:
-    """``dynamic_shapes`` for ``to_onnx``: a ``torch.export.Dim`` with its range per dim the config
-    gives a range, the plain name for the others (the conditions the model needs are then adopted)."""
-    made: dict[str, Any] = {}
-    out: dict[str, dict[int, Any]] = {}
-    for name, decl in cfg.inputs.items():
-        axes = {}
-        for axis, d in enumerate(decl.dims):
-            if isinstance(d, str):
-                if d not in made:
-                    r = cfg.dims[d]
-                    made[d] = torch.export.Dim(d, min=r.min, max=r.max) if r.ranged else d
-                axes[axis] = made[d]
-        out[name] = axes
-    return out
-
-
-# ------------------------------------------------------------------------------------ CLI text
-_DECL = re.compile(r"^\s*(\w+)\s*:\s*(\w+)\s*\[(.*)\]\s*$")
-
-
-def parse_declaration(text: str) -> TensorDecl:
-    """Parse ``"x: float32[batch, 3, 224, 224]"`` into a ``TensorDecl``; ``ConfigError`` if malformed."""
-    m = _DECL.match(text)
-    if not m:
-        raise ConfigError(f"cannot read the declaration {text!r}",
-                          hint='write it as "NAME: DTYPE[DIM, ...]", e.g. "x: float32[batch, 3, 224, 224]"')
-    name, dtype, dims = m.groups()
-    what = f"declaration {text!r}"
-    parts = [p.strip() for p in dims.split(",") if p.strip()]
-    return TensorDecl(name, _parse_dtype(dtype, what), [_parse_dim(p, what) for p in parts])
-
-
-def config_from_declarations(inputs: list[str], outputs: list[str] | None = None) -> dict:
-    """A config dict from ``--input`` / ``--declare-output`` texts (``parse_config`` checks it)."""
-    data: dict[str, Any] = {"inputs": {}}
-    for section, texts in (("inputs", inputs), ("outputs", outputs or [])):
-        for text in texts:
-            decl = parse_declaration(text)
-            data.setdefault(section, {})[decl.name] = {"dtype": dtype_name(decl.dtype), "dims": list(decl.dims)}
-    return data
