@@ -1,16 +1,20 @@
-"""Sums of many float32 elements in blocks, the accurate form of long reductions.
+"""Sums of many float32 elements in levels, the accurate form of long reductions.
 
-onnxruntime's ReduceSum (and ReduceMean, ReduceL2, ...) adds the elements of a reduced run into a
-few float32 running sums, one element after another: its error grows with the run's length.
-Over 65,536 contiguous elements it is 10-30x eager PyTorch's (whose cascade summation stays near
-one rounding); along an axis with kept axes after it (``x.sum(0)``: rows added one at a time),
-10x already at 1,024. Summed in levels of at most ``LEVEL`` elements (the axis reshaped to
-``[.., b3, b2, b1, ..]``, each level reduced in turn), the error stays within 1-5x of eager's at
-the same speed: the Reshape copies nothing. Short runs keep the single Reduce node: contiguous
-runs of up to ``CONTIGUOUS`` elements (within 8x of eager's error, and the form the
-LayerNormalization and RMSNormalization fusions, ours and onnxruntime's, read) and strided axes
-of up to ``STRIDED``. A dynamic axis is summed under ``If(n > limit)``: one node below, in levels
-above (zeros padded to whole blocks). Figures: ``benchmarks/NUMERICS.md``.
+onnxruntime's ReduceSum and ReduceMean add the elements of a reduced run into a few float32
+running sums, one after another: the error grows with the run's length. Against eager PyTorch's
+(cascade summation) it is 2x at 1,024 contiguous elements, 4.5x at 16,384, 10-16x at 65,536 and
+more; along an axis with kept axes after it (``x.sum(0)``: one row added at a time) 2.5x at 64,
+6x at 256, 18x at 1,024, 120x at 65,536. Summed in levels of at most ``LEVEL`` elements (the run
+reshaped to ``[.., b3, b2, b1, ..]``, each level reduced in turn) it stays within 1-3x of eager's
+at the speed of one node (0.8-1.1x: the Reshape copies nothing). Short runs keep the one Reduce
+node: contiguous runs up to ``CONTIGUOUS`` elements (within 5x of eager's error there, and the
+ReduceMean the LayerNormalization and RMSNormalization fusions, ours and onnxruntime's, read) or
+``SQUARES`` for a variance (eager accumulates it in float64: one node is 4x its error at 1,024,
+9x at 4,096), strided axes up to ``STRIDED``. A run of a dynamic size, which may be long, is summed
+in three levels at every size, padded with zeros to whole blocks: the Pad copies the input (3x the
+time of one node on 2^20 elements, a few microseconds on a small one), where an ``If`` on the
+length would put control flow the model does not have in every graph that sums over a dynamic
+axis. Figures: ``benchmarks/NUMERICS.md``.
 
 Semantics: a sum is a sum in any order; NaN and infinities propagate through every level as
 through one ReduceSum; zeros padded to whole blocks add nothing; an empty axis sums to 0.
@@ -22,8 +26,6 @@ import math
 
 import numpy as np
 import onnx_ir as ir
-
-from onnxport.translate import bodies
 
 CONTIGUOUS = 16384  # the longest run of contiguous reduced elements summed by one Reduce node
 SQUARES = 1024  # the same for the squares of a variance (eager accumulates it in float64)
@@ -73,7 +75,7 @@ def sum_over(ctx, x: ir.Value, axes: list[int], keepdim: bool, like: ir.Value | 
     dtype and shape (default x); ``contiguous``: the longest contiguous run for one node (default
     ``CONTIGUOUS``). ReduceSum where one node is accurate (``one_node``); otherwise
     each run of reduced axes in turn, from the last: one ReduceSum for a short run, a long one in
-    ``levels``, a dynamic one under ``If(length > limit)``, in levels above, one ReduceSum below."""
+    ``levels``, one of a dynamic size in three levels whatever its size."""
     like = x if like is None else like
     if one_node(like, axes, contiguous):
         return ctx.op.ReduceSum(x, ctx.const(axes), keepdims=int(keepdim))
@@ -88,7 +90,7 @@ def sum_over(ctx, x: ir.Value, axes: list[int], keepdim: bool, like: ir.Value | 
             padded = ctx.const([math.prod(lengths)]) if math.prod(lengths) > n else None
             out = _in_levels(ctx, out, like.dtype, dims, run, ctx.const([n]), lengths, padded)
         else:
-            out = _dynamic_run(ctx, out, like.dtype, dims, run, _limit(run, dims, contiguous))
+            out = _dynamic_run(ctx, out, like.dtype, dims, run)
         dims = [1 if a in run else d for a, d in enumerate(dims)]
     return out if keepdim else ctx.op.Squeeze(out, ctx.const(axes))
 
@@ -129,43 +131,16 @@ def levels(n: int) -> list[int]:
     return [rest] + inner[::-1]
 
 
-def _dynamic_run(ctx, x: ir.Value, dtype: ir.DataType, dims: list, run: list[int], limit: int) -> ir.Value:
-    """x summed over ``run`` (kept, size 1), some of whose sizes are dynamic: one ReduceSum where
-    its length n is at most ``limit`` at run time; above, in three levels of b = ceil(n^(1/3))
-    elements (the outermost ceil(n / b^2)), zeros padded to whole blocks."""
+def _dynamic_run(ctx, x: ir.Value, dtype: ir.DataType, dims: list, run: list[int]) -> ir.Value:
+    """x summed over ``run`` (kept, size 1), some of whose sizes are dynamic: its n elements in
+    three levels of b = ceil(n^(1/3)) (the outermost ceil(n / b^2)), zeros padded to whole blocks;
+    right at every n, for a copy of x (the Pad)."""
     n = ctx.op.ReduceProd(ctx.op.Shape(x, start=run[0], end=run[-1] + 1), keepdims=1)
-    typed = [ir.TensorType(dtype), ir.Shape([None] * len(dims))]
-
-    def in_levels(sub):
-        root = sub.op.Ceil(sub.op.Pow(sub.op.Cast(n, to=F64), sub.const(np.array(1 / 3))))
-        b = sub.op.Max(sub.op.Cast(root, to=I64), sub.const([1]))
-        block = sub.op.Mul(b, b)
-        outer = sub.op.Div(sub.op.Add(n, sub.op.Sub(block, sub.const([1]))), block)
-        return _in_levels(sub, x, dtype, dims, run, n, [outer, b, b], sub.op.Mul(outer, block))
-
-    def one(sub):
-        return sub.op.ReduceSum(x, sub.const(run), keepdims=1)
-
-    is_long = ctx.op.Squeeze(ctx.op.Greater(n, ctx.const([limit])))
-    out = ctx.op.If(is_long, then_branch=_branch(ctx, "sum_in_levels", in_levels, typed),
-                    else_branch=_branch(ctx, "sum", one, typed))
-    out.type, out.shape = typed
-    return out
-
-
-def _branch(ctx, name: str, build, typed: list) -> ir.Graph:
-    """An If branch computing ``build(sub_ctx)`` (its output typed ``typed``), its values named
-    apart from the enclosing graph's (ONNX reads a body's names in the outer scope too)."""
-    def body(sub, _):
-        out = build(sub)
-        out.type, out.shape = typed
-        return [out]
-
-    graph = bodies.subgraph(ctx, name, [], body)
-    for node in graph:
-        for value in node.outputs:
-            value.name = f"{graph.name}_{value.name}"
-    return graph
+    root = ctx.op.Ceil(ctx.op.Pow(ctx.op.Cast(n, to=F64), ctx.const(np.array(1 / 3))))
+    b = ctx.op.Max(ctx.op.Cast(root, to=I64), ctx.const([1]))
+    block = ctx.op.Mul(b, b)
+    outer = ctx.op.Div(ctx.op.Add(n, ctx.op.Sub(block, ctx.const([1]))), block)
+    return _in_levels(ctx, x, dtype, dims, run, n, [outer, b, b], ctx.op.Mul(outer, block))
 
 
 def _in_levels(ctx, x: ir.Value, dtype: ir.DataType, dims: list, run: list[int], n: ir.Value, lengths: list,
