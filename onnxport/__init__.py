@@ -21,6 +21,7 @@ from onnxport.errors import (
     ValidationError,
 )
 from onnxport.export import to_onnx
+from onnxport.config.export import export_from_config, export_target  # noqa: F401 - export_from_config: deprecated
 from onnxport.quantize import AccuracyTolerance
 from onnxport.result import ExportResult
 from onnxport.translate.registry import Registry
@@ -61,13 +62,6 @@ def pretty_onnx(model, **kwargs):
     return impl(model, **kwargs)
 
 
-def export_from_config(config, model=None, checkpoint=None, **kwargs):
-    """Export as an export config declares; see ``onnxport.config.export.export_from_config``."""
-    from onnxport.config.export import export_from_config as impl
-
-    return impl(config, model=model, checkpoint=checkpoint, **kwargs)
-
-
 def export_returnn_config(config, checkpoint=None, **kwargs):
     """Export the model of a RETURNN config; see ``onnxport.integrations.returnn_export.export_returnn_config``."""
     from onnxport.integrations.returnn_export import export_returnn_config as impl
@@ -87,6 +81,6 @@ __all__ = [
     "DataDependentError", "DynamicShapesError", "ExportError", "ExportResult", "Registry", "RenderError", "ReturnnError",
     "RewriteError", "SaveError", "ShowInputError",
     "SpecializationError", "TargetError", "TranslationError", "UnsupportedOpError", "ValidationError",
-    "ValidationReport", "export_encoder_decoder", "export_from_config", "export_pretrained", "export_returnn_config",
+    "ValidationReport", "export_encoder_decoder", "export_pretrained", "export_returnn_config", "export_target",
     "find_divergence", "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
 ]

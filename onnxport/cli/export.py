@@ -14,6 +14,8 @@ EPILOG = """\
 examples:
   onnxport export mypkg.models:build_conformer --config export.toml --checkpoint ckpt.pt -o conformer.onnx
   onnxport export model.py:Net --input "x: float32[batch, 3, 224, 224]" -o net.onnx
+  onnxport export model.py:build --checkpoint model.safetensors.index.json -o model.onnx
+      # inputs from example_inputs() in model.py
   onnxport export examples/speech_encoder.py:build_encoder --config examples/speech_encoder.toml \\
       -o enc.onnx --report report.json
   onnxport export --returnn-config returnn.config --checkpoint epoch.100.pt -o model.onnx
@@ -42,8 +44,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--size", dest="sizes", action="append", default=[], metavar="NAME=N,...",
                    help="with --returnn-config: validation sizes, e.g. batch=1,time=9 (repeatable; default: generated)")
     p.add_argument("-o", "--output", metavar="ONNX", required=True, help="path of the ONNX file to write")
-    p.add_argument("--checkpoint", metavar="PT", help="state dict loaded with torch.load(weights_only=True); its "
-                   "'model' or 'state_dict' entry when it holds several things (a RETURNN checkpoint's 'model')")
+    p.add_argument("--checkpoint", metavar="PATH", help="the model's weights: a torch.save state dict (read with "
+                   "weights_only=True; its 'model' or 'state_dict' entry when it holds several things), a safetensors "
+                   "file, or a sharded checkpoint's *.safetensors.index.json")
     p.add_argument("--input", dest="inputs", action="append", default=[], metavar="DECL",
                    help='declare an input instead of a config, e.g. "x: float32[batch, 3, 224, 224]" (repeatable)')
     p.add_argument("--declare-output", dest="outputs", action="append", default=[], metavar="DECL",
@@ -144,30 +147,6 @@ class Progress:
                 self.live = None
 
 
-def _config_data(args) -> object:
-    from onnxport.config import config_from_declarations
-    from onnxport.errors import ConfigError
-
-    if args.config and (args.inputs or args.outputs or args.dims):
-        raise ConfigError("--config and --input/--declare-output/--dim were both given",
-                          hint="declare everything in the config, or use only the command-line declarations")
-    if args.config:
-        return args.config
-    if not args.inputs:
-        raise ConfigError("no inputs declared", hint='give --config export.toml or --input "x: float32[batch, 16]"')
-    data = config_from_declarations(args.inputs, args.outputs)
-    for text in args.dims:
-        name, sep, rng = text.partition("=")
-        lo, sep2, hi = rng.partition(":")
-        try:
-            data.setdefault("dims", {})[name.strip()] = {"min": int(lo), "max": int(hi)}
-        except ValueError:
-            raise ConfigError(f"--dim {text!r} is not NAME=MIN:MAX", hint="e.g. --dim batch=1:64") from None
-        if not sep or not sep2:
-            raise ConfigError(f"--dim {text!r} is not NAME=MIN:MAX", hint="e.g. --dim batch=1:64")
-    return data
-
-
 def _sizes(texts: list[str]) -> list[dict[str, int]]:
     """``["batch=1,time=9"]`` -> ``[{"batch": 1, "time": 9}]``; ``ConfigError`` when malformed."""
     from onnxport.errors import ConfigError
@@ -203,7 +182,7 @@ def run(args) -> int:
     """Run the export; returns 0, 1 (validation mismatch, file kept) or 2 (user error, nothing written)."""
     from onnxport.cli import error_text
     from onnxport.cli.paths import check_output_paths
-    from onnxport.config import export_from_config
+    from onnxport.config.export import export_target
     from onnxport.config.target import parse_model_args
     from onnxport.errors import ConfigError, ExportError
 
@@ -216,14 +195,11 @@ def run(args) -> int:
         else:
             if args.sizes:
                 raise ConfigError("--size is for --returnn-config", hint="list validation sizes in the config's [validate]")
-            data = _config_data(args)
-            target = args.target
-            if target is None and not args.config:
-                raise ConfigError("no TARGET given", hint="e.g. onnxport export model.py:Net --input ...")
-            result = export_from_config(
-                data, model=target, checkpoint=args.checkpoint, model_args=parse_model_args(args.model_args),
-                validate=args.validate, on_step=progress, opset=args.opset, inline=args.inline,
-                optimize=args.optimize, strict=args.strict, atol=args.atol, rtol=args.rtol)
+            result = export_target(
+                args.target, config=args.config, inputs=args.inputs, outputs=args.outputs, dims=args.dims,
+                model_args=parse_model_args(args.model_args), checkpoint=args.checkpoint, validate=args.validate,
+                on_step=progress, opset=args.opset, inline=args.inline, optimize=args.optimize, strict=args.strict,
+                atol=args.atol, rtol=args.rtol)
         if args.quantize:
             result = _quantized(result, args, progress)
         elif args.keep_float:

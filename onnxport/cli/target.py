@@ -1,6 +1,6 @@
 """What ``onnxport show`` and ``onnxport plot`` look at: an ONNX file, or a Python target exported on the fly.
 
-The arguments naming it; what they name is built and exported by ``onnxport.config.target``.
+The arguments naming it; what they name is built and exported by ``onnxport.export_target``.
 """
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from onnxport.config.target import export_target, is_onnx_file, parse_model_args
+from onnxport.config.export import export_target
+from onnxport.config.target import is_onnx_file, parse_model_args
 from onnxport.errors import TargetError
 
 
@@ -37,7 +38,12 @@ def model_from_args(args: argparse.Namespace) -> Any:
 
 
 def export_from_args(args: argparse.Namespace, checkpoint: Any = None):
-    """``export_target`` of the target and options ``add_target_arguments`` parsed, loading
-    ``checkpoint`` when given. Returns the ``ExportResult``; raises as ``export_target``."""
+    """``export_target`` of the target and options ``add_target_arguments`` parsed (without
+    validation), loading ``checkpoint`` when given. Returns the ``ExportResult``; raises
+    ``TargetError`` for a MODEL that is neither an ONNX file nor a target, and as ``export_target``."""
+    if ":" not in args.model:
+        raise TargetError(f"{args.model!r} is neither an ONNX file nor a Python target",
+                          hint="give model.onnx, path/to/file.py:factory or module.path:factory")
     return export_target(args.model, config=args.config, inputs=args.inputs,
-                         model_args=parse_model_args(args.model_args), opset=args.opset, checkpoint=checkpoint)
+                         model_args=parse_model_args(args.model_args), opset=args.opset, checkpoint=checkpoint,
+                         validate=False)

@@ -1,7 +1,7 @@
 """Config-driven export: an export config (TOML, a dict, or ``--input`` declarations) states the
-contract (inputs, dims and how lengths relate to them, outputs); ``export_from_config`` builds the
-model (``config.target``), loads a checkpoint (``config.checkpoint``), exports it, checks that it
-honours the contract (``config.contract``) and validates it.
+contract (inputs, dims and how lengths relate to them, outputs); ``export_target`` (``config.export``)
+builds the model (``config.target``), loads its checkpoint (``onnxport.weights``), exports it,
+checks that it honours the contract (``config.contract``) and validates it.
 
 The config itself: ``config.schema`` (what a parsed config is, and the file's format),
 ``config.parse`` (reading and checking one), ``config.inputs`` (its inputs, dynamic shapes and
@@ -9,11 +9,11 @@ validation sizes), ``config.declarations`` (the command line's ``--input`` texts
 """
 
 from onnxport.config.declarations import config_from_declarations, parse_declaration
-from onnxport.config.export import export_from_config
+from onnxport.config.export import export_from_config, export_target
 from onnxport.config.inputs import default_sizes, dynamic_shapes, input_specs, make_inputs
 from onnxport.config.parse import load_config, parse_config
 from onnxport.config.schema import DimRange, ExportConfig, TensorDecl, dtype_name, sizes_text
 
 __all__ = ["DimRange", "ExportConfig", "TensorDecl", "config_from_declarations", "default_sizes", "dtype_name",
-           "dynamic_shapes", "export_from_config", "input_specs", "load_config", "make_inputs", "parse_config",
+           "dynamic_shapes", "export_target", "input_specs", "load_config", "make_inputs", "parse_config",
            "parse_declaration", "sizes_text"]

@@ -1,10 +1,9 @@
 """Model targets: ``module.path:callable`` and ``path/to/file.py:callable`` resolved to a built
-module, and exported on the fly (what ``onnxport show`` / ``plot`` / ``validate`` look at).
+module (``build_model``), and the example a target's module gives (``example_call``).
 
-A target's inputs come from, in order:
+A target's inputs come from, in order (``onnxport.config.export.export_target``):
 
-1. an export config or ``--input`` declarations, exported exactly as ``onnxport export`` does
-   (``onnxport.config.export_from_config``, without validation);
+1. an export config or ``--input`` declarations (the config's contract checked);
 2. otherwise an ``example_inputs()`` function in the factory's module, returning
    ``(args, dynamic_shapes)`` as ``onnxport.to_onnx`` takes them, or a dict with any of ``args``,
    ``kwargs``, ``dynamic_shapes`` and ``relations`` (a Hugging Face call with its cache:
@@ -129,64 +128,47 @@ def is_onnx_file(spec: str) -> bool:
     return os.path.isfile(spec) and not spec.endswith(".py")
 
 
-def export_target(target: str, *, config: Any = None, inputs: list[str] | None = None,
-                  model_args: dict | None = None, opset: int | None = None, checkpoint: Any = None):
-    """Build the module ``target`` names and export it with ``onnxport.to_onnx``.
+def example_inputs_of(target: Any) -> tuple[Callable[[], Any], str]:
+    """The ``example_inputs`` function of the module defining ``target`` (a target string, a factory,
+    or a built module's class) and that module's file, for messages.
 
-    Args:
-        target: ``file.py:factory`` or ``module.path:factory``.
-        config: an export config (path, dict) as ``onnxport export --config`` takes it.
-        inputs: ``--input`` declarations (``"x: float32[batch, 16]"``) instead of a config.
-        model_args: keyword arguments of the factory.
-        opset: ONNX opset (default: the config's, else 20).
-        checkpoint: a state dict file loaded into the built module (``torch.load(weights_only=True)``).
-
-    Returns:
-        ``onnxport.ExportResult``.
-
-    Raises:
-        TargetError: the target does not resolve, or neither a config, ``--input`` declarations nor
-            an ``example_inputs()`` function gives the inputs; ``example_inputs()`` returns neither an
-            ``(args, dynamic_shapes)`` pair nor a dict of ``to_onnx`` arguments. ``ConfigError`` and
-            export errors as raised by the export.
+    Raises ``TargetError`` (``no inputs declared: ...``) when the module defines none.
     """
-    if ":" not in target:
-        raise TargetError(f"{target!r} is neither an ONNX file nor a Python target",
-                          hint="give model.onnx, path/to/file.py:factory or module.path:factory")
-    if config is not None or inputs:
-        from onnxport.config import config_from_declarations, export_from_config
-
-        data = config if config is not None else config_from_declarations(list(inputs))
-        return export_from_config(data, model=target, checkpoint=checkpoint, model_args=model_args, validate=False,
-                                  opset=opset)
-    factory = resolve_target(target)
-    module_obj = sys.modules.get(getattr(factory, "__module__", ""), None)
+    if isinstance(target, str):
+        factory: Any = resolve_target(target)
+    else:
+        factory = type(target) if isinstance(target, torch.nn.Module) else target
+    module_obj = sys.modules.get(getattr(factory, "__module__", None) or "", None)
     example = getattr(module_obj, "example_inputs", None)
-    where = getattr(module_obj, "__file__", None) or target.rpartition(":")[0]
+    where = getattr(module_obj, "__file__", None) or (target.rpartition(":")[0] if isinstance(target, str) else
+                                                      getattr(factory, "__module__", "its module"))
     if not callable(example):
+        label = target if isinstance(target, str) else getattr(factory, "__qualname__", repr(factory))
         raise TargetError(
-            f"no inputs to export {target}: its module defines no example_inputs()",
+            f"no inputs declared: the module of {label} defines no example_inputs(), and no config or --input "
+            "declares them",
             hint=f"define example_inputs() in {where} returning (args, dynamic_shapes), "
                  f"or declare inputs with --input \"x: float32[batch, 16]\" or --config export.toml")
-    module = build_model(factory, model_args or {})
-    if checkpoint is not None:
-        from onnxport.config.checkpoint import load_checkpoint
+    return example, where
 
-        module = load_checkpoint(module, checkpoint)
+
+def example_call(example: Callable[[], Any], where: str) -> dict[str, Any]:
+    """What ``example()`` (a target module's ``example_inputs``, defined in ``where``) returns, as
+    ``to_onnx`` arguments: a dict with keys among ``args``, ``kwargs``, ``dynamic_shapes`` and
+    ``relations``.
+
+    Raises ``TargetError`` when it raises, or returns neither an ``(args, dynamic_shapes)`` pair nor
+    such a dict.
+    """
     try:
         pair = example()
     except Exception as e:  # noqa: BLE001 - the user's function raised
         raise TargetError(f"example_inputs() of {where} failed: {type(e).__name__}: {e}") from e
     keys = {"args", "kwargs", "dynamic_shapes", "relations"}
     if isinstance(pair, dict) and pair and set(pair) <= keys:
-        call = dict(pair)
-    elif isinstance(pair, tuple) and len(pair) == 2:
-        call = {"args": pair[0], "dynamic_shapes": pair[1]}
-    else:
-        raise TargetError(f"example_inputs() of {where} returned a {type(pair).__name__}, not (args, dynamic_shapes) "
-                          f"nor a dict with keys among {sorted(keys)}",
-                          hint="return a pair, e.g. ((torch.randn(2, 16),), {'x': {0: 'batch'}})")
-    from onnxport.export import to_onnx
-
-    return to_onnx(module, call.get("args", ()), call.get("kwargs"), dynamic_shapes=call.get("dynamic_shapes"),
-                   relations=call.get("relations"), opset=opset or 20)
+        return dict(pair)
+    if isinstance(pair, tuple) and len(pair) == 2:
+        return {"args": pair[0], "dynamic_shapes": pair[1]}
+    raise TargetError(f"example_inputs() of {where} returned a {type(pair).__name__}, not (args, dynamic_shapes) "
+                      f"nor a dict with keys among {sorted(keys)}",
+                      hint="return a pair, e.g. ((torch.randn(2, 16),), {'x': {0: 'batch'}})")

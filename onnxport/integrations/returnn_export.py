@@ -17,14 +17,14 @@ from typing import Any, Callable
 import torch
 
 from onnxport.config import contract
-from onnxport.config.checkpoint import load_state, read_checkpoint, state_dict_in
+from onnxport.config.export import check_export, eager_outputs
 from onnxport.config.inputs import dynamic_shapes, make_inputs
-from onnxport.config.export import _eager, check_export
 from onnxport.errors import CheckpointError, ReturnnError
 from onnxport.export import to_onnx
 from onnxport.integrations.returnn import capture_hooks
 from onnxport.integrations.returnn_config import ReturnnConfig, export_config, load_returnn_config
 from onnxport.integrations.returnn_forward import ReturnnForward
+from onnxport.weights import bind, materialize, open_checkpoint
 
 StepCallback = Callable[[str, float], None]  # (step, seconds), called as each step ends
 
@@ -36,9 +36,10 @@ def build_returnn_model(rc: ReturnnConfig, checkpoint: str | os.PathLike | None 
     Args:
         rc: the read config (``load_returnn_config``).
         checkpoint: a RETURNN checkpoint (``{"model": state_dict, "epoch": ..., "step": ...}``, as
-            RETURNN's torch engine saves it) or a plain state dict, read with
-            ``torch.load(weights_only=True)``; None keeps the weights ``get_model`` makes, seeded
-            with ``rf.set_random_seed(seed)``.
+            RETURNN's torch engine saves it) or a plain state dict, read through
+            ``onnxport.weights`` (``torch.load(weights_only=True, mmap=True)``; a safetensors file
+            or sharded index too); None keeps the weights ``get_model`` makes, seeded with
+            ``rf.set_random_seed(seed)``.
         seed: RETURNN's random seed before ``get_model`` (42, as RETURNN's export tool).
 
     Semantics: ``main`` of RETURNN's ``tools/torch_export_to_onnx.py``: ``get_model(epoch=, step=)``
@@ -51,13 +52,10 @@ def build_returnn_model(rc: ReturnnConfig, checkpoint: str | os.PathLike | None 
     import returnn.frontend as rf
     from returnn.util.basic import get_fwd_compat_kwargs
 
-    state, epoch, step = None, 1, 0
+    opened, epoch, step = None, 1, 0
     if checkpoint is not None:
-        path = os.fspath(checkpoint)
-        obj = read_checkpoint(path)
-        state = state_dict_in(obj, path)
-        if isinstance(obj, dict):
-            epoch, step = int(obj.get("epoch", epoch)), int(obj.get("step", step))
+        opened = open_checkpoint(checkpoint)
+        epoch, step = int(opened.extras.get("epoch", epoch)), int(opened.extras.get("step", step))
     with rc.scope():
         rf.init_forward_step_run_ctx(expected_outputs=rc.model_outputs, step=step, epoch=epoch)
         rf.set_random_seed(seed)
@@ -71,9 +69,9 @@ def build_returnn_model(rc: ReturnnConfig, checkpoint: str | os.PathLike | None 
                            hint="return a returnn.frontend.Module or a torch.nn.Module")
     module = ReturnnForward(model, rc.forward_step, rc.extern_data, rc.model_outputs, epoch=epoch, step=step,
                             scope=rc.scope)
-    if state is not None:
+    if opened is not None:
         try:
-            load_state(module.model, state, os.fspath(checkpoint))
+            materialize(module.model, bind(module.model, opened, cast=True), in_place=True)
         except CheckpointError as e:
             raise CheckpointError(e.what, hint="use a checkpoint of a model this config's get_model builds "
                                                 "(RETURNN saves {'model': state_dict, 'epoch': ..., 'step': ...})") from e
@@ -115,7 +113,7 @@ def export_returnn_config(config: str | os.PathLike, checkpoint: str | os.PathLi
     module = build_returnn_model(rc, checkpoint)
     example_sizes = cfg.example_sizes()
     example = make_inputs(cfg, example_sizes, seed=0)
-    pairs = contract.match_outputs(cfg, _eager(module, example, "the example"))
+    pairs = contract.match_outputs(cfg, eager_outputs(module, example, "the example"))
     contract.check_tensors(cfg, pairs, example_sizes)
     report("build", time.perf_counter() - t0)
 

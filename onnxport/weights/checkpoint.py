@@ -68,11 +68,17 @@ class Checkpoint:
         entries: name -> ``Entry`` (shape, dtype, file), in the files' order.
         reads: how many tensors ``read`` has returned so far (one read per tensor and save is
             what streaming a model costs).
+        extras: what a ``torch.save`` file holds beside its state dict when it holds a dict of
+            several things (``{"model": state_dict, "epoch": 3, "step": 120}``, as RETURNN and
+            training loops save): its entries of Python numbers, strings and booleans
+            (``{"epoch": 3, "step": 120}``); empty otherwise.
     """
 
-    def __init__(self, source: str, entries: dict[str, Entry], torch_states: dict[str, dict] | None = None):
+    def __init__(self, source: str, entries: dict[str, Entry], torch_states: dict[str, dict] | None = None,
+                 extras: dict[str, Any] | None = None):
         self.source = source
         self.entries = entries
+        self.extras = dict(extras or {})
         self._states = torch_states or {}  # torch.save file -> its memory-mapped state dict
         self._lock = threading.Lock()
         self.reads = 0
@@ -132,19 +138,21 @@ def open_checkpoint(source: str | os.PathLike | Iterable[str | os.PathLike]) -> 
         label = ", ".join(os.fspath(s) for s in source)
     entries: dict[str, Entry] = {}
     states: dict[str, dict] = {}
+    extras: dict[str, Any] = {}
     for path, names in paths:
         if path.endswith(".safetensors"):
             found = _safetensors_entries(path, names)
         else:
-            states[path] = _torch_state(path)
+            states[path], beside = _torch_state(path)
             found = {k: Entry(k, tuple(v.shape), v.dtype, path) for k, v in states[path].items()}
+            extras = {**beside, **extras}  # the first file's win
         for name, entry in found.items():
             if name in entries:
                 raise CheckpointError(f"tensor {name!r} is in two files of checkpoint {label}: "
                                       f"{entries[name].file} and {entry.file}",
                                       hint="give each shard once (or the index, which says which shard holds it)")
             entries[name] = entry
-    return Checkpoint(label, entries, states)
+    return Checkpoint(label, entries, states, extras)
 
 
 # ------------------------------------------------------------------------------ files
@@ -248,13 +256,18 @@ def _read_at(entry: Entry) -> torch.Tensor:
     return tensor
 
 
-def _torch_state(path: str) -> dict[str, torch.Tensor]:
-    """The state dict of a ``torch.save`` file, memory-mapped (``weights_only=True, mmap=True``)."""
+def _torch_state(path: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """The state dict of a ``torch.save`` file, memory-mapped (``weights_only=True, mmap=True``),
+    and the plain values saved beside it (``Checkpoint.extras``)."""
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as e:
         raise unreadable(path, e) from e
-    return state_dict_in(obj, path)
+    state = state_dict_in(obj, path)
+    beside = {}
+    if isinstance(obj, dict) and not _is_state_dict(obj):
+        beside = {k: v for k, v in obj.items() if isinstance(k, str) and isinstance(v, (bool, int, float, str))}
+    return state, beside
 
 
 # ------------------------------------------------------------------------------ torch.save contents

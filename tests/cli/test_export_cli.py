@@ -117,7 +117,7 @@ def test_checkpoint_with_wrong_keys(tmp_path):
     cfg.write_text(FRAMER_TOML.format(vocab=5))
     torch.save({"model": {"proj.weight": torch.zeros(5, 8), "lin.bias": torch.zeros(5)}, "epoch": 2}, ckpt)
     proc = run_cli(f"{TOY}:build_framer", "-c", str(cfg), "--checkpoint", str(ckpt), "-o", str(out))
-    assert_user_error(proc, out, "missing keys: lin.weight", "unexpected keys: proj.weight")
+    assert_user_error(proc, out, "missing from the checkpoint: lin.weight", "unexpected in the checkpoint: proj.weight")
 
 
 def test_bad_toml(tmp_path):
@@ -222,12 +222,12 @@ def test_help_is_complete(capsys):
 
 def test_progress_steps_reach_the_callback_in_order(tmp_path, capsys):
     from onnxport.cli.export import Progress
-    from onnxport.config import export_from_config
+    from onnxport.config import export_target
 
     calls = []
     cfg = tmp_path / "framer.toml"
     cfg.write_text(FRAMER_TOML.format(vocab=5))
-    export_from_config(str(cfg), model=f"{TOY}:build_framer", on_step=lambda *a: calls.append(a))
+    export_target(f"{TOY}:build_framer", config=str(cfg), on_step=lambda *a: calls.append(a))
     assert [c[0] for c in calls] == ["build", "capture", "decompose", "translate", "optimize", "finalize", "validate"]
     assert all(isinstance(s, float) and s >= 0 for _, s in calls)
     progress = Progress()  # stdout is captured, not a terminal: plain lines on stderr
@@ -324,3 +324,63 @@ def test_checkpoint_errors_have_a_short_first_line_naming_the_cause(tmp_path):
         proc = run_cli(f"{TOY}:build_framer", "-c", str(cfg), "--checkpoint", str(ckpt), "-o", str(out))
         error = assert_user_error(proc, out, *words)
         assert "--debug" in error  # torch's full message is one option away
+
+
+SHARDED_TARGET = """
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = torch.nn.Linear(16, 32)
+        self.head = torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.encoder(x)))
+
+
+def build():
+    return Net()
+
+
+def example_inputs():
+    return (torch.randn(2, 16),), {"x": {0: "batch"}}
+"""
+
+
+def test_a_checkpoint_sharded_over_two_safetensors_files(tmp_path):
+    """``onnxport export target.py:build --checkpoint model.safetensors.index.json``: the weights split
+    over two shards, read through the index, and the ONNX model equal to eager PyTorch with them."""
+    from safetensors.torch import save_file
+
+    from onnxport.config.target import build_model
+
+    (tmp_path / "target.py").write_text(SHARDED_TARGET)
+    trained = build_model(f"{tmp_path / 'target.py'}:build")
+    gen = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in trained.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen))
+    state = trained.state_dict()
+    shards = {"model-00001-of-00002.safetensors": [k for k in state if k.startswith("encoder.")],
+              "model-00002-of-00002.safetensors": [k for k in state if k.startswith("head.")]}
+    weight_map = {}
+    for file, names in shards.items():
+        save_file({k: state[k].contiguous() for k in names}, str(tmp_path / file))
+        weight_map.update(dict.fromkeys(names, file))
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"total_size": sum(t.numel() * 4 for t in state.values())},
+                                 "weight_map": weight_map}))
+    out, report = tmp_path / "net.onnx", tmp_path / "r.json"
+    proc = run_cli(f"{tmp_path / 'target.py'}:build", "--checkpoint", str(index), "-o", str(out),
+                   "--report", str(report))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert json.loads(report.read_text())["ok"] is True
+    x = torch.randn(5, 16, generator=gen)
+    got = OrtRunner(str(out)).run([x])[0]
+    with torch.no_grad():
+        expected = trained(x).numpy()
+        fresh = build_model(f"{tmp_path / 'target.py'}:build")(x).numpy()
+    np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-4)
+    assert not np.allclose(got, fresh, atol=1e-2)  # the checkpoint's weights, not the factory's

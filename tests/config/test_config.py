@@ -1,5 +1,5 @@
 """Export configs: parsing and its errors, example inputs with lengths, output contracts,
-checkpoints, target resolution, and ``onnxport.export_from_config`` end to end."""
+checkpoints, target resolution, and ``onnxport.export_target`` with a config end to end."""
 
 from __future__ import annotations
 
@@ -13,13 +13,15 @@ import torch
 
 import onnxport
 from onnxport.config import contract
-from onnxport.config.checkpoint import CheckpointError, load_checkpoint, read_state_dict
+from onnxport.config.export import load_weights
+from onnxport.errors import CheckpointError
 from onnxport.config.target import build_model, parse_model_args
 from onnxport.errors import TargetError
 from onnxport.config import (config_from_declarations, load_config, make_inputs, parse_config,
                              parse_declaration, sizes_text)
 from onnxport.errors import ConfigError, ContractError
 from onnxport.verify import OrtRunner
+from onnxport.weights import open_checkpoint
 
 HERE = Path(__file__).parents[1]
 TOY = str(HERE / "cli" / "toy_models.py")
@@ -210,28 +212,31 @@ def test_checkpoint_dict_of_several_things(tmp_path):
     path = tmp_path / "ckpt.pt"
     torch.save({"model": model.state_dict(), "epoch": 3, "optimizer": {"lr": 0.1}}, path)
     other = build_model(f"{TOY}:build_framer", {"seed": 2})
-    load_checkpoint(other, path)
+    load_weights(other, path)
     assert torch.equal(other.lin.weight, model.lin.weight)
+    assert open_checkpoint(path).extras == {"epoch": 3}
     torch.save({f"module.{k}": v for k, v in model.state_dict().items()}, path)
-    assert set(read_state_dict(path)) == {"module.lin.weight", "module.lin.bias"}
-    load_checkpoint(build_model(f"{TOY}:build_framer"), path)
+    assert set(open_checkpoint(path).entries) == {"module.lin.weight", "module.lin.bias"}
+    with pytest.warns(UserWarning, match="bound across it"):
+        load_weights(build_model(f"{TOY}:build_framer"), path)
 
 
 def test_checkpoint_errors_list_the_keys(tmp_path):
     model = build_model(f"{TOY}:build_framer")
     path = tmp_path / "wrong.pt"
     torch.save({"state_dict": {"lin.weight": model.lin.weight.data, "head.bias": torch.zeros(3)}}, path)
-    with pytest.raises(CheckpointError, match=r"missing keys: lin.bias; unexpected keys: head.bias"):
-        load_checkpoint(model, path)
+    with pytest.raises(CheckpointError, match=r"missing from the checkpoint: lin.bias; unexpected in the checkpoint: "
+                                              r"head.bias"):
+        load_weights(model, path)
     torch.save({"lin.weight": torch.zeros(4, 8), "lin.bias": torch.zeros(5)}, path)
-    with pytest.raises(CheckpointError, match=r"shape mismatches .*lin.weight \(4, 8\) vs \(5, 8\)"):
-        load_checkpoint(model, path)
+    with pytest.raises(CheckpointError, match=r"other shape .*lin.weight \(4, 8\) vs \(5, 8\)"):
+        load_weights(model, path)
     torch.save({"epoch": 3}, path)
     with pytest.raises(CheckpointError, match="no state dict"):
-        read_state_dict(path)
+        open_checkpoint(path)
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="cannot be read"):
-        read_state_dict(tmp_path / "junk.pt")
+        open_checkpoint(tmp_path / "junk.pt")
 
 
 # ------------------------------------------------------------------------------------ targets
@@ -255,8 +260,8 @@ def test_targets_and_model_args():
 
 
 # ------------------------------------------------------------------------------------ end to end
-def test_export_from_config_names_and_dims_exactly_as_declared():
-    result = onnxport.export_from_config(framer())
+def test_export_target_names_and_dims_exactly_as_declared():
+    result = onnxport.export_target(config=framer())
     g = result.model_proto.graph
     onnx.checker.check_model(result.model_proto, full_check=True)
 
@@ -271,30 +276,38 @@ def test_export_from_config_names_and_dims_exactly_as_declared():
     assert all(c.sizes.startswith("batch=") for c in report.checks)
 
 
-def test_export_from_config_with_module_and_checkpoint(tmp_path):
+def test_export_target_with_module_and_checkpoint(tmp_path):
     trained = build_model(f"{TOY}:build_framer", {"seed": 5})
     torch.save({"model": trained.state_dict(), "step": 10}, tmp_path / "c.pt")
-    result = onnxport.export_from_config(framer(target=None), model=build_model(f"{TOY}:build_framer"),
-                                         checkpoint=tmp_path / "c.pt", validate=False)
+    result = onnxport.export_target(build_model(f"{TOY}:build_framer"), config=framer(target=None),
+                                    checkpoint=tmp_path / "c.pt", validate=False)
     x = make_inputs(result.config, {"batch": 3, "time": 7}, seed=4)
     got = OrtRunner(result.model_proto).run([x["features"], x["lengths"]])
     torch.testing.assert_close(torch.from_numpy(got[0]), trained(**x)["logits"], atol=1e-5, rtol=1e-4)
     assert result.validation is None
 
 
-def test_export_from_config_declared_dynamic_comes_out_static():
+def test_export_target_declared_dynamic_comes_out_static():
     data = {"target": f"{TOY}:build_net", "inputs": {"x": {"dtype": "float32", "dims": ["batch", 16]}},
             "outputs": {"scores": {"dtype": "float32", "dims": ["batch", "width"]}}}
     with pytest.raises(ContractError, match="declares the dynamic dim 'width', the exported model gives the constant 4"):
-        onnxport.export_from_config(data)
+        onnxport.export_target(config=data)
 
 
-def test_export_from_config_inputs_must_match_forward():
+def test_export_target_inputs_must_match_forward():
     with pytest.raises(ContractError, match=r"declares input\(s\) \['feats'\] but Framer.forward takes"):
-        onnxport.export_from_config(framer(inputs__feats=FRAMER["inputs"]["features"], inputs__features=None,
-                                           inputs__lengths__lengths_of="feats.time"))
+        onnxport.export_target(config=framer(inputs__feats=FRAMER["inputs"]["features"], inputs__features=None,
+                                             inputs__lengths__lengths_of="feats.time"))
     with pytest.raises(ConfigError, match="names no model"):
-        onnxport.export_from_config(framer(target=None))
+        onnxport.export_target(config=framer(target=None))
+
+
+def test_export_from_config_still_works_and_names_the_new_door():
+    with pytest.warns(DeprecationWarning, match=r"use onnxport.export_target\(model, config=config"):
+        result = onnxport.export_from_config(framer(target=None), model=f"{TOY}:build_framer", validate=False)
+    assert [v.name for v in result.model.graph.inputs] == ["features", "lengths"]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'speed'"), pytest.warns(DeprecationWarning):
+        onnxport.export_from_config(framer(), speed=2)
 
 
 def _graph(out_shapes: dict) -> ir.Model:

@@ -33,8 +33,8 @@ def test_a_relation_in_dims_computes_the_example_and_every_validation_size():
     assert len(cfg.sizes) >= 3 and all(s["total"] == s["past"] + s["seq"] for s in cfg.sizes)
 
 
-def test_export_from_config_with_a_relation_validates_at_related_sizes():
-    r = onnxport.export_from_config(_config(total="past + seq"), model=MaskedSum())
+def test_export_target_with_a_relation_validates_at_related_sizes():
+    r = onnxport.export_target(MaskedSum(), config=_config(total="past + seq"))
     assert r.validation.ok, r.validation
     compared = [c for c in r.validation.checks if c.inputs.startswith("sizes")]
     assert len(compared) >= 3
