@@ -1,4 +1,6 @@
-"""The ``onnxport`` command: one module per subcommand, each with ``add_parser(sub)`` and ``run(args)``."""
+"""The ``onnxport`` command: one module per subcommand, each with ``add_parser(sub)`` and ``run(args)``;
+``main`` turns every ``ExportError`` a subcommand raises into the short error text and exit code 2
+(``cli.common`` holds what the export subcommands share)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ import argparse
 import importlib
 import sys
 
-SUBCOMMANDS = ["demo", "export", "export-hf", "show", "plot", "validate"]
+SUBCOMMANDS = ["demo", "export", "export-hf", "export-returnn", "show", "plot", "validate"]
 
 
 def build_parser() -> argparse.ArgumentParser:

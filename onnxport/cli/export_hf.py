@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -54,14 +53,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    """Export, save and report; returns 0, 1 (a check failed, files written) or 2 (user error)."""
-    from onnxport.cli import error_text
-    from onnxport.cli.export import Progress, _finite
+    """Export, save and report; returns 0 or 1 (a check failed, files written). Errors are
+    ``onnxport.ExportError`` (exit code 2, nothing written)."""
+    from onnxport.cli.common import Progress, write_json
     from onnxport.cli.paths import check_output_paths
-    from onnxport.errors import ExportError, SaveError
+    from onnxport.errors import SaveError
     from onnxport.pretrained import export_pretrained
 
-    debug = getattr(args, "debug", False)
     progress = Progress(quiet=args.quiet)
     try:
         if os.path.exists(args.output) and not os.path.isdir(args.output):
@@ -72,12 +70,6 @@ def run(args) -> int:
         start = time.perf_counter()
         paths = result.save(args.output)
         progress("save", time.perf_counter() - start)
-    except ExportError as e:
-        progress.close()
-        if debug:
-            raise
-        print(error_text(e, debug), file=sys.stderr)
-        return 2
     finally:
         progress.close()
     if not args.quiet:
@@ -86,11 +78,10 @@ def run(args) -> int:
         for path in paths:
             print(f"wrote {path}")
     if args.report:
-        payload = {"task": result.task, "source": os.path.abspath(result.source), "ok": result.ok,
-                   "files": paths, "validation": {k: v.to_dict() for k, v in result.validation.items()},
-                   "generation": [{"label": label, **g.to_dict()} for label, g in result.generation]}
-        with open(args.report, "w") as f:
-            json.dump(_finite(payload), f, indent=2, default=str)
+        write_json(args.report, {
+            "task": result.task, "source": os.path.abspath(result.source), "ok": result.ok, "files": paths,
+            "validation": {k: v.to_dict() for k, v in result.validation.items()},
+            "generation": [{"label": label, **g.to_dict()} for label, g in result.generation]})
     if not result.ok:
         failed = [f"validation of {k}.onnx" for k, v in result.validation.items() if not v.ok]
         failed += [f"decoding ({label})" for label, g in result.generation if not g.ok]

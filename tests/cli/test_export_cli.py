@@ -221,7 +221,7 @@ def test_help_is_complete(capsys):
 
 
 def test_progress_steps_reach_the_callback_in_order(tmp_path, capsys):
-    from onnxport.cli.export import Progress
+    from onnxport.cli.common import Progress
     from onnxport.config import export_target
 
     calls = []

@@ -1,5 +1,6 @@
-"""``onnxport export --returnn-config``: RETURNN's demo-rf style (RF model) and demo-torch style (pure
-PyTorch model) configs end to end, the exit codes, and what is refused."""
+"""``onnxport export-returnn``: RETURNN's demo-rf style (RF model) and demo-torch style (pure PyTorch
+model) configs end to end, the exit codes, and what is refused; ``onnxport export --returnn-config``,
+deprecated, still exports."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def _inputs(batch: int, time: int, features: int, seed: int) -> dict:
 def test_demo_rf_config(tmp_path, capsys):
     ckpt, out = tmp_path / "epoch.001.pt", tmp_path / "demo_rf.onnx"
     save_checkpoint(DEMO_RF, ckpt, seed=3)
-    assert main(["export", "--returnn-config", str(DEMO_RF), "--checkpoint", str(ckpt), "-o", str(out), *SIZES]) == 0
+    assert main(["export-returnn", str(DEMO_RF), "--checkpoint", str(ckpt), "-o", str(out), *SIZES]) == 0
     text = capsys.readouterr().out
     assert "time=301" in text and " ok" in text, text
     assert _signature(out) == [("data", ["batch", "time", 9]), ("data:size1", ["batch"]),
@@ -55,8 +56,7 @@ def test_demo_rf_config(tmp_path, capsys):
 def test_demo_torch_config_a_pure_pytorch_model(tmp_path, capsys):
     ckpt, out = tmp_path / "epoch.001.pt", tmp_path / "demo_torch.onnx"
     save_checkpoint(DEMO_TORCH, ckpt, seed=4)
-    assert main(["export", "--returnn-config", str(DEMO_TORCH), "--checkpoint", str(ckpt), "-o", str(out),
-                 *SIZES]) == 0
+    assert main(["export-returnn", str(DEMO_TORCH), "--checkpoint", str(ckpt), "-o", str(out), *SIZES]) == 0
     assert "time=301" in capsys.readouterr().out
     assert _signature(out) == [("data", ["batch", "time", 9]), ("data:size1", ["batch"]),
                                ("output", ["batch", "out_time", 2]), ("output:size1", ["batch"])]
@@ -68,14 +68,14 @@ def test_demo_torch_config_a_pure_pytorch_model(tmp_path, capsys):
 
 def test_validation_mismatch_exits_1_with_the_file_written(tmp_path, capsys):
     out = tmp_path / "demo_rf.onnx"
-    assert main(["export", "--returnn-config", str(DEMO_RF), "-o", str(out), "--atol", "0", "--rtol", "0",
+    assert main(["export-returnn", str(DEMO_RF), "-o", str(out), "--atol", "0", "--rtol", "0",
                  "--size", "batch=2,time=23", "--size", "batch=4,time=301"]) == 1
     assert "validation mismatch" in capsys.readouterr().err
     assert out.exists()
 
 
-def _refused(capsys, out, *args) -> str:
-    assert main(["export", *args, "-o", str(out)]) == 2
+def _refused(capsys, out, *args, command: str = "export-returnn") -> str:
+    assert main([command, *args, "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert "onnxport: error: " in err, err
     err = err[err.index("onnxport: error: "):]  # a short first line, then where and what to do
@@ -87,34 +87,44 @@ def _refused(capsys, out, *args) -> str:
 def test_config_without_model_outputs(tmp_path, capsys):
     config = tmp_path / "no_outputs.py"
     config.write_text(DEMO_RF.read_text().replace("model_outputs = ", "declared_outputs = "))
-    err = _refused(capsys, tmp_path / "m.onnx", "--returnn-config", str(config))
+    err = _refused(capsys, tmp_path / "m.onnx", str(config))
     assert "defines no model_outputs" in err and "fix:" in err
 
 
 def test_forward_step_marking_another_output(tmp_path, capsys):
     config = tmp_path / "renamed.py"
     config.write_text(DEMO_RF.read_text().replace('model_outputs = {"output"', 'model_outputs = {"logits"'))
-    err = _refused(capsys, tmp_path / "m.onnx", "--returnn-config", str(config))
+    err = _refused(capsys, tmp_path / "m.onnx", str(config))
     assert "logits" in err and "output" in err
 
 
 def test_checkpoint_of_another_model(tmp_path, capsys):
     ckpt = tmp_path / "torch.pt"
     save_checkpoint(DEMO_TORCH, ckpt, seed=0)
-    err = _refused(capsys, tmp_path / "m.onnx", "--returnn-config", str(DEMO_RF), "--checkpoint", str(ckpt))
+    err = _refused(capsys, tmp_path / "m.onnx", str(DEMO_RF), "--checkpoint", str(ckpt))
     assert "does not fit the model" in err and "get_model" in err
 
 
 def test_returnn_config_with_a_target(tmp_path, capsys):
-    err = _refused(capsys, tmp_path / "m.onnx", "model.py:Net", "--returnn-config", str(DEMO_RF))
+    err = _refused(capsys, tmp_path / "m.onnx", "model.py:Net", "--returnn-config", str(DEMO_RF), command="export")
     assert "--returnn-config and TARGET" in err
 
 
 def test_missing_config_file(tmp_path, capsys):
-    err = _refused(capsys, tmp_path / "m.onnx", "--returnn-config", str(CONFIGS / "nowhere.py"))
+    err = _refused(capsys, tmp_path / "m.onnx", str(CONFIGS / "nowhere.py"))
     assert "does not exist" in err
 
 
 def test_size_of_an_unknown_dim(tmp_path, capsys):
-    err = _refused(capsys, tmp_path / "m.onnx", "--returnn-config", str(DEMO_RF), "--size", "frames=3")
+    err = _refused(capsys, tmp_path / "m.onnx", str(DEMO_RF), "--size", "frames=3")
     assert "frames" in err
+
+
+def test_the_deprecated_returnn_config_option_still_exports_and_says_so(tmp_path, capsys):
+    ckpt, out = tmp_path / "epoch.001.pt", tmp_path / "demo_rf.onnx"
+    save_checkpoint(DEMO_RF, ckpt, seed=3)
+    assert main(["export", "--returnn-config", str(DEMO_RF), "--checkpoint", str(ckpt), "-o", str(out), "--quiet",
+                 "--no-validate"]) == 0
+    err = capsys.readouterr().err
+    assert "--returnn-config CONFIG is deprecated" in err and "onnxport export-returnn CONFIG" in err
+    assert _signature(out)[0] == ("data", ["batch", "time", 9])

@@ -1,0 +1,188 @@
+"""What the export subcommands share: the step display (``Progress``), the options and the ending of
+an export that writes one model (``add_result_arguments``, ``save_export``, ``report_export``:
+quantize, save, print the table, write the JSON report, the exit code), and strict JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+
+class Progress:
+    """Step display, fed ``(step, seconds)`` as each step ends (an export door's ``on_step``): a rich live table on a terminal once a run lasts over a second, plain
+    ``onnxport: STEP N.NNs`` lines on stderr otherwise; nothing when ``quiet``."""
+
+    DELAY = 1.0
+
+    def __init__(self, quiet: bool = False):
+        self.quiet = quiet
+        self.tty = sys.stdout.isatty() and sys.stderr.isatty()
+        self.steps: dict[str, float | None] = {}
+        self.live = None
+        self.timer = None
+        self.lock = threading.Lock()
+        self.started = time.perf_counter()
+        if self.tty and not quiet:
+            try:
+                import rich  # noqa: F401
+            except ImportError:
+                self.tty = False
+        if self.tty and not quiet:
+            self.timer = threading.Timer(self.DELAY, self._start_live)
+            self.timer.daemon = True
+            self.timer.start()
+
+    def _render(self):
+        from rich.table import Table
+
+        t = Table.grid(padding=(0, 2))
+        for name, seconds in self.steps.items():
+            t.add_row("[green]done[/]", name, f"{seconds:.2f}s")
+        if self.timer is not None:
+            t.add_row("[yellow]...[/]", "", "")
+        return t
+
+    def _start_live(self):
+        from rich.console import Console
+        from rich.live import Live
+
+        with self.lock:
+            if self.live is None and self.timer is not None:
+                self.live = Live(self._render(), console=Console(stderr=True), refresh_per_second=8, transient=False,
+                                 redirect_stdout=False, redirect_stderr=False)
+                self.live.start()
+
+    def __call__(self, step: str, seconds: float) -> None:
+        if self.quiet:
+            return
+        with self.lock:
+            self.steps[step] = seconds
+            if self.live is not None:
+                self.live.update(self._render())
+            elif not self.tty:
+                print(f"onnxport: {step} {seconds:.2f}s", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+            if self.live is not None:
+                self.live.update(self._render())
+                self.live.stop()
+                self.live = None
+
+
+def add_result_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of what is done with one exported model: ``--quantize`` (with ``--keep-float``,
+    ``--block-size``), ``--report``, ``--quiet``, ``--debug``."""
+    p.add_argument("--quantize", metavar="MODE", choices=("int8", "int8-static", "int4"),
+                   help="write the model quantized: int8 (dynamic, per-channel weights), int8-static (QDQ, "
+                        "calibrated on generated example-like inputs) or int4 (weight-only MatMulNBits); "
+                        "embeddings and the final projection stay in float; validation then reports the "
+                        "accuracy against eager PyTorch's float model (top-1 agreement, cosine similarity)")
+    p.add_argument("--keep-float", dest="keep_float", action="append", default=[], metavar="NAME",
+                   help="with --quantize: a weight-name prefix (module path, e.g. lm_head) kept in float (repeatable)")
+    p.add_argument("--block-size", type=int, default=32, metavar="N", help="with --quantize int4: block size (default 32)")
+    p.add_argument("--report", metavar="JSON", help="write the validation table as JSON")
+    p.add_argument("--quiet", action="store_true", help="print neither progress nor the table")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show full tracebacks and details on errors, and the capture steps as they ran")
+
+
+def save_export(result: Any, args: argparse.Namespace, progress: Progress) -> Any:
+    """Quantize ``result`` as ``--quantize`` asks, write it to ``-o`` and, with ``--debug``, print
+    the capture steps as they ran; returns the result written. Raises ``ConfigError`` for
+    ``--keep-float`` without ``--quantize``, and ``SaveError``."""
+    from onnxport.errors import ConfigError
+
+    if args.quantize:
+        result = _quantized(result, args, progress)
+    elif args.keep_float:
+        raise ConfigError("--keep-float is for --quantize", hint="add --quantize int8 (or int8-static, int4)")
+    t0 = time.perf_counter()
+    result.save(args.output)
+    progress("save", time.perf_counter() - t0)
+    if getattr(args, "debug", False) and result.captured is not None:
+        from onnxport.capture.trace import debug_text
+
+        progress.close()
+        print(debug_text(result.captured.attempts))
+    return result
+
+
+def report_export(result: Any, args: argparse.Namespace) -> int:
+    """Print the written model and its validation table, write ``--report``; returns 0, or 1 when
+    the validation found a mismatch (the file is written)."""
+    report = result.validation
+    if result.quantization is not None:
+        return _report_accuracy(result, args)
+    if not args.quiet:
+        print(f"wrote {args.output}: {result!r}")
+        if report is not None:
+            print(report)
+    if args.report:
+        payload = report.to_dict() if report is not None else {"ok": None, "checks": []}
+        payload.update({"model": os.path.abspath(args.output), "timings": dict(result.timings)})
+        write_json(args.report, payload)
+    if report is not None and not report.ok:
+        bad = [c for c in report.checks if not c.ok and not c.rejected]
+        print(f"onnxport: validation mismatch on {len(bad)} of {len(report.checks)} checks "
+              f"(first: {bad[0].output} at {bad[0].sizes or bad[0].inputs}); {args.output} was written",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _quantized(result, args, progress):
+    """The exported result quantized as ``--quantize`` asks, its accuracy measured unless
+    ``--no-validate`` (the float model's validation has run before)."""
+    t0 = time.perf_counter()
+    quantized = result.quantize(args.quantize, keep_float=args.keep_float, block_size=args.block_size)
+    progress("quantize", time.perf_counter() - t0)
+    if args.validate:
+        t0 = time.perf_counter()
+        quantized = quantized.replace(validation=quantized.validate())
+        progress("accuracy", time.perf_counter() - t0)
+    return quantized
+
+
+def _report_accuracy(result, args) -> int:
+    """Print and write the accuracy report of a quantized export; 1 when below its tolerance."""
+    report = result.validation
+    if not args.quiet:
+        print(f"wrote {args.output}: {result!r}")
+        print(report if report is not None else result.quantization)
+    if args.report:
+        payload = report.to_dict() if report is not None else {"ok": None, "quantization": str(result.quantization)}
+        payload.update({"model": os.path.abspath(args.output), "timings": dict(result.timings)})
+        write_json(args.report, payload)
+    if report is not None and not report.ok:
+        bad = [name for name, s in report.summary().items() if not s["ok"]]
+        print(f"onnxport: the quantized model is below its accuracy tolerance on {', '.join(bad)}; "
+              f"{args.output} was written", file=sys.stderr)
+        return 1
+    return 0
+
+
+def write_json(path: str, payload: Any) -> None:
+    """Write ``payload`` to ``path`` as strict JSON (``finite``), indented."""
+    with open(path, "w") as f:
+        json.dump(finite(payload), f, indent=2, default=str)
+
+
+def finite(x: Any) -> Any:
+    """NaN and infinities as null, so that the report is strict JSON."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite(v) for v in x]
+    return x
