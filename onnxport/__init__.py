@@ -1,4 +1,10 @@
-"""onnxport: export PyTorch models to ONNX, keeping dynamic dimensions and control flow."""
+"""onnxport: export PyTorch models to ONNX, keeping dynamic dimensions and control flow.
+
+One door per job, each returning an ``ExportResult``: ``to_onnx`` (a module), ``export_target`` (a
+model target with a config, ``--input`` declarations or its ``example_inputs()``: ``onnxport export``),
+``export_pretrained`` (a ``save_pretrained`` directory, encoder-decoders as ``parts``: ``onnxport
+export-hf``), ``export_returnn_config`` (a RETURNN config: ``onnxport export-returnn``).
+"""
 
 from onnxport.errors import (
     CaptureError,
@@ -22,6 +28,8 @@ from onnxport.errors import (
 )
 from onnxport.export import to_onnx
 from onnxport.config.export import export_from_config, export_target  # noqa: F401 - export_from_config: deprecated
+from onnxport.integrations.returnn_export import export_returnn_config
+from onnxport.pretrained import export_pretrained
 from onnxport.quantize import AccuracyTolerance
 from onnxport.result import ExportResult
 from onnxport.translate.registry import Registry
@@ -40,19 +48,18 @@ def find_divergence(model, onnx_model, inputs, **kwargs):
 
 
 def export_encoder_decoder(model, encoder_inputs, **kwargs):
-    """Export an encoder-decoder's encoder and decoder-with-cache; see
-    ``onnxport.encoder_decoder.export_encoder_decoder``."""
+    """Deprecated: export the model's ``save_pretrained`` directory with ``export_pretrained(directory,
+    task=...)``, whose result holds the encoder and the decoder as ``parts``. Warns with a
+    ``DeprecationWarning``, then exports as ``onnxport.encoder_decoder.export_encoder_decoder`` (an
+    ``ExportResult`` of parts ``encoder`` and ``decoder``); raises as it does."""
+    import warnings
+
     from onnxport.encoder_decoder import export_encoder_decoder as impl
 
+    warnings.warn("onnxport.export_encoder_decoder(model, ...) is deprecated: save the model with "
+                  "model.save_pretrained(directory) and use onnxport.export_pretrained(directory, task=...) "
+                  "(the encoder and decoder are result.parts)", DeprecationWarning, stacklevel=2)
     return impl(model, encoder_inputs, **kwargs)
-
-
-def export_pretrained(directory, task=None, **kwargs):
-    """Export a local ``save_pretrained`` directory for a task (``feature-extraction``,
-    ``text-generation-with-past``...); see ``onnxport.pretrained.export_pretrained``."""
-    from onnxport.pretrained import export_pretrained as impl
-
-    return impl(directory, task, **kwargs)
 
 
 def pretty_onnx(model, **kwargs):
@@ -60,13 +67,6 @@ def pretty_onnx(model, **kwargs):
     from onnxport.show.pretty import pretty_onnx as impl
 
     return impl(model, **kwargs)
-
-
-def export_returnn_config(config, checkpoint=None, **kwargs):
-    """Export the model of a RETURNN config; see ``onnxport.integrations.returnn_export.export_returnn_config``."""
-    from onnxport.integrations.returnn_export import export_returnn_config as impl
-
-    return impl(config, checkpoint=checkpoint, **kwargs)
 
 
 def plot_dot(model, **kwargs):
@@ -81,6 +81,6 @@ __all__ = [
     "DataDependentError", "DynamicShapesError", "ExportError", "ExportResult", "Registry", "RenderError", "ReturnnError",
     "RewriteError", "SaveError", "ShowInputError",
     "SpecializationError", "TargetError", "TranslationError", "UnsupportedOpError", "ValidationError",
-    "ValidationReport", "export_encoder_decoder", "export_pretrained", "export_returnn_config", "export_target",
+    "ValidationReport", "export_pretrained", "export_returnn_config", "export_target",
     "find_divergence", "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
 ]

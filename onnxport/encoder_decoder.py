@@ -2,7 +2,8 @@
 an encoder, and a decoder that takes its cache as inputs.
 
 ``export_encoder_decoder(model, encoder_inputs)`` exports, from one transformers
-``*ForConditionalGeneration`` model:
+``*ForConditionalGeneration`` model (``onnxport.export_pretrained`` calls it for a
+``save_pretrained`` directory of one):
 
 * the **encoder**: the encoder inputs as given (``input_ids`` + ``attention_mask``, or
   ``input_features``) -> ``encoder_hidden_states`` ``[batch, encoder_seq, width]`` and the
@@ -23,8 +24,6 @@ encoder_outputs=..., attention_mask=..., past_key_values=EncoderDecoderCache(...
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from typing import Any
 
 import torch
@@ -79,42 +78,6 @@ class DecoderWithCache(torch.nn.Module):
         return {"logits": out.logits, "present": out.past_key_values.self_attention_cache}
 
 
-@dataclasses.dataclass(frozen=True)
-class EncoderDecoderExport:
-    """The encoder and the decoder-with-cache of one encoder-decoder model (see the module docstring)."""
-
-    encoder: ExportResult
-    decoder: ExportResult
-
-    def save(self, directory: str | os.PathLike) -> tuple[str, str]:
-        """Write ``encoder.onnx`` and ``decoder.onnx`` into ``directory`` (created); returns both paths.
-        Raises ``SaveError``."""
-        directory = os.fspath(directory)
-        return (self.encoder.save(os.path.join(directory, "encoder.onnx")),
-                self.decoder.save(os.path.join(directory, "decoder.onnx")))
-
-    def validate(self, **kwargs: Any):
-        """Both models against eager PyTorch at their default sizes (``ExportResult.validate``), in
-        one ``ValidationReport`` whose rows say which model (``encoder: sizes 2``)."""
-        from onnxport.verify import ValidationReport
-
-        checks = []
-        for part, result in (("encoder", self.encoder), ("decoder", self.decoder)):
-            checks += [dataclasses.replace(c, inputs=f"{part}: {c.inputs}") for c in result.validate(**kwargs).checks]
-        return ValidationReport(tuple(checks))
-
-    def check_generation(self, model: torch.nn.Module, encoder_inputs: dict, *, max_new_tokens: int = 16,
-                         atol: float | None = None, rtol: float | None = None):
-        """The encoder once, then greedy decoding with the decoder in onnxruntime, against the
-        model's own greedy ``generate(**encoder_inputs)``, step by step
-        (``onnxport.verify.generation.check_generation``). Returns a ``GenerationReport``."""
-        from onnxport.verify.generation import LOGITS_ATOL, LOGITS_RTOL, check_generation
-
-        return check_generation(model, self.decoder.model_proto, encoder=self.encoder.model_proto,
-                                encoder_inputs=encoder_inputs, max_new_tokens=max_new_tokens,
-                                atol=LOGITS_ATOL if atol is None else atol, rtol=LOGITS_RTOL if rtol is None else rtol)
-
-
 def _start_token(model: torch.nn.Module) -> int:
     for source in (getattr(model, "generation_config", None), getattr(model, "config", None)):
         start = getattr(source, "decoder_start_token_id", None)
@@ -142,7 +105,7 @@ def default_encoder_dims(encoder_inputs: dict, names: dict | None = None) -> dic
 
 
 def export_encoder_decoder(model: torch.nn.Module, encoder_inputs: dict, *, dynamic_shapes: dict | None = None,
-                           past: int = 3, dim_names: dict | None = None, **options: Any) -> EncoderDecoderExport:
+                           past: int = 3, dim_names: dict | None = None, **options: Any) -> ExportResult:
     """Export an encoder-decoder's encoder and its decoder-with-cache (see the module docstring).
 
     Args:
@@ -157,8 +120,9 @@ def export_encoder_decoder(model: torch.nn.Module, encoder_inputs: dict, *, dyna
             dynamic); default ``DIM_NAMES``. ``dynamic_shapes`` should name the encoder's the same.
         options: further ``onnxport.to_onnx`` arguments (``opset``, ``optimize``...).
 
-    Returns an ``EncoderDecoderExport`` (``.encoder``, ``.decoder``, ``.save(dir)``, ``.validate()``,
-    ``.check_generation(model, encoder_inputs)``).
+    Returns an ``ExportResult`` of two ``parts``, ``encoder`` and ``decoder`` (``.save(dir)`` writes
+    ``encoder.onnx`` and ``decoder.onnx``; ``.validate()`` checks both; ``.check_generation(model,
+    encoder_inputs)`` decodes greedily against ``model.generate``).
 
     Raises ``ExportError`` (no decoder start token) and the errors of ``to_onnx``.
     """
@@ -198,7 +162,7 @@ def export_encoder_decoder(model: torch.nn.Module, encoder_inputs: dict, *, dyna
     dec_names = ["logits"] + [f"present.{i}.decoder.{kv}" for i in range(layers) for kv in ("key", "value")]
     decoder = to_onnx(DecoderWithCache(model).eval(), kwargs=kwargs, dynamic_shapes=dims, output_names=dec_names,
                       **options)
-    return EncoderDecoderExport(encoder, decoder)
+    return ExportResult(None, parts={"encoder": encoder, "decoder": decoder})
 
 
 def _copy(cache: Any) -> Any:

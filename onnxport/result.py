@@ -1,15 +1,21 @@
-"""ExportResult: the exported model, saving, validation and a summary."""
+"""ExportResult: the exported model (or the models of one export, its parts), saving, validation and a
+summary."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import shutil
+import warnings
 from typing import Any
 
 import onnx
 import onnx_ir as ir
 
 from onnxport.capture.guards import adopted_of
-from onnxport.saving import PROTOBUF_LIMIT, needs_external_data, save_model
+from onnxport.errors import ExportError, SaveError
+from onnxport.saving import PROTOBUF_LIMIT, needs_external_data, save_model, write_file
 from onnxport.weights import materialize, on_meta
 
 
@@ -17,8 +23,12 @@ class ExportResult:
     """An exported model, complete when built: nothing sets its attributes afterwards (a changed
     result is a new one, ``replace``).
 
+    One export gives one model, or several that work together (an encoder and a decoder with its
+    cache, exported from one model): then ``model`` is None, each is a result of its own in
+    ``parts``, and the result saves as a directory of them (``save``).
+
     Attributes:
-        model: the ``onnx_ir.Model``.
+        model: the ``onnx_ir.Model``; None for a result of ``parts``.
         program: the ``torch.export.ExportedProgram`` it came from (None when loaded from a file).
         module: the eager module (for validation), or None.
         example: ``(args, kwargs)`` the export used.
@@ -26,8 +36,9 @@ class ExportResult:
         timings: seconds per step (``capture``, ``translate``, ``optimize``...).
         dim_names: torch's symbols -> the dimension names used as ONNX dim_params.
         rewrite_notes: with ``rewrite_control_flow=True``, the loops and branches left as written.
-        config: the export config, for a result of ``export_from_config``.
-        validation: its ``ValidationReport`` (None when not validated).
+        config: the export config, for a result of ``export_target`` with a config or declarations.
+        validation: its ``ValidationReport`` (None when not validated; for a result of ``parts``,
+            each part holds its own).
         decomposed: the ATen ops without a translation, decomposed node by node (``"local"``), and
             those that made the whole program be decomposed by torch anew (``"whole_program"``).
         quantization: for a result of ``quantize``, how it was quantized
@@ -41,21 +52,38 @@ class ExportResult:
             program, guards and example; its model the joined one); the result's ``captured`` is the
             example's piece, its guards those of every piece (each qualified by its interval).
             Empty otherwise.
+        parts: name -> ``ExportResult`` of each model of an export that makes several, saved as
+            ``<name>.onnx``: ``encoder`` and ``decoder`` (``onnxport.encoder_decoder``),
+            ``encoder_model`` and ``decoder_model`` or ``model`` (``export_pretrained``, as Optimum
+            names the files). Empty for one model.
+        files: what a directory save writes beside the models: file name -> a dict (written as
+            JSON: ``genai_config.json``) or the path of a file copied (the source's config and
+            tokenizer files). Empty otherwise.
+        generation: ``(label, GenerationReport)`` of each greedy decoding the export compared with
+            the model's ``generate`` (``export_pretrained``); empty when none ran.
+        task: the task a ``save_pretrained`` directory was exported for (``export_pretrained``), or None.
+        source: the directory it was loaded from, or None.
     """
 
     external_data_threshold = PROTOBUF_LIMIT  # bytes of the serialized model, not of the weights alone
     _FIELDS = ("model", "program", "module", "example", "captured", "timings", "dim_names", "rewrite_notes",
-               "config", "validation", "decomposed", "quantization", "weights", "pieces")
+               "config", "validation", "decomposed", "quantization", "weights", "pieces", "parts", "files",
+               "generation", "task", "source")
 
-    def __init__(self, model: ir.Model, *, program=None, module=None, example=None, captured=None,
+    def __init__(self, model: ir.Model | None, *, program=None, module=None, example=None, captured=None,
                  timings: dict | None = None, dim_names: dict | None = None, rewrite_notes: list | None = None,
                  config: Any = None, validation: Any = None, decomposed: dict | None = None,
-                 quantization: Any = None, weights: Any = None, pieces: tuple = ()):
+                 quantization: Any = None, weights: Any = None, pieces: tuple = (), parts: dict | None = None,
+                 files: dict | None = None, generation: tuple = (), task: str | None = None,
+                 source: str | None = None):
         values = dict(model=model, program=program, module=module, example=example, captured=captured,
                       timings=dict(timings or {}), dim_names=dict(dim_names or {}),
                       rewrite_notes=list(rewrite_notes or []), config=config, validation=validation,
                       decomposed=dict(decomposed or {"local": [], "whole_program": []}), quantization=quantization,
-                      weights=weights, pieces=tuple(pieces))
+                      weights=weights, pieces=tuple(pieces), parts=dict(parts or {}), files=dict(files or {}),
+                      generation=tuple(generation), task=task, source=source)
+        if model is None and not values["parts"]:
+            raise TypeError("ExportResult needs a model, or parts")
         for name, value in values.items():
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_proto", None)
@@ -80,6 +108,8 @@ class ExportResult:
         """Every condition on sizes the export relies on, decided (``onnxport.capture.guards.Guard``, its
         ``status`` a ``GuardStatus``:
         proved, kept or adopted), with the user's line."""
+        if self.parts:
+            return [g for part in self.parts.values() for g in part.guards]
         return list(getattr(self.captured, "guards", None) or [])
 
     @property
@@ -89,24 +119,48 @@ class ExportResult:
         return adopted_of(self.guards)
 
     @property
+    def ok(self) -> bool:
+        """Every check the export ran passed: its validation, every part's, every decoding check
+        (True when none ran)."""
+        return (getattr(self.validation, "ok", True) and all(p.ok for p in self.parts.values())
+                and all(g.ok for _, g in self.generation))
+
+    def _one_model(self, what: str) -> None:
+        """``ExportError`` when this result holds several models (``parts``) and ``what`` needs one."""
+        if self.model is None:
+            raise ExportError(f"{what} needs one model, and this result holds {len(self.parts)}: "
+                              f"{', '.join(self.parts)}", hint="use one of them: result.parts[name]")
+
+    @property
     def model_proto(self) -> onnx.ModelProto:
-        """The model as an ``onnx.ModelProto`` (serialized once, cached)."""
+        """The model as an ``onnx.ModelProto`` (serialized once, cached); ``ExportError`` for a result
+        of several models (``parts``)."""
+        self._one_model("model_proto")
         if self._proto is None:
             object.__setattr__(self, "_proto", ir.serde.serialize_model(self.model))
         return self._proto
 
     def weights_bytes(self) -> int:
-        """Bytes of the initializers' data."""
+        """Bytes of the initializers' data (of every part's, for a result of ``parts``)."""
+        if self.model is None:
+            return sum(p.weights_bytes() for p in self.parts.values())
         return sum(v.const_value.nbytes for v in self.model.graph.initializers.values() if v.const_value is not None)
 
     def needs_external_data(self) -> bool:
         """True when the model serialized as one protobuf message would exceed
         ``external_data_threshold`` bytes (protobuf's limit, 2 GiB - 1): its size counts the
-        weights, the graph, the local functions and the names (``onnxport.saving.serialized_size``)."""
+        weights, the graph, the local functions and the names (``onnxport.saving.serialized_size``);
+        for a result of ``parts``, True when one of them would."""
+        if self.model is None:
+            return any(p.needs_external_data() for p in self.parts.values())
         return needs_external_data(self.model, self.external_data_threshold)
 
-    def save(self, path: str | os.PathLike, *, external_data: bool | None = None) -> str:
+    def save(self, path: str | os.PathLike, *, external_data: bool | None = None) -> str | list[str]:
         """Write the model to ``path``; returns the path.
+
+        A result of ``parts`` saves as a directory: ``path`` is the directory (created, with its
+        parents), each part written as ``<name>.onnx`` as below, then ``files`` beside them (each
+        replaced whole, ``onnxport.saving.write_file``); returns the paths written, in that order.
 
         Weights go to ``<path>.<token>.data`` (a name new to each save) beside it when ``external_data`` is True, or when
         None and the serialized model would exceed ``external_data_threshold`` bytes (protobuf's
@@ -120,15 +174,38 @@ class ExportResult:
         Raises ``SaveError`` when the directory does not exist (it is not created), ``path`` is
         a directory, or writing fails; nothing new is then left beside ``path``.
         """
+        if self.model is None:
+            return self._save_directory(os.fspath(path), external_data)
         if external_data is None:
             external_data = self.weights is not None or self.needs_external_data()
         return save_model(self.model, path, external_data)
 
+    def _save_directory(self, directory: str, external_data: bool | None) -> list[str]:
+        """``save`` of a result of ``parts``: the directory, the models, then ``files``."""
+        if os.path.exists(directory) and not os.path.isdir(directory):
+            raise SaveError(f"{directory} is a file: a result of several models saves as a directory")
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as e:
+            raise SaveError(f"cannot create the directory {directory}: {e}") from e
+        paths = [part.save(os.path.join(directory, f"{name}.onnx"), external_data=external_data)
+                 for name, part in self.parts.items()]
+        for name, content in self.files.items():
+            target = os.path.join(directory, name)
+            if isinstance(content, dict):
+                paths.append(write_file(target, lambda f, c=content: f.write(json.dumps(c, indent=4).encode())))
+            elif os.path.abspath(os.fspath(content)) != os.path.abspath(target):
+                paths.append(write_file(target, lambda f, s=os.fspath(content): _copy(s, f)))
+        return paths
+
     def quantize(self, mode: str, **options: Any) -> "ExportResult":
         """A new result with the model quantized (``"int8"``, ``"int8-static"``, ``"int4"``), the
         embeddings, the final projection and ``keep_float`` layers left in float; this result is
-        unchanged. Options and errors: ``onnxport.quantize.quantize``."""
+        unchanged. Options and errors: ``onnxport.quantize.quantize`` (``ExportError`` for a result
+        of several models: quantize each of ``parts``)."""
         from onnxport.quantize import quantize
+
+        self._one_model("quantize")
 
         return quantize(self, mode, **options)
 
@@ -150,7 +227,17 @@ class ExportResult:
         otherwise onnxruntime runs the saved model on the example, the size sets (or ``sizes``)
         and ``inputs``, and each output is checked without eager PyTorch (its dtype and shape as
         declared, no NaN or infinity; see ``onnxport.verify.weightless``), each row saying it was
-        not compared."""
+        not compared.
+
+        A result of ``parts`` validates each part at its own default sizes (the arguments passed to
+        each) and returns one ``ValidationReport`` whose rows say which part (``decoder: sizes 2``)."""
+        if self.model is None:
+            from onnxport.verify import ValidationReport
+
+            return ValidationReport(tuple(
+                dataclasses.replace(c, inputs=f"{name}: {c.inputs}") for name, part in self.parts.items()
+                for c in part.validate(inputs, sizes, values=values, atol=atol, rtol=rtol,
+                                       load_eager=load_eager).checks))
         if self.weights is not None and self.module is not None and on_meta(self.module):
             if not load_eager:
                 from onnxport.verify.weightless import check_without_eager
@@ -171,17 +258,25 @@ class ExportResult:
         return validate(self, inputs=inputs, sizes=sizes, values=values, atol=atol, rtol=rtol)
 
     def check_generation(self, model: Any, prompt_ids: Any = None, *, attention_mask: Any = None,
-                         max_new_tokens: int = 16, atol: float | None = None, rtol: float | None = None):
+                         max_new_tokens: int = 16, atol: float | None = None, rtol: float | None = None,
+                         encoder_inputs: dict | None = None):
         """Greedy decoding with this model (a decoder exported with its cache as inputs and outputs)
         in onnxruntime against ``model``'s own greedy ``generate``, step by step: the ``present.*``
         outputs are fed back as ``past_key_values.*``.
 
+        For an encoder-decoder (``parts`` ``encoder`` and ``decoder``, or ``encoder_model`` and
+        ``decoder_model``): the encoder once on ``encoder_inputs``, then greedy decoding with the
+        decoder, against ``model.generate(**encoder_inputs)``. A result of one part checks that part.
+
         Args:
             model: the transformers model the decoder was exported from (eval mode).
-            prompt_ids: int64 ``[batch, prompt]``.
+            prompt_ids: int64 ``[batch, prompt]``; for an encoder-decoder, its encoder inputs may be
+                given here instead of ``encoder_inputs``.
             attention_mask: ``[batch, prompt]``, 0 on (left) padding; ones when None.
             max_new_tokens: tokens to generate.
             atol, rtol: tolerance of the logits (default 1e-3 each).
+            encoder_inputs: an encoder-decoder's encoder inputs by name, as ``generate`` takes them
+                (``input_ids`` and ``attention_mask``, or ``input_features``).
 
         A quantized result reports greedy-token agreement instead (``GenerationAgreement``: each
         step fed eager's tokens so far, the fraction of steps choosing eager's token, judged by
@@ -189,33 +284,54 @@ class ExportResult:
 
         Returns a ``GenerationReport`` (``.ok``, ``.first_difference``, printable); see
         ``onnxport.verify.generation.check_generation``, which raises ``ValidationError`` when the
-        decoder's inputs are not a decoder's (input_ids, past_key_values.*) or generate fails.
+        decoder's inputs are not a decoder's (input_ids, past_key_values.*) or generate fails;
+        ``ExportError`` for a result of other parts.
         """
+        from onnxport.verify.generation import LOGITS_ATOL, LOGITS_RTOL, check_generation
+
+        if self.model is None:
+            roles = {name.removesuffix("_model"): part for name, part in self.parts.items()}
+            if len(self.parts) == 1:
+                return next(iter(self.parts.values())).check_generation(
+                    model, prompt_ids, attention_mask=attention_mask, max_new_tokens=max_new_tokens, atol=atol,
+                    rtol=rtol)
+            if set(roles) != {"encoder", "decoder"}:
+                self._one_model("check_generation")
+            return check_generation(model, roles["decoder"].model_proto, encoder=roles["encoder"].model_proto,
+                                    encoder_inputs=encoder_inputs if encoder_inputs is not None else prompt_ids,
+                                    max_new_tokens=max_new_tokens, atol=LOGITS_ATOL if atol is None else atol,
+                                    rtol=LOGITS_RTOL if rtol is None else rtol)
         if self.quantization is not None:
             from onnxport.verify.accuracy import generation_agreement
 
             return generation_agreement(model, self.model_proto, prompt_ids, attention_mask=attention_mask,
                                         max_new_tokens=max_new_tokens, tolerance=self.quantization.tolerance.tokens)
-        from onnxport.verify.generation import LOGITS_ATOL, LOGITS_RTOL, check_generation
-
         return check_generation(model, self.model_proto, prompt_ids, attention_mask=attention_mask,
                                 max_new_tokens=max_new_tokens, atol=LOGITS_ATOL if atol is None else atol,
                                 rtol=LOGITS_RTOL if rtol is None else rtol)
 
     def pretty(self, **kwargs) -> str:
-        """Compact text rendering (``onnxport.pretty_onnx``)."""
+        """Compact text rendering (``onnxport.pretty_onnx``); ``ExportError`` for a result of ``parts``."""
         from onnxport.show.pretty import pretty_onnx
+
+        self._one_model("pretty")
 
         return pretty_onnx(self, **kwargs)
 
     def plot(self, path: str | None = None, format: str = "png") -> str:
-        """Graphviz DOT text, rendered to ``path`` when given (``onnxport.plot_dot``)."""
+        """Graphviz DOT text, rendered to ``path`` when given (``onnxport.plot_dot``); ``ExportError``
+        for a result of ``parts``."""
         from onnxport.show.dot import plot_dot
+
+        self._one_model("plot")
 
         return plot_dot(self, path=path, format=format)
 
     def count_nodes(self, recursive: bool = True) -> int:
-        """Nodes in the main graph (and in subgraphs and local functions when ``recursive``)."""
+        """Nodes in the main graph (and in subgraphs and local functions when ``recursive``); of every
+        part's, for a result of ``parts``."""
+        if self.model is None:
+            return sum(p.count_nodes(recursive) for p in self.parts.values())
         n = 0
         for node in ir.traversal.RecursiveGraphIterator(self.model.graph) if recursive else self.model.graph:
             n += 1
@@ -225,6 +341,10 @@ class ExportResult:
         return n
 
     def __repr__(self) -> str:
+        if self.model is None:
+            task = f", task={self.task!r}" if self.task else ""
+            return (f"ExportResult(parts={{{', '.join(f'{n}: {p!r}' for n, p in self.parts.items())}}}{task}, "
+                    f"files=[{', '.join(self.files)}])")
         g = self.model.graph
 
         def sig(v: ir.Value) -> str:
@@ -238,3 +358,52 @@ class ExportResult:
         return (f"ExportResult(inputs=[{'; '.join(sig(v) for v in g.inputs)}], "
                 f"outputs=[{'; '.join(sig(v) for v in g.outputs)}], nodes={self.count_nodes()}, "
                 f"functions={len(self.model.functions)}, opset={opset}{constraints}{quantized})")
+
+    def __str__(self) -> str:
+        """``repr`` for one model; for a result of ``parts`` or with decoding checks, a summary:
+        the task and source, each model, each part's validation table and each decoding check."""
+        if self.model is not None and not self.generation:
+            return repr(self)
+        lines = [f"{self.task} from {self.source}"] if self.task else []
+        parts = self.parts or {"model": self}
+        for name, part in parts.items():
+            lines.append(f"{name}.onnx: {part!r}")
+        for name, part in parts.items():
+            if part.validation is not None:
+                lines += [f"\nvalidation of {name}.onnx:", str(part.validation)]
+        for label, report in self.generation:
+            lines += [f"\ngreedy decoding, {label}:", str(report)]
+        return "\n".join(lines)
+
+    # ---------------------------------------------------------------------------- deprecated names
+    def _deprecated(self, old: str, new: str) -> None:
+        warnings.warn(f"ExportResult.{old} is deprecated: use result.{new}", DeprecationWarning, stacklevel=3)
+
+    @property
+    def encoder(self) -> "ExportResult":
+        """Deprecated: ``parts["encoder"]`` (the result of ``export_encoder_decoder``)."""
+        self._deprecated("encoder", 'parts["encoder"]')
+        return self.parts["encoder"]
+
+    @property
+    def decoder(self) -> "ExportResult":
+        """Deprecated: ``parts["decoder"]`` (the result of ``export_encoder_decoder``)."""
+        self._deprecated("decoder", 'parts["decoder"]')
+        return self.parts["decoder"]
+
+    @property
+    def models(self) -> dict:
+        """Deprecated: ``parts`` (the models of ``export_pretrained``, by file stem)."""
+        self._deprecated("models", "parts")
+        return dict(self.parts)
+
+    @property
+    def genai_config(self) -> dict | None:
+        """Deprecated: ``files["genai_config.json"]`` (``export_pretrained`` of a decoder)."""
+        self._deprecated("genai_config", 'files["genai_config.json"]')
+        return self.files.get("genai_config.json")
+
+
+def _copy(source: str, f: Any) -> None:
+    with open(source, "rb") as src:
+        shutil.copyfileobj(src, f)

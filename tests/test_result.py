@@ -1,5 +1,6 @@
 """ExportResult: atomic save, external data, repr, reproducible bytes, validation report."""
 
+import dataclasses
 import os
 
 import numpy as np
@@ -142,3 +143,27 @@ def test_default_sizes_separate_dims_equal_in_the_example():
     sizes = [c.sizes for c in r.validate().checks if c.why in ("below the example", "above the example")]
     assert len(set(sizes)) == 3
     assert all("a=" in s and s.split(", ")[0].split("=")[1] != s.split(", ")[1].split("=")[1] for s in sizes)
+
+
+def test_a_result_of_parts_saves_as_a_directory_and_validates_each_part(tmp_path):
+    first, second = _export(), _export()
+    source = tmp_path / "tokenizer.json"
+    source.write_text('{"a": 1}')
+    r = onnxport.ExportResult(None, parts={"encoder": first, "decoder": second},
+                              files={"info.json": {"layers": 2}, "tokenizer.json": str(source)})
+    assert r.count_nodes() == first.count_nodes() + second.count_nodes()
+    assert "parts={encoder: ExportResult(" in repr(r)
+    with pytest.raises(onnxport.ExportError, match="needs one model, and this result holds 2: encoder, decoder"):
+        r.model_proto
+    report = r.validate()
+    assert report.ok and {c.inputs.split(":")[0] for c in report.checks} == {"encoder", "decoder"}
+    failing = onnxport.ValidationReport((dataclasses.replace(report.checks[0], ok=False),))
+    assert r.ok and not r.replace(parts={"encoder": first.replace(validation=failing)}).ok
+    out = tmp_path / "out"
+    paths = r.save(out)
+    assert [os.path.basename(p) for p in paths] == ["encoder.onnx", "decoder.onnx", "info.json", "tokenizer.json"]
+    assert (out / "info.json").read_text() == '{\n    "layers": 2\n}' and (out / "tokenizer.json").read_text() == '{"a": 1}'
+    sess = ort.InferenceSession(str(out / "decoder.onnx"))
+    assert sess.run(None, {"x": np.ones((2, 3), np.float32)})[0].shape == (2, 128)
+    with pytest.raises(TypeError, match="needs a model, or parts"):
+        onnxport.ExportResult(None)

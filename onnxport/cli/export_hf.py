@@ -77,13 +77,14 @@ def run(args) -> int:
         print()
         for path in paths:
             print(f"wrote {path}")
+    validation = {stem: part.validation for stem, part in result.parts.items() if part.validation is not None}
     if args.report:
         write_json(args.report, {
             "task": result.task, "source": os.path.abspath(result.source), "ok": result.ok, "files": paths,
-            "validation": {k: v.to_dict() for k, v in result.validation.items()},
+            "validation": {k: v.to_dict() for k, v in validation.items()},
             "generation": [{"label": label, **g.to_dict()} for label, g in result.generation]})
     if not result.ok:
-        failed = [f"validation of {k}.onnx" for k, v in result.validation.items() if not v.ok]
+        failed = [f"validation of {k}.onnx" for k, v in validation.items() if not v.ok]
         failed += [f"decoding ({label})" for label, g in result.generation if not g.ok]
         print(f"onnxport: {', '.join(failed)} failed; {args.output} was written", file=sys.stderr)
         return 1

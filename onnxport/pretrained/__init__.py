@@ -6,100 +6,28 @@
 ``onnxport.pretrained.decoder``: a decoder with its cache; ``onnxport.encoder_decoder``: an encoder
 and a decoder with its cache), validates every model against eager PyTorch at other sizes and, for
 a generation task, decodes greedily in onnxruntime against the model's own ``generate``. The
-result saves as Optimum lays a directory out: ``model.onnx`` (or ``encoder_model.onnx`` and
-``decoder_model.onnx``), the config, generation config and tokenizer files copied beside, and for a
-decoder a ``genai_config.json`` for onnxruntime-genai (``onnxport.pretrained.genai``).
+result is an ``ExportResult`` of ``parts``, saved as Optimum lays a directory out: ``model.onnx`` (or
+``encoder_model.onnx`` and ``decoder_model.onnx``), the config, generation config and tokenizer
+files copied beside, and for a decoder a ``genai_config.json`` for onnxruntime-genai
+(``onnxport.pretrained.genai``), all of them its ``files``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import shutil
 import time
 from typing import Any, Callable
 
 import torch
 
-from onnxport.errors import SaveError
 from onnxport.export import to_onnx
 from onnxport.pretrained.load import load_model, side_files
 from onnxport.pretrained.tasks import TASKS, BATCH, DECODER_SEQ, ENCODER_SEQ, PAST_DECODER, EXAMPLE_BATCH, \
     EXAMPLE_SEQ, TaskOutputs, form_of, single_inputs, speech_features, text_inputs
 from onnxport.result import ExportResult
-from onnxport.saving import write_file
 
 GENAI_CONFIG = "genai_config.json"
-
-
-@dataclasses.dataclass(frozen=True)
-class PretrainedExport:
-    """The models of one directory exported for one task, with their checks.
-
-    Attributes:
-        task: the task (a ``TASKS`` key).
-        source: the directory the model was loaded from.
-        models: file stem -> ``ExportResult`` (``model``, or ``encoder_model`` and ``decoder_model``).
-        validation: file stem -> ``ValidationReport`` (empty when not validated).
-        generation: ``(label, GenerationReport)`` of each greedy decoding compared with ``generate``
-            (empty for other tasks, or when not checked).
-        genai_config: the ``genai_config.json`` contents of a decoder, or None.
-        files: names of the source directory's config and tokenizer files, copied beside the models.
-    """
-
-    task: str
-    source: str
-    models: dict
-    validation: dict = dataclasses.field(default_factory=dict)
-    generation: tuple = ()
-    genai_config: dict | None = None
-    files: tuple = ()
-
-    @property
-    def ok(self) -> bool:
-        """Every validation and every decoding check passed (True when none ran)."""
-        return all(r.ok for r in self.validation.values()) and all(g.ok for _, g in self.generation)
-
-    def save(self, directory: str | os.PathLike) -> list[str]:
-        """Write the models (``<stem>.onnx``), ``genai_config.json`` for a decoder, and the source's
-        config and tokenizer files into ``directory`` (created, with its parents); returns the
-        paths written. Each file is replaced whole (``ExportResult.save``; the others through
-        ``onnxport.saving.write_file``) and has the mode a plain ``open()`` gives a new file (0o666
-        less the umask). Raises ``SaveError`` when ``directory`` is a file or cannot be written."""
-        directory = os.fspath(directory)
-        if os.path.exists(directory) and not os.path.isdir(directory):
-            raise SaveError(f"{directory} is a file: the output of export-hf is a directory")
-        try:
-            os.makedirs(directory, exist_ok=True)
-        except OSError as e:
-            raise SaveError(f"cannot create the directory {directory}: {e}") from e
-        paths = [r.save(os.path.join(directory, f"{stem}.onnx")) for stem, r in self.models.items()]
-        if self.genai_config is not None:
-            paths.append(write_file(os.path.join(directory, GENAI_CONFIG),
-                                    lambda f: f.write(json.dumps(self.genai_config, indent=4).encode())))
-        for name in self.files:
-            source = os.path.join(self.source, name)
-            if os.path.abspath(source) != os.path.abspath(os.path.join(directory, name)):
-                paths.append(write_file(os.path.join(directory, name), lambda f, s=source: _copy(s, f)))
-        return paths
-
-    def __str__(self) -> str:
-        lines = [f"{self.task} from {self.source}"]
-        for stem, r in self.models.items():
-            lines.append(f"{stem}.onnx: {r!r}")
-        for stem, report in self.validation.items():
-            lines += [f"\nvalidation of {stem}.onnx:", str(report)]
-        for label, report in self.generation:
-            lines += [f"\ngreedy decoding, {label}:", str(report)]
-        return "\n".join(lines)
-
-    __repr__ = __str__
-
-
-def _copy(source: str, f: Any) -> None:
-    with open(source, "rb") as src:
-        shutil.copyfileobj(src, f)
 
 
 def _preprocessor(directory: str) -> dict | None:
@@ -125,7 +53,7 @@ def _source(model: torch.nn.Module, batch: int, length: int, seed: int) -> dict:
 
 def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, validate: bool = True,
                       generate: int = 16, on_step: Callable[[str, float], None] | None = None,
-                      **options: Any) -> PretrainedExport:
+                      **options: Any) -> ExportResult:
     """Export the model of a local ``save_pretrained`` directory for ``task``, validate it and,
     for a generation task, check its greedy decoding (see the module docstring).
 
@@ -142,8 +70,10 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
             ``validate``, ``generate``.
         options: further ``onnxport.to_onnx`` arguments (``opset``, ``optimize``...).
 
-    Returns a ``PretrainedExport`` (``.models``, ``.validation``, ``.generation``, ``.ok``,
-    ``.save(dir)``).
+    Returns an ``ExportResult`` of ``parts`` (file stem -> the model's result, its ``validation``
+    set when validated): ``model``, or ``encoder_model`` and ``decoder_model``; with ``files`` (the
+    source's config and tokenizer files, ``genai_config.json`` of a decoder), ``generation`` (each
+    decoding check), ``task``, ``source``, ``.ok`` and ``.save(directory)``.
 
     Raises ``TargetError`` (no such directory, no config or weights, a task the model type does not
     serve), ``ValidationError`` when a check cannot run, and the errors of ``to_onnx``.
@@ -174,12 +104,11 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
         dims = {name: ({0: BATCH, 1: ENCODER_SEQ} if t.dim() == 2 else {0: BATCH}) for name, t in source.items()}
         pair = export_encoder_decoder(model, source, dynamic_shapes=dims, on_step=on_step, **options, dim_names={
             "batch": BATCH, "seq": DECODER_SEQ, "past": PAST_DECODER, "encoder_seq": ENCODER_SEQ})
-        models["encoder_model"], models["decoder_model"] = pair.encoder, pair.decoder
+        models["encoder_model"], models["decoder_model"] = pair.parts["encoder"], pair.parts["decoder"]
 
-    validation = {}
     if validate:
         start = time.perf_counter()
-        validation = {stem: r.validate() for stem, r in models.items()}
+        models = {stem: r.replace(validation=r.validate()) for stem, r in models.items()}
         step("validate", time.perf_counter() - start)
     generation: list = []
     if generate and form == "decoder":
@@ -196,11 +125,15 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
         start = time.perf_counter()
         for batch in (1, 2):
             label = f"batch {batch}" + (", the second source left-padded" if batch > 1 and
-                                        "attention_mask" in pair.encoder.example[1] else "")
+                                        "attention_mask" in pair.parts["encoder"].example[1] else "")
             generation.append((label, pair.check_generation(model, _source(model, batch, 9, seed=batch),
                                                             max_new_tokens=generate)))
         step("generate", time.perf_counter() - start)
-    return PretrainedExport(spec.name, directory, models, validation, tuple(generation), genai, side_files(directory))
+    files: dict[str, Any] = {name: os.path.join(directory, name) for name in side_files(directory)}
+    if genai is not None:
+        files[GENAI_CONFIG] = genai
+    return ExportResult(None, parts=models, files=files, generation=tuple(generation), task=spec.name,
+                        source=directory)
 
 
-__all__ = ["GENAI_CONFIG", "PretrainedExport", "TASKS", "export_pretrained"]
+__all__ = ["GENAI_CONFIG", "TASKS", "export_pretrained"]

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import onnxport
+from onnxport.encoder_decoder import export_encoder_decoder
 
 transformers = pytest.importorskip("transformers")
 
@@ -50,13 +51,14 @@ def _source(batch: int, length: int, pad: int | None, seed: int) -> dict:
 @pytest.mark.parametrize("name", ["t5", "bart", "whisper"])
 def test_encoder_and_decoder_with_cache_validate_and_decode_as_generate(name, tmp_path):
     model, pad = _build(name)
-    pair = onnxport.export_encoder_decoder(model, _source(2, 7, pad, seed=0))
+    pair = export_encoder_decoder(model, _source(2, 7, pad, seed=0))
+    encoder, decoder = pair.parts["encoder"], pair.parts["decoder"]
     enc_len = 32 if name == "whisper" else "encoder_seq"
-    enc_out = {v.name: [d if isinstance(d, int) else str(d) for d in v.shape] for v in pair.encoder.model.graph.outputs}
+    enc_out = {v.name: [d if isinstance(d, int) else str(d) for d in v.shape] for v in encoder.model.graph.outputs}
     assert enc_out["encoder_hidden_states"] == ["batch", enc_len, WIDTH]
     assert enc_out["present.1.encoder.value"] == ["batch", HEADS, enc_len, 16]
-    dec_in = {v.name: [d if isinstance(d, int) else str(d) for d in v.shape] for v in pair.decoder.model.graph.inputs}
-    dec_out = {v.name: [d if isinstance(d, int) else str(d) for d in v.shape] for v in pair.decoder.model.graph.outputs}
+    dec_in = {v.name: [d if isinstance(d, int) else str(d) for d in v.shape] for v in decoder.model.graph.inputs}
+    dec_out = {v.name: [d if isinstance(d, int) else str(d) for d in v.shape] for v in decoder.model.graph.outputs}
     assert list(dec_in)[:2] == ["input_ids", "encoder_hidden_states"]
     assert ("encoder_attention_mask" in dec_in) == (pad is not None)
     assert dec_in["past_key_values.0.decoder.key"] == ["batch", HEADS, "past", 16]
@@ -74,6 +76,16 @@ def test_encoder_and_decoder_with_cache_validate_and_decode_as_generate(name, tm
         assert len(gen.got) == batch and len(gen.got[0]) >= 1
     paths = pair.save(tmp_path)
     assert [p.rsplit("/", 1)[1] for p in paths] == ["encoder.onnx", "decoder.onnx"]
+
+
+def test_the_deprecated_door_and_attributes_still_work_and_name_the_new_ones():
+    model, pad = _build("t5")
+    with pytest.warns(DeprecationWarning, match=r"onnxport.export_pretrained\(directory"):
+        pair = onnxport.export_encoder_decoder(model, _source(2, 7, pad, seed=0))
+    with pytest.warns(DeprecationWarning, match=r'result.parts\["encoder"\]'):
+        assert pair.encoder is pair.parts["encoder"]
+    with pytest.warns(DeprecationWarning, match=r'result.parts\["decoder"\]'):
+        assert pair.decoder is pair.parts["decoder"]
 
 
 def test_an_encoder_decoder_call_as_written_exports_with_its_encoder_decoder_cache():
