@@ -194,8 +194,8 @@ class ExportResult:
             target = os.path.join(directory, name)
             if isinstance(content, dict):
                 paths.append(write_file(target, lambda f, c=content: f.write(json.dumps(c, indent=4).encode())))
-            elif os.path.abspath(os.fspath(content)) != os.path.abspath(target):
-                paths.append(write_file(target, lambda f, s=os.fspath(content): _copy(s, f)))
+            elif os.path.abspath(content) != os.path.abspath(target):
+                paths.append(write_file(target, lambda f, source=content: _copy(source, f)))
         return paths
 
     def quantize(self, mode: str, **options: Any) -> "ExportResult":

@@ -154,7 +154,7 @@ def test_a_result_of_parts_saves_as_a_directory_and_validates_each_part(tmp_path
     assert r.count_nodes() == first.count_nodes() + second.count_nodes()
     assert "parts={encoder: ExportResult(" in repr(r)
     with pytest.raises(onnxport.ExportError, match="needs one model, and this result holds 2: encoder, decoder"):
-        r.model_proto
+        _ = r.model_proto
     report = r.validate()
     assert report.ok and {c.inputs.split(":")[0] for c in report.checks} == {"encoder", "decoder"}
     failing = onnxport.ValidationReport((dataclasses.replace(report.checks[0], ok=False),))

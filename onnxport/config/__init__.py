@@ -9,7 +9,7 @@ validation sizes), ``config.declarations`` (the command line's ``--input`` texts
 """
 
 from onnxport.config.declarations import config_from_declarations, parse_declaration
-from onnxport.config.export import export_from_config, export_target
+from onnxport.config.export import export_from_config, export_target  # noqa: F401 - export_from_config: deprecated
 from onnxport.config.inputs import default_sizes, dynamic_shapes, input_specs, make_inputs
 from onnxport.config.parse import load_config, parse_config
 from onnxport.config.schema import DimRange, ExportConfig, TensorDecl, dtype_name, sizes_text

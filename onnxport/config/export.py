@@ -29,7 +29,7 @@ from onnxport.result import ExportResult
 from onnxport.verify import ValidationReport, respecting, validate as run_validation
 
 StepCallback = Callable[[str, float], None]  # (step, seconds), called as each step ends
-Checkpoint = str | os.PathLike | Iterable[str | os.PathLike]
+CheckpointPath = str | os.PathLike | Iterable[str | os.PathLike]  # a file, a folder, an index, or a list of files
 
 
 def _forward_kwargs(module: torch.nn.Module, cfg: ExportConfig, tensors: dict[str, torch.Tensor]) -> dict:
@@ -70,7 +70,7 @@ def eager_outputs(module: torch.nn.Module, kwargs: dict, label: str) -> Any:
 
 def export_target(target: Any = None, *, config: Any = None, inputs: list[str] | None = None,
                   outputs: list[str] | None = None, dims: list[str] | None = None, model_args: dict | None = None,
-                  checkpoint: Checkpoint | None = None, validate: bool = True, on_step: StepCallback | None = None,
+                  checkpoint: CheckpointPath | None = None, validate: bool = True, on_step: StepCallback | None = None,
                   opset: int | None = None, inline: bool | None = None, optimize: bool | None = None,
                   strict: bool | None = None, atol: float | None = None, rtol: float | None = None) -> ExportResult:
     """Build the model ``target`` names, load its checkpoint, export it and check it: the door of
@@ -167,7 +167,7 @@ def _config(config: Any, inputs: list[str] | None, outputs: list[str] | None,
     return load_config(config_from_declarations(list(inputs), list(outputs or []), list(dims or [])))
 
 
-def _export_example(target: Any, model_args: dict | None, checkpoint: Checkpoint | None, validate: bool,
+def _export_example(target: Any, model_args: dict | None, checkpoint: CheckpointPath | None, validate: bool,
                     report: StepCallback, *, opset: int | None, atol: float | None, rtol: float | None,
                     **options: Any) -> ExportResult:
     """``export_target`` of a target whose module's ``example_inputs()`` gives the inputs."""
@@ -187,7 +187,7 @@ def _export_example(target: Any, model_args: dict | None, checkpoint: Checkpoint
     return result.replace(validation=validation)
 
 
-def load_weights(module: torch.nn.Module, checkpoint: Checkpoint | None) -> torch.nn.Module:
+def load_weights(module: torch.nn.Module, checkpoint: CheckpointPath | None) -> torch.nn.Module:
     """``module`` with the values of ``checkpoint`` (None: as built), read through
     ``onnxport.weights`` (``open_checkpoint``, ``bind`` casting another floating dtype to the
     model's, ``materialize`` into the module itself); returns the module.
