@@ -360,4 +360,5 @@ def test_zero_length_guard_only_where_pytorch_runs_0_steps_and_the_export_promis
     result = check_export(model, (torch.randn(3, 4), torch.randn(5, 4)),
                           {"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}}, sizes=sizes,
                           rewrite_control_flow=rewrite)
-    assert count_ops(result, "Pad") == (1 if runs_empty and low == 0 else 0)
+    # the guard is a Pad around the Scan (the body's sum over the dynamic dim pads inside its function)
+    assert sum(n.op_type == "Pad" for n in result.model.graph) == (1 if runs_empty and low == 0 else 0)
