@@ -27,6 +27,7 @@ from onnxport.errors import FIRST_LINE_LIMIT, ConfigError, ContractError
 from onnxport.export import to_onnx
 from onnxport.result import ExportResult
 from onnxport.verify import ValidationReport, respecting, validate as run_validation
+from onnxport.weights import bind, materialize, open_checkpoint
 
 StepCallback = Callable[[str, float], None]  # (step, seconds), called as each step ends
 CheckpointPath = str | os.PathLike | Iterable[str | os.PathLike]  # a file, a folder, an index, or a list of files
@@ -197,8 +198,6 @@ def load_weights(module: torch.nn.Module, checkpoint: CheckpointPath | None) -> 
     """
     if checkpoint is None:
         return module
-    from onnxport.weights import bind, materialize, open_checkpoint
-
     return materialize(module, bind(module, open_checkpoint(checkpoint), cast=True), in_place=True)
 
 
