@@ -13,40 +13,20 @@ torch.onnx.export. Weights are seeded random, nothing is downloaded.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 from torch.export import Dim
 
+from case import Case  # noqa: F401 - the benchmark case, read from here by compare.py
+
 from onnxport import demo_models
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@dataclasses.dataclass
-class Case:
-    """One benchmark model.
-
-    Attributes:
-        model: the eval-mode module.
-        args: example positional inputs for the export.
-        dynamic_shapes: as ``onnxport.to_onnx`` takes it.
-        others: other input sets (other sizes of the dynamic dimensions, consistent with each other:
-            lengths never exceed the time size) for the error check; empty: compare.py grows every
-            dynamic dimension of ``args``.
-        onnxport_kwargs: extra keyword arguments of ``onnxport.to_onnx`` (e.g. ``rewrite_control_flow``).
-    """
-
-    model: torch.nn.Module
-    args: tuple
-    dynamic_shapes: Any
-    others: list[tuple] = dataclasses.field(default_factory=list)
-    onnxport_kwargs: dict = dataclasses.field(default_factory=dict)
 
 
 def load_source(relative: str) -> ModuleType:

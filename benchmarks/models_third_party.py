@@ -14,18 +14,13 @@ from torch.export import Dim
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from case import Case  # noqa: E402
 from third_party import import_timm, import_torchvision  # noqa: E402
 
 TORCHVISION = import_torchvision()  # before transformers imports it
 TIMM = import_timm()
 
 VOCAB, WIDTH, LAYERS, HEADS, FF = 1000, 64, 2, 4, 128
-
-
-def _case():
-    from models import Case
-
-    return Case
 
 
 # ------------------------------------------------------------------------------------ torchvision
@@ -41,7 +36,7 @@ def _image_case(model: torch.nn.Module, other: tuple, another: tuple):
     """An image classifier on a 2x3x64x64 batch, dynamic batch, height and width; the other input
     sets at batch 1 and 3 with images of ``other`` and ``another`` (height, width)."""
     gen = torch.Generator().manual_seed(0)
-    return _case()(model, (torch.randn(2, 3, 64, 64, generator=gen),), {"x": {0: "batch", 2: "height", 3: "width"}},
+    return Case(model, (torch.randn(2, 3, 64, 64, generator=gen),), {"x": {0: "batch", 2: "height", 3: "width"}},
                    [(torch.randn(1, 3, *other, generator=gen),), (torch.randn(3, 3, *another, generator=gen),)])
 
 
@@ -89,7 +84,7 @@ def _detector(name: str):
     from detectors import detector, image
 
     example = image(96, 128, 0)
-    return _case()(detector(name, example), (example,), {"images": {2: "height", 3: "width"}},
+    return Case(detector(name, example), (example,), {"images": {2: "height", 3: "width"}},
                    [(image(64, 80, 1),), (image(128, 96, 2),)],
                    onnxport_kwargs={"output_dims": {"output_0": {0: "num_detections"}}})
 
@@ -137,7 +132,7 @@ def _rt_detr(version: int):
     from detectors import image, rt_detr
 
     example = torch.cat([image(96, 128, 0), image(96, 128, 5)])
-    return _case()(rt_detr(version, example[:1]), (example,), {"pixel_values": {0: "batch", 2: "height", 3: "width"}},
+    return Case(rt_detr(version, example[:1]), (example,), {"pixel_values": {0: "batch", 2: "height", 3: "width"}},
                    [(image(64, 64, 1),), (torch.cat([image(160, 96, seed) for seed in (2, 3, 4)]),)])
 
 
@@ -158,7 +153,7 @@ def detr_post_processing():
     from detectors import DetrDetections, detr, image
 
     example = image(96, 128, 0)
-    return _case()(DetrDetections(detr(example), threshold=0.5).eval(), (example,),
+    return Case(DetrDetections(detr(example), threshold=0.5).eval(), (example,),
                    {"pixel_values": {2: "height", 3: "width"}}, [(image(64, 64, 1),), (image(160, 96, 2),)],
                    onnxport_kwargs={"output_dims": {f"output_{i}": {0: "num_detections"} for i in range(3)}})
 
@@ -192,7 +187,7 @@ def wav2vec2():
                                       do_stable_layer_norm=True, feat_extract_norm="layer")
     model = Wav2Vec2(transformers.Wav2Vec2Model(cfg), ("input_values",), "last_hidden_state").eval()
     gen = torch.Generator().manual_seed(0)
-    return _case()(model, (torch.randn(2, 1600, generator=gen),), {"input_values": {0: "batch", 1: "samples"}},
+    return Case(model, (torch.randn(2, 1600, generator=gen),), {"input_values": {0: "batch", 1: "samples"}},
                    [(torch.randn(3, 2400, generator=gen),), (torch.randn(1, 997, generator=gen),)])
 
 
@@ -221,7 +216,7 @@ def t5():
 
     dims = {"input_ids": {0: "batch", 1: "source"}, "attention_mask": {0: "batch", 1: "source"},
             "decoder_input_ids": {0: "batch", 1: "target"}}
-    return _case()(model, inputs(2, 9, 5), dims, [inputs(3, 13, 7), inputs(1, 4, 2)])
+    return Case(model, inputs(2, 9, 5), dims, [inputs(3, 13, 7), inputs(1, 4, 2)])
 
 
 class CausalLM(_Field):
@@ -245,7 +240,7 @@ def phi():
         return torch.randint(0, VOCAB, (batch, seq), generator=gen), mask
 
     seq = Dim("seq", max=128)
-    return _case()(model, inputs(2, 9), {"input_ids": {0: "batch", 1: seq}, "attention_mask": {0: "batch", 1: seq}},
+    return Case(model, inputs(2, 9), {"input_ids": {0: "batch", 1: seq}, "attention_mask": {0: "batch", 1: seq}},
                    [inputs(3, 17), inputs(1, 4)])
 
 
@@ -294,7 +289,7 @@ def llama_cache():
     dims = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
             "past_keys": (past_dim,) * LAYERS, "past_values": (past_dim,) * LAYERS}
     relations = {"relations": {"total": "past + seq"}}  # the mask covers the cached and the new steps
-    return _case()(model, inputs(2, 5, 3), dims, [inputs(3, 9, 1), inputs(1, 2, 4)], relations)
+    return Case(model, inputs(2, 5, 3), dims, [inputs(3, 9, 1), inputs(1, 2, 4)], relations)
 
 
 THIRD_PARTY = {
