@@ -75,7 +75,7 @@ def load_returnn_config(path: str | os.PathLike) -> ReturnnConfig:
 
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise ReturnnError(f"RETURNN config {path} does not exist", hint="check the --returnn-config path")
+        raise ReturnnError(f"RETURNN config {path} does not exist", hint="check the path of the RETURNN config (onnxport export-returnn CONFIG)")
     config = Config()
     try:
         config.load_file(path)
