@@ -14,7 +14,8 @@ ReduceMean the LayerNormalization and RMSNormalization fusions, ours and onnxrun
 in three levels at every size, padded with zeros to whole blocks: the Pad copies the input (3x the
 time of one node on 2^20 elements, a few microseconds on a small one), where an ``If`` on the
 length would put control flow the model does not have in every graph that sums over a dynamic
-axis. Figures: ``benchmarks/NUMERICS.md``.
+axis; a contiguous run of several dynamic axes (an image's height and width) is summed axis by
+axis instead, each axis a level, with no copy. Figures: ``benchmarks/NUMERICS.md``.
 
 Semantics: a sum is a sum in any order; NaN and infinities propagate through every level as
 through one ReduceSum; zeros padded to whole blocks add nothing; an empty axis sums to 0.
@@ -46,10 +47,15 @@ def _runs(axes: list[int]) -> list[list[int]]:
     return runs
 
 
+def _contiguous(run: list[int], dims: list) -> bool:
+    """Whether every axis after ``run`` has size 1 (the run's elements are adjacent in memory)."""
+    return all(d == 1 for d in dims[run[-1] + 1:])
+
+
 def _limit(run: list[int], dims: list, contiguous: int | None = None) -> int:
     """The longest ``run`` one Reduce node sums accurately: ``contiguous`` (default ``CONTIGUOUS``)
-    when every axis after it has size 1, ``STRIDED`` otherwise."""
-    return (contiguous or CONTIGUOUS) if all(d == 1 for d in dims[run[-1] + 1:]) else STRIDED
+    for a contiguous run, ``STRIDED`` otherwise."""
+    return (contiguous or CONTIGUOUS) if _contiguous(run, dims) else STRIDED
 
 
 def _length(run: list[int], dims: list) -> int | None:
@@ -73,26 +79,40 @@ def sum_over(ctx, x: ir.Value, axes: list[int], keepdim: bool, like: ir.Value | 
              contiguous: int | None = None) -> ir.Value:
     """The sum of ``x`` over ``axes`` (normalized, sorted, not empty); ``like``: a value of x's
     dtype and shape (default x); ``contiguous``: the longest contiguous run for one node (default
-    ``CONTIGUOUS``). ReduceSum where one node is accurate (``one_node``); otherwise
-    each run of reduced axes in turn, from the last: one ReduceSum for a short run, a long one in
-    ``levels``, one of a dynamic size in three levels whatever its size."""
+    ``CONTIGUOUS``). ReduceSum where one node is accurate (``one_node``); otherwise each run of
+    reduced axes in turn, from the last (``_sum_run``)."""
     like = x if like is None else like
     if one_node(like, axes, contiguous):
         return ctx.op.ReduceSum(x, ctx.const(axes), keepdims=int(keepdim))
     dims = list(like.shape)
     out = x
     for run in reversed(_runs(axes)):
-        n = _length(run, dims)
-        if _short(run, dims, contiguous):
-            out = ctx.op.ReduceSum(out, ctx.const(run), keepdims=1)
-        elif n is not None:
-            lengths = levels(n)
-            padded = ctx.const([math.prod(lengths)]) if math.prod(lengths) > n else None
-            out = _in_levels(ctx, out, like.dtype, dims, run, ctx.const([n]), lengths, padded)
-        else:
-            out = _dynamic_run(ctx, out, like.dtype, dims, run)
+        out = _sum_run(ctx, out, like.dtype, dims, run, contiguous)
         dims = [1 if a in run else d for a, d in enumerate(dims)]
     return out if keepdim else ctx.op.Squeeze(out, ctx.const(axes))
+
+
+def _sum_run(ctx, x: ir.Value, dtype: ir.DataType, dims: list, run: list[int], contiguous: int | None) -> ir.Value:
+    """x (of ``dtype``, sizes ``dims``) summed over ``run`` (kept, size 1): one ReduceSum for a
+    short run, a long one in ``levels``; with dynamic sizes, a contiguous run of several axes axis
+    by axis, each axis a level (one ReduceSum for a dynamic one: an image's height and width are
+    summed as accurately as a static plane while each is at most ``CONTIGUOUS``, and nothing is
+    copied), any other in three levels whatever its length (``_dynamic_run``)."""
+    n = _length(run, dims)
+    if _short(run, dims, contiguous):
+        return ctx.op.ReduceSum(x, ctx.const(run), keepdims=1)
+    if n is not None:
+        lengths = levels(n)
+        padded = ctx.const([math.prod(lengths)]) if math.prod(lengths) > n else None
+        return _in_levels(ctx, x, dtype, dims, run, ctx.const([n]), lengths, padded)
+    if len(run) > 1 and _contiguous(run, dims):
+        dims = list(dims)
+        for a in reversed(run):
+            x = _sum_run(ctx, x, dtype, dims, [a], contiguous) if isinstance(dims[a], int) else \
+                ctx.op.ReduceSum(x, ctx.const([a]), keepdims=1)
+            dims[a] = 1
+        return x
+    return _dynamic_run(ctx, x, dtype, dims, run)
 
 
 def mean_over(ctx, x: ir.Value, axes: list[int], keepdim: bool, like: ir.Value | None = None) -> ir.Value:
