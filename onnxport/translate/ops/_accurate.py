@@ -11,12 +11,12 @@ node: contiguous runs up to ``CONTIGUOUS`` elements (within 5x of eager's error 
 ReduceMean the LayerNormalization and RMSNormalization fusions, ours and onnxruntime's, read) or
 ``SQUARES`` for a variance (eager accumulates it in float64: one node is 4x its error at 1,024,
 9x at 4,096), strided axes up to ``STRIDED``. A run of a dynamic size, which may be long, is summed
-in three levels at every size, padded with zeros to whole blocks: the Pad copies the input (2.7x
-the time of one ReduceSum on 2^20 elements, up to 5.9x where the axis is short), where an ``If``
+in three levels at every size, padded with zeros to whole blocks: the Pad copies the input (2.8x
+the time of one ReduceSum on 2^20 elements, up to 6x where the axis is short), where an ``If``
 on the length would put control flow the model does not have in every graph that sums over a
 dynamic axis. A contiguous run of several dynamic axes (an image's height and width) is summed
 axis by axis instead, each axis a level, with no copy (efficientnet_b0 with dynamic height and
-width: 1.13x the latency of one node per pooling). Figures: ``benchmarks/NUMERICS.md``.
+width: 1.15x the latency of one node per pooling). Figures: ``benchmarks/NUMERICS.md``.
 
 Semantics: a sum is a sum in any order; NaN and infinities propagate through every level as
 through one ReduceSum; zeros padded to whole blocks add nothing; an empty axis sums to 0.
