@@ -35,7 +35,6 @@ import datetime
 import json
 import os
 import platform
-import re
 import signal
 import subprocess
 import sys

@@ -24,7 +24,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import warnings
-from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree

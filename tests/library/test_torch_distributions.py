@@ -3,7 +3,6 @@ exports with its argument checks off; one the user asks to check keeps them."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 import onnxport

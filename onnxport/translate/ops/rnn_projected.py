@@ -126,5 +126,8 @@ def lstm_projected(ctx, x, hx, params, has_biases: bool, num_layers: int, dropou
         x = ys[0] if dirs == 1 else op.Concat(*ys, axis=2)
     if batch_first:
         x = op.Transpose(x, perm=[1, 0, 2])
-    concat = (lambda vs: vs[0] if len(vs) == 1 else op.Concat(*vs, axis=0))
+
+    def concat(vs):
+        return vs[0] if len(vs) == 1 else op.Concat(*vs, axis=0)
+
     return x, concat(h_n), concat(c_n)

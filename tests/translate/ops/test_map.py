@@ -2,7 +2,6 @@
 arguments, parameters, several outputs. torch's map needs at least one row (eager raises on a
 length-0 leading axis), and so does the ONNX model (no guard for 0 rows)."""
 
-import numpy as np
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest

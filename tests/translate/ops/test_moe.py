@@ -6,10 +6,9 @@ import onnx_ir
 import pytest
 import torch
 
-import onnxport
 from exportcheck import check_export, count_ops
 
-transformers = pytest.importorskip("transformers")
+pytest.importorskip("transformers")
 import transformers.integrations.moe  # noqa: E402,F401  (defines transformers::grouped_mm_fallback)
 
 E, K, N = 4, 8, 16

@@ -5,7 +5,6 @@ Scan over its cell, packed too; packing forms that cannot be captured raise clea
 import pytest
 import torch
 
-import onnxport
 from exportcheck import check_export, count_ops
 
 _KINDS = {

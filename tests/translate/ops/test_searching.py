@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from exportcheck import check_export, Fn, Fn2
+from exportcheck import check_export, Fn2
 
 DYN2 = {"a": {0: "n"}, "b": {0: "batch", 1: "k"}}
 
