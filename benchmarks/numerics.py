@@ -14,7 +14,8 @@ global average pooling, a float32 CumSum: the forms before the accurate ones) an
 op computed on the input cast to float64, the result cast back): error at both magnitudes and
 onnxruntime latency. Then where one
 ReduceSum stops being accurate, by length, contiguous and strided, against the same sum in levels
-(``onnxport/translate/ops/_accurate.py``), static and dynamic axes; and torchvision's
+(``onnxport/translate/ops/_accurate.py``) on static axes and accumulated in float64 on a dynamic one;
+and torchvision's
 efficientnet_b0 with each global pooling form.
 
 Latency: onnxruntime on one thread, each model warmed up by 3 runs, the forms' runs alternating,
@@ -308,9 +309,10 @@ LENGTHS = {  # layout: (fn, shape of a length n, lengths)
 
 
 def measure_lengths(runs: int) -> list[dict]:
-    """One ReduceSum against the sum in levels, by the length of the reduced axis: a contiguous axis
-    (``x.sum(-1)``, x of 2^20 elements), a strided one (``x.sum(0)``, 16 columns) and a variance's
-    squares (``x.var(-1)``), static; and a dynamic contiguous axis (in levels, zeros padded)."""
+    """One ReduceSum against onnxport's accurate form, by the length of the reduced axis: the sum in
+    levels on a contiguous axis (``x.sum(-1)``, x of 2^20 elements), a strided one (``x.sum(0)``, 16
+    columns) and a variance's squares (``x.var(-1)``), static; and on a dynamic contiguous axis the
+    sum accumulated in float64."""
     rows = []
     for layout, (fn, shape_of, lengths) in LENGTHS.items():
         for n in lengths:
@@ -323,11 +325,11 @@ def measure_lengths(runs: int) -> list[dict]:
                 one = export(Fn(fn), x)
             with limits(1, 1):
                 levels = export(Fn(fn), x)
-            row = {"layout": layout, "shape": "x".join(map(str, shape)), "n": n, "eager": eager,
-                   "one node": error(run(one, x), reference), "levels": error(run(levels, x), reference)}
-            row["latency"] = latencies({"one node": one, "levels": levels}, {"one node": x, "levels": x}, runs)
+            row = {"layout": layout, "form": "levels", "shape": "x".join(map(str, shape)), "n": n, "eager": eager,
+                   "one node": error(run(one, x), reference), "accurate": error(run(levels, x), reference)}
+            row["latency"] = latencies({"one node": one, "accurate": levels}, {"one node": x, "accurate": x}, runs)
             rows.append(row)
-    # a dynamic axis: in levels at every length, zeros padded to whole blocks
+    # a dynamic axis: accumulated in float64 at every length
     example = _inputs((2, 20000))["large"]
     with one_reduce_sum():
         one = export(Fn(lambda t: t.sum(-1)), example, {"x": {0: "b", 1: "n"}})
@@ -337,9 +339,9 @@ def measure_lengths(runs: int) -> list[dict]:
         with torch.no_grad():
             reference = x.double().sum(-1).numpy()
             eager = error(x.sum(-1).numpy(), reference)
-        row = {"layout": "dynamic", "shape": "x".join(map(str, x.shape)), "n": n, "eager": eager,
-               "one node": error(run(one, x), reference), "levels": error(run(dynamic, x), reference)}
-        row["latency"] = latencies({"one node": one, "levels": dynamic}, {"one node": x, "levels": x}, runs)
+        row = {"layout": "dynamic", "form": "float64", "shape": "x".join(map(str, x.shape)), "n": n, "eager": eager,
+               "one node": error(run(one, x), reference), "accurate": error(run(dynamic, x), reference)}
+        row["latency"] = latencies({"one node": one, "accurate": dynamic}, {"one node": x, "accurate": x}, runs)
         rows.append(row)
     return rows
 
@@ -441,11 +443,14 @@ def render_forms(rows: list[dict]) -> str:
 
 
 def render_lengths(rows: list[dict]) -> str:
-    head = ["axis", "input", "one node / eager", "levels / eager", "one node ms (min-max)", "levels ms (min-max)",
-            "levels / one node"]
-    return table(head, [[r["layout"], r["shape"], _ratio(r["one node"], r["eager"]), _ratio(r["levels"], r["eager"]),
-                         _ms(r["latency"]["one node"]), _ms(r["latency"]["levels"]),
-                         _ratio(r["latency"]["levels"][0], r["latency"]["one node"][0])] for r in rows])
+    head = ["axis", "input", "form", "one node / eager", "form / eager", "one node ms (min-max)", "form ms (min-max)",
+            "form / one node"]
+    def line(r: dict) -> list[str]:
+        one, accurate = r["latency"]["one node"], r["latency"]["accurate"]
+        return [r["layout"], r["shape"], r["form"], _ratio(r["one node"], r["eager"]),
+                _ratio(r["accurate"], r["eager"]), _ms(one), _ms(accurate), _ratio(accurate[0], one[0])]
+
+    return table(head, [line(r) for r in rows])
 
 
 def render_efficientnet(rows: list[dict]) -> str:
@@ -503,8 +508,8 @@ INTRO = {
         "`x.var(-1)`, the large inputs: one ReduceSum against the sum in levels of at most 64 elements "
         "(`onnxport/translate/ops/_accurate.py`), each error over eager float32's. onnxport sums a contiguous run in "
         "levels beyond 16,384 elements (a variance's squares beyond 1,024) and a strided axis beyond 64. "
-        "`dynamic`: one export with the axis dynamic, run at each length: in three levels whatever the length, "
-        "zeros padded to whole blocks (the Pad copies the input), against one ReduceSum.",
+        "`dynamic`: one export with the axis dynamic, run at each length: the sum accumulated in float64 (Cast, "
+        "ReduceSum, Cast back) whatever the length, against one ReduceSum.",
     "efficientnet_b0, 224x224":
         "torchvision efficientnet_b0 (random weights, BatchNorm calibrated as in `tests/calibrated.py`), batch 1, "
         "normal inputs, whole model: its 17 global poolings as onnxport translates them (static: one ReduceMean "

@@ -10,13 +10,14 @@ at the speed of one node (0.8-1.1x: the Reshape copies nothing). Short runs keep
 node: contiguous runs up to ``CONTIGUOUS`` elements (within 5x of eager's error there, and the
 ReduceMean the LayerNormalization and RMSNormalization fusions, ours and onnxruntime's, read) or
 ``SQUARES`` for a variance (eager accumulates it in float64: one node is 4x its error at 1,024,
-9x at 4,096), strided axes up to ``STRIDED``. A run of a dynamic size, which may be long, is summed
-in three levels at every size, padded with zeros to whole blocks: the Pad copies the input (2.8x
-the time of one ReduceSum on 2^20 elements, up to 6x where the axis is short), where an ``If``
-on the length would put control flow the model does not have in every graph that sums over a
-dynamic axis. A contiguous run of several dynamic axes (an image's height and width) is summed
-axis by axis instead, each axis a level, with no copy (efficientnet_b0 with dynamic height and
-width: 1.15x the latency of one node per pooling). Figures: ``benchmarks/NUMERICS.md``.
+9x at 4,096), strided axes up to ``STRIDED``. A run of a dynamic size, which may be long,
+accumulates in float64 (Cast, ReduceSum or ReduceMean, Cast back: three nodes, no shape
+arithmetic, right at every length; summing it in padded levels instead took some twenty nodes of
+shape arithmetic and a Pad copying the input, and an ``If`` on the length would put control flow the
+model does not have in every graph that sums over a dynamic axis). A contiguous run of several
+dynamic axes (an image's height and width) is summed axis by axis instead, each axis a level, with
+no copy (efficientnet_b0 with dynamic height and width: 1.15x the latency of one node per pooling).
+Figures: ``benchmarks/NUMERICS.md``.
 
 Semantics: a sum is a sum in any order; NaN and infinities propagate through every level as
 through one ReduceSum; zeros padded to whole blocks add nothing; an empty axis sums to 0.
@@ -98,7 +99,7 @@ def _sum_run(ctx, x: ir.Value, dtype: ir.DataType, dims: list, run: list[int], c
     short run, a long one in ``levels``; with dynamic sizes, a contiguous run of several axes axis
     by axis, each axis a level (one ReduceSum for a dynamic one: an image's height and width are
     summed as accurately as a static plane while each is at most ``CONTIGUOUS``, and nothing is
-    copied), any other in three levels whatever its length (``_dynamic_run``)."""
+    copied), any other accumulated in float64 whatever its length (``_dynamic_run``)."""
     n = _length(run, dims)
     if _short(run, dims, contiguous):
         return ctx.op.ReduceSum(x, ctx.const(run), keepdims=1)
@@ -122,6 +123,9 @@ def mean_over(ctx, x: ir.Value, axes: list[int], keepdim: bool, like: ir.Value |
     like = x if like is None else like
     if one_node(like, axes):
         return ctx.op.ReduceMean(x, ctx.const(axes), keepdims=int(keepdim))
+    if wide(like, axes):  # a dynamic run: the mean accumulated in float64, no count to compute
+        return ctx.op.Cast(ctx.op.ReduceMean(ctx.op.Cast(x, to=F64), ctx.const(axes), keepdims=int(keepdim)),
+                           to=like.dtype)
     total = sum_over(ctx, x, axes, keepdim, like)
     return ctx.op.Div(total, count(ctx, x, total, axes, like))
 
@@ -153,15 +157,20 @@ def levels(n: int) -> list[int]:
 
 
 def _dynamic_run(ctx, x: ir.Value, dtype: ir.DataType, dims: list, run: list[int]) -> ir.Value:
-    """x summed over ``run`` (kept, size 1), some of whose sizes are dynamic: its n elements in
-    three levels of b = ceil(n^(1/3)) (the outermost ceil(n / b^2)), zeros padded to whole blocks;
-    right at every n, for a copy of x (the Pad)."""
-    n = ctx.op.ReduceProd(ctx.op.Shape(x, start=run[0], end=run[-1] + 1), keepdims=1)
-    root = ctx.op.Ceil(ctx.op.Pow(ctx.op.Cast(n, to=F64), ctx.const(np.array(1 / 3))))
-    b = ctx.op.Max(ctx.op.Cast(root, to=I64), ctx.const([1]))
-    block = ctx.op.Mul(b, b)
-    outer = ctx.op.Div(ctx.op.Add(n, ctx.op.Sub(block, ctx.const([1]))), block)
-    return _in_levels(ctx, x, dtype, dims, run, n, [outer, b, b], ctx.op.Mul(outer, block))
+    """x summed over ``run`` (kept, size 1), some of whose sizes are dynamic: accumulated in float64
+    (Cast, ReduceSum, Cast back), right at every length with no shape arithmetic and no copy of x
+    beyond the cast; measured against summing in padded levels in ``benchmarks/NUMERICS.md``."""
+    total = ctx.op.ReduceSum(ctx.op.Cast(x, to=F64), ctx.const(run), keepdims=1)
+    return ctx.op.Cast(total, to=dtype)
+
+
+def wide(like: ir.Value, axes: list[int]) -> bool:
+    """True when a float32 reduction over ``axes`` of a value shaped as ``like`` has a run of reduced
+    axes whose length is dynamic and that is not summed axis by axis (a contiguous run of several
+    axes): it accumulates in float64 (``_dynamic_run``)."""
+    dims = list(like.shape)
+    return like.dtype == ir.DataType.FLOAT and any(
+        _length(run, dims) is None and not (len(run) > 1 and _contiguous(run, dims)) for run in _runs(axes))
 
 
 def _in_levels(ctx, x: ir.Value, dtype: ir.DataType, dims: list, run: list[int], n: ir.Value, lengths: list,
