@@ -232,7 +232,8 @@ def _export_ours(case: Case, measure: Measure, path: str) -> None:
 def guard_summary(guards: list) -> str:
     """``3 proved, 1 kept; adopted time >= 4``: how many shape guards were dropped (proved over the
     declared sizes) or kept (0/1 specializations, validated), and the constraints adopted."""
-    counts = [f"{sum(g.status == s for g in guards)} {s}" for s in ("proved", "kept") if any(g.status == s for g in guards)]
+    counts = [f"{sum(g.status == s for g in guards)} {s}" for s in ("proved", "kept")
+              if any(g.status == s for g in guards)]
     adopted = [str(g) for g in guards if g.status == "adopted"]
     return ", ".join(counts or ["none"]) + (f"; adopted {', '.join(adopted)}" if adopted else "")
 
@@ -315,8 +316,8 @@ def bench_model(name: str, runs: int) -> tuple[Measure, Measure]:
 
 
 # ------------------------------------------------------------------------------------ table
-_COLUMNS = ["model", "export s (ours: capture+decompose+rest)", "torch.onnx s", "ratio", "nodes", "torch nodes", "ratio",
-            "shape nodes", "torch shape", "ORT ms", "torch ORT ms", "ratio", "max abs", "torch max abs",
+_COLUMNS = ["model", "export s (ours: capture+decompose+rest)", "torch.onnx s", "ratio", "nodes", "torch nodes",
+            "ratio", "shape nodes", "torch shape", "ORT ms", "torch ORT ms", "ratio", "max abs", "torch max abs",
             "onnxport guards", "status"]
 
 
@@ -362,7 +363,8 @@ def build_rows(results: dict[str, tuple[Measure, Measure]]) -> list[list[str]]:
             logs["lat"].append(r_lat)
         if o.ok:
             logs["own"].append(_ratio(o.own, o.capture))
-        rows.append([name, f"{_f(o.seconds)} ({_f(o.capture)}+{_f(o.decompose)}+{_f(o.own)})", _f(t.seconds), _f(r_time),
+        rows.append([name, f"{_f(o.seconds)} ({_f(o.capture)}+{_f(o.decompose)}+{_f(o.own)})", _f(t.seconds),
+                     _f(r_time),
                      _nodes_cell(o), _nodes_cell(t), _f(r_nodes), str(o.shape_nodes if o.ok else "-"),
                      str(t.shape_nodes if t.ok else "-"), _f(o.latency_ms, 3), _f(t.latency_ms, 3), _f(r_lat),
                      _f(o.max_abs, 6) if o.ok else "-", _f(t.max_abs, 6) if t.ok else "-", o.guards or "-",
@@ -460,7 +462,8 @@ def main(argv: list[str] | None = None) -> int:
             "# onnxport vs torch.onnx.export (dynamo=True)\n\n" + intro + "\n\n"
             "Export seconds: wall time of the export call, each exporter in a fresh process after one warm-up "
             "export of a tiny model; onnxport's split into capture (torch.export and the guard decisions), "
-            "decompose (ops without a translation) and the rest (translation, optimization, finalization). Shape nodes: Shape/Size and the integer tensors of rank "
+            "decompose (ops without a translation) and the rest (translation, optimization, finalization). "
+            "Shape nodes: Shape/Size and the integer tensors of rank "
             "<= 1 computed from them. onnxport guards: the conditions on sizes torch.export's trace relies on, "
             "proved over the declared sizes (dropped), kept (torch's 0/1 specializations, checked by validation) "
             "or adopted as constraints. Ratios are onnxport / torch.onnx, lower is better; the geometric-mean "

@@ -360,8 +360,9 @@ def main() -> None:
     trained_rows = trained_accuracy()
     out = ["## Latency (onnxruntime CPU, batch 1)", "",
            f"{CORES} cores; load average (1, 5, 15 min) before: {', '.join(f'{v:.2f}' for v in load_before)}, "
-           f"after: {', '.join(f'{v:.2f}' for v in load_after)}; onnxruntime {ort.__version__}, torch {torch.__version__}; "
-           f"{args.rounds} rounds x {args.runs} runs, median over rounds. Ratios: to torch.onnx fp32 at the same threads.",
+           f"after: {', '.join(f'{v:.2f}' for v in load_after)}; onnxruntime {ort.__version__}, "
+           f"torch {torch.__version__}; {args.rounds} rounds x {args.runs} runs, median over rounds. "
+           "Ratios: to torch.onnx fp32 at the same threads.",
            "", *lines, "", "## Accuracy of each mode on the tiny trained models (default tolerance 0.99)", "",
            "| model | mode | accuracy vs eager fp32 |", "|---|---|---|",
            *[f"| {m} | {mode} | {fig} |" for m, mode, fig in trained_rows]]

@@ -125,7 +125,8 @@ def write_report(data: dict, types: list[str], exporters: list[str]) -> str:
     for t in built:
         p = probes[t]
         dims = ", ".join(p.get("dims", {})) or "none"
-        row = [t, p.get("class", ""), p.get("attempt", "") + (", *eager paths differ*" if p.get("eager_paths_differ") else ""), f"{p.get('parameters', 0) / 1e6:.2f}M", dims]
+        attempt = p.get("attempt", "") + (", *eager paths differ*" if p.get("eager_paths_differ") else "")
+        row = [t, p.get("class", ""), attempt, f"{p.get('parameters', 0) / 1e6:.2f}M", dims]
         row += [_cell(results.get(t, {}).get(e)) for e in exporters]
         lines.append("| " + " | ".join(row) + " |")
     others = [t for t in types if (probes[t] or {}).get("status") != "built"]

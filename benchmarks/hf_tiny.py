@@ -518,7 +518,8 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
                                                     "frames": frames if isinstance(frames, int) else 1024}))
     elif main == "input_features":
         bins = next((getattr(config, n) for n in ("num_mel_bins", "feature_size", "input_feat_per_channel", "n_mels",
-                                                   "num_mel_bins_encoder") if isinstance(getattr(config, n, None), int)), 80)
+                                                   "num_mel_bins_encoder")
+                     if isinstance(getattr(config, n, None), int)), 80)
         source = getattr(config, "max_source_positions", None)
         frames = 2 * source if isinstance(source, int) else 64
         names = ["input_features"] + (["decoder_input_ids"] if getattr(config, "is_encoder_decoder", False)
@@ -604,7 +605,8 @@ def probe(model_type: str) -> dict:
             except Exception:  # noqa: BLE001 - a model that cannot run so is judged against plain eager
                 traced = 0.0
             return {"status": "built", "attempt": rules.name, "class": type(model).__name__, "parameters": count,
-                    "inputs": inputs.names, "fixed": inputs.fixed, "eager_paths_differ": traced > 1e-4 and not stochastic,
+                    "inputs": inputs.names, "fixed": inputs.fixed,
+                    "eager_paths_differ": traced > 1e-4 and not stochastic,
                     "stochastic": stochastic,
                     "dims": {d: list(v) for d, v in dynamic.items()},
                     "all_dims": {d: list(v) for d, v in inputs.dims.items()},

@@ -351,7 +351,8 @@ def i6_conformer() -> Case:
     gen = torch.Generator().manual_seed(1)
 
     def inputs(lengths, time):
-        return torch.randn(len(lengths), time, 80, generator=gen), torch.arange(time)[None] < torch.tensor(lengths)[:, None]
+        return (torch.randn(len(lengths), time, 80, generator=gen),
+                torch.arange(time)[None] < torch.tensor(lengths)[:, None])
 
     return Case(module.build_conformer(), inputs([37, 20], 37),
                 {"data_tensor": {0: "batch", 1: "time"}, "sequence_mask": {0: "batch", 1: "time"}},

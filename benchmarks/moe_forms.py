@@ -248,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{torch.__version__}, transformers {__import__('transformers').__version__}, "
             f"onnxruntime {ort.__version__}, one thread; load average {load:.1f} on {os.cpu_count()} cores "
             f"when it ended). {ns.note}\n\n"
-            "Prompt: batch 1, " f"{ns.prompt} tokens, empty cache; decode: batch 1, one token after {ns.prompt} cached. "
+            "Prompt: batch 1, " f"{ns.prompt} tokens, empty cache; "
+            f"decode: batch 1, one token after {ns.prompt} cached. "
             "Latency: median (min-max) milliseconds, the forms' runs alternating. Nodes: main graph and "
             "subgraphs. Ratios against onnxport's per-expert form; lower is better.\n\n" + render(rows, markdown=True))
     return 0

@@ -53,7 +53,8 @@ MUTATIONS = [
     Mutation("int_off_by_one", "integers off by one accepted", "onnxport/verify/compare.py",
              [("return m, m, bool(np.array_equal(expected, got)), \"\"", "return m, m, m <= 1, \"\"")], VERIFY_TESTS),
     Mutation("shape_by_count", "shapes compared by element count", "onnxport/verify/compare.py",
-             [("    if tuple(expected.shape) != tuple(got.shape):", "    got = got.reshape(expected.shape) if got.size == "
+             [("    if tuple(expected.shape) != tuple(got.shape):",
+               "    got = got.reshape(expected.shape) if got.size == "
                "expected.size else got\n    if tuple(expected.shape) != tuple(got.shape):")], VERIFY_TESTS),
     Mutation("tol_float32", "float32 tolerance loosened to 1e-2", "onnxport/verify/compare.py",
              [("    torch.float32: (1e-4, 1e-3),", "    torch.float32: (1e-2, 1e-2),")], VERIFY_TESTS),
@@ -122,9 +123,11 @@ MUTATIONS = [
                "        out_nodes.append(fx_node)")], ["tests/test_hostile.py", "tests/verify"]),
     Mutation("specialization_unchecked", "the capture's specialization check made a no-op",
              "onnxport/capture/steps.py",
-             [("        request = state.request\n        by_name = dict(zip(request.names, user_placeholders(state.program)))\n",
+             [("        request = state.request\n"
+               "        by_name = dict(zip(request.names, user_placeholders(state.program)))\n",
                "        return state.but(\"every declared dim stayed symbolic\")\n"
-               "        request = state.request\n        by_name = dict(zip(request.names, user_placeholders(state.program)))\n")],
+               "        request = state.request\n"
+               "        by_name = dict(zip(request.names, user_placeholders(state.program)))\n")],
              ["tests/capture"]),
 ]
 

@@ -54,7 +54,8 @@ def example_inputs() -> dict:
     cache = DynamicCache()
     for layer in range(LAYERS):
         cache.update(torch.randn(2, KV_HEADS, past, HEAD_DIM), torch.randn(2, KV_HEADS, past, HEAD_DIM), layer)
-    kwargs = dict(input_ids=torch.randint(3, VOCAB, (2, seq)), attention_mask=torch.ones(2, past + seq, dtype=torch.long),
+    kwargs = dict(input_ids=torch.randint(3, VOCAB, (2, seq)),
+                  attention_mask=torch.ones(2, past + seq, dtype=torch.long),
                   position_ids=torch.arange(past, past + seq).expand(2, seq), cache=cache, use_cache=True)
     dynamic_shapes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
                       "position_ids": {0: "batch", 1: "seq"},

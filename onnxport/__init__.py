@@ -78,7 +78,8 @@ def plot_dot(model, **kwargs):
 
 __all__ = [
     "AccuracyTolerance", "CaptureError", "CheckpointError", "ConfigError", "ContractError", "ControlFlowError",
-    "DataDependentError", "DynamicShapesError", "ExportError", "ExportResult", "Registry", "RenderError", "ReturnnError",
+    "DataDependentError", "DynamicShapesError", "ExportError", "ExportResult", "Registry", "RenderError",
+    "ReturnnError",
     "RewriteError", "SaveError", "ShowInputError",
     "SpecializationError", "TargetError", "TranslationError", "UnsupportedOpError", "ValidationError",
     "ValidationReport", "export_pretrained", "export_returnn_config", "export_target",

@@ -136,7 +136,8 @@ def export_encoder_decoder(model: torch.nn.Module, encoder_inputs: dict, *, dyna
         enc_out = encoder_module(**encoder_inputs)
     hidden, cross = enc_out["encoder_hidden_states"], enc_out["cross"]
     layers = len(cross.layers)
-    enc_names = ["encoder_hidden_states"] + [f"present.{i}.encoder.{kv}" for i in range(layers) for kv in ("key", "value")]
+    enc_names = ["encoder_hidden_states"] + [f"present.{i}.encoder.{kv}"
+                                             for i in range(layers) for kv in ("key", "value")]
     encoder = to_onnx(encoder_module, kwargs=dict(encoder_inputs), dynamic_shapes=enc_dims, output_names=enc_names,
                       **options)
 
@@ -158,7 +159,8 @@ def export_encoder_decoder(model: torch.nn.Module, encoder_inputs: dict, *, dyna
     if mask is not None:
         kwargs["encoder_attention_mask"], dims["encoder_attention_mask"] = mask, along
     kwargs["past_key_values"] = cache
-    dims["past_key_values"] = {"decoder": {0: b, 2: names["past"]}, "encoder": {0: b, 2: enc_seq} if enc_seq else {0: b}}
+    dims["past_key_values"] = {"decoder": {0: b, 2: names["past"]},
+                               "encoder": {0: b, 2: enc_seq} if enc_seq else {0: b}}
     dec_names = ["logits"] + [f"present.{i}.decoder.{kv}" for i in range(layers) for kv in ("key", "value")]
     decoder = to_onnx(DecoderWithCache(model).eval(), kwargs=kwargs, dynamic_shapes=dims, output_names=dec_names,
                       **options)

@@ -162,8 +162,8 @@ class ExportResult:
         parents), each part written as ``<name>.onnx`` as below, then ``files`` beside them (each
         replaced whole, ``onnxport.saving.write_file``); returns the paths written, in that order.
 
-        Weights go to ``<path>.<token>.data`` (a name new to each save) beside it when ``external_data`` is True, or when
-        None and the serialized model would exceed ``external_data_threshold`` bytes (protobuf's
+        Weights go to ``<path>.<token>.data`` (a name new to each save) beside it when ``external_data``
+        is True, or when None and the serialized model would exceed ``external_data_threshold`` bytes (protobuf's
         2 GiB limit). The ``.onnx`` file and its data change together: a failed or interrupted save
         leaves the previous model readable as it was (``onnxport.saving``). Data files of an earlier
         save at ``path`` that the new model does not read are removed.

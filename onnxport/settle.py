@@ -57,8 +57,8 @@ def _eager(result: ExportResult) -> bool:
 def size_one(result: ExportResult, splits: bool, run: Any) -> tuple[ExportResult, SpecializationError | None, Any]:
     """``result`` run at size 1 of each dim whose comparison with a number torch.export decided from its
     default minimum of 2 alone (the kept ``n >= 2`` guards of ``verify.default_floor``), in onnxruntime
-    against eager PyTorch (the step timed on ``run``): ``(result, None, None)`` where it matches there (each such guard marked
-    checked); else, where ``splits``, the branch ``pieces.export_in_pieces`` cuts at 1
+    against eager PyTorch (the step timed on ``run``): ``(result, None, None)`` where it matches there
+    (each such guard marked checked); else, where ``splits``, the branch ``pieces.export_in_pieces`` cuts at 1
     (``pieces.floor_branch``) and the fallback ``failed -> result`` taking ``n >= 2`` as a constraint
     should that fail; without ``splits``, the result with that constraint.
 

@@ -149,7 +149,8 @@ def translate(job: Export) -> Export:
     o = job.options
     model = build_model(job.captured, opset=o.opset, registry=job.translations, input_names=o.input_names,
                         output_names_=o.output_names, output_dims=o.output_dims,
-                        options={"inline": o.inline, "rewritten_loops": True if job.rewritten else o.rewrite_control_flow},
+                        options={"inline": o.inline,
+                                 "rewritten_loops": True if job.rewritten else o.rewrite_control_flow},
                         weights=job.bound)
     return job.but(onnx=model)
 

@@ -98,11 +98,13 @@ def spread_logits(layers: list[nn.Module], run, gen: torch.Generator, spread: fl
 @torch.no_grad()
 def spread_scores(detector: nn.Module, example: torch.Tensor, seed: int, spread: float = 2.0,
                   offset: float = -1.5) -> nn.Module:
-    """``detector`` (in eval mode) with BatchNorm calibrated on ``example`` (the statistics of a batch
-    of four: ``example`` and three other images of its size; a batch of one leaves a 1x1 feature map
-    of SSD's extra layers without variance) and random affine parameters; the convolutions of the heads' towers at He's initialization; then the layers computing
-    score logits drawn at random and scaled so that, on ``example``, their logits spread (at the level where they spread most) with a
-    standard deviation of ``spread`` around biases ``offset + 0.5 * N(0, 1)`` per channel."""
+    """``detector`` (in eval mode) with BatchNorm calibrated on ``example`` (the statistics of a
+    batch of four: ``example`` and three other images of its size; a batch of one leaves a 1x1
+    feature map of SSD's extra layers without variance) and random affine parameters; the
+    convolutions of the heads' towers at He's initialization; then the layers computing score logits
+    drawn at random and scaled so that, on ``example``, their logits spread (at the level where they
+    spread most) with a standard deviation of ``spread`` around biases ``offset + 0.5 * N(0, 1)``
+    per channel."""
     gen = torch.Generator().manual_seed(seed)
     detector.eval()
     batch = [example[0]] + [image(*example.shape[-2:], seed=seed + i)[0] for i in range(1, 4)]

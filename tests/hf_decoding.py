@@ -30,7 +30,8 @@ def export_step(cls, cfg, relations: dict | None = RELATIONS) -> tuple[torch.nn.
     cache = DynamicCache(config=model.config)
     with torch.no_grad():
         model(input_ids=torch.randint(3, VOCAB, (2, past)), past_key_values=cache, use_cache=True)
-    kwargs = dict(input_ids=torch.randint(3, VOCAB, (2, seq)), attention_mask=torch.ones(2, past + seq, dtype=torch.int64),
+    kwargs = dict(input_ids=torch.randint(3, VOCAB, (2, seq)),
+                  attention_mask=torch.ones(2, past + seq, dtype=torch.int64),
                   position_ids=torch.arange(past, past + seq).expand(2, seq), past_key_values=cache, use_cache=True)
     return model, onnxport.to_onnx(model, kwargs=kwargs, dynamic_shapes=DIMS, relations=relations)
 

@@ -71,7 +71,8 @@ def test_bug_pattern(name):
         result = onnxport.to_onnx(data.model, data.args, dynamic_shapes=data.dynamic_shapes, **kwargs)
     except onnxport.ExportError as e:
         if _branch_refusal(e) and not kwargs.get("rewrite_control_flow"):
-            assert e.where and " if " in f" {e.where.split(': ', 1)[-1]}", f"{name}: the refusal does not name the if:\n{e}"
+            assert e.where and " if " in f" {e.where.split(': ', 1)[-1]}", \
+                f"{name}: the refusal does not name the if:\n{e}"
             result = onnxport.to_onnx(data.model, data.args, dynamic_shapes=data.dynamic_shapes,
                                       rewrite_control_flow=True, **kwargs)
             report = result.validate(inputs=[args for _, args in data.other_inputs], sizes=[])

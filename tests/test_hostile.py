@@ -89,7 +89,8 @@ def test_unused_input_is_kept():
 
 @pytest.mark.parametrize("layout", ["transposed", "channels_last"])
 def test_non_contiguous_inputs(layout):
-    x = torch.randn(4, 3).t() if layout == "transposed" else torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    x = (torch.randn(4, 3).t() if layout == "transposed"
+         else torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last))
     check_export(Double(), (x,), {"x": {0: "n"}})
 
 
@@ -108,7 +109,8 @@ def test_half_and_double_models(dtype):
 
 
 def test_bfloat16_model_is_valid_and_validation_explains_runtime_gap():
-    r = onnxport.to_onnx(Lin(torch.bfloat16), (torch.randn(2, 4, dtype=torch.bfloat16),), dynamic_shapes={"x": {0: "n"}})
+    r = onnxport.to_onnx(Lin(torch.bfloat16), (torch.randn(2, 4, dtype=torch.bfloat16),),
+                         dynamic_shapes={"x": {0: "n"}})
     onnx.checker.check_model(r.model_proto, full_check=True)
     assert r.model.graph.inputs[0].dtype.name == "BFLOAT16"
     with pytest.raises(onnxport.ValidationError, match="bfloat16"):

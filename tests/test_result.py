@@ -54,7 +54,8 @@ def test_external_data_above_threshold(tmp_path, monkeypatch):
     (data,) = [p.name for p in tmp_path.iterdir() if p.name != "big.onnx"]
     assert data.startswith("big.onnx.") and data.endswith(".data")
     model = onnx.load(path)  # loads the external weights back
-    assert any(i.data_location == onnx.TensorProto.EXTERNAL for i in onnx.load(path, load_external_data=False).graph.initializer)
+    assert any(i.data_location == onnx.TensorProto.EXTERNAL
+               for i in onnx.load(path, load_external_data=False).graph.initializer)
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     assert sess.run(None, {"x": np.ones((2, 3), np.float32)})[0].shape == (2, 128)
     assert model.graph.input[0].name == "x"
@@ -162,7 +163,8 @@ def test_a_result_of_parts_saves_as_a_directory_and_validates_each_part(tmp_path
     out = tmp_path / "out"
     paths = r.save(out)
     assert [os.path.basename(p) for p in paths] == ["encoder.onnx", "decoder.onnx", "info.json", "tokenizer.json"]
-    assert (out / "info.json").read_text() == '{\n    "layers": 2\n}' and (out / "tokenizer.json").read_text() == '{"a": 1}'
+    assert (out / "info.json").read_text() == '{\n    "layers": 2\n}'
+    assert (out / "tokenizer.json").read_text() == '{"a": 1}'
     sess = ort.InferenceSession(str(out / "decoder.onnx"))
     assert sess.run(None, {"x": np.ones((2, 3), np.float32)})[0].shape == (2, 128)
     with pytest.raises(TypeError, match="needs a model, or parts"):

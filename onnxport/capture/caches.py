@@ -83,7 +83,8 @@ def register_caches() -> None:
         pending.extend(cls.__subclasses__())
         if cls in _REGISTERED or cls in pytree.SUPPORTED_NODES:
             continue
-        pytree.register_pytree_node(cls, _flatten, _unflatten, serialized_type_name=f"{cls.__module__}.{cls.__qualname__}",
+        pytree.register_pytree_node(cls, _flatten, _unflatten,
+                                    serialized_type_name=f"{cls.__module__}.{cls.__qualname__}",
                                     flatten_with_keys_fn=_flatten_with_keys)
         _REGISTERED.add(cls)
 
@@ -231,8 +232,8 @@ def expand_spec(cache: Any, spec: Any, where: str) -> Any:
     if spec is None:
         return None
     bad = DynamicShapesError(
-        f"dynamic_shapes for the cache {where!r} ({type(cache).__name__}, {len(leaves)} tensors) must be one tensor spec "
-        f"for all its tensors, a dict by kind, one entry per layer or one spec per tensor; got {spec!r}",
+        f"dynamic_shapes for the cache {where!r} ({type(cache).__name__}, {len(leaves)} tensors) must be one "
+        f"tensor spec for all its tensors, a dict by kind, one entry per layer or one spec per tensor; got {spec!r}",
         hint=f"e.g. {{{where!r}: {{0: 'batch', 2: 'past'}}}}; its tensors are {', '.join(leaves)}")
 
     def one(entry: Any, names: list[str]) -> list:

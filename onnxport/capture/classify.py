@@ -203,7 +203,8 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
         m = re.search(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((-?\d+)\)", text)
         name, value = (m.group(1), int(m.group(2))) if m else (None, None)
         for d in declared:
-            if name is not None and (d.name == name or source_matches([name], d.input_name, d.axis, top_level_name(d, top))):
+            if name is not None and (d.name == name
+                                     or source_matches([name], d.input_name, d.axis, top_level_name(d, top))):
                 where = None
                 for sources, const, frame in records:
                     if source_matches(sources, d.input_name, d.axis, top_level_name(d, top)):
@@ -213,7 +214,8 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
                     where = records[0][2]
                 return specialization_error(d, value, where, top_level_name(d, top),
                                             static_axes_of_size(value, top, declared, d))
-        guard = re.search(r"Not all values of (\w+) = (\S+) in the specified range(?: [^\n]*?)? satisfy the generated guard (.+?)\.?(?:\n|$)", text)
+        guard = re.search(r"Not all values of (\w+) = (\S+) in the specified range(?: [^\n]*?)? "
+                          r"satisfy the generated guard (.+?)\.?(?:\n|$)", text)
         one = re.fullmatch(r"(\d+) <= (\S+) and \2 <= \1", guard.group(3).strip()) if guard else None
         d = next((d for d in declared if guard and d.name == guard.group(1)), None)
         if one and d is not None:  # the model's code pins the size (a Python loop over it): a specialization
@@ -233,10 +235,12 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
                 + "; if the model branches on this size, write the branch with torch.cond (or pass "
                   "rewrite_control_flow=True)",
             )
-        return SpecializationError("\n".join(capped(line) for line in text.split("\n\nThe error above")[0].splitlines()),
+        lines = text.split("\n\nThe error above")[0].splitlines()
+        return SpecializationError("\n".join(capped(line) for line in lines),
                                    hint=_suggested_fixes(text) or None)
     if "dynamic_shapes" in text or "Dim" in type(e).__name__ or "Expected dynamic_shapes" in text:
-        return DynamicShapesError(f"torch.export rejected dynamic_shapes: {capped(text.splitlines()[0]) if text else e!r}",
+        first = capped(text.splitlines()[0]) if text else repr(e)
+        return DynamicShapesError(f"torch.export rejected dynamic_shapes: {first}",
                                   hint="check the spec against torch.export's dynamic_shapes documentation")
     where = None
     tb = traceback.extract_tb(e.__traceback__) if e.__traceback__ else []

@@ -257,7 +257,8 @@ def other_axes_auto(value: Any, spec: Any) -> Any:
     if isinstance(value, dict) and (spec is None or isinstance(spec, dict)):
         return {k: other_axes_auto(v, (spec or {}).get(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)) and (spec is None or isinstance(spec, (list, tuple))):
-        items = [other_axes_auto(v, spec[i] if spec is not None and i < len(spec) else None) for i, v in enumerate(value)]
+        items = [other_axes_auto(v, spec[i] if spec is not None and i < len(spec) else None)
+                 for i, v in enumerate(value)]
         return type(spec)(items) if spec is not None else items
     return spec
 
@@ -273,7 +274,8 @@ def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any],
         if spec is None:
             return
         if isinstance(value, torch.Tensor):
-            items = spec.items() if isinstance(spec, dict) else enumerate(spec) if isinstance(spec, (list, tuple)) else None
+            items = (spec.items() if isinstance(spec, dict)
+                     else enumerate(spec) if isinstance(spec, (list, tuple)) else None)
             if items is None:
                 raise DynamicShapesError(f"dynamic_shapes for input {prefix!r} must be a dict or a list, not {spec!r}")
             for axis, d in items:
@@ -281,7 +283,8 @@ def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any],
                     continue
                 if not isinstance(axis, int) or not -value.dim() <= axis < value.dim():
                     raise DynamicShapesError(
-                        f"dynamic_shapes declares axis {axis} of input {prefix!r}, which has shape {tuple(value.shape)}",
+                        f"dynamic_shapes declares axis {axis} of input {prefix!r}, "
+                        f"which has shape {tuple(value.shape)}",
                         hint=f"axes of {prefix!r} go from 0 to {value.dim() - 1}",
                     )
                 axis = axis % value.dim()

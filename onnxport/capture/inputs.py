@@ -114,7 +114,8 @@ def as_input_set(extra: Any, example: str = "inputs=[(x2,), ((x3, lengths3), {})
     """
     if isinstance(extra, torch.Tensor):
         return (extra,), {}
-    if isinstance(extra, tuple) and len(extra) == 2 and isinstance(extra[0], (tuple, list)) and isinstance(extra[1], dict):
+    if (isinstance(extra, tuple) and len(extra) == 2 and isinstance(extra[0], (tuple, list))
+            and isinstance(extra[1], dict)):
         return tuple(extra[0]), dict(extra[1])
     if isinstance(extra, (tuple, list)):
         return tuple(extra), {}
@@ -300,7 +301,8 @@ def _dim(expr: Any, names: dict) -> Any:
         return int(expr)
     if isinstance(expr, sympy.Symbol):
         return names.get(expr, str(expr))
-    return expr.xreplace({s: sympy.Symbol(names.get(s, str(s)), integer=True, positive=True) for s in expr.free_symbols})
+    return expr.xreplace({s: sympy.Symbol(names.get(s, str(s)), integer=True, positive=True)
+                          for s in expr.free_symbols})
 
 
 def _like(name: str, t: torch.Tensor, dims: tuple, by_size: dict, vocab: int | None = None) -> InputSpec:

@@ -17,14 +17,14 @@ when the pad is one of
 * ``n % 2`` (``k = 2``),
 
 the same integer at every ``n >= 0``: the padded tensor's size (``F.pad``'s meta adds the amount)
-and the model's own ``height + pad_height`` get the one form. Only a computed size is padded so
-(a stage's output, a convolution's ``(h - 1) // 4 + 1``), where naming it twice compounds; the pad
-of an input's own size (a dim symbol) is one step and keeps torch's form, whose conditions torch's
-solver leaves to onnxport (Mamba2's chunks of a sequence: written ``4 * ceil(seq / 4)``, the
-reshape into chunks narrowed ``seq`` to ``>= 5``, which eager PyTorch does not need). Where the padded size is one multiple
-(or none) at the example, torch's own form is kept: a count of chunks that is 1 there, read in the
-simple form, was decided as 1 in a reshape's layout check (Qwen3-Next's chunked delta rule traced
-at 7 tokens failed at 130). Every other sum is torch's.
+and the model's own ``height + pad_height`` get the one form. Only a computed size is padded so (a
+stage's output, a convolution's ``(h - 1) // 4 + 1``), where naming it twice compounds; the pad of
+an input's own size (a dim symbol) is one step and keeps torch's form, whose conditions torch's
+solver leaves to onnxport (Mamba2's chunks of a sequence: written ``4 * ceil(seq / 4)``, the reshape
+into chunks narrowed ``seq`` to ``>= 5``, which eager PyTorch does not need). Where the padded size
+is one multiple (or none) at the example, torch's own form is kept: a count of chunks that is 1
+there, read in the simple form, was decided as 1 in a reshape's layout check (Qwen3-Next's chunked
+delta rule traced at 7 tokens failed at 130). Every other sum is torch's.
 
 Semantics: integer identity ``n + (-n) mod k = k * ceil(n / k)`` for ``n >= 0``, ``k >= 1``; torch's
 ``torch.fx.experimental.sym_node`` builds the sum (``_optimized_add``).

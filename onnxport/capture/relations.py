@@ -88,7 +88,8 @@ def pinned_relations(relations: dict[str, Any] | None, sizes: dict[str, int]) ->
     return out
 
 
-def resolve(relations: dict[str, sympy.Expr], exprs: dict[str, sympy.Expr], limit: int | None = None) -> dict[str, sympy.Expr]:
+def resolve(relations: dict[str, sympy.Expr], exprs: dict[str, sympy.Expr],
+            limit: int | None = None) -> dict[str, sympy.Expr]:
     """``exprs`` with every related dimension replaced by its expression, until only independent
     dimensions remain. Raises ``DynamicShapesError`` for a cycle."""
     subs = {symbol(n): e for n, e in relations.items()}

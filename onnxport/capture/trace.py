@@ -115,9 +115,8 @@ def _warn_training_ops(program: torch.export.ExportedProgram) -> None:
         if name not in _TRAINING_OPS:
             continue
         train = dict(zip((a.name for a in target._schema.arguments), node.args)) | dict(node.kwargs)
-        if any(train.get(k) is True for k in ("train", "training")) or name.startswith(("_native_batch_norm_legit",
-                                                                                         "_batch_norm_with_update",
-                                                                                         "bernoulli", "native_dropout")):
+        if any(train.get(k) is True for k in ("train", "training")) or name.startswith(
+                ("_native_batch_norm_legit", "_batch_norm_with_update", "bernoulli", "native_dropout")):
             where = user_source_line(node)
             warnings.warn("the model is in training mode and exports its training behaviour "
                           f"({name}{f' at {where}' if where else ''}); call model.eval() before to_onnx for "

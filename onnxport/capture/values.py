@@ -117,8 +117,9 @@ def return_line(model: Any, value: Any) -> str | None:
     except (OSError, TypeError, SyntaxError):
         return None
     returns = [n for n in ast.walk(tree) if isinstance(n, ast.Return)]
-    literal = [r for r in returns if any(isinstance(c, ast.Constant) and c.value == value and type(c.value) is type(value)
-                                         for c in ast.walk(r.value or ast.Constant(None)))]
+    literal = [r for r in returns
+               if any(isinstance(c, ast.Constant) and c.value == value and type(c.value) is type(value)
+                      for c in ast.walk(r.value or ast.Constant(None)))]
     chosen = (literal or returns or [None])[-1]
     offset = (chosen.lineno - 1) if chosen is not None else 0
     code = lines[offset].strip() if offset < len(lines) else ""

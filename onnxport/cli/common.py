@@ -15,8 +15,9 @@ from typing import Any
 
 
 class Progress:
-    """Step display, fed ``(step, seconds)`` as each step ends (an export door's ``on_step``): a rich live table on a terminal once a run lasts over a second, plain
-    ``onnxport: STEP N.NNs`` lines on stderr otherwise; nothing when ``quiet``."""
+    """Step display, fed ``(step, seconds)`` as each step ends (an export door's ``on_step``): a rich
+    live table on a terminal once a run lasts over a second, plain ``onnxport: STEP N.NNs`` lines on
+    stderr otherwise; nothing when ``quiet``."""
 
     DELAY = 1.0
 
@@ -89,7 +90,8 @@ def add_result_arguments(p: argparse.ArgumentParser) -> None:
                         "accuracy against eager PyTorch's float model (top-1 agreement, cosine similarity)")
     p.add_argument("--keep-float", dest="keep_float", action="append", default=[], metavar="NAME",
                    help="with --quantize: a weight-name prefix (module path, e.g. lm_head) kept in float (repeatable)")
-    p.add_argument("--block-size", type=int, default=32, metavar="N", help="with --quantize int4: block size (default 32)")
+    p.add_argument("--block-size", type=int, default=32, metavar="N",
+                   help="with --quantize int4: block size (default 32)")
     p.add_argument("--report", metavar="JSON", help="write the validation table as JSON")
     p.add_argument("--quiet", action="store_true", help="print neither progress nor the table")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,

@@ -32,7 +32,8 @@ def _names_of(returned: Any) -> tuple[list[str | None], list[Any]]:
         fields = [f.name for f in dataclasses.fields(returned)]
         return fields, [getattr(returned, f) for f in fields]
     raise ContractError(f"the model returns a {type(returned).__name__}; the config declares outputs by name",
-                        hint="return a tensor, a tuple of tensors in declared order, or a dict keyed by the declared names")
+                        hint="return a tensor, a tuple of tensors in declared order, "
+                             "or a dict keyed by the declared names")
 
 
 def _missing_extra(missing: list, extra: list) -> str:
@@ -95,7 +96,8 @@ def check_tensors(cfg: ExportConfig, pairs: list[tuple[str, torch.Tensor]], size
         side = f"output {name!r} on {label}"
         if t.dtype != decl.dtype:
             raise ContractError(f"{side}: the config declares {decl}, the model gives dtype "
-                                f"{str(t.dtype).replace('torch.', '')}", hint="fix the dtype in the config or cast in forward")
+                                f"{str(t.dtype).replace('torch.', '')}",
+                                hint="fix the dtype in the config or cast in forward")
         if t.dim() != len(decl.dims):
             raise ContractError(f"{side}: the config declares rank {len(decl.dims)} ({decl}), the model gives "
                                 f"shape {tuple(t.shape)}", hint="fix the dims in the config")
@@ -200,7 +202,8 @@ def check_derived_dims(cfg: ExportConfig, renames: dict[tuple[str, int], str],
 
     ``runs``: ``(label, input sizes, derived sizes from check_tensors)`` for each validation set.
     The ONNX expression of a declared name must give the eager size at every run, one declared name
-    must not stand for two expressions, nor two names for one data-dependent size. Returns ``{dim_param: declared name}``.
+    must not stand for two expressions, nor two names for one data-dependent size. Returns
+    ``{dim_param: declared name}``.
     """
     mapping: dict[str, str] = {}
     by_name: dict[str, str] = {}

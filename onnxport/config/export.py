@@ -45,7 +45,8 @@ def _forward_kwargs(module: torch.nn.Module, cfg: ExportConfig, tensors: dict[st
     if unknown and not var_kw:
         raise ContractError(f"the config declares input(s) {unknown} but {type(module).__name__}.forward takes "
                             f"({', '.join(named)})", hint="name [inputs.NAME] after forward()'s parameters")
-    required = [n for n, p in params.items() if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    required = [n for n, p in params.items()
+                if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
                 and n not in cfg.inputs]
     if required:
         raise ContractError(f"{type(module).__name__}.forward requires {required}, which the config does not declare "
@@ -127,7 +128,8 @@ def export_target(target: Any = None, *, config: Any = None, inputs: list[str] |
         target = cfg.target
     if target is None:
         if cfg is None or config is None:
-            raise ConfigError("no TARGET given", hint="e.g. onnxport export model.py:Net --input \"x: float32[batch, 16]\"")
+            raise ConfigError("no TARGET given",
+                              hint="e.g. onnxport export model.py:Net --input \"x: float32[batch, 16]\"")
         raise ConfigError(f"config {cfg.source} names no model", hint="pass a model or set target = \"file.py:build\"")
     if cfg is None:
         return _export_example(target, model_args, checkpoint, validate, report, opset=opset, inline=inline,

@@ -106,7 +106,8 @@ def parse_dtype(text: Any, what: str) -> torch.dtype:
     ``ConfigError`` starting with ``what`` (where it was read) when it names none."""
     if not isinstance(text, str) or text.lower() not in DTYPES:
         raise ConfigError(f"{what}: dtype {text!r} is not known",
-                          hint=f"use one of {', '.join(sorted(set(DTYPES) - {'float', 'double', 'half', 'long', 'int'}))}")
+                          hint="use one of "
+                               f"{', '.join(sorted(set(DTYPES) - {'float', 'double', 'half', 'long', 'int'}))}")
     return DTYPES[text.lower()]
 
 
@@ -132,8 +133,8 @@ def parse_dim(d: Any, what: str) -> int | str:
 def _parse_tensors(table: Any, section: str, where: str, required: bool) -> dict[str, TensorDecl]:
     if table is None:
         if required:
-            raise ConfigError(f"{where}: no [{section}.NAME] table", hint=f"declare each model input as [{section}.NAME] "
-                              "with dtype and dims")
+            raise ConfigError(f"{where}: no [{section}.NAME] table",
+                              hint=f"declare each model input as [{section}.NAME] with dtype and dims")
         return {}
     if not isinstance(table, dict) or any(not isinstance(v, dict) for v in table.values()):
         raise ConfigError(f"{where}: [{section}] must hold one table per tensor, like [{section}.x]")

@@ -94,7 +94,8 @@ def resolve_target(target: str) -> Callable[..., Any]:
     return obj
 
 
-def build_model(target: str | Callable[..., Any] | torch.nn.Module, kwargs: dict[str, Any] | None = None) -> torch.nn.Module:
+def build_model(target: str | Callable[..., Any] | torch.nn.Module,
+                kwargs: dict[str, Any] | None = None) -> torch.nn.Module:
     """Build the model: resolve ``target`` when it is a string, call it with ``kwargs``, and check
     the result is a ``torch.nn.Module`` (returned in eval mode). Raises ``TargetError``."""
     kwargs = dict(kwargs or {})

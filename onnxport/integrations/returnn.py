@@ -90,8 +90,8 @@ def _returnn_changes(values: DimValues) -> list:
 
     convert = _convert_to_tensor(array_.convert_to_tensor)
     dim_value, dim_value_tensor = dim_value_methods(values, _DimMixin.get_dim_value, _DimMixin.get_dim_value_tensor)
-    replaced = [(array_, "convert_to_tensor", convert), (array_, "constant", convert), (rf, "convert_to_tensor", convert),
-                (rf, "constant", convert), (_DimMixin, "get_dim_value", dim_value),
+    replaced = [(array_, "convert_to_tensor", convert), (array_, "constant", convert),
+                (rf, "convert_to_tensor", convert), (rf, "constant", convert), (_DimMixin, "get_dim_value", dim_value),
                 (_DimMixin, "get_dim_value_tensor", dim_value_tensor),
                 (TensorDict, "assign_from_raw_tensor_dict_",
                  assign_recording(values, TensorDict.assign_from_raw_tensor_dict_)),

@@ -75,7 +75,8 @@ def load_returnn_config(path: str | os.PathLike) -> ReturnnConfig:
 
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise ReturnnError(f"RETURNN config {path} does not exist", hint="check the path of the RETURNN config (onnxport export-returnn CONFIG)")
+        raise ReturnnError(f"RETURNN config {path} does not exist",
+                           hint="check the path of the RETURNN config (onnxport export-returnn CONFIG)")
     config = Config()
     try:
         config.load_file(path)
@@ -204,8 +205,9 @@ def export_config(rc: ReturnnConfig, *, sizes: list[dict[str, int]] | None = Non
         for s in sizes:
             unknown = sorted(set(s) - set(dims))
             if unknown or any(v < 1 for v in s.values()):
-                raise ReturnnError(f"validation sizes {s}: {unknown or 'sizes below 1'} are not sizes of the input dims "
-                                   f"{sorted(dims)}", hint="name the dims as the ONNX inputs do, e.g. batch=2,time=40")
+                raise ReturnnError(f"validation sizes {s}: {unknown or 'sizes below 1'} are not sizes of the "
+                                   f"input dims {sorted(dims)}",
+                                   hint="name the dims as the ONNX inputs do, e.g. batch=2,time=40")
         cfg.sizes = [{**cfg.example_sizes(), **s} for s in sizes]
         cfg.sizes_given = True
     else:

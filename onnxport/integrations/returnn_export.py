@@ -73,8 +73,9 @@ def build_returnn_model(rc: ReturnnConfig, checkpoint: str | os.PathLike | None 
         try:
             materialize(module.model, bind(module.model, opened, cast=True), in_place=True)
         except CheckpointError as e:
-            raise CheckpointError(e.what, hint="use a checkpoint of a model this config's get_model builds "
-                                                "(RETURNN saves {'model': state_dict, 'epoch': ..., 'step': ...})") from e
+            raise CheckpointError(
+                e.what, hint="use a checkpoint of a model this config's get_model builds "
+                             "(RETURNN saves {'model': state_dict, 'epoch': ..., 'step': ...})") from e
     return module.eval()
 
 

@@ -77,8 +77,8 @@ class ReturnnForward(torch.nn.Module):
             model's config (``ReturnnConfig.scope``).
 
     ``forward(raw)`` takes a dict of the tensors of ``input_names`` (or the tensors as keyword
-    arguments, ``**{"data": x, "data:size1": lengths}``) and returns a dict keyed by ``output_names``. Raises ``ContractError`` when ``forward_step`` marks other outputs than
-    ``model_outputs`` declares.
+    arguments, ``**{"data": x, "data:size1": lengths}``) and returns a dict keyed by ``output_names``.
+    Raises ``ContractError`` when ``forward_step`` marks other outputs than ``model_outputs`` declares.
     """
 
     def __init__(self, model: Any, forward_step: Callable, extern_data, model_outputs, *, epoch: int = 1,

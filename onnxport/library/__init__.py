@@ -6,8 +6,8 @@ family, or per form of code several families share). A module here registers the
 its library needs where it defines them, ``register(Patch(..., when=..., order=...))``
 (``capture/patches.py``: when a trace installs it, and where among the others); nothing lists them
 elsewhere. An op a library defines is translated under its qualified name in ``translate/ops/``
-(``"torchvision::nms.default"``), which never imports the library either. Supporting a model is one new module here and its test under
-``tests/library/``.
+(``"torchvision::nms.default"``), which never imports the library either. Supporting a model is one
+new module here and its test under ``tests/library/``.
 
 A module here never imports its library when it is imported (onnxport does not depend on them): it
 reads the library's modules from ``sys.modules`` when a patch is installed, and changes nothing

@@ -3,8 +3,9 @@
 ``nn.TransformerEncoder`` in eval mode, with a ``src_key_padding_mask`` and no grad, runs its
 nested-tensor fast path: padded frames leave the layers as zeros (``to_padded_tensor(0.)``), before
 the final norm. Tracing takes the regular path, which leaves values there. During capture,
-``TRANSFORMER_ENCODER_AS_EAGER`` (a registered capture patch) makes the traced forward zero the padded frames exactly when
-eager's fast path would (the same module conditions; the mask's left alignment checked as data).
+``TRANSFORMER_ENCODER_AS_EAGER`` (a registered capture patch) makes the traced forward zero the
+padded frames exactly when eager's fast path would (the same module conditions; the mask's left
+alignment checked as data).
 Semantics: ``torch.nn.TransformerEncoder.forward`` (torch 2.13), assuming inference without grad.
 """
 

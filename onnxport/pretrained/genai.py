@@ -54,7 +54,8 @@ def genai_config(result: ExportResult, model: Any, filename: str = "model.onnx")
     pad = _first(generation, "pad_token_id", default=_first(text, "pad_token_id"))
     pad = int(pad) if pad is not None else (eos[0] if eos else 0)
     bos = _first(generation, "bos_token_id", default=_first(text, "bos_token_id"))
-    context = int(_first(text, "max_position_embeddings", "n_positions", "max_sequence_length", default=DEFAULT_CONTEXT))
+    context = int(_first(text, "max_position_embeddings", "n_positions", "max_sequence_length",
+                         default=DEFAULT_CONTEXT))
     heads = int(_first(text, "num_attention_heads", "n_head"))
     names = {"input_ids": "input_ids", "attention_mask": "attention_mask"}
     if "position_ids" in inputs:

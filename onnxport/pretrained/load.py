@@ -17,7 +17,8 @@ import torch
 from onnxport.errors import TargetError
 from onnxport.pretrained.tasks import TASKS, Task
 
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
 # beside the exported models: what a runtime needs to tokenize, decode and read the model's ids
 SIDE_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
               "special_tokens_map.json", "vocab.txt", "vocab.json", "merges.txt", "tokenizer.model", "spiece.model",

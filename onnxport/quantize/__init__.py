@@ -70,8 +70,9 @@ def quantize(result, mode: str, *, keep_float: list[str] | tuple[str, ...] = (),
     nodes = weight_nodes(result.model, list(keep_float), embeddings=embeddings, final_projection=final_projection)
     chosen = {n.node for n in nodes if not n.kept and (mode == "int8-static" or n.op_type != "Conv")}
     if not chosen:
-        raise ExportError(f"nothing to quantize in {mode}: the model has no MatMul/Gemm{'/Conv' if mode == 'int8-static' else ''} "
-                          "weight outside the layers kept in float",
+        raise ExportError(f"nothing to quantize in {mode}: the model has no "
+                          f"MatMul/Gemm{'/Conv' if mode == 'int8-static' else ''} weight outside the layers kept "
+                          "in float",
                           hint="check keep_float, or pass final_projection=False / embeddings=False")
     nodes = [n if n.node in chosen or n.kept else WeightNode(n.node, n.op_type, n.weight, f"not quantized in {mode}")
              for n in nodes]
@@ -94,7 +95,8 @@ def quantize(result, mode: str, *, keep_float: list[str] | tuple[str, ...] = (),
     except ExportError:
         raise
     except Exception as e:  # noqa: BLE001 - onnxruntime's quantizer failing is reported with its words
-        raise ExportError(f"onnxruntime's {mode} quantization failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}",
+        raise ExportError(f"onnxruntime's {mode} quantization failed: "
+                          f"{type(e).__name__}: {str(e).splitlines()[0][:200]}",
                           hint="keep the failing layer in float with keep_float=[...]", detail=str(e)) from e
     quantized.producer_name = result.model_proto.producer_name
     quantized.producer_version = result.model_proto.producer_version

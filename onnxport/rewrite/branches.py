@@ -315,7 +315,8 @@ def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx,
         outputs, tail = None, None
     else:
         stored = [N.stored_names(b) for b in branches]
-        one_side = {v for v in (stored[0] ^ stored[1]) - before if not ctx.loops and _bound_before_read(v, node, rest, ctx)}
+        one_side = {v for v in (stored[0] ^ stored[1]) - before
+                    if not ctx.loops and _bound_before_read(v, node, rest, ctx)}
         outputs = sorted(((stored[0] | stored[1]) & after) - one_side)
         if not outputs:
             return refuse("the branches bind no variable read after the block")

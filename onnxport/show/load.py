@@ -97,7 +97,8 @@ def _model_proto(obj: Any) -> onnx.ModelProto:
             proto = onnx.load_from_string(bytes(obj))
         except Exception as e:  # noqa: BLE001 - any decoding failure means "not a model"
             raise ShowInputError("the bytes given are not a serialized ONNX model",
-                                 hint="pass a path, an onnx.ModelProto or an onnxport.ExportResult", detail=str(e)) from e
+                                 hint="pass a path, an onnx.ModelProto or an onnxport.ExportResult",
+                                 detail=str(e)) from e
         return _checked(proto, "the bytes given")
     if isinstance(obj, (str, os.PathLike)):
         return _load_path(os.fspath(obj))

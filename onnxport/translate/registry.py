@@ -163,8 +163,8 @@ class Registry:
     def register(self, target: Any, fn: Callable | None, *, opset: tuple | None = None) -> None:
         """Add ``fn`` as the translation of ``target`` (an overload, an ``OpOverloadPacket`` for
         every overload, an FX ``call_function`` target, or an overload's qualified name
-        ``"namespace::op.overload"``, for an op a library defines when imported) for ``opset`` (``(min, max)``, inclusive;
-        None: every opset); ``fn=None`` decomposes the op instead."""
+        ``"namespace::op.overload"``, for an op a library defines when imported) for ``opset``
+        (``(min, max)``, inclusive; None: every opset); ``fn=None`` decomposes the op instead."""
         span = _span(opset)
         with CAPTURE_LOCK:
             for t in _targets((target,)):

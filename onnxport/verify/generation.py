@@ -123,7 +123,8 @@ def reference(model: torch.nn.Module, max_new_tokens: int, inputs: dict) -> tupl
             out = model.generate(**inputs, generation_config=config)
     except Exception as e:  # noqa: BLE001 - the model's own generate failed
         raise ValidationError(f"the model's generate() failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}",
-                              hint="check the inputs generate() takes (input_ids, attention_mask, input_features)") from e
+                              hint="check the inputs generate() takes (input_ids, attention_mask, "
+                                   "input_features)") from e
     new = out.sequences[:, -len(out.logits):] if out.logits else out.sequences[:, :0]
     logits = [step.float().numpy() for step in out.logits]
     return new.numpy(), logits, {"eos": tuple(eos), "pad": pad, "start": start}
@@ -161,7 +162,8 @@ def check_generation(model: torch.nn.Module, decoder: Any, prompt_ids: Any = Non
         if missing:
             raise ValidationError(f"encoder_inputs lack the encoder model's inputs {missing}",
                                   hint=f"the encoder takes {enc.input_names}")
-        outs = dict(zip(enc.output_names, enc.session.run(None, {n: as_numpy(encoder_inputs[n]) for n in enc.input_names})))
+        feed = {n: as_numpy(encoder_inputs[n]) for n in enc.input_names}
+        outs = dict(zip(enc.output_names, enc.session.run(None, feed)))
         cross = {INPUT_PREFIX + n[len(OUTPUT_PREFIX):]: v for n, v in outs.items() if n.startswith(OUTPUT_PREFIX + ".")}
         batch = next(iter(outs.values())).shape[0]
         if ids["start"] is None:

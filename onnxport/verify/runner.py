@@ -27,7 +27,8 @@ class OrtRunner:
             hint = "run onnx.checker.check_model(model, full_check=True) to locate the problem"
             if "NOT_IMPLEMENTED" in text and not isinstance(proto, str) and _uses_bfloat16(proto):
                 hint = ("the model is valid ONNX but onnxruntime's CPU provider has no bfloat16 kernel for this "
-                        "operator: validate a float32 export (model.float()) or run on a provider with bfloat16 support")
+                        "operator: validate a float32 export (model.float()) or run on a provider with "
+                        "bfloat16 support")
             raise ValidationError(f"onnxruntime could not load the model: {text.splitlines()[0][:300]}",
                                   hint=hint) from e
         self.input_names = [i.name for i in self.session.get_inputs()]

@@ -157,7 +157,8 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, values: Any = Non
     return ValidationReport(tuple(_relation_notes(list(report.checks), examples, by_label, result.captured)))
 
 
-def _input_sets(result, inputs, sizes, values, include_example, specs) -> list[tuple[str, dict | None, str, str, tuple]]:
+def _input_sets(result, inputs, sizes, values, include_example,
+                specs) -> list[tuple[str, dict | None, str, str, tuple]]:
     """``(label, {dim name: size} or None, why, value kind, (args, kwargs))`` of every set to compare."""
     dims = dim_names(result.captured, result.dim_names)
     examples, _ = dim_examples(result.captured, dims)
@@ -335,7 +336,8 @@ def _resolve_sizes(result, sizes: dict, examples: dict, dims: dict) -> dict:
         wrong = broken(relations, {**completed, **given})
         if wrong:
             raise ValidationError(f"sizes {_fmt_sizes({**completed, **given})} break the relation {'; '.join(wrong)} "
-                                  "the export declares", hint="give the independent dims only; related ones are computed")
+                                  "the export declares",
+                                  hint="give the independent dims only; related ones are computed")
         out = completed
     broken_guards = [g for g in result.constraints if not g.holds(out)]
     if broken_guards:

@@ -29,7 +29,8 @@ def test_a_dynamic_cache_flattens_to_named_tensors_and_is_rebuilt_equal():
     rebuilt = pytree.tree_unflatten([t + 1 for t in leaves], spec)
     assert isinstance(rebuilt, DynamicCache) and len(rebuilt.layers) == 2
     for old, new in zip(cache.layers, rebuilt.layers):
-        assert type(new) is DynamicLayer and torch.equal(new.keys, old.keys + 1) and torch.equal(new.values, old.values + 1)
+        assert (type(new) is DynamicLayer and torch.equal(new.keys, old.keys + 1)
+                and torch.equal(new.values, old.values + 1))
     assert rebuilt.get_seq_length() == 3
 
 

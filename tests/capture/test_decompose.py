@@ -129,4 +129,5 @@ def test_vmap_batching_levels_decompose_the_whole_program():
     r = check_export(RowScores(), (torch.randn(3, 5),), {"x": {0: "b", 1: "t"}},
                      inputs=[(torch.randn(1, 2),), (torch.randn(4, 9),)])
     assert "_add_batch_dim" in r.decomposed["whole_program"]
-    assert not [n for n in r.program.graph.nodes if getattr(n.target, "__module__", "") == "torch._functorch.predispatch"]
+    assert not [n for n in r.program.graph.nodes
+                if getattr(n.target, "__module__", "") == "torch._functorch.predispatch"]

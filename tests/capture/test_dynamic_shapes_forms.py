@@ -168,7 +168,8 @@ def test_kwargs(spec):
 
 
 def test_one_tensor_passed_twice_is_two_inputs():
-    result = check_export(Keywords(), (x,), {"x": {0: batch}, "a": {0: batch}, "b": {0: batch}}, kwargs={"a": y, "b": y})
+    result = check_export(Keywords(), (x,), {"x": {0: batch}, "a": {0: batch}, "b": {0: batch}},
+                          kwargs={"a": y, "b": y})
     assert [n.op_type for n in result.model.graph][:1] == ["Mul"]
     assert [v.name for v in next(iter(result.model.graph)).inputs] == ["a", "b"]
 
@@ -198,7 +199,8 @@ def test_additional_inputs():
 
 
 @pytest.mark.parametrize("spec,match", [
-    ({"x": {0: Dim("q", min=5, max=20)}, "y": {0: Dim("q", min=5, max=20)}}, r"declared in \[5, 20\], but the example's size is 3"),
+    ({"x": {0: Dim("q", min=5, max=20)}, "y": {0: Dim("q", min=5, max=20)}},
+     r"declared in \[5, 20\], but the example's size is 3"),
     ({"x": {0: 5}, "y": None}, r"the static size 5, but the example's is 3"),
     ({"x": {0: 3.5}, "y": None}, r"3.5, which is not a dimension"),
 ], ids=["outside-range", "other-static-size", "not-a-dimension"])
@@ -208,7 +210,8 @@ def test_a_value_that_does_not_fit_the_example_is_a_dynamic_shapes_error(spec, m
 
 
 def test_varargs_and_kwargs_of_another_structure_are_named():
-    with pytest.raises(onnxport.DynamicShapesError, match=r"gives \*past .* it takes a tuple with one entry per argument"):
+    with pytest.raises(onnxport.DynamicShapesError,
+                       match=r"gives \*past .* it takes a tuple with one entry per argument"):
         onnxport.to_onnx(Varargs(), (ids, mask) + past, dynamic_shapes={"ids": PER_TOKEN, "mask": PER_TOKEN,
                                                                            "past": PER_TOKEN})
     with pytest.raises(onnxport.DynamicShapesError, match=r"gives \*\*inputs .* it takes a dict keyed by the keywords"):

@@ -210,9 +210,11 @@ def test_the_smallest_size_eager_takes_is_adopted_where_torch_states_a_smaller_o
 
 def test_an_explicit_range_below_the_models_own_minimum_is_refused():
     with pytest.raises(onnxport.DynamicShapesError, match=r"declared from 3, but the model takes 7 and up") as info:
-        onnxport.to_onnx(ConvPoolConv(), (torch.randn(2, 4, 20),), dynamic_shapes={"x": {2: Dim("time", min=3, max=64)}})
+        onnxport.to_onnx(ConvPoolConv(), (torch.randn(2, 4, 20),),
+                         dynamic_shapes={"x": {2: Dim("time", min=3, max=64)}})
     assert "min=7" in info.value.hint
-    r = onnxport.to_onnx(ConvPoolConv(), (torch.randn(2, 4, 20),), dynamic_shapes={"x": {2: Dim("time", min=7, max=64)}})
+    r = onnxport.to_onnx(ConvPoolConv(), (torch.randn(2, 4, 20),),
+                         dynamic_shapes={"x": {2: Dim("time", min=7, max=64)}})
     assert r.constraints == [] and r.validate(sizes=[{"time": 7}, {"time": 9}]).ok
 
 

@@ -1,7 +1,8 @@
 """Padding to a whole multiple (Swin's ``(window - w % window) % window``, its patch merging's
-``w % 2``, SAM2's ``h + (-h) % window``) is captured as the multiple it makes, ``k * ceil(w / k)``: the padded size names the
-size once, so stages of pads do not double the expression each time. The ONNX model of a
-four-stage windowed toy is compared with eager PyTorch at sizes that take every remainder path."""
+``w % 2``, SAM2's ``h + (-h) % window``) is captured as the multiple it makes, ``k * ceil(w / k)``:
+the padded size names the size once, so stages of pads do not double the expression each time. The
+ONNX model of a four-stage windowed toy is compared with eager PyTorch at sizes that take every
+remainder path."""
 
 import sympy
 import torch

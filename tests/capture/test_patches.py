@@ -28,9 +28,11 @@ def snapshot() -> dict:
 
 
 PLUS_ONE = register(Patch("test: math.sqrt plus one",
-                          lambda: [SetAttribute(__import__("math"), "sqrt", lambda original: (lambda v: original(v) + 1))]))
+                          lambda: [SetAttribute(__import__("math"), "sqrt",
+                                                lambda original: (lambda v: original(v) + 1))]))
 PLUS_TEN = register(Patch("test: math.sqrt plus ten",
-                          lambda: [SetAttribute(__import__("math"), "sqrt", lambda original: (lambda v: original(v) + 10))]))
+                          lambda: [SetAttribute(__import__("math"), "sqrt",
+                                                lambda original: (lambda v: original(v) + 10))]))
 
 
 class Encoder(torch.nn.Module):

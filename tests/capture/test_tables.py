@@ -25,7 +25,8 @@ class Viewed(torch.nn.Module):
 @pytest.mark.parametrize("pos_dtype", [torch.int64, torch.int32])
 def test_tables_found_through_views_and_casts(pos_dtype):
     ids, pos = torch.randint(0, 5, (2, 6)), torch.arange(6, dtype=pos_dtype)
-    result = onnxport.to_onnx(Viewed().eval(), (ids, pos, torch.randn(1)), dynamic_shapes=({0: "b", 1: "t"}, {0: "t"}, None))
+    result = onnxport.to_onnx(Viewed().eval(), (ids, pos, torch.randn(1)),
+                              dynamic_shapes=({0: "b", 1: "t"}, {0: "t"}, None))
     assert indexed_tables(result.captured) == {"ids": 40, "pos": 25}
     assert result.validate().ok
 

@@ -304,7 +304,8 @@ def test_an_output_path_in_a_missing_directory_exits_2_before_the_export(tmp_pat
     captured = capsys.readouterr()
     assert code == 2
     lines = captured.err.strip().splitlines()
-    assert lines == [f"onnxport: error: {option}: the directory {tmp_path / 'missing'} does not exist (create it first)"]
+    assert lines == [f"onnxport: error: {option}: the directory {tmp_path / 'missing'} does not exist "
+                     "(create it first)"]
     assert "capture" not in captured.err  # refused before the export started
     assert list(tmp_path.iterdir()) == []
 
@@ -320,7 +321,8 @@ def test_checkpoint_errors_have_a_short_first_line_naming_the_cause(tmp_path):
     torch.save({"model": {"w": torch.zeros(2)}, "extra": Refused()}, pickled)
     torch.save({"lin.weight": torch.zeros(5, 16), "lin.bias": torch.zeros(5)}, truncated)
     truncated.write_bytes(truncated.read_bytes()[:200])
-    for ckpt, words in ((pickled, ["pickled", "test_export_cli.Refused", "refuses"]), (truncated, ["damaged or truncated"])):
+    for ckpt, words in ((pickled, ["pickled", "test_export_cli.Refused", "refuses"]),
+                        (truncated, ["damaged or truncated"])):
         proc = run_cli(f"{TOY}:build_framer", "-c", str(cfg), "--checkpoint", str(ckpt), "-o", str(out))
         error = assert_user_error(proc, out, *words)
         assert "--debug" in error  # torch's full message is one option away

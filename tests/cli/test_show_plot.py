@@ -181,7 +181,8 @@ def test_plot_into_a_missing_directory_exits_2_before_rendering(scan_path, tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.onnx"]  # the picture was not drawn either
 
 
-@pytest.mark.parametrize("content, message", [(b"", "is empty (0 bytes)"), (b"\x08\x07", "holds no IR version or no graph"),
+@pytest.mark.parametrize("content, message", [(b"", "is empty (0 bytes)"),
+                                              (b"\x08\x07", "holds no IR version or no graph"),
                                               (b"not protobuf at all \xff\xfe", "not a readable ONNX model")])
 def test_show_refuses_files_that_are_not_models(tmp_path, capsys, content, message):
     path = tmp_path / "m.onnx"

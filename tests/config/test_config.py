@@ -290,7 +290,8 @@ def test_export_target_with_module_and_checkpoint(tmp_path):
 def test_export_target_declared_dynamic_comes_out_static():
     data = {"target": f"{TOY}:build_net", "inputs": {"x": {"dtype": "float32", "dims": ["batch", 16]}},
             "outputs": {"scores": {"dtype": "float32", "dims": ["batch", "width"]}}}
-    with pytest.raises(ContractError, match="declares the dynamic dim 'width', the exported model gives the constant 4"):
+    with pytest.raises(ContractError,
+                       match="declares the dynamic dim 'width', the exported model gives the constant 4"):
         onnxport.export_target(config=data)
 
 

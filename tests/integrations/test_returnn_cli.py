@@ -33,7 +33,8 @@ def _inputs(batch: int, time: int, features: int, seed: int) -> dict:
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(1, time + 1, (batch,), generator=g, dtype=torch.int32)
     lengths[0] = time
-    data = torch.randn(batch, time, features, generator=g) * (torch.arange(time)[None, :, None] < lengths[:, None, None])
+    data = (torch.randn(batch, time, features, generator=g)
+            * (torch.arange(time)[None, :, None] < lengths[:, None, None]))
     return {"data": data, "data:size1": lengths}
 
 

@@ -76,7 +76,8 @@ def test_matches_returnn_called_directly(exported):
             rf.init_forward_step_run_ctx(epoch=3, step=120)
             time_dim = Dim(Tensor("time", [batch_dim], dtype="int32", raw_tensor=inputs["data:size1"]), name="time")
             batch_dim.reset_eager()  # sizes of an earlier batch
-            batch_dim.dyn_size_ext = Tensor("batch", [], dtype="int32", raw_tensor=torch.tensor(sizes["batch"], dtype=torch.int32))
+            batch_dim.dyn_size_ext = Tensor("batch", [], dtype="int32",
+                                            raw_tensor=torch.tensor(sizes["batch"], dtype=torch.int32))
             data = Tensor("data", [batch_dim, time_dim, rc.extern_data["data"].dims[2]], dtype="float32",
                           raw_tensor=inputs["data"])
             out, out_dim = model(data, in_spatial_dim=time_dim)

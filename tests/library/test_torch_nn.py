@@ -32,8 +32,8 @@ def _pad(lengths, t, right=True):
 def test_padded_frames_match_eager_fast_path(norm):
     x = torch.randn(3, 7, 16)
     other = [(torch.randn(2, 10, 16), _pad([10, 3], 10)), (torch.randn(4, 5, 16), _pad([1, 5, 2, 4], 5))]
-    r = check_export(Wrapped(norm), (x, _pad([7, 2, 5], 7)), {"x": {0: "batch", 1: "time"}, "pad": {0: "batch", 1: "time"}},
-                     inputs=other)
+    r = check_export(Wrapped(norm), (x, _pad([7, 2, 5], 7)),
+                     {"x": {0: "batch", 1: "time"}, "pad": {0: "batch", 1: "time"}}, inputs=other)
     with torch.no_grad():  # eager really zeroes the padded frames here
         out = Wrapped(norm)(*other[0])
     if not norm:

@@ -85,7 +85,8 @@ def test_detr_with_post_processing_exports_a_data_dependent_count():
     assert counts == [10, 5, 18, 0], counts
     result = check_export(model, (example,), {"pixel_values": {2: "height", 3: "width"}},
                           inputs=[(x,) for x in others], sizes=[], values=[],
-                          output_names=["scores", "labels", "boxes"], output_dims={name: {0: "num_detections"} for name in ("scores", "labels", "boxes")},
+                          output_names=["scores", "labels", "boxes"],
+                          output_dims={name: {0: "num_detections"} for name in ("scores", "labels", "boxes")},
                           expect_outputs={"scores": ["num_detections"], "labels": ["num_detections"],
                                           "boxes": ["num_detections", 4]})
     import onnxruntime as ort

@@ -55,12 +55,14 @@ def dirs(tmp_path_factory):
                                    num_labels=3, architectures=["BertForSequenceClassification"])
     vit = transformers.ViTConfig(image_size=32, patch_size=8, hidden_size=WIDTH, num_hidden_layers=LAYERS,
                                  num_attention_heads=HEADS, intermediate_size=FF, num_labels=5)
-    whisper = transformers.WhisperConfig(vocab_size=VOCAB, num_mel_bins=80, encoder_layers=LAYERS, decoder_layers=LAYERS,
-                                         encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, d_model=WIDTH,
+    whisper = transformers.WhisperConfig(vocab_size=VOCAB, num_mel_bins=80, encoder_layers=LAYERS,
+                                         decoder_layers=LAYERS, encoder_attention_heads=HEADS,
+                                         decoder_attention_heads=HEADS, d_model=WIDTH,
                                          encoder_ffn_dim=FF, decoder_ffn_dim=FF, max_source_positions=32,
                                          max_target_positions=64, decoder_start_token_id=1, **IDS)
-    llama = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=FF, num_hidden_layers=LAYERS,
-                                     num_attention_heads=HEADS, num_key_value_heads=2, max_position_embeddings=128, **IDS)
+    llama = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=FF,
+                                     num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=2,
+                                     max_position_embeddings=128, **IDS)
     t5 = transformers.T5Config(vocab_size=VOCAB, d_model=WIDTH, d_kv=16, d_ff=FF, num_layers=LAYERS, num_heads=HEADS,
                                decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
     return {
@@ -121,7 +123,8 @@ def test_text_encoder_tasks(dirs, tmp_path, task, field, width):
                        else ["batch_size", width]}
     assert_checked(report, ["model"])
     gen = torch.Generator().manual_seed(5)
-    feed = {"input_ids": torch.randint(3, VOCAB, (3, 13), generator=gen), "attention_mask": torch.ones(3, 13, dtype=torch.int64),
+    feed = {"input_ids": torch.randint(3, VOCAB, (3, 13), generator=gen),
+            "attention_mask": torch.ones(3, 13, dtype=torch.int64),
             "token_type_ids": torch.zeros(3, 13, dtype=torch.int64)}
     feed["attention_mask"][2, 9:] = 0
     got = OrtRunner(str(out / "model.onnx")).run([feed[n] for n in inputs])[0]
@@ -168,7 +171,8 @@ def test_text_generation_with_past_runs_in_onnxruntime_genai(dirs, tmp_path):
     out = tmp_path / "llama"
     code, report = export_hf(dirs["llama"], out)  # the task from config.json's architectures
     assert code == 0 and report["task"] == "text-generation-with-past"
-    assert {p.name for p in out.iterdir()} == {"model.onnx", "genai_config.json", "config.json", "generation_config.json"}
+    assert {p.name for p in out.iterdir()} == {"model.onnx", "genai_config.json", "config.json",
+                                               "generation_config.json"}
     inputs, outputs = signature(out / "model.onnx")
     assert inputs["input_ids"] == inputs["position_ids"] == ["batch_size", "sequence_length"]
     assert inputs["attention_mask"] == ["batch_size", "total_sequence_length"]

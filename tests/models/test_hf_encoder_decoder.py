@@ -19,8 +19,9 @@ def _build(name: str):
     """(model, encoder example, padding id)."""
     torch.manual_seed(0)
     if name == "whisper":
-        cfg = transformers.WhisperConfig(vocab_size=VOCAB, num_mel_bins=80, encoder_layers=LAYERS, decoder_layers=LAYERS,
-                                         encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, d_model=WIDTH,
+        cfg = transformers.WhisperConfig(vocab_size=VOCAB, num_mel_bins=80, encoder_layers=LAYERS,
+                                         decoder_layers=LAYERS, encoder_attention_heads=HEADS,
+                                         decoder_attention_heads=HEADS, d_model=WIDTH,
                                          encoder_ffn_dim=FF, decoder_ffn_dim=FF, max_source_positions=32,
                                          max_target_positions=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                                          decoder_start_token_id=1)

@@ -21,4 +21,5 @@ def test_sew_d_exports_at_every_length():
     model = transformers.SEWDModel(config).eval()
     with pytest.warns(UserWarning, match="onnxport rewrote"):
         check_export(model, (torch.randn(2, 3200),), {"input_values": {0: "batch", 1: "samples"}}, values=[],
-                     sizes=[{"batch": 3, "samples": 4800}, {"batch": 1, "samples": 5120}, {"batch": 2, "samples": 3360}])
+                     sizes=[{"batch": 3, "samples": 4800}, {"batch": 1, "samples": 5120},
+                            {"batch": 2, "samples": 3360}])

@@ -17,7 +17,8 @@ def test_m2m100_runs_past_its_initial_table():
         decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=16, use_cache=False)
     model = transformers.M2M100Model(config).eval()
     kwargs = {"input_ids": torch.randint(3, 64, (2, 7)), "decoder_input_ids": torch.randint(3, 64, (2, 5))}
-    result = check_export(model, (), {"input_ids": {0: "batch", 1: "seq"}, "decoder_input_ids": {0: "batch", 1: "decoder_seq"}},
+    result = check_export(model, (),
+                          {"input_ids": {0: "batch", 1: "seq"}, "decoder_input_ids": {0: "batch", 1: "decoder_seq"}},
                           kwargs=kwargs, values=[],
                           sizes=[{"batch": 1, "seq": 1, "decoder_seq": 1}, {"batch": 3, "seq": 40, "decoder_seq": 33}])
     assert not result.constraints
@@ -68,8 +69,10 @@ def test_fsmt_runs_past_its_table_with_and_without_padding():
             x[0, -2:] = config.pad_token_id
         return x
 
-    padded = [((), {"input_ids": ids(b, s, False), "decoder_input_ids": ids(b, d, True)}) for b, s, d in ((2, 7, 5), (3, 30, 40))]
-    result = check_export(model, (), dims, kwargs={"input_ids": ids(2, 7, False), "decoder_input_ids": ids(2, 5, False)},
+    padded = [((), {"input_ids": ids(b, s, False), "decoder_input_ids": ids(b, d, True)})
+              for b, s, d in ((2, 7, 5), (3, 30, 40))]
+    result = check_export(model, (), dims,
+                          kwargs={"input_ids": ids(2, 7, False), "decoder_input_ids": ids(2, 5, False)},
                           values=[], inputs=padded,
                           sizes=[{"batch": 1, "seq": 1, "decoder_seq": 1}, {"batch": 3, "seq": 40, "decoder_seq": 33}])
     assert not result.constraints

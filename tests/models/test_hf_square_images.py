@@ -1,8 +1,9 @@
-"""Vision models from transformers' own classes (tiny configs, seeded) exported with height and width
-declared under one name (``{2: "image", 3: "image"}``, a square image of any size). torch.export gives
-the two axes symbols of their own; tied only from the start of the trace they keep one size, where
-MobileViT's comparison of its patch counts narrowed the image to the example's neighbourhood (ONNX Reshape failed at larger images). MobileViT's example of 64
-makes its last patch grid one patch (a size torch fixes): it is traced at twice the example."""
+"""Vision models from transformers' own classes (tiny configs, seeded) exported with height and
+width declared under one name (``{2: "image", 3: "image"}``, a square image of any size).
+torch.export gives the two axes symbols of their own; tied only from the start of the trace they
+keep one size, where MobileViT's comparison of its patch counts narrowed the image to the example's
+neighbourhood (ONNX Reshape failed at larger images). MobileViT's example of 64 makes its last patch
+grid one patch (a size torch fixes): it is traced at twice the example."""
 
 import pytest
 import torch

@@ -139,8 +139,8 @@ def test_mamba2_decoder_with_its_states_decodes_as_generate():
     torch.manual_seed(0)
     model = spread(transformers.Mamba2ForCausalLM(_mamba2_config(DECODE_VOCAB)))
     seq = 7
-    kwargs = dict(input_ids=torch.randint(3, DECODE_VOCAB, (2, seq)), attention_mask=torch.ones(2, seq, dtype=torch.int64),
-                  cache=_cache_after(model, 5), use_cache=True)
+    kwargs = dict(input_ids=torch.randint(3, DECODE_VOCAB, (2, seq)),
+                  attention_mask=torch.ones(2, seq, dtype=torch.int64), cache=_cache_after(model, 5), use_cache=True)
     r = onnxport.to_onnx(model, kwargs=kwargs, dynamic_shapes={
         "input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}, "cache": {0: "batch"}})
     dims = {v.name: [d if isinstance(d, int) else str(d) for d in v.shape] for v in r.model.graph.inputs}

@@ -1,8 +1,9 @@
 """Mamba from a tiny config (2 layers, width 64, state 8, vocab 1000, seeded, weights spread so that
 the tokens vary): its sequential selective scan (a Python loop over the sequence in a function
 ``forward`` calls, appending to a list then stacked) exported with default arguments (the loop
-rewritten after capture fails on it, with a notice) as an ONNX ``Scan``, correct at other lengths; and its decoding step with the convolution and
-recurrent states as inputs and outputs, decoded greedily in onnxruntime against ``generate``."""
+rewritten after capture fails on it, with a notice) as an ONNX ``Scan``, correct at other lengths;
+and its decoding step with the convolution and recurrent states as inputs and outputs, decoded
+greedily in onnxruntime against ``generate``."""
 
 import pytest
 import torch
@@ -30,7 +31,8 @@ def test_the_sequential_selective_scan_exports_as_a_scan_correct_at_other_length
         onnxport.to_onnx(model, (ids,), dynamic_shapes={"input_ids": {0: "batch", 1: "seq"}},
                          rewrite_control_flow=False)
     # by default the loop capture fails on is rewritten, with one notice naming it
-    with pytest.warns(UserWarning, match=r"onnxport rewrote the for at .*modeling_mamba.py:\d+ in mamba_selective_scan"):
+    with pytest.warns(UserWarning,
+                      match=r"onnxport rewrote the for at .*modeling_mamba.py:\d+ in mamba_selective_scan"):
         r = check_export(model, (ids,), {"input_ids": {0: "batch", 1: "seq"}}, atol=1e-4,
                          rtol=1e-3, sizes=[{"batch": 1, "seq": 1}, {"batch": 3, "seq": 30}],
                          expect_outputs={"output": ["batch", "seq", 64]})
@@ -47,7 +49,8 @@ def test_the_decoding_step_with_its_states_decodes_as_generate():
     kwargs = dict(input_ids=torch.randint(3, VOCAB, (2, 1)), attention_mask=torch.ones(2, 1, dtype=torch.int64),
                   cache=cache, use_cache=True)
     r = onnxport.to_onnx(model, kwargs=kwargs,
-                         dynamic_shapes={"input_ids": {0: "batch"}, "attention_mask": {0: "batch"}, "cache": {0: "batch"}})
+                         dynamic_shapes={"input_ids": {0: "batch"}, "attention_mask": {0: "batch"},
+                                         "cache": {0: "batch"}})
     names = {v.name: [d if isinstance(d, int) else str(d) for d in v.shape] for v in r.model.graph.inputs}
     assert names["past_key_values.0.conv_state"] == ["batch", 128, 4]
     assert names["past_key_values.1.recurrent_state"] == ["batch", 128, 8]

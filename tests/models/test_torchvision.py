@@ -26,7 +26,8 @@ def test_classifier_with_dynamic_batch_and_image_size(name):
                          sizes=[{"batch": 1, "height": 40, "width": 57}, {"batch": 3, "height": 97, "width": 64},
                                 {"batch": 1, "height": 1, "width": 1}, {"batch": 2, "height": 5, "width": 40},
                                 {"batch": 1, "height": 33, "width": 8}],
-                         expect_inputs={"x": ["batch", 3, "height", "width"]}, expect_outputs={"output": ["batch", 1000]})
+                         expect_inputs={"x": ["batch", 3, "height", "width"]},
+                         expect_outputs={"output": ["batch", 1000]})
     # in-place activations and residual adds translate as they are: the program is not traced again
     assert r.decomposed == {"local": [], "whole_program": []}
     # the conditions torch met choosing strides (after strided convolutions; mobilenet's

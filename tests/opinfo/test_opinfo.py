@@ -54,7 +54,8 @@ def test_opinfo(name, dtype):
         pytest.skip(NOT_RUN[name])
     assert name not in NOT_RUN, f"{name} {dtype} runs now: remove it from NOT_RUN (listed as: {NOT_RUN[name]})"
     for case, outcome in outcomes:
-        assert outcome.status not in ("wrong", "crash"), f"{name} {dtype} ({case.text}): {outcome.status}: {outcome.detail}"
+        assert outcome.status not in ("wrong", "crash"), \
+            f"{name} {dtype} ({case.text}): {outcome.status}: {outcome.detail}"
     refused = [(case, o) for case, o in outcomes if o.status == "unsupported"]
     reason = _expected(name, dtype)
     if refused:

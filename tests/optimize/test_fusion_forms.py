@@ -87,7 +87,8 @@ def test_onnxruntime_fusion_tools_fuse_onnxports_graph_as_torch_onnxs(build):
     copied.CopyFrom(result.model_proto)  # the fusions change the tensors of the proto they are given
     fused, ours = ort_fusions.optimize_for_ort(ir.serde.deserialize_model(copied))
     seq = torch.export.Dim("seq", max=128)
-    dims = {"input_ids": {0: torch.export.Dim("batch"), 1: seq}, "attention_mask": {0: torch.export.Dim("batch"), 1: seq}}
+    dims = {"input_ids": {0: torch.export.Dim("batch"), 1: seq},
+            "attention_mask": {0: torch.export.Dim("batch"), 1: seq}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         program = torch.onnx.export(model, (ids, mask), dynamo=True, dynamic_shapes=dims, verbose=False)

@@ -98,7 +98,8 @@ def loop_model() -> onnx.ModelProto:
         ],
         "loop_main",
         [h.make_tensor_value_info("x", TP.FLOAT, ["batch"]), h.make_tensor_value_info("trip", TP.INT64, [])],
-        [h.make_tensor_value_info("acc", TP.FLOAT, ["batch"]), h.make_tensor_value_info("accs", TP.FLOAT, [None, "batch"])],
+        [h.make_tensor_value_info("acc", TP.FLOAT, ["batch"]),
+         h.make_tensor_value_info("accs", TP.FLOAT, [None, "batch"])],
         initializer=[numpy_helper.from_array(np.array(2, np.int64), "two")],
     )
     return _model(graph)

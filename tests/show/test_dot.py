@@ -171,7 +171,8 @@ def test_function_alone(tmp_path):
     layout = _layout(onnxport.plot_dot(scaled))
     clusters = [o for o in layout["objects"] if o["name"].startswith("cluster_f")]
     assert [c["label"] for c in clusters] == ["function custom.ScaledTanh"]
-    ops = sorted(o["label"].split("\\n")[0] for o in layout["objects"] if o["name"].startswith("n") and "nodes" not in o)
+    ops = sorted(o["label"].split("\\n")[0] for o in layout["objects"]
+                 if o["name"].startswith("n") and "nodes" not in o)
     assert ops == sorted(n.op_type if not n.domain else f"{n.domain}.{n.op_type}" for n in scaled.node)
     out = tmp_path / "f.svg"
     onnxport.plot_dot(square, path=out)

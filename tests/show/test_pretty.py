@@ -248,7 +248,8 @@ def test_transformer_encoder_fits_one_screen_per_layer():
     assert max(len(line) for line in lines) <= SCREEN_COLS, max(lines, key=len)
     assert len(_node_lines(text)) == result.count_nodes()
     assert "input   src: float32[batch, seq, 32]" in text
-    assert re.search(r"init    layers\.0\.self_attn\.in_proj_weight(\.T)?: float32\[(32, 96|96, 32)\] \[(\S+, ){5}\.\.\.\]", text)
+    assert re.search(r"init    layers\.0\.self_attn\.in_proj_weight(\.T)?: "
+                     r"float32\[(32, 96|96, 32)\] \[(\S+, ){5}\.\.\.\]", text)
     for line in lines:  # every list of values is cut after max_values items
         for values in re.findall(r"\[([^\]]*)\]", line):
             assert values.count(",") <= 5, line

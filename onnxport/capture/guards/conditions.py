@@ -420,12 +420,12 @@ def decide(conditions: list[tuple],
             continue
         if not points:
             method = outcome.method + (" with the adopted constraints" if adopted and outcome.checked else "")
-            guards.append(Guard(python, GuardStatus.PROVED, where, (), boundary_of(expr, outcome, GuardStatus.PROVED, variables), method,
-                                python, names))
+            guards.append(Guard(python, GuardStatus.PROVED, where, (),
+                                boundary_of(expr, outcome, GuardStatus.PROVED, variables), method, python, names))
             continue
         if layout:  # a memory layout torch picked (strides): no value depends on it
-            guards.append(Guard(python, GuardStatus.KEPT, where, excluded, boundary_of(expr, outcome, GuardStatus.KEPT, variables),
-                                LAYOUT, python, names))
+            guards.append(Guard(python, GuardStatus.KEPT, where, excluded,
+                                boundary_of(expr, outcome, GuardStatus.KEPT, variables), LAYOUT, python, names))
             continue
         if branch and not (kept_kind(expr, outcome) and in_installed_package(branch)):
             raise branch_error(text, excluded, branch, python, names)
@@ -435,8 +435,8 @@ def decide(conditions: list[tuple],
             status = GuardStatus.ADOPTED
         else:
             raise range_error(text, excluded, where, [variables[s] for s in outcome.symbols])
-        guards.append(Guard(text, status, where, excluded, boundary_of(expr, outcome, status, variables), outcome.method,
-                            python, names))
+        guards.append(Guard(text, status, where, excluded, boundary_of(expr, outcome, status, variables),
+                            outcome.method, python, names))
     return guards
 
 
@@ -490,7 +490,8 @@ def range_guard(var: SizeVar, lower: int, upper: int | None, where: str | None) 
         excluded += [{var.name: s} for s in range(upper + 1, min(top, upper + SHOWN + 1) + 1)]  # "..." beyond
     text = " and ".join(parts) or f"{var.name} >= {lo}"
     boundary = tuple({var.name: s} for s in (lower - 1, lower) if s >= 1) + \
-        (tuple({var.name: s} for s in (upper, upper + 1)) if upper is not None and upper < (var.hi or SPREAD_TO) else ())
+        (tuple({var.name: s} for s in (upper, upper + 1))
+         if upper is not None and upper < (var.hi or SPREAD_TO) else ())
     return Guard(text, GuardStatus.ADOPTED, where, tuple(excluded), boundary, NARROWED, text,
                  (var.name,))
 

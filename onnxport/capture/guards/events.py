@@ -137,7 +137,8 @@ def violation_ranges(text: str, events: list[GuardEvent], declared: list[Declare
 
 def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy.Symbol, G.SizeVar],
                     events: list[GuardEvent], traced: dict[str, tuple],
-                    relations: dict[str, sympy.Expr] | None = None) -> tuple[list[G.Guard], dict[sympy.Symbol, G.SizeVar]]:
+                    relations: dict[str, sympy.Expr] | None = None
+                    ) -> tuple[list[G.Guard], dict[sympy.Symbol, G.SizeVar]]:
     """Decide every range torch narrowed beyond the declared one (``Dim.DYNAMIC``, ``Dim.AUTO``),
     then every condition it deferred while tracing, over the sizes the export promises
     (``traced``: dim name -> the range torch.export was given, where it differs from the declared one),

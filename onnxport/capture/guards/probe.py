@@ -91,7 +91,8 @@ def satisfying(sizes: dict[str, int], adopted: list[Guard], fixed: set[str]) -> 
     return sizes if all(g.holds(sizes) for g in adopted) else None
 
 
-def eager_refusal(model: torch.nn.Module, captured: Captured, names: dict, sizes: dict) -> tuple[str | None, str] | None:
+def eager_refusal(model: torch.nn.Module, captured: Captured, names: dict,
+                  sizes: dict) -> tuple[str | None, str] | None:
     """None when eager PyTorch runs the model at ``sizes``; else (the user's line, the error)."""
     try:
         args, kwargs = inputs_like_example(captured, names, sizes, seed=0)
@@ -100,7 +101,8 @@ def eager_refusal(model: torch.nn.Module, captured: Captured, names: dict, sizes
     return eager_refusal_on(model, captured, args, kwargs)
 
 
-def eager_refusal_on(model: torch.nn.Module, captured: Captured, args: tuple, kwargs: dict) -> tuple[str | None, str] | None:
+def eager_refusal_on(model: torch.nn.Module, captured: Captured, args: tuple,
+                     kwargs: dict) -> tuple[str | None, str] | None:
     """None when eager PyTorch runs ``model(*args, **kwargs)``; else (the user's line, the error). The run
     is on a copy where ``captured``'s program writes into buffers or inputs: the model is left as it was."""
     try:
@@ -116,7 +118,8 @@ FAKE_LIMITS = ("FakeTensor", "fake tensor", "data pointer", "meta tensor", "data
 FAKE_LOGGER = "torch._subclasses.fake_tensor"  # logs every exception a fake run raises as an error
 
 
-def shapes_refusal(model: torch.nn.Module, captured: Captured, names: dict, sizes: dict) -> tuple[str | None, str] | None | bool:
+def shapes_refusal(model: torch.nn.Module, captured: Captured, names: dict,
+                   sizes: dict) -> tuple[str | None, str] | None | bool:
     """``eager_refusal`` on fake tensors (torch's ``FakeTensorMode``: shapes and dtypes propagated,
     no arithmetic; much faster than eager for a large model): None when the model runs at
     ``sizes``, ``(line, error)`` when a shape check refuses them, False when fake tensors cannot

@@ -257,7 +257,8 @@ class _GuardRecorder:
                 for ra in ras:
                     if id(ra) not in self.seen:
                         self.seen.add(id(ra))
-                        self.events.append(GuardEvent("assert", expr=ra.expr, where=where, branch=branch, layout=layout))
+                        self.events.append(GuardEvent("assert", expr=ra.expr, where=where, branch=branch,
+                                                      layout=layout))
         except Exception:  # noqa: BLE001 - recording must never change capture
             pass
 

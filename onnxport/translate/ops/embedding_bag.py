@@ -41,8 +41,8 @@ def embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq=False, mode=
     # offset2bag[i] = number of bags starting at or before i, minus one
     started = ctx.op.LessOrEqual(ctx.op.Unsqueeze(offsets, ctx.const([0])), ctx.op.Unsqueeze(positions, ctx.const([1])))
     bag = ctx.op.Sub(ctx.op.ReduceSum(ctx.op.Cast(started, to=I64), ctx.const([1]), keepdims=0), ctx.scalar(1, I64))
-    keep = ctx.op.Not(ctx.op.Equal(indices, ctx.scalar(padding_idx, I64))) if padding_idx is not None and padding_idx >= 0 \
-        else ctx.op.Equal(indices, indices)
+    keep = ctx.op.Not(ctx.op.Equal(indices, ctx.scalar(padding_idx, I64))) \
+        if padding_idx is not None and padding_idx >= 0 else ctx.op.Equal(indices, indices)
     rows = ctx.op.Gather(weight, indices, axis=0)  # [n, D]
     if per_sample_weights is not None:
         rows = ctx.op.Mul(rows, ctx.op.Unsqueeze(ctx.cast(per_sample_weights, to), ctx.const([1])))

@@ -91,7 +91,8 @@ def fft_c2c(ctx, z, dim, normalization, forward, *, dft: Callable):
     """_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> complex: forward or
     inverse DFT of a complex tensor over ``dim``."""
     if not isinstance(z, ComplexAsReal):
-        raise TranslationError("_fft_c2c of a real tensor", hint="this is a gap in onnxport's FFT translation; report it")
+        raise TranslationError("_fft_c2c of a real tensor",
+                               hint="this is a gap in onnxport's FFT translation; report it")
     axes = _axes(dim, z.rank)
     n = _signal_size(ctx, z.value, axes)
     return as_complex(ctx, _normalize(ctx, _c2c(ctx, z.value, axes, bool(forward), dft), normalization, n))
@@ -103,11 +104,13 @@ def fft_c2r(ctx, z, dim, normalization, last_dim_size, *, dft: Callable):
     from conjugate symmetry (``X[N - k] = conj(X[k])``); the imaginary parts of the result dropped,
     which is what ignoring the imaginary parts of the DC (and Nyquist) bins means."""
     if not isinstance(z, ComplexAsReal):
-        raise TranslationError("_fft_c2r of a real tensor", hint="this is a gap in onnxport's FFT translation; report it")
+        raise TranslationError("_fft_c2r of a real tensor",
+                               hint="this is a gap in onnxport's FFT translation; report it")
     axes = _axes(dim, z.rank)
     v = _c2c(ctx, z.value, axes[:-1], False, dft)
     last = axes[-1]
-    size = last_dim_size if isinstance(last_dim_size, ir.Value) else ctx.const(np.array(int(last_dim_size), dtype=np.int64))
+    size = last_dim_size if isinstance(last_dim_size, ir.Value) \
+        else ctx.const(np.array(int(last_dim_size), dtype=np.int64))
     half = ctx.op.Add(ctx.op.Div(size, ctx.scalar(2, I64)), ctx.scalar(1, I64))  # N // 2 + 1 bins used
     axis = axes_const(ctx, [last])
     head = ctx.op.Slice(v, ctx.const([0]), ctx.op.Unsqueeze(half, axes_const(ctx, [0])), axis)

@@ -155,7 +155,8 @@ def _trigamma_f64(ctx, x):
     iw2 = op.Mul(iw, iw)
     # psi'(w) ~ 1/w + 1/(2w^2) + sum B_2k / w^(2k+1)  (A&S 6.4.12)
     series = op.Add(op.Add(iw, op.Mul(iw2, _c(ctx, 0.5))),
-                    op.Mul(op.Mul(iw, iw2), _horner(ctx, iw2, [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6])))
+                    op.Mul(op.Mul(iw, iw2),
+                          _horner(ctx, iw2, [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6])))
     positive = op.Add(series, shift)
     # reflection: psi'(1 - x) + psi'(x) = pi^2 / sin^2(pi x)
     sin = _sin_pi_frac(ctx, x)

@@ -403,7 +403,8 @@ def index_reduce(ctx, x, dim, index, source, reduce, include_self=True):
     if rank > 0:
         axis = norm_axis(dim, rank)
         index = ctx.op.Reshape(ctx.cast(index, _I64), _c(ctx, [1] * axis + [-1] + [1] * (rank - axis - 1)))
-        index = _typed(ctx.op.Expand(index, ctx.op.Shape(source)), _I64, list(source.shape) if source.shape is not None else None)
+        index = _typed(ctx.op.Expand(index, ctx.op.Shape(source)), _I64,
+                       list(source.shape) if source.shape is not None else None)
     return _scatter(ctx, x, dim, index, source, reduce, include_self)
 
 # ------------------------------------------------------------------------------ masks

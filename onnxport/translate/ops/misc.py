@@ -123,7 +123,8 @@ def native_dropout(ctx, x, p, train):
     """native_dropout(Tensor input, float p, bool? train) -> (output, mask): (x, all-True) in eval,
     (zeros, all-False) for p == 1."""
     if train and p == 1:
-        return ctx.op.Mul(x, ctx.scalar(0, x.dtype)), ctx.op.ConstantOfShape(ctx.shape(x), value=ir.tensor(np.array([False])))
+        return (ctx.op.Mul(x, ctx.scalar(0, x.dtype)),
+                ctx.op.ConstantOfShape(ctx.shape(x), value=ir.tensor(np.array([False]))))
     if not train or p == 0:
         return x, ctx.op.ConstantOfShape(ctx.shape(x), value=ir.tensor(np.array([True])))
     out, mask = ctx.op.Dropout(x, ctx.scalar(float(p), ir.DataType.FLOAT), ctx.scalar(True, BOOL), _outputs=2)

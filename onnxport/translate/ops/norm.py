@@ -147,7 +147,8 @@ def batch_norm_with_update_functional(ctx, x, weight, bias, running_mean, runnin
     batch norm with the running statistics updated as nn.BatchNorm does:
     ``r = (1 - momentum) * r + momentum * s``, the variance unbiased (n / (n - 1), n elements per
     channel)."""
-    y, mean, rstd, new_mean, new_var = _batch_norm_update(ctx, x, weight, bias, running_mean, running_var, momentum, eps)
+    y, mean, rstd, new_mean, new_var = _batch_norm_update(ctx, x, weight, bias, running_mean, running_var,
+                                                          momentum, eps)
     return y, mean, rstd, _empty_like_meta(ctx, 3), new_mean, new_var
 
 

@@ -3,7 +3,8 @@
 Semantics: torch.median / torch.nanmedian (https://pytorch.org/docs/stable/generated/torch.median.html):
 the lower median, the ((n - 1) // 2)-th smallest; median is NaN (at the first NaN's index) where
 a slice holds a NaN, nanmedian takes the median of the slice's other values (NaN for an all-NaN
-slice, at index 0: PyTorch's index there depends on its selection algorithm). Built on ONNX TopK, which orders equal values by index, so ties pick the first occurrence.
+slice, at index 0: PyTorch's index there depends on its selection algorithm). Built on ONNX TopK,
+which orders equal values by index, so ties pick the first occurrence.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 
 Semantics: torch.nn.functional.pad (``pad`` lists (begin, end) pairs starting from the LAST axis;
 negative amounts crop; replicate follows out[i] = x[clamp(i - begin, 0, n - 1)]) on ONNX Pad
-(``pads`` over every axis, ``full_pads``; modes constant, reflect, edge). PyTorch's "reflect" excludes the edge value, as ONNX's does; "replicate"
-is ONNX "edge"; "circular" is Slice + Concat (onnxruntime's "wrap" fails on a tensor with an
-empty axis).
+(``pads`` over every axis, ``full_pads``; modes constant, reflect, edge). PyTorch's "reflect"
+excludes the edge value, as ONNX's does; "replicate" is ONNX "edge"; "circular" is Slice + Concat
+(onnxruntime's "wrap" fails on a tensor with an empty axis).
 """
 
 from __future__ import annotations

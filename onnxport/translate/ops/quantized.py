@@ -37,7 +37,8 @@ NAMESPACE = "quantized_decomposed"  # defined by torch.ao.quantization (and torc
 
 def _qdtype(dtype: torch.dtype) -> ir.DataType:
     if dtype not in _RANGES:
-        raise TranslationError(f"quantized dtype {dtype} has no ONNX QuantizeLinear form at the opsets onnxport targets",
+        raise TranslationError(f"quantized dtype {dtype} has no ONNX QuantizeLinear form at the opsets "
+                               "onnxport targets",
                                hint="quantize to torch.int8 or torch.uint8 (the XNNPACK and x86 quantizers do)")
     return dtypes.onnx_dtype(dtype)
 

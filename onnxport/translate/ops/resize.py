@@ -159,7 +159,9 @@ def _vec(mode: str, spatial: int, with_align: bool):
     else:
         def fn(ctx, x, output_size, scale_factors):
             return resize(ctx, x, mode, spatial, output_size, scale_factors)
-    fn.__doc__ = f"aten::upsample_* .vec({'input, output_size?, align_corners, scale_factors?' if with_align else 'input, output_size?, scale_factors?'}) in {mode} mode."
+    params = ("input, output_size?, align_corners, scale_factors?" if with_align
+              else "input, output_size?, scale_factors?")
+    fn.__doc__ = f"aten::upsample_* .vec({params}) in {mode} mode."
     fn.__name__ = f"upsample_{mode.replace('-', '_')}{spatial}d_vec"
     return fn
 
@@ -171,7 +173,8 @@ def _default(mode: str, spatial: int, with_align: bool):
     else:
         def fn(ctx, x, output_size, *scales):
             return resize(ctx, x, mode, spatial, output_size, _scales(scales, spatial))
-    fn.__doc__ = f"aten::upsample_* .default(input, output_size, {'align_corners, ' if with_align else ''}scales?...) in {mode} mode."
+    fn.__doc__ = (f"aten::upsample_* .default(input, output_size, {'align_corners, ' if with_align else ''}"
+                  f"scales?...) in {mode} mode.")
     fn.__name__ = f"upsample_{mode.replace('-', '_')}{spatial}d"
     return fn
 

@@ -7,11 +7,12 @@ taken at each sequence's last valid step, and the padded outputs hold ``padding_
 recurrent operators give the same with ``sequence_lens`` (outputs past a sequence's length are 0).
 
 torch.export cannot trace a PackedSequence (its sizes are data). While onnxport captures,
-``PADDED_SEQUENCES`` (a registered capture patch) replaces ``torch.nn.utils.rnn.pack_padded_sequence`` by a function returning a
-``PaddedSequence`` (the padded time-major batch and its lengths), the ``forward`` of nn.LSTM, GRU
-and RNN run such an input as the op ``onnxport::padded_rnn``, and ``pad_packed_sequence`` turns it
-back into a padded tensor. Outside capture nothing changes; ``onnxport::padded_rnn`` itself runs
-PyTorch's packed implementation, so an ExportedProgram keeps eager semantics.
+``PADDED_SEQUENCES`` (a registered capture patch) replaces
+``torch.nn.utils.rnn.pack_padded_sequence`` by a function returning a ``PaddedSequence`` (the padded
+time-major batch and its lengths), the ``forward`` of nn.LSTM, GRU and RNN run such an input as the
+op ``onnxport::padded_rnn``, and ``pad_packed_sequence`` turns it back into a padded tensor. Outside
+capture nothing changes; ``onnxport::padded_rnn`` itself runs PyTorch's packed implementation, so an
+ExportedProgram keeps eager semantics.
 """
 
 from __future__ import annotations

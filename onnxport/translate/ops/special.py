@@ -38,7 +38,8 @@ def ldexp(ctx, x, other):
     """ldexp(Tensor self, Tensor other) = self * 2 ** other, in the result's float type."""
     to = ctx.out_dtype
     x = ctx.cast(x, to)
-    power = ctx.op.Pow(ctx.scalar(2.0, to), ctx.cast(other, to) if isinstance(other, ir.Value) else ctx.scalar(other, to))
+    exponent = ctx.cast(other, to) if isinstance(other, ir.Value) else ctx.scalar(other, to)
+    power = ctx.op.Pow(ctx.scalar(2.0, to), exponent)
     return ctx.op.Mul(x, power)
 
 

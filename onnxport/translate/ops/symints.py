@@ -217,8 +217,8 @@ def ceil(ctx, a):
     return ctx.cast(ctx.op.Ceil(a) if a.dtype == ir.DataType.DOUBLE else a, _I64)
 
 
-@translates(aten._assert_scalar.default, aten._assert_tensor_metadata.default, aten.sym_constrain_range_for_size.default,
-            aten._assert_async.msg, aten.sym_constrain_range.default)
+@translates(aten._assert_scalar.default, aten._assert_tensor_metadata.default,
+            aten.sym_constrain_range_for_size.default, aten._assert_async.msg, aten.sym_constrain_range.default)
 def assert_noop(ctx, *args, **kwargs):
     """Runtime assertions of torch.export carry no computation."""
     return None

@@ -8,7 +8,8 @@ from exportcheck import check_export, Fn
 DYN = {"x": {0: "batch", 1: "n"}}
 S = torch.special
 # zero, negatives (Y: NaN), both sides of the break at 5, small and large arguments
-EDGES = torch.tensor([-30.0, -5.0, -1e-6, 0.0, 1e-6, 1e-3, 2.404825, 4.99, 5.0, 5.01, 10.0, 100.0, 1e3, 3.8317, -7.5, 0.5])
+EDGES = torch.tensor([-30.0, -5.0, -1e-6, 0.0, 1e-6, 1e-3, 2.404825, 4.99, 5.0, 5.01, 10.0, 100.0, 1e3, 3.8317,
+                      -7.5, 0.5])
 
 
 @pytest.mark.parametrize("fn", [S.bessel_j0, S.bessel_j1, S.bessel_y0, S.bessel_y1], ids=["j0", "j1", "y0", "y1"])

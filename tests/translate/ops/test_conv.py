@@ -109,7 +109,8 @@ TCASES = [
 TCORE = [(case, False) for case in TCASES] + [(TCASES[i], True) for i in (2, 4)]
 
 
-@pytest.mark.parametrize("case,core", TCORE, ids=[f"{c[0]}d-k{c[3]}-{c[4]}-{'core' if k else 'conv'}" for c, k in TCORE])
+@pytest.mark.parametrize("case,core", TCORE,
+                         ids=[f"{c[0]}d-k{c[3]}-{c[4]}-{'core' if k else 'conv'}" for c, k in TCORE])
 def test_conv_transpose(case, core):
     dims, cin, cout, k, kw = case
     cls = {1: torch.nn.ConvTranspose1d, 2: torch.nn.ConvTranspose2d, 3: torch.nn.ConvTranspose3d}[dims]

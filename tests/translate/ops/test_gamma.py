@@ -21,7 +21,8 @@ def test_lgamma_and_digamma(dtype):
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
 def test_polygamma(n):
-    x = torch.cat([torch.linspace(-9.7, 20.2, 12), torch.tensor([-3.5, -0.25, 0.0, 0.3, 1.0, 2.0, 1e3, 1e5])]).reshape(4, 5)
+    x = torch.cat([torch.linspace(-9.7, 20.2, 12),
+                   torch.tensor([-3.5, -0.25, 0.0, 0.3, 1.0, 2.0, 1e3, 1e5])]).reshape(4, 5)
     check_export(Fn(lambda t: torch.polygamma(n, t)), (x,), rtol=1e-4, atol=1e-5, values=[])
     # other sizes and values draw random ones; close to the negative poles eager float32 loses digits
     # (sin(pi x) of x near an integer), which the double precision translation keeps, so they run on x > 0

@@ -81,7 +81,8 @@ def test_index_put(dtype):
 
 class GatherScatter(torch.nn.Module):
     def forward(self, x, src, idx):  # x: [b, 6], src: [b, 6], idx: [b, 3] in [0, 5]
-        perm = torch.argsort(x.float(), dim=1)[:, :4] if x.dtype != torch.bool else torch.arange(4).expand(x.shape[0], 4)
+        perm = (torch.argsort(x.float(), dim=1)[:, :4] if x.dtype != torch.bool
+                else torch.arange(4).expand(x.shape[0], 4))
         return (
             torch.gather(x, 1, idx),
             torch.gather(x, 0, idx[:1] % x.shape[0]),

@@ -65,8 +65,8 @@ def test_split_with_symbolic_sizes():
 
 def test_opset18():
     check_export(Splits(), (torch.randn(4, 6, 10),), {"x": {0: "b", 1: "t"}}, opset=18)
-    check_export(CatStack(), (torch.randn(2, 3, 4), torch.randn(2, 5, 4)), {"x": {0: "b", 1: "t"}, "y": {0: "b", 1: "s"}},
-                 opset=18)
+    check_export(CatStack(), (torch.randn(2, 3, 4), torch.randn(2, 5, 4)),
+                 {"x": {0: "b", 1: "t"}, "y": {0: "b", 1: "s"}}, opset=18)
 
 
 class SplitHalves(torch.nn.Module):

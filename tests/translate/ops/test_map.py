@@ -38,7 +38,8 @@ def test_map_one_input_with_argument(dtype, inline, optimize):
 
 def test_map_over_zero_rows_raises_as_pytorch_does():
     T, D = Dim("T"), Dim("D")
-    result = onnxport.to_onnx(OneInput(), (torch.randn(3, 4, 5), torch.randn(5)), dynamic_shapes={"x": {0: T, 1: D}, "w": None})
+    result = onnxport.to_onnx(OneInput(), (torch.randn(3, 4, 5), torch.randn(5)),
+                              dynamic_shapes={"x": {0: T, 1: D}, "w": None})
     session = ort.InferenceSession(result.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
     x, w = torch.randn(0, 4, 5), torch.randn(5)
     with pytest.raises(RuntimeError, match="cannot be 0"):

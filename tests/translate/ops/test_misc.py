@@ -48,7 +48,8 @@ def test_embedding_padding_idx():
 
 class Cumsum(torch.nn.Module):
     def forward(self, x):
-        return x.cumsum(1), x.cumsum(-1, dtype=torch.float64), torch.cumsum(x, 0, dtype=torch.float32), x[0, 0].cumsum(0)
+        return (x.cumsum(1), x.cumsum(-1, dtype=torch.float64), torch.cumsum(x, 0, dtype=torch.float32),
+                x[0, 0].cumsum(0))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

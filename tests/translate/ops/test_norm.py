@@ -155,8 +155,8 @@ def test_instance_norm(inn, shape, dyn):
 @pytest.mark.parametrize("nshape,affine,eps", [((8,), True, None), ((8,), False, 1e-3), ((3, 8), True, 1e-6)])
 def test_rms_norm(nshape, affine, eps, opset):
     model = Wrap(torch.nn.RMSNorm(nshape, eps=eps, elementwise_affine=affine))
-    r = check_export(model, (torch.randn(2, 3, 8) * 2,), {"x": {0: "batch"} if len(nshape) > 1 else {0: "batch", 1: "t"}},
-                     opset=opset)
+    r = check_export(model, (torch.randn(2, 3, 8) * 2,),
+                     {"x": {0: "batch"} if len(nshape) > 1 else {0: "batch", 1: "t"}}, opset=opset)
     assert count_ops(r, "RMSNormalization") == (1 if opset >= 23 else 0)
 
 

@@ -81,7 +81,8 @@ def test_a_pt2e_quantized_cnn_exports_as_qdq_and_matches_eagers_quantized_output
     model = SmallCNN().eval()
     x = torch.randn(4, 1, 16, 16)
     captured = torch.export.export(model, (x,), dynamic_shapes={"x": {0: torch.export.Dim("batch")}}).module()
-    prepared = prepare_pt2e(captured, XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True)))
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+    prepared = prepare_pt2e(captured, quantizer)
     for _ in range(8):
         prepared(torch.randn(4, 1, 16, 16))
     quantized = convert_pt2e(prepared)

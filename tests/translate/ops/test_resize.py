@@ -117,7 +117,8 @@ def test_interpolate_to_the_size_of_another_tensor():
 
     h, w = Dim("h", min=2, max=64), Dim("w", min=2, max=64)
     check_export(M(), (torch.randn(2, 3, 4, 5), torch.randn(2, 3, 9, 7)),
-                 {"x": {0: "batch", 2: h, 3: w}, "skip": {0: "batch", 2: Dim("H", min=2, max=64), 3: Dim("W", min=2, max=64)}})
+                 {"x": {0: "batch", 2: h, 3: w},
+                  "skip": {0: "batch", 2: Dim("H", min=2, max=64), 3: Dim("W", min=2, max=64)}})
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8])
@@ -157,7 +158,8 @@ def test_nearest_to_symbolic_size_picks_pytorch_indices(mode):
 
 
 @pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
-@pytest.mark.parametrize("kw", [dict(size=(5, 7)), dict(size=(13, 3)), dict(scale_factor=0.5)], ids=["down", "mixed", "scale"])
+@pytest.mark.parametrize("kw", [dict(size=(5, 7)), dict(size=(13, 3)), dict(scale_factor=0.5)],
+                         ids=["down", "mixed", "scale"])
 def test_antialias(mode, kw):
     # onnxruntime's antialiased Resize differs from PyTorch where an axis shrinks to size 1:
     # the sizes declared keep every output axis at 2 or more
@@ -170,4 +172,5 @@ def test_antialias_with_align_corners_is_refused():
     import onnxport
 
     with pytest.raises(onnxport.UnsupportedOpError, match="align_corners"):
-        onnxport.to_onnx(Interp(size=(4, 4), mode="bilinear", antialias=True, align_corners=True), (torch.randn(1, 2, 9, 9),))
+        onnxport.to_onnx(Interp(size=(4, 4), mode="bilinear", antialias=True, align_corners=True),
+                         (torch.randn(1, 2, 9, 9),))

@@ -235,7 +235,8 @@ class BoolCarry(torch.nn.Module):
 def test_scan_bool_carry(inline):
     T, B = Dim("T"), Dim("B")
     result = check_export(BoolCarry(), (torch.rand(5, 3) > 0.7, torch.zeros(3, dtype=torch.bool)),
-                          {"x": {0: T, 1: B}, "seen0": {0: B}}, inline=inline, sizes=[{"T": 1, "B": 2}, {"T": 9, "B": 4}])
+                          {"x": {0: T, 1: B}, "seen0": {0: B}}, inline=inline,
+                          sizes=[{"T": 1, "B": 2}, {"T": 9, "B": 4}])
     assert [v.dtype for v in result.model.graph.outputs] == [ir.DataType.BOOL, ir.DataType.BOOL]
 
 
@@ -356,7 +357,8 @@ def test_zero_length_guard_only_where_pytorch_runs_0_steps_and_the_export_promis
     # a loop runs 0 times on every release; torch's own scan returns empty outputs from 2.14 on
     runs_empty = rewrite or scan_accepts_zero_length()
     x_rows, y_rows, dim = Dim("x_rows", min=low), Dim("y_rows"), Dim("dim")
-    sizes = [{"x_rows": 6, "y_rows": 3, "dim": 5}] + ([{"x_rows": low, "y_rows": 2, "dim": 4}] if runs_empty or low else [])
+    sizes = [{"x_rows": 6, "y_rows": 3, "dim": 5}] + (
+        [{"x_rows": low, "y_rows": 2, "dim": 4}] if runs_empty or low else [])
     result = check_export(model, (torch.randn(3, 4), torch.randn(5, 4)),
                           {"x": {0: x_rows, 1: dim}, "y": {0: y_rows, 1: dim}}, sizes=sizes,
                           rewrite_control_flow=rewrite)

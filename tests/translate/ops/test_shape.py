@@ -142,8 +142,8 @@ def test_as_strided_non_contiguous_raises():
 class ZeroSizes(torch.nn.Module):
     def forward(self, x, m):  # x: [b, 4], m: [b] bool (may select nothing)
         sel = x[m]                                              # [u, 4], u may be 0
-        return (x[:, :0].reshape(x.shape[0], 0, 2), sel.view(sel.shape[0], 2, 2), sel.reshape(-1, 2).unflatten(0, (-1, 2)),
-                x.new_zeros(0, 3).view(3, 0))
+        return (x[:, :0].reshape(x.shape[0], 0, 2), sel.view(sel.shape[0], 2, 2),
+                sel.reshape(-1, 2).unflatten(0, (-1, 2)), x.new_zeros(0, 3).view(3, 0))
 
 
 def test_zero_sizes():

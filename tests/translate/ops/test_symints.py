@@ -40,7 +40,8 @@ def test_sizes_from_data_stay_dynamic():
     x = torch.randn(3, 10, 2)
     lengths = torch.tensor([4, 7, 2])
     r = check_export(SliceByData(), (x, lengths), {"x": {0: "batch", 1: "time"}, "lengths": {0: "batch"}},
-                     inputs=[(torch.randn(2, 6, 2), torch.tensor([6, 1])), (torch.randn(4, 5, 2), torch.tensor([1, 1, 2, 1]))])
+                     inputs=[(torch.randn(2, 6, 2), torch.tensor([6, 1])),
+                             (torch.randn(4, 5, 2), torch.tensor([1, 1, 2, 1]))])
     out = r.model.graph.outputs[0]
     assert str(out.shape[0]) == "batch" and not isinstance(out.shape[1], int)
 
