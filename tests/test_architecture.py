@@ -74,12 +74,14 @@ def test_imports_point_down_the_pipeline(module, path):
         assert part != "cli" or own in ("cli", "__main__"), f"{module} imports the CLI: {target} at line {line}"
 
 
+@pytest.mark.slow
 def test_importing_onnxport_loads_no_translation():
     code = "import sys, onnxport; print(sorted(m for m in sys.modules if m.startswith('onnxport.translate.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['onnxport.translate.registry']"
 
 
+@pytest.mark.slow
 def test_every_error_class_is_in_errors_and_exported():
     import onnxport
     from onnxport import errors
@@ -162,6 +164,7 @@ def _patch_sites_outside_the_registry(path: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_every_capture_time_patch_goes_through_the_registry():
     """torch, transformers and the user's modules are changed only by ``capture/patches.py``'s changes
     (``SetAttribute``, ``SetKernel``, ``SetCode``, ``SetConfig``), each part of a registered ``Patch``."""
@@ -208,6 +211,7 @@ def registered():
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_importing_onnxport_imports_no_model_library(registered):
     """Every module imported, and no model library with them: ``library/`` reads a library's modules
     when a patch is installed, never at import."""

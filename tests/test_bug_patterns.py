@@ -59,6 +59,7 @@ def _branch_refusal(e: onnxport.ExportError) -> bool:
     return isinstance(e, onnxport.SpecializationError) and "branches on a size" in e.what
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", _case_names())
 def test_bug_pattern(name):
     cases = _load_cases()

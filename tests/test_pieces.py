@@ -73,6 +73,7 @@ def test_a_branch_whose_sides_differ_in_length_is_exported_in_two_pieces():
     assert [d for d in result.model.graph.inputs[0].shape] == [ir.SymbolicDim("batch"), ir.SymbolicDim("time"), 8]
 
 
+@pytest.mark.slow
 def test_two_branches_give_three_pieces_each_compared_with_eager():
     result = check_export(WindowsOfFour(), (torch.randn(2, 6, 4),), {"x": {0: "batch", 1: "time"}}, values=[],
                           sizes=[{"batch": 2, "time": t} for t in (1, 3, 4, 7, 8, 9, 21)])
@@ -140,6 +141,7 @@ class PoolsWithAMask(PoolsLongInputs):
         return super().forward(x).sum(1) + mask.sum(1, keepdim=True)
 
 
+@pytest.mark.slow
 def test_a_related_dim_follows_the_piece():
     with pytest.warns(UserWarning, match=r"1 <= time <= 16, time >= 17"):
         result = check_export(PoolsWithAMask(), (torch.randn(2, 10, 8), torch.ones(2, 11)),
@@ -207,6 +209,7 @@ class EqualsEight(torch.nn.Module):
         return x + 1
 
 
+@pytest.mark.slow
 def test_a_piece_of_one_size_is_exported_with_the_dim_static():
     result = check_export(EqualsEight(), (torch.randn(2, 10),), {"x": {0: "batch", 1: "time"}}, values=[],
                           sizes=[{"batch": 2, "time": t} for t in (1, 7, 8, 9, 20)],
@@ -233,6 +236,7 @@ class FiveSides(torch.nn.Module):
         return x - 1
 
 
+@pytest.mark.slow
 def test_more_pieces_than_the_limit_are_refused_saying_so():
     with pytest.raises(onnxport.SpecializationError, match=r"more than 4 pieces"):
         onnxport.to_onnx(FiveSides(), (torch.randn(2, 10, 3),), dynamic_shapes={"x": {0: "batch", 1: "time"}})

@@ -93,6 +93,7 @@ class Appender(torch.nn.Module):
         return {"out": out, "cache": cache}
 
 
+@pytest.mark.slow
 def test_a_cache_passed_through_kwargs_exports_with_stable_names_and_validates():
     cache = _filled(2, 3)
     x = torch.randn(2, 2, 2, 4)

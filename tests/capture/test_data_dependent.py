@@ -66,6 +66,7 @@ def test_the_error_names_the_count_the_line_and_the_fixes(model_file, capfd):
     assert capfd.readouterr().err == ""
 
 
+@pytest.mark.slow
 def test_the_command_exports_the_branch_rewritten(model_file, tmp_path):
     """By default the branch is rewritten after capture fails on it, with one notice on stderr naming
     the ``if`` and its line. Its side, ``kept[:1000]``, is all of ``kept`` where the branch is not
@@ -90,6 +91,7 @@ def test_the_command_exports_the_branch_rewritten(model_file, tmp_path):
         torch.testing.assert_close(torch.from_numpy(got), model(boxes, scores))
 
 
+@pytest.mark.slow
 def test_the_command_prints_only_onnxports_error(model_file, tmp_path):
     cmd = [sys.executable, "-m", "onnxport", "export", f"{model_file}:NMSLikeInline", "--input", "boxes: float32[n, 4]",
            "--input", "scores: float32[n]", "-o", str(tmp_path / "out.onnx")]

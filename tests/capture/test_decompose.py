@@ -125,6 +125,7 @@ class RowScores(torch.nn.Module):
         return x[:, :, None] * mask
 
 
+@pytest.mark.slow
 def test_vmap_batching_levels_decompose_the_whole_program():
     r = check_export(RowScores(), (torch.randn(3, 5),), {"x": {0: "b", 1: "t"}},
                      inputs=[(torch.randn(1, 2),), (torch.randn(4, 9),)])

@@ -249,6 +249,7 @@ class ShortOrLong(torch.nn.Module):
         return x * 2.0
 
 
+@pytest.mark.slow
 def test_a_range_narrowed_by_a_branch_is_refused_naming_the_if_and_rewritten_on_request():
     x = torch.randn(2, 11, 6)
     ds = {"x": {0: Dim.DYNAMIC, 1: Dim.DYNAMIC}}

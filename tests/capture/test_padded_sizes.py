@@ -4,6 +4,7 @@ the padded size names the size once, so stages of pads do not double the express
 ONNX model of a four-stage windowed toy is compared with eager PyTorch at sizes that take every
 remainder path."""
 
+import pytest
 import sympy
 import torch
 import torch.nn.functional as F
@@ -52,6 +53,7 @@ def test_the_padded_size_names_the_size_once():
     assert "Mod" in _padded_size("(8 - w % 7) % 7")[0]  # not a pad to a multiple: passed on as given
 
 
+@pytest.mark.slow
 def test_the_pad_of_an_input_size_keeps_torch_form():
     """One pad of a dim symbol compounds nothing; torch's form leaves the reshape into chunks of
     Mamba2's sequence to every length (rounded, it narrowed the length to more than one chunk)."""
@@ -79,6 +81,7 @@ def test_the_forms_of_a_pad_to_a_multiple():
     assert multiple(Mod(7 - Mod(w, 7), 7), w + 1) is None
 
 
+@pytest.mark.slow
 def test_stages_of_pads_export_at_every_remainder():
     check_export(Windows(), (torch.randn(2, 50, 4),), ({0: "b", 1: "w"},), values=[],
                  sizes=[{"b": 1, "w": 16}, {"b": 3, "w": 49}, {"b": 2, "w": 97}, {"b": 1, "w": 31}])

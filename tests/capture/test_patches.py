@@ -63,6 +63,7 @@ def encoder_inputs():
     return x, mask
 
 
+@pytest.mark.slow
 def test_two_threads_export_correctly_and_leave_no_patch():
     torch.manual_seed(0)
     encoder = Encoder().eval()
@@ -96,6 +97,7 @@ def test_two_threads_export_correctly_and_leave_no_patch():
     torch.testing.assert_close(eager_after, eager_before, rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_a_second_export_waits_for_the_first():
     steps = []
     done = threading.Event()
@@ -113,6 +115,7 @@ def test_a_second_export_waits_for_the_first():
     assert done.is_set() and steps[0] == "capture"
 
 
+@pytest.mark.slow
 def test_exports_in_two_threads_do_not_interleave_their_steps():
     order = []
     between = threading.Event()
@@ -192,6 +195,7 @@ def test_a_patch_must_be_registered_to_be_installed():
         register(Patch(PLUS_ONE.name, PLUS_ONE.changes))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(n for n, p in REGISTRY.items() if p.sample is not None))
 def test_every_registered_patch_changes_its_sites_and_restores_them(name):
     patch = REGISTRY[name]

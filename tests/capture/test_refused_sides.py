@@ -44,6 +44,7 @@ def test_a_branch_both_sides_of_which_compute_is_refused():
                          rewrite_control_flow=False)
 
 
+@pytest.mark.slow
 def test_clip_text_keeps_sequences_up_to_its_positions():
     torch.manual_seed(0)
     config = transformers.CLIPTextConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,

@@ -59,6 +59,7 @@ def _inputs(past=7, seq=3):
 DIMS = {"past": {0: "batch", 1: "past"}, "new": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "total"}}
 
 
+@pytest.mark.slow
 def test_without_the_relation_the_branch_is_refused_with_the_relation_to_declare():
     with pytest.raises(onnxport.SpecializationError) as info:
         onnxport.to_onnx(MaskedSum(), _inputs(), dynamic_shapes=DIMS, rewrite_control_flow=False)

@@ -38,6 +38,7 @@ class PaddedConv(torch.nn.Module):
         return self.conv(padded[..., : padded.shape[-1] - extra_pad])
 
 
+@pytest.mark.slow
 def test_a_padding_computed_through_buffers_stays_a_size():
     r = check_export(PaddedConv(), (torch.randn(2, 2, 50),), {"x": {0: "b", 2: "t"}},
                      sizes=[{"b": 3, "t": 51}, {"b": 1, "t": 64}, {"b": 2, "t": 97}])

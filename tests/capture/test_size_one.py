@@ -42,6 +42,7 @@ def _right_at(result, sizes: list[dict]) -> None:
     assert report.ok, f"\n{report}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model,example,dims,at_one", [
     (EqualsOne(), (2, 5), {0: "b", 1: "n"}, [{"b": 3, "n": 1}, {"b": 1, "n": 1}, {"b": 2, "n": 7}]),
     (BatchOfOne(), (4, 3), {0: "batch"}, [{"batch": 1}, {"batch": 2}, {"batch": 9}]),
@@ -101,6 +102,7 @@ class CachedStep(torch.nn.Module):
         return x.cumsum(1) + mask.shape[1]
 
 
+@pytest.mark.slow
 def test_size_1_of_a_dim_in_a_relation_is_a_piece_and_the_outputs_keep_their_names():
     r = check_export(CachedStep(), (torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.ones(2, 8)),
                      {"x": {0: "b", 1: "seq"}, "cache": {0: "b", 1: "past"}, "mask": {0: "b", 1: "total"}},
@@ -124,6 +126,7 @@ def test_an_explicit_range_holding_1_is_refused_where_size_1_cannot_be_exported(
     assert "test_size_one.py" in (info.value.where or "") and "min=2" in info.value.hint
 
 
+@pytest.mark.slow
 def test_an_explicit_range_holding_1_gets_size_1_as_a_piece():
     r = onnxport.to_onnx(EqualsOne(), (torch.randn(2, 5),), dynamic_shapes={"x": {1: Dim("n", min=1, max=64)}})
     assert [str(iv) for iv, _ in r.pieces] == ["n == 1", "2 <= n <= 64"]

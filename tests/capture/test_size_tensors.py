@@ -28,6 +28,7 @@ class Levels(torch.nn.Module):
         return shapes, starts, torch.cat(points, 0) * flat.mean(), flat
 
 
+@pytest.mark.slow
 def test_feature_map_sizes_and_reference_points_follow_the_image():
     result = check_export(Levels(), (torch.randn(2, 3, 8, 12),), ({0: "batch", 2: "height", 3: "width"},),
                           sizes=[{"batch": 1, "height": 5, "width": 7}, {"height": 16, "width": 2},

@@ -99,6 +99,7 @@ class Counter(torch.nn.Module):
         return x * 2 + self.calls[0]
 
 
+@pytest.mark.slow
 def test_the_users_capture_hooks_apply_to_every_trace_the_decomposition_included():
     entered = []
 

@@ -2,6 +2,7 @@
 concatenated) keeps the axis dynamic; one that is not (two halves of a batch, the second smaller at
 odd sizes) is exported for the sizes that give as many pieces as the example."""
 
+import pytest
 import torch
 
 from exportcheck import check_export
@@ -29,6 +30,7 @@ class Halves(torch.nn.Module):
         return d.sum(0) - e.sum(0)
 
 
+@pytest.mark.slow
 def test_two_chunks_of_any_size_hold_where_there_are_two():
     result = check_export(Halves(), (torch.randn(4, 3),), ({0: "b"},), sizes=[{"b": 2}, {"b": 3}, {"b": 9}])
     assert [str(c) for c in result.constraints] == ["b >= 2"]  # one row is one piece: unpacking fails in eager

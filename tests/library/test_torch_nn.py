@@ -28,6 +28,7 @@ def _pad(lengths, t, right=True):
     return frames >= lengths if right else frames < (t - lengths)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("norm", [False, True])
 def test_padded_frames_match_eager_fast_path(norm):
     x = torch.randn(3, 7, 16)
@@ -41,6 +42,7 @@ def test_padded_frames_match_eager_fast_path(norm):
     assert r.validate(inputs=other).ok
 
 
+@pytest.mark.slow
 def test_padding_on_the_left_takes_the_regular_path():
     x = torch.randn(3, 7, 16)
     left = [(torch.randn(2, 9, 16), _pad([9, 4], 9, right=False))]

@@ -89,6 +89,7 @@ class _GeluFormula(torch.nn.Module):
         return x * (0.5 * term)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 @pytest.mark.parametrize("grouping", ["half_x", "x_term", "half_term"])
 def test_gelu_rules_fire_on_exported_formulas(approximate, grouping):

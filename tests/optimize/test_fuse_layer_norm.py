@@ -78,6 +78,7 @@ class _LayerNormFormula(torch.nn.Module):
         return n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["div", "mul", "rmul"])
 @pytest.mark.parametrize("affine", ["", "scale", "bias", "scale_bias"])
 def test_layer_norm_rules_fire_on_exported_formulas(form, affine):
@@ -112,6 +113,7 @@ class _InBranch(torch.nn.Module):
         return torch.cond(x.sum() > 0, self.norm, lambda t: t * 2, (x,))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inline", [False, True], ids=["function", "if-branch"])
 def test_layer_norm_rules_fire_in_control_flow_bodies(inline):
     x = torch.randn(2, 3, 8).abs()

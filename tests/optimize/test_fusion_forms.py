@@ -74,6 +74,7 @@ FUSED = {"bert": {"attention": 2, "skip_layer_normalization": 4},
          "llama": {"sdpa_via_mha": 2, "skip_rms_normalization": 4, "rotary_embedding": 4}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("build", [_bert, _llama], ids=["bert", "llama"])
 def test_onnxruntime_fusion_tools_fuse_onnxports_graph_as_torch_onnxs(build):
     torch.manual_seed(0)

@@ -107,6 +107,7 @@ class _CondScan(torch.nn.Module):
         return ys
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inline", [False, True], ids=["functions", "inlined"])
 def test_control_flow_bodies_optimized(inline):
     x = torch.rand(5, 4) + 0.1
@@ -135,6 +136,7 @@ class _HandWritten(torch.nn.Module):
         return g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("opset", [20, 23])
 def test_fusions_fire_on_translated_formulas(opset):
     r = onnxport.to_onnx(_HandWritten().eval(), (torch.randn(2, 3, 8),), dynamic_shapes={"x": {0: "b", 1: "t"}},

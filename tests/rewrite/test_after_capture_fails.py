@@ -66,6 +66,7 @@ def test_without_the_rewrite_the_branch_is_an_error():
                          rewrite_control_flow=False)
 
 
+@pytest.mark.slow
 def test_a_loop_over_a_dynamic_size_becomes_scan():
     x, y = torch.randn(3, 4), torch.randn(5, 4)
     dims = {"x": {0: "x_rows", 1: "dim"}, "y": {0: "y_rows", 1: "dim"}}
@@ -96,6 +97,7 @@ class ConstantSide(torch.nn.Module):
         return y
 
 
+@pytest.mark.slow
 def test_a_branch_returning_a_constant():
     with pytest.warns(UserWarning, match="onnxport rewrote the if"):
         result = onnxport.to_onnx(ConstantSide(), (torch.randn(8),), dynamic_shapes={"x": {0: "n"}})

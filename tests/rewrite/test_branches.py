@@ -39,6 +39,7 @@ class HasGate(torch.nn.Module):
         return out + 1, summary
 
 
+@pytest.mark.slow
 def test_early_return_in_a_submodule_method():
     easy, hard = torch.zeros(3, 4), torch.rand(3, 4) + 1
     result = check_export(HasGate(), (hard,), ({0: Dim("n")},), rewrite_control_flow=True,
@@ -234,6 +235,7 @@ class MaybePad(torch.nn.Module):
         return torch.nn.functional.avg_pool2d(pixels, 4)
 
 
+@pytest.mark.slow
 def test_padding_to_whole_patches_is_one_pad_at_every_size():
     with pytest.warns(UserWarning, match="onnxport rewrote the if"):
         r = check_export(MaybePad(), (torch.randn(1, 3, 8, 8),), {"pixels": {2: "height", 3: "width"}},
@@ -263,6 +265,7 @@ class ByKind(torch.nn.Module):
         return h
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["a", "b", "c"])
 def test_an_elif_inside_a_rewritten_branch_reads_the_value_from_before_the_if(kind):
     model = ByKind(kind)

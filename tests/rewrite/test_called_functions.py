@@ -3,6 +3,7 @@ loop (a selective scan written as a Python loop in a helper, as Hugging Face's M
 
 import functools
 
+import pytest
 import torch
 
 from exportcheck import check_export, count_ops
@@ -47,6 +48,7 @@ class Mixer(torch.nn.Module):
         return selective_scan(torch.sigmoid(h), torch.tanh(h), x.mean(-1)).transpose(1, 2)
 
 
+@pytest.mark.slow
 def test_a_loop_in_a_called_function_becomes_a_scan_and_holds_at_other_lengths():
     r = check_export(Mixer(), (torch.randn(2, 5, 8),), {"x": {0: "batch", 1: "steps"}}, rewrite_control_flow=True,
                      sizes=[{"batch": 1, "steps": 1}, {"batch": 3, "steps": 17}],
@@ -85,6 +87,7 @@ class DecayMixer(torch.nn.Module):
         return decay_attention(self.decay, self.key(x), self.value(x))
 
 
+@pytest.mark.slow
 def test_a_loop_two_calls_deep_with_column_writes_reading_the_dtype_becomes_a_scan():
     r = check_export(DecayMixer(), (torch.randn(2, 5, 6),), {"x": {0: "batch", 1: "steps"}},
                      sizes=[{"batch": 1, "steps": 1}, {"batch": 3, "steps": 12}],

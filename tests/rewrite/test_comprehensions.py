@@ -65,6 +65,7 @@ def test_rows_of_differing_shapes_are_refused_as_such():
     assert "rows differ in shape ((4,) at step 0, (8,) at step 1)" in message and "stack expects" not in message
 
 
+@pytest.mark.slow
 def test_select_per_row_exports_with_a_dynamic_batch():
     encodings, ids = torch.randn(3, 10, 4), torch.randint(0, 10, (3, 5))
     result = check_export(SelectPerRow(), (encodings, ids), ({0: "batch"}, {0: "batch", 1: "seq"}),
@@ -72,6 +73,7 @@ def test_select_per_row_exports_with_a_dynamic_batch():
     assert count_ops(result, "Scan") == 1
 
 
+@pytest.mark.slow
 def test_stack_of_products_keeps_the_functions_own_name():
     assert "_onnxport_i_" in _hoisted(inspect.getsource(StackedProducts.forward))
     result = check_export(StackedProducts(), (torch.randn(3, 4, 5), torch.randn(3, 5, 2)),

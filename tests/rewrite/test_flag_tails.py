@@ -49,6 +49,7 @@ def test_the_rest_of_the_function_under_each_side_of_the_flag():
     assert "under each side of 'is_global'" in notes[0].detail, str(notes[0])
 
 
+@pytest.mark.slow
 def test_a_flag_tested_twice_exports_both_sides_and_matches_eager():
     torch.manual_seed(0)
     result = check_export(GlobalTokens(), _inputs(5, []), ({0: "n"}, {0: "n"}),
@@ -133,6 +134,7 @@ def _both_sides() -> list[tuple]:
     return [_inputs(5, [1]), _inputs(7, [0, 6]), _inputs(3, [])]
 
 
+@pytest.mark.slow
 def test_a_size_changed_before_the_test_is_not_read_again():
     notes = rewrite_module(SizeChangedBeforeTheTest(), _inputs(5, []), warn=False).onnxport_rewrite_notes
     assert any("under each side of 'flag'" in n.detail for n in notes), [str(n) for n in notes]
@@ -163,6 +165,7 @@ class LoopAfterTheTest(torch.nn.Module):
         return rows
 
 
+@pytest.mark.slow
 def test_a_loop_in_the_rest_is_noted_once():
     notes = rewrite_module(LoopAfterTheTest(), _inputs(5, []), warn=False).onnxport_rewrite_notes
     loops = [n for n in notes if n.construct == "for"]

@@ -110,6 +110,7 @@ def test_row_writes_with_index_arithmetic(dtype):
     assert count_ops(result, "Scan") == 1
 
 
+@pytest.mark.slow
 def test_two_carried_tensors_stacked_on_dim_1_and_column_writes():
     B, T = Dim("B"), Dim("T")
     result = check_export(TwoStateCell(), (torch.randn(2, 5, 4),), ({0: B, 1: T},), rewrite_control_flow=True,
@@ -117,6 +118,7 @@ def test_two_carried_tensors_stacked_on_dim_1_and_column_writes():
     assert count_ops(result, "Scan") == 1
 
 
+@pytest.mark.slow
 def test_appended_rows_concatenated_and_rows_iterated():
     N = Dim("N")
     result = check_export(CatRows(), (torch.randn(4, 3), torch.randn(3)), ({0: N}, None), rewrite_control_flow=True,
@@ -141,6 +143,7 @@ class Nested(torch.nn.Module):
         return sims
 
 
+@pytest.mark.slow
 def test_nested_loops():
     result = check_export(Nested(), (torch.randn(3, 4), torch.randn(5, 4)), ({0: Dim("n")}, {0: Dim("m")}),
                           rewrite_control_flow=True,
@@ -165,6 +168,7 @@ class BoundOnEveryPath(torch.nn.Module):
         return hidden
 
 
+@pytest.mark.slow
 def test_names_an_inner_if_binds_on_every_path_are_not_carried():
     notes = rewrite_module(BoundOnEveryPath(), (torch.randn(3, 4),), warn=False).onnxport_rewrite_notes
     inner = [n for n in notes if n.construct == "for" and "x.shape[0]" in n.detail]

@@ -58,6 +58,7 @@ HW = {"x": {1: Dim("h"), 2: Dim("w")}}
 HW_SIZES = [{"h": 5, "w": 7}, {"h": 9, "w": 12}, {"h": 3, "w": 4}, {"h": 8, "w": 1}]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", [PadToEven(), CutWindowPadding()], ids=["pad-to-even", "cut-window-padding"])
 def test_a_pad_or_cut_under_a_size_condition_runs_at_every_size(model):
     r = check_export(model, (torch.randn(2, 8, 6, 3),), HW, rewrite_control_flow=True, sizes=HW_SIZES)
@@ -70,6 +71,7 @@ def test_a_pad_amount_not_zero_where_not_taken_runs_modulo():
     assert count_ops(r, "If") == 0 and not r.constraints
 
 
+@pytest.mark.slow
 def test_another_branch_on_sizes_stays_an_if():
     r = check_export(ScaleOddRows(), (torch.randn(2, 6),), {"x": {1: Dim("n")}}, rewrite_control_flow=True,
                      sizes=[{"n": 7}, {"n": 4}, {"n": 3}])

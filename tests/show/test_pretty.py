@@ -237,6 +237,7 @@ def test_failed_inference_is_a_note():
 SCREEN_ROWS, SCREEN_COLS = 60, 180
 
 
+@pytest.mark.slow
 def test_transformer_encoder_fits_one_screen_per_layer():
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, batch_first=True, dropout=0.0)

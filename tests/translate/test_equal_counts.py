@@ -42,6 +42,7 @@ def test_counts_of_one_mask_are_equal_and_others_not():
     assert _symbols(Random(), torch.randn(10)) == ["u0", "u1"]
 
 
+@pytest.mark.slow
 def test_counts_of_one_mask_share_the_name_output_dims_gives():
     args = (torch.randn(12), torch.randn(12, 4))
     check_export(Kept(), args, {"scores": {0: "n"}, "boxes": {0: "n"}}, output_names=["s", "t", "b"],

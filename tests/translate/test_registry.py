@@ -26,6 +26,7 @@ def test_the_opset_chooses_the_translation():
     assert count_ops(check_export(rms, (torch.randn(2, 5),), {"x": {0: "b"}}, opset=23), "RMSNormalization") == 1
 
 
+@pytest.mark.slow
 def test_a_user_translation_wins_whenever_it_was_registered():
     # registered in a fresh process before any built-in family is loaded: it still wins
     code = """
@@ -82,6 +83,7 @@ def test_the_built_in_table_is_frozen_once_loaded():
         translates(aten.relu.default)(lambda ctx, x: ctx.op.Abs(x))
 
 
+@pytest.mark.slow
 def test_the_default_registry_changes_under_the_capture_lock():
     from onnxport.capture.patches import CAPTURE_LOCK
     from onnxport.translate.registry import DEFAULT
@@ -102,6 +104,7 @@ def test_the_default_registry_changes_under_the_capture_lock():
     assert not DEFAULT.translations(aten.special_airy_ai.default)
 
 
+@pytest.mark.slow
 def test_an_op_of_a_library_not_imported_is_registered_by_its_qualified_name():
     """A translation registered under "namespace::op.overload" serves that overload, defined by a
     library only after the registration."""

@@ -25,6 +25,7 @@ class Chunks(torch.nn.Module):
         return chunks.sum(2) * chunks.shape[1]
 
 
+@pytest.mark.slow
 def test_a_view_by_a_quotient_of_sizes_stays_dynamic():
     with pytest.warns(UserWarning, match="onnxport adopted this constraint for seq"):  # whole chunks only
         result = check_export(Chunks(), (torch.randn(2, 12, 3),), {"x": {0: "batch", 1: "seq"}},

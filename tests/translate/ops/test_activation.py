@@ -29,6 +29,7 @@ ACTIVATIONS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
 def test_activation_float(name, dtype):
@@ -110,6 +111,7 @@ def test_rrelu_eval_is_leaky_relu_with_mean_slope():
     check_export(torch.nn.RReLU(0.1, 0.3).eval(), (torch.randn(3, 5),), ({0: "batch", 1: "n"},))
 
 
+@pytest.mark.slow
 def test_rrelu_in_training_mode_is_refused():
     from onnxport.errors import TranslationError
 

@@ -111,6 +111,7 @@ class _Mha(torch.nn.Module):
         return (out, w) if self.need_weights else out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("need_weights", [False, True], ids=["sdpa_path", "weights_path"])
 def test_multihead_attention_key_padding(need_weights):
     x, lengths = torch.randn(3, 7, 16), torch.tensor([7, 2, 5])
@@ -142,6 +143,7 @@ def test_native_multi_head_attention(mask_kind, average):
     check_export(M(), (x, lengths), {"x": {0: "batch", 1: "time"}, "lengths": {0: "batch"}})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["no_mask", "bool_mask", "float_mask", "causal", "causal_wide", "causal_tall",
                                   "gqa_scale"])
 def test_sdpa_opset23_attention_op(case):

@@ -16,6 +16,7 @@ def _wide():
     return torch.cat([torch.linspace(-40.0, 40.0, 16), EDGES]).reshape(4, 8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fn", [torch.i0, S.i0e, S.i1, S.i1e, S.modified_bessel_i0, S.modified_bessel_i1],
                          ids=["i0", "i0e", "i1", "i1e", "modified_bessel_i0", "modified_bessel_i1"])
 def test_first_kind(fn):

@@ -64,6 +64,7 @@ def test_shape_ops_of_a_complex_tensor():
     check_export(Fn(fn), (torch.randn(3, 5, 4, 2),), {"x": {0: "batch", 1: "n"}})
 
 
+@pytest.mark.slow
 def test_angle_and_real_of_real_tensors():
     fn = lambda x: (torch.angle(x), torch.real(x), torch.angle(x.long()))  # noqa: E731
     x = torch.tensor([[-2.0, 0.0, 3.0, float("nan")], [1.0, -0.5, -7.0, 2.0]])

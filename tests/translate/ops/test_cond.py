@@ -41,6 +41,7 @@ class TensorPredicate(torch.nn.Module):
         return torch.cond(x.sum() > 0, true_fn, false_fn, (x, y))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 @pytest.mark.parametrize("inline,optimize", MODES)
 def test_cond_tensor_predicate(dtype, inline, optimize):
@@ -100,6 +101,7 @@ class WithParameters(torch.nn.Module):
         return torch.cond(x.mean() > 0, lambda x: self.lin(x) + self.shift, lambda x: x - self.shift, (x,))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inline", [False, True])
 def test_cond_branches_use_parameters(inline):
     x = torch.rand(3, 4) + 0.1
@@ -124,6 +126,7 @@ class Nested(torch.nn.Module):
         return torch.cond(x.sum() > 0, outer_true, outer_false, (x, y))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inline,optimize", MODES)
 def test_nested_cond(inline, optimize):
     B = Dim("B")
@@ -146,6 +149,7 @@ class CondInScan(torch.nn.Module):
         return scan(step, h, x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inline,optimize", MODES)
 def test_cond_inside_scan(inline, optimize):
     T, B = Dim("T"), Dim("B")
@@ -155,6 +159,7 @@ def test_cond_inside_scan(inline, optimize):
     assert count_ops(result, "Scan") == 1 and count_ops(result, "If") == 2
 
 
+@pytest.mark.slow
 def test_cond_same_branches_share_functions():
     def body(x):
         return x.abs() + 1

@@ -61,6 +61,7 @@ CASES = [
 CORE = [(case, False) for case in CASES] + [(CASES[i], True) for i in (2, 5, 8, 11)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case,core", CORE, ids=[f"{c[0]}d-k{c[3]}-{c[4]}-{'core' if k else 'conv'}" for c, k in CORE])
 def test_conv(case, core):
     dims, cin, cout, k, kw = case
@@ -109,6 +110,7 @@ TCASES = [
 TCORE = [(case, False) for case in TCASES] + [(TCASES[i], True) for i in (2, 4)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case,core", TCORE,
                          ids=[f"{c[0]}d-k{c[3]}-{c[4]}-{'core' if k else 'conv'}" for c, k in TCORE])
 def test_conv_transpose(case, core):

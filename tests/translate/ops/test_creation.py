@@ -51,6 +51,7 @@ class Fills(torch.nn.Module):
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_full_zeros_ones_empty_like(dtype):
     check_export(Fills(dtype), (_make((3, 4), dtype),), {"x": {0: "b", 1: "t"}})

@@ -27,6 +27,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,fn,mean,std", CASES, ids=[c[0] for c in CASES])
 def test_sample_statistics(name, fn, mean, std):
     x = torch.zeros(N)

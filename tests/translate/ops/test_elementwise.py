@@ -67,6 +67,7 @@ def test_comparisons(dta, dtb):
     check_export(Fn2(fn), (make(dta), make(dtb)), DYN2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_comparisons_with_scalars(dtype):
     fn = lambda x: (x == 1, x != 0, x < 0.5, x <= 2, x > -1.5, x >= 3, 0 < x)  # noqa: E731

@@ -17,6 +17,7 @@ class Bags(torch.nn.Module):
         return F.embedding_bag(indices, self.weight, offsets, **self.kw)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])
 @pytest.mark.parametrize("padding_idx", [None, 3])
 def test_bags_given_by_offsets(mode, padding_idx):

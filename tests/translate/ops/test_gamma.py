@@ -30,6 +30,7 @@ def test_polygamma(n):
                  rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_zeta():
     x = torch.tensor([[1.0, 1.5, 2.0, 3.0, 4.0, 0.5], [2.0, 7.0, 12.5, 30.0, 1.0001, 5.0]])
     q = torch.tensor([[1.0, 2.0, -1.5, -0.5, 0.0, 1.0], [1e-3, 3.0, 0.2, 1.0, 1.0, -2.0]])

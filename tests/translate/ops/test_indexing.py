@@ -39,6 +39,7 @@ class AdvancedIndex(torch.nn.Module):
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_index_tensor(dtype):
     i = torch.tensor([0, -1, 1, -2, 0])

@@ -48,6 +48,7 @@ class Splits(torch.nn.Module):
         return (*a, *b, *c, *d, *e, *f)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_split_chunk_unbind(dtype):
     check_export(Splits(), (_make((4, 6, 10), dtype),), {"x": {0: "b", 1: "t"}})

@@ -60,6 +60,7 @@ def test_linear_vector_weight():
     check_export(M(), (torch.randn(3, 4), torch.randn(4), torch.randn(())), {"x": {0: "batch"}, "w": None, "b": None})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bias_shape", [(5,), (3, 1), (3, 5), (1, 5), ()])
 @pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2.0), (0, 1)])
 def test_addmm(bias_shape, beta, alpha):
@@ -109,6 +110,7 @@ EINSUMS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 @pytest.mark.parametrize("eq,shapes,dyn", EINSUMS, ids=[e[0] for e in EINSUMS])
 def test_einsum(eq, shapes, dyn, dtype):

@@ -23,6 +23,7 @@ class OneInput(torch.nn.Module):
         return hmap(lambda row, w: (row * w).sum(-1) + row.shape[0], x, w)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 @pytest.mark.parametrize("inline,optimize", MODES)
 def test_map_one_input_with_argument(dtype, inline, optimize):
@@ -63,6 +64,7 @@ class SeveralInputsOutputs(torch.nn.Module):
         return hmap(f, (a, b), c)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inline,optimize", MODES)
 def test_map_several_inputs_and_outputs(inline, optimize):
     T, R = Dim("T"), Dim("R")
@@ -91,6 +93,7 @@ class MapOfScan(torch.nn.Module):
         return hmap(row_cumsum, x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inline", [False, True])
 def test_map_with_nested_scan(inline):
     T, U = Dim("T"), Dim("U")

@@ -27,6 +27,7 @@ class Conversions(torch.nn.Module):
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_conversions_and_copies(dtype):
     check_export(Conversions(), (_make((3, 4), dtype), torch.randn(3, 4)), {"x": {0: "b"}, "y": {0: "b"}})

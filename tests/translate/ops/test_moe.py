@@ -95,6 +95,7 @@ class _Batched(torch.nn.Module):
         return torch._grouped_mm(a.to(_BF16), b.to(_BF16)).float()
 
 
+@pytest.mark.slow
 def test_grouped_mm_batched():
     a, b = torch.randn(3, 5, K), torch.randn(3, K, N)
     r = check_export(_Batched(), (a, b), {"a": {1: "m"}}, expect_outputs={"output": [3, "m", N]})

@@ -127,6 +127,7 @@ def test_group_norm_opsets(affine, opset):
     assert count_ops(r, "GroupNormalization") == (1 if opset >= 21 else 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("opset", [20, 21])
 def test_native_group_norm_statistics(opset):
     class M(torch.nn.Module):

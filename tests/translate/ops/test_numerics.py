@@ -64,6 +64,7 @@ def _run(proto, x: torch.Tensor) -> np.ndarray:
     return session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_long_reductions_are_no_farther_from_float64_than_torch_onnx_and_eager(name):
     make, shape = CASES[name]

@@ -42,6 +42,7 @@ MODE_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("opset", [18, 20])
 @pytest.mark.parametrize("mode,pad", MODE_CASES, ids=[f"{m}-{p}" for m, p in MODE_CASES])
 def test_pad_modes(mode, pad, opset):

@@ -47,6 +47,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dims,kw,coord", CASES, ids=[f"{c[0]}d-{c[1]}" for c in CASES])
 def test_interpolate_scale_factor(dims, kw, coord):
     x = torch.randn(2, 3, *([5] * dims))
@@ -67,6 +68,7 @@ DEFAULT_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,align,scales", DEFAULT_CASES, ids=[str(c) for c in DEFAULT_CASES])
 def test_upsample_default_overloads(name, align, scales):
     """The ``.default`` overloads: output size (SymInts here) plus optional per-axis scales."""
@@ -128,6 +130,7 @@ def test_nearest_other_dtypes(dtype):
     check_export(Interp(scale_factor=2, mode="nearest"), (x,), _dyn(2))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dynamic", [False, True])
 @pytest.mark.parametrize("mode", ["nearest", "bilinear"])
 def test_fractional_scale_factor(mode, dynamic):

@@ -72,6 +72,7 @@ class _Packed(torch.nn.Module):
         return (out, out_lengths, *last) if isinstance(last, tuple) else (out, out_lengths, last)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_state", [False, True], ids=["zero_state", "initial_state"])
 @pytest.mark.parametrize("kind", list(_KINDS))
 def test_packed_sequence_uses_sequence_lens(kind, with_state):

@@ -22,6 +22,7 @@ class Warp(torch.nn.Module):
 DYN = {"x": {0: "n", 2: "h", 3: "w"}, "theta": {0: "n"}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode,padding_mode,align_corners", [
     ("bilinear", "zeros", False), ("bilinear", "border", True), ("nearest", "reflection", False),
     ("bicubic", "zeros", True), ("bicubic", "reflection", False)])
@@ -33,6 +34,7 @@ def test_warp_at_opset_18():
     check_export(Warp("bilinear", "border", True), (torch.randn(2, 3, 6, 7), torch.randn(2, 2, 3)), DYN, opset=18)
 
 
+@pytest.mark.slow
 def test_grid_sample_of_a_given_grid_at_opset_18():
     class M(torch.nn.Module):
         def forward(self, x, grid):

@@ -51,6 +51,7 @@ class PairwiseDistance(torch.nn.Module):
         return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inline,optimize", ALL_MODES)
 def test_pairwise_distance_matches_cdist(inline, optimize):
     x_rows, y_rows, dim = Dim("x_rows"), Dim("y_rows"), Dim("dim")
@@ -164,6 +165,7 @@ class TwoCarries(torch.nn.Module):
         return scan(f, (c0, d0), (a, b))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 @pytest.mark.parametrize("inline,optimize", MODES)
 def test_scan_several_carries_inputs_outputs(dtype, inline, optimize):
@@ -193,6 +195,7 @@ class DimReverse(torch.nn.Module):
         return scan(f, h, x, dim=self.dim, reverse=self.reverse)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dim", [0, 1, 2])
 @pytest.mark.parametrize("reverse", [False, True])
 def test_scan_dim_and_reverse(dim, reverse):
@@ -231,6 +234,7 @@ class BoolCarry(torch.nn.Module):
         return scan(f, seen0, x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inline", [False, True])
 def test_scan_bool_carry(inline):
     T, B = Dim("T"), Dim("B")
@@ -267,6 +271,7 @@ class WithState(torch.nn.Module):
         return scan(f, h, x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inline,optimize", MODES)
 def test_scan_additional_inputs(inline, optimize):
     T, B, N = Dim("T"), Dim("B"), Dim("N")
@@ -291,6 +296,7 @@ class NestedScan(torch.nn.Module):
         return scan(outer, h, x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inline,optimize", MODES)
 def test_nested_scan(inline, optimize):
     T, U = Dim("T"), Dim("U")
@@ -311,6 +317,7 @@ class SameBodyTwice(torch.nn.Module):
         return a + b, h2
 
 
+@pytest.mark.slow
 def test_same_body_is_one_function():
     T, B = Dim("T"), Dim("B")
     result = check_export(SameBodyTwice(), (torch.randn(4, 3), torch.randn(4, 3), torch.randn(3)),
@@ -323,6 +330,7 @@ def test_same_body_is_one_function():
         assert v.dtype == ir.DataType.FLOAT and v.shape is not None, v
 
 
+@pytest.mark.slow
 def test_body_values_are_typed():
     result = onnxport.to_onnx(PairwiseDistance(), (torch.randn(3, 4), torch.randn(5, 4)),
                               dynamic_shapes={"x": {0: "x_rows", 1: "dim"}, "y": {0: "y_rows", 1: "dim"}})

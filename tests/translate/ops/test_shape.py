@@ -160,6 +160,7 @@ class DiagonalWrites(torch.nn.Module):
                 torch.as_strided_scatter(x[0], s[0, :3], (3,), (2,), 1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_diagonal_and_as_strided_scatter(dtype):
     check_export(DiagonalWrites(), (_make((2, 4, 4), dtype), _make((2, 4), dtype)), {"x": {0: "b"}, "s": {0: "b"}})

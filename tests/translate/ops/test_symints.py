@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 
 from exportcheck import check_export
@@ -90,6 +91,7 @@ class PooledAboveSixteen(torch.nn.Module):
         return self.proj(x)
 
 
+@pytest.mark.slow
 def test_sym_sum_of_a_branch_whose_sides_differ_in_length():
     result = check_export(PooledAboveSixteen(), (torch.randn(2, 10, 8),), {"x": {0: "batch", 1: "time"}},
                           sizes=[{"batch": 3, "time": 16}, {"batch": 2, "time": 17}, {"batch": 1, "time": 30}])

@@ -30,6 +30,7 @@ class CountTo(torch.nn.Module):
         return while_loop(cond_fn, body_fn, (torch.zeros((), dtype=torch.int64), x))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 @pytest.mark.parametrize("inline,optimize", MODES)
 def test_while_loop_data_dependent_trip_count(dtype, inline, optimize):
@@ -47,6 +48,7 @@ def test_while_loop_data_dependent_trip_count(dtype, inline, optimize):
     assert len(calls) == (0 if inline else 2)
 
 
+@pytest.mark.slow
 def test_while_loop_zero_iterations_returns_the_initial_values():
     x = torch.randn(3, 2)
     result = check_export(CountTo(), (x, torch.tensor(0)), {"x": {0: Dim("B")}, "n": None},
@@ -75,6 +77,7 @@ class Accumulate(torch.nn.Module):
         return while_loop(cond_fn, body_fn, (torch.zeros_like(x), torch.zeros((), dtype=torch.int64)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inline,optimize", MODES)
 def test_while_loop_additional_inputs_and_parameters(inline, optimize):
     x = torch.randn(4, 2)
@@ -100,6 +103,7 @@ class Halve(torch.nn.Module):
         return while_loop(cond_fn, body_fn, (x, torch.zeros((), dtype=torch.int64)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inline", [False, True])
 def test_while_loop_condition_on_the_carried_tensor(inline):
     x = torch.randn(3, 4) * 10
@@ -114,6 +118,7 @@ class IntCounter(torch.nn.Module):
         return while_loop(lambda i, x: i < x.shape[0], lambda i, x: (i + 1, x * 2 - i), (0, x))[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inline", [False, True])
 def test_while_loop_int_carry_and_size_bound(inline):
     result = check_export(IntCounter(), (torch.randn(3, 2),), {"x": {0: Dim("B")}}, inline=inline,
@@ -136,6 +141,7 @@ class WhileInScan(torch.nn.Module):
         return scan(step, h, x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inline", [False, True])
 def test_while_loop_inside_scan(inline):
     T, B = Dim("T"), Dim("B")
