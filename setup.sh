@@ -20,6 +20,20 @@ if ! command -v dot >/dev/null 2>&1; then
     (apt-get update -qq && apt-get install -y -qq graphviz >/dev/null) || echo "setup: could not install graphviz (plots will not render)"
   fi
 fi
+# The speech toolkits for the speech tests and benchmarks/speech.py, with --no-deps (each would bring its own
+# torch, lightning, librosa...) in <venv>/speech-packages, outside site-packages: torchaudio 2.11 (its last
+# release) ships a compiled extension built for CUDA and torch 2.11 that does not load beside this torch, so a
+# plain `import torchaudio` fails, and so would transformers, which imports it when it finds it.
+# tests/third_party.py's import_torchaudio imports it from there with the extension marked unavailable (its
+# models, transforms and compliance modules are pure Python). Beside the toolkits, the modules they import
+# that the test extras do not bring. ESPnet 202511: later releases need Python >= 3.12.
+SPEECH=("torchaudio==2.11.0" "speechbrain==1.1.2" "espnet==202511" "asteroid==0.7.0" "asteroid-filterbanks==0.4.0"
+        "encodec==0.1.1" "hyperpyyaml==1.2.3" "ruamel.yaml==0.19.1" "joblib==1.6.0" "einops==0.8.2"
+        "soundfile==0.14.0" "cffi==2.1.1" "requests==2.34.2" "urllib3==2.8.0" "certifi==2026.10.19.post1"
+        "charset-normalizer==3.5.3")
+speech_packages() {
+  "$1/bin/pip" install -q --no-deps --no-build-isolation --upgrade --target "$1/speech-packages" "${SPEECH[@]}"
+}
 case "$TORCH" in
   2.13)
     python3 -m venv .venv
@@ -31,6 +45,7 @@ case "$TORCH" in
     # and so would transformers, which imports it when installed. tests/third_party.py imports it from here,
     # and timm (its other dependencies come with transformers) beside it.
     .venv/bin/pip install -q --no-deps --upgrade --target .venv/vision-packages "torchvision==0.28.0" "timm==1.0.31"
+    speech_packages .venv
     ;;
   2.15)
     # a machine-wide pip configuration may cap torch below 2.15: this environment reads no pip configuration
@@ -46,6 +61,7 @@ case "$TORCH" in
       .venv-torch2.15/bin/pip install -q --no-index --find-links "$WHEELS" "${TORCH_REQ[@]}"
     fi
     .venv-torch2.15/bin/pip install -q -e ".[test]" "timm==1.0.31"
+    speech_packages .venv-torch2.15
     ;;
   *) echo "setup.sh: --torch takes 2.13 or 2.15" >&2; exit 2 ;;
 esac

@@ -10,10 +10,23 @@ when it finds it) works for everything else. The model definitions do not need t
 ``import_torchvision`` puts that folder on the path and imports the package without the meta
 registrations when they fail, so that torchvision and transformers both work in the tests and
 benchmarks. Nothing else is changed. timm, which imports torchvision, is installed in the same folder.
+
+The speech toolkits (torchaudio 2.11, SpeechBrain, ESPnet, asteroid, EnCodec) are installed by ``setup.sh``
+with ``--no-deps`` in ``<venv>/speech-packages``, with the few pure modules they import, so that the
+environment keeps its torch. torchaudio 2.11, its last release, ships a compiled extension built for
+CUDA against torch 2.11: with the torch 2.13 CPU build it does not load (``Could not load this library``),
+with torch 2.15 its CUDA version check raises. Its models, transforms and compliance modules are pure
+Python and do not need it (torchaudio then takes its own pure-Python paths, ``lfilter`` among them).
+``import_torchaudio`` puts the folder on the path and imports torchaudio with its extension marked
+unavailable, as torchaudio itself marks it when the library files are absent; outside the folder nothing
+finds torchaudio, so transformers (which imports it when it finds it) is unaffected.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
+import importlib.util
 import sys
 import types
 from pathlib import Path
@@ -22,6 +35,7 @@ import pytest
 import torch
 
 VISION_PACKAGES = Path(sys.prefix) / "vision-packages"
+SPEECH_PACKAGES = Path(sys.prefix) / "speech-packages"
 
 
 def import_torchvision():
@@ -81,3 +95,49 @@ def require_torchvision_ops():
                     "CPU); these tests run in the torch 2.15 environment (bash setup.sh --torch 2.15)",
                     allow_module_level=True)
     return import_torchvision()
+
+
+def _torchaudio_without_extension() -> types.ModuleType:
+    """``torchaudio._extension`` as torchaudio defines it when its compiled library is absent: nothing
+    loaded, ``_IS_TORCHAUDIO_EXT_AVAILABLE`` False, the alignment functions raising when called."""
+    module = types.ModuleType("torchaudio._extension")
+    module.__doc__ = "torchaudio's compiled extension, marked unavailable (tests/third_party.py)"
+
+    def fail_if_no_align(func):
+        @functools.wraps(func)
+        def unavailable(*args, **kwargs):
+            raise RuntimeError(f"{func.__name__} needs torchaudio's compiled extension, which does not load "
+                               "beside this torch build")
+
+        return unavailable
+
+    module.__dict__.update(_IS_TORCHAUDIO_EXT_AVAILABLE=False, _IS_ALIGN_AVAILABLE=False,
+                           fail_if_no_align=fail_if_no_align, _load_lib=lambda lib: False,
+                           _check_cuda_version=lambda: None, __all__=["_IS_TORCHAUDIO_EXT_AVAILABLE"])
+    return module
+
+
+def import_torchaudio():
+    """``torchaudio`` (from ``<venv>/speech-packages``, its compiled extension marked unavailable), or
+    None when it is not installed."""
+    if SPEECH_PACKAGES.is_dir() and str(SPEECH_PACKAGES) not in sys.path:
+        sys.path.append(str(SPEECH_PACKAGES))
+    if "torchaudio" in sys.modules:
+        return sys.modules["torchaudio"]
+    if importlib.util.find_spec("torchaudio") is None:
+        return None
+    sys.modules.setdefault("torchaudio._extension", _torchaudio_without_extension())
+    import torchaudio
+
+    return torchaudio
+
+
+def import_speech(module: str):
+    """A speech toolkit's module (``"speechbrain.lobes.models.ECAPA_TDNN"``), torchaudio imported first,
+    or skip the calling module when the toolkit is not installed (``bash setup.sh`` installs it)."""
+    if import_torchaudio() is None:
+        pytest.skip("torchaudio is not installed: bash setup.sh installs the speech toolkits", allow_module_level=True)
+    top = module.split(".")[0]
+    if importlib.util.find_spec(top) is None:
+        pytest.skip(f"{top} is not installed: bash setup.sh installs the speech toolkits", allow_module_level=True)
+    return importlib.import_module(module)
