@@ -73,6 +73,7 @@ class TranslationContext:
         self.sym_sources: dict[Any, tuple[ir.Value, int]] = {}  # sympy.Symbol -> (tensor value, axis)
         self.as_1d: dict[ir.Value, ir.Value] = {}
         self.shapes_of: dict[ir.Value, ir.Value] = {}
+        self.clamped: dict[Any, dict] = {}  # fx.Node -> the sizes a slice clamps in its result (translate.clamped)
 
     # ------------------------------------------------------------------ emission
     def fresh_name(self, hint: str) -> str:

@@ -11,7 +11,7 @@ import torch
 
 from onnxport.errors import ExportError, TranslationError, UnsupportedOpError, user_source_line
 from onnxport.metadata import FX_NODE_KEY
-from onnxport.translate import dtypes, inplace, symbolic
+from onnxport.translate import clamped, dtypes, inplace, symbolic
 from onnxport.translate.context import TranslationContext
 
 
@@ -98,9 +98,13 @@ def translate_nodes(ctx: TranslationContext, graph: torch.fx.Graph) -> list[Any]
         result = _translate_one(ctx, node)
         type_new_outputs(ctx.nodes[first_new:], ctx.opset)
         ctx.values[node] = result
+        sizes = clamped.clamped_sizes(node, ctx.clamped, ctx.size_floors)
+        if sizes:
+            ctx.clamped[node] = sizes
         if isinstance(result, ir.Value):
             if val is not None and result.producer() is not None and result.const_value is None:
                 set_meta_type(result, val, dim_name)
+                clamped.retype(result, sizes, dim_name)
                 result.metadata_props.setdefault(FX_NODE_KEY, node.name)
             if expr is not None and not expr.is_number:
                 ctx.sym_values[expr] = result
@@ -108,6 +112,7 @@ def translate_nodes(ctx: TranslationContext, graph: torch.fx.Graph) -> list[Any]
             for r, v in zip(result, val):
                 if isinstance(r, ir.Value) and v is not None and r.const_value is None and r.producer() is not None:
                     set_meta_type(r, v, dim_name)
+                    clamped.retype(r, sizes, dim_name)
     return outputs
 
 
@@ -176,6 +181,7 @@ def _in_place_view(ctx: TranslationContext, functional, node: torch.fx.Node):
     def typed(value: Any, like: torch.fx.Node) -> Any:
         if isinstance(value, ir.Value) and value.producer() is not None and value.const_value is None:
             set_meta_type(value, like.meta.get("val"), ctx.dim_namer)
+            clamped.retype(value, ctx.clamped.get(like, {}), ctx.dim_namer)
         return value
 
     def fn(ctx, self, *args, **kwargs):

@@ -15,7 +15,7 @@ from onnxport.capture.caches import OUTPUT_PREFIX, CacheKey, is_cache_leaf
 from onnxport.capture.captured import Captured, expr_of
 from onnxport.capture.dynamic_shapes import key_str
 from onnxport.errors import CheckpointError, ExportError, TranslationError
-from onnxport.translate import symbolic
+from onnxport.translate import clamped, symbolic
 from onnxport.translate.context import TranslationContext
 from onnxport.translate.equal_counts import equal_counts
 from onnxport.translate.graph import graph_output, set_meta_type, translate_nodes
@@ -305,6 +305,7 @@ def _outputs(ctx: TranslationContext, captured: Captured, outs: list, names: lis
         value.name = name
         if isinstance(fx_node, torch.fx.Node):
             set_meta_type(value, fx_node.meta.get("val"), namer)
+            clamped.retype(value, ctx.clamped.get(fx_node, {}), namer)
         graph_outputs.append(value)
     if not graph_outputs:
         raise TranslationError("the model returns no tensor and updates no buffer: an ONNX model needs an output",
