@@ -28,7 +28,15 @@ BOOL = ir.DataType.BOOL
             aten.to.prim_dtype, aten.to.prim_Device)
 def to(ctx, x, *args, **kwargs):
     """to.* / _to_copy(Tensor self, ...): a Cast to the result's dtype; device, layout and memory
-    format do not exist in ONNX."""
+    format do not exist in ONNX.
+
+    ``self`` may be a Python number: ``torch.vmap`` wraps a scalar operand of the batched function
+    (``a * 2``) as ``_to_copy(2, dtype=...)`` once its batching is decomposed; it becomes a constant
+    of the result's dtype and shape."""
+    if not isinstance(x, ir.Value):
+        val = ctx.meta_val
+        shape = tuple(int(d) for d in val.shape) if isinstance(val, torch.Tensor) else ()
+        return ctx.const(np.full(shape, x, dtype=ctx.out_dtype.numpy()))
     return ctx.cast(x, ctx.out_dtype)
 
 
@@ -49,11 +57,27 @@ def identity(ctx, x, *args, **kwargs):
 @translates(aten.copy.default)
 def copy(ctx, x, src, non_blocking=False):
     """copy(Tensor self, Tensor src, bool non_blocking=False): ``src`` cast to self's dtype and
-    broadcast to self's shape (the functional form of ``self.copy_(src)``)."""
+    broadcast to self's shape (the functional form of ``self.copy_(src)``).
+
+    A constant size of ``src`` over a dynamic one of ``self`` is a size torch.export read as that
+    constant where a slice clamps it (``x[:2] = v`` expands ``v`` to 2 rows; at ``x.shape[0] = 1`` the
+    slice has one, ``translate.clamped``): the broadcast is cut to self's shape with a ``Slice``, as
+    eager PyTorch's expansion to the slice's runtime size would be."""
     src = ctx.cast(src, x.dtype)
     if src.shape is not None and x.shape is not None and list(src.shape) == list(x.shape):
         return src
-    return ctx.op.Expand(src, ctx.shape(x))
+    out = ctx.op.Expand(src, ctx.shape(x))
+    if src.shape is None or x.shape is None:
+        return out
+    rank = len(x.shape)
+    cut = [rank - 1 - i for i, (d, s) in enumerate(zip(reversed(list(x.shape)), reversed(list(src.shape))))
+           if not isinstance(d, int) and isinstance(s, int) and s > 1]
+    if not cut:
+        return out
+    cut.sort()
+    ends = ctx.op.Gather(ctx.shape(x), ctx.const(np.array(cut, dtype=np.int64)), axis=0)
+    return ctx.op.Slice(out, ctx.const(np.zeros(len(cut), dtype=np.int64)), ends,
+                        ctx.const(np.array(cut, dtype=np.int64)))
 
 
 _ALPHA = 1.7580993408473766  # PyTorch's alpha dropout constant (SELU's scale * alpha)
