@@ -7,6 +7,26 @@ axis an input from opset 20). Complex values are carried as real ``[..., 2]`` pa
 ``conj(DFT(conj(X)))`` and the scale is applied after, so the result does not depend on a runtime's
 reading of ``inverse``. ``normalization`` is ATen's: 0 none, 1 ``1/sqrt(n)``, 2 ``1/n``, with ``n``
 the product of the signal sizes (the input's for r2c and c2c, the output's for c2r).
+
+The short-time transform (``torch.stft``, translated in ``spectral.py``) takes its form from
+``stft_form``, chosen per ``n_fft`` by the figures of ``benchmarks/NUMERICS.md`` (section "STFT, by
+n_fft": 4 x 16,000 samples, hop 160, Hann window; errors against eager float64 over eager float32's,
+normal and large-magnitude inputs) and DESIGN.md's rule (accuracy on large magnitudes first, then
+speed; never farther from float64 than torch.onnx, whose form is ONNX STFT):
+
+- ``basis`` for float32 where ``n_fft`` is not a power of two: the DFT as one Conv over the signal,
+  stride ``hop``, its weights a precomputed ``[2 * bins, 1, n_fft]`` basis (cos and -sin rows,
+  computed in float64 with the window and the ``normalized`` scale folded in, rounded once): the
+  framing and the MatMul in one node (onnxruntime's im2col and GEMM). onnxruntime's STFT takes a
+  slow path there, 100-250x eager's error (at 400: the 2e-4 mel and 1e-3 log-mel differences of a
+  speech front end); the basis is within 2-4x at 12-20x its speed (1.2-1.5 ms against 24 ms at
+  400). Its constant is ``8 * n_fft * bins`` bytes (0.64 MB at 400, 5.8 MB at 1200).
+- ``STFT`` (ONNX STFT) for powers of two, where onnxruntime's radix-2 FFT is within 2.2-2.7x eager's
+  error on large-magnitude inputs and the basis 2.5-3.1x (1.05-1.15x farther from float64, seed
+  after seed), though the basis is nearer on normal inputs (2.4-3.1x against 4.2-5.1x) and faster at
+  512 and 1024 (0.5-0.9x the time; 1.7x at 2048, its cost growing as ``n_fft ** 2``); and for
+  float64 (onnxruntime's Conv has no float64 kernel; its float64 STFT is 7e-14 of the scale from
+  eager float64 at 400).
 """
 
 from __future__ import annotations
@@ -25,6 +45,54 @@ from onnxport.translate.registry import translates
 aten = torch.ops.aten
 I64 = ir.DataType.INT64
 COMPLEX_READERS.update({aten._fft_c2c.default, aten._fft_c2r.default})
+
+
+F32 = ir.DataType.FLOAT
+
+
+def stft_form(n_fft: int, dtype: ir.DataType) -> str:
+    """The form of a ``torch.stft`` of ``n_fft`` on ``dtype`` (see the module's docstring):
+    ``"basis"`` (the DFT as a Conv with a precomputed basis, ``stft_by_basis``) or ``"STFT"``."""
+    power_of_two = n_fft > 0 and n_fft & (n_fft - 1) == 0
+    return "basis" if dtype == F32 and not power_of_two else "STFT"
+
+
+def dft_basis(n_fft: int, onesided: bool, window: np.ndarray | None, scale: float) -> np.ndarray:
+    """The real DFT basis ``[2 * bins, n_fft]`` in float64: rows ``cos(2 pi k t / n_fft)`` for the
+    bins ``k`` (``0 .. n_fft // 2`` if ``onesided``, else ``0 .. n_fft - 1``), then ``-sin`` of the
+    same, times ``window[t]`` (``[n_fft]``, None: ones) and ``scale``. Angles from ``k t mod n_fft``
+    exactly, so every entry is float64's cos or sin of an angle in ``[0, 2 pi)``."""
+    bins = n_fft // 2 + 1 if onesided else n_fft
+    angle = (2 * np.pi / n_fft) * ((np.arange(bins)[:, None] * np.arange(n_fft)[None, :]) % n_fft)
+    basis = np.concatenate([np.cos(angle), -np.sin(angle)], axis=0) * scale
+    return basis if window is None else basis * window.astype(np.float64)[None, :]
+
+
+def stft_by_basis(ctx, signal: ir.Value, n_fft: int, hop: int, window: ir.Value | None, win: int,
+                  onesided: bool, normalized: bool) -> ir.Value:
+    """STFT of the float32 ``signal[B, L]`` without centring, as one Conv with a DFT basis:
+    real ``[B, bins, frames, 2]``, ``frames = (L - n_fft) // hop + 1``. ``window`` (``[win]``,
+    ``win <= n_fft``, centred in ``n_fft`` by zeros; None: ones) folded into the basis in float64
+    when it is a constant, else multiplied into the float32 basis in the graph; ``normalized``
+    scales by ``n_fft ** -0.5`` in the basis."""
+    bins = n_fft // 2 + 1 if onesided else n_fft
+    scale = float(n_fft) ** -0.5 if normalized else 1.0
+    left = (n_fft - win) // 2
+    known = None if window is None else window.const_value
+    if window is None or known is not None:
+        w = np.zeros(n_fft)
+        w[left:left + win] = 1.0 if window is None else known.numpy().astype(np.float64).reshape(win)
+        weight = ctx.const(dft_basis(n_fft, onesided, w, scale).astype(np.float32).reshape(2 * bins, 1, n_fft))
+    else:
+        w = ctx.cast(window, F32)
+        if win < n_fft:
+            w = ctx.op.Pad(w, ctx.const([left, n_fft - win - left]), ctx.scalar(0, F32))
+        basis = ctx.const(dft_basis(n_fft, onesided, None, scale).astype(np.float32).reshape(2 * bins, 1, n_fft))
+        weight = ctx.op.Mul(basis, ctx.op.Reshape(w, ctx.const([1, 1, n_fft])))
+    frames = ctx.op.Conv(ctx.op.Unsqueeze(signal, axes_const(ctx, [1])), weight, strides=[hop])  # [B, 2 bins, F]
+    shape = ctx.op.Concat(ctx.op.Shape(frames, start=0, end=1), ctx.const([2, bins]),
+                          ctx.op.Shape(frames, start=2), axis=0)
+    return ctx.op.Transpose(ctx.op.Reshape(frames, shape), perm=[0, 2, 3, 1])  # [B, bins, F, 2]
 
 
 def dft_17(ctx, v: ir.Value, axis: int, onesided: bool = False) -> ir.Value:

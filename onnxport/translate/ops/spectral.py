@@ -1,6 +1,7 @@
 """Short-time Fourier transform without complex tensors in the ONNX graph.
 
-Semantics: torch.stft (``aten::stft`` / ``aten::stft.center``) on ONNX STFT (opset 17). ONNX
+Semantics: torch.stft (``aten::stft`` / ``aten::stft.center``) as a Conv with a DFT basis or on ONNX
+STFT (opset 17), the form chosen per ``n_fft`` by measured accuracy (``fft.stft_form``). ONNX
 has no complex arithmetic, so the complex result is carried as a real tensor with a trailing
 axis of 2 (real, imaginary), PyTorch's ``view_as_real`` layout (``complex.ComplexAsReal``); its
 readers are those ``complex.py`` translates (``abs``, ``view_as_real``, ``real``, ``imag``...);
@@ -19,6 +20,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import TranslationError
+from onnxport.translate.ops import fft
 from onnxport.translate.ops._common import axes_const
 from onnxport.translate.ops.complex import as_complex
 from onnxport.translate.ops.pad import pad_nd
@@ -38,6 +40,10 @@ def stft_real(ctx, x: ir.Value, n_fft: int, hop_length, win_length, window, norm
     batched = rank == 2
     if rank not in (1, 2):
         raise TranslationError(f"torch.stft input of rank {rank}", hint="pass [batch, length] or [length]")
+    if fft.stft_form(n_fft, dtype) == "basis":  # the form chosen per n_fft: fft.py's docstring
+        signal = x if batched else ctx.op.Unsqueeze(x, axes_const(ctx, [0]))
+        spec = fft.stft_by_basis(ctx, signal, n_fft, hop, window, win, bool(onesided), normalized)
+        return spec if batched else ctx.op.Squeeze(spec, axes_const(ctx, [0]))
     signal = ctx.op.Unsqueeze(x, axes_const(ctx, [-1] if batched else [0, 2]))  # [B, L, 1]
     if window is None:
         window = ctx.const(np.ones([win], dtype=dtype.numpy()))

@@ -1,4 +1,6 @@
-"""STFT (onnxport/translate/ops/spectral.py): magnitude, power and view_as_real against eager PyTorch."""
+"""STFT (onnxport/translate/ops/spectral.py): magnitude, power and view_as_real against eager PyTorch, in
+both forms (ops/fft.py's ``stft_form``): the DFT as a Conv with a basis (float32, n_fft not a power of two)
+and ONNX STFT (powers of two, float64). Their accuracy against float64: tests/translate/ops/test_numerics.py."""
 
 import pytest
 import torch
@@ -52,17 +54,44 @@ CASES = [
 ]
 
 
+FORMS = {"STFT": 0, "basis": 4}  # added to each case's n_fft (16, 32): powers of two are ONNX STFT, others a basis
+
+
+@pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("kw", CASES, ids=[str(c) for c in CASES])
-def test_stft(kw):
+def test_stft(kw, form):
+    kw = dict(kw, n_fft=kw.get("n_fft", 16) + FORMS[form])
     x = torch.randn(2, 100)
     r = check_export(Spectrogram(**kw), (x,), _dyn(), atol=1e-4, rtol=1e-3)
-    assert count_ops(r, "STFT") == 1 and _time_is_dynamic(r)
+    assert count_ops(r, "STFT") == (form == "STFT") and count_ops(r, "Conv") == (form == "basis")
+    assert _time_is_dynamic(r)
     assert all(v.dtype not in (None,) and "COMPLEX" not in str(v.dtype) for v in r.model.graph.outputs)
 
 
 def test_stft_unbatched_signal():
-    r = check_export(Spectrogram(outputs=("power",)), (torch.randn(64),), _dyn(batched=False), atol=1e-4)
-    assert _time_is_dynamic(r)
+    for n_fft, form in ((16, "STFT"), (20, "Conv")):
+        r = check_export(Spectrogram(n_fft, outputs=("power",)), (torch.randn(64),), _dyn(batched=False), atol=1e-4)
+        assert _time_is_dynamic(r) and count_ops(r, form) == 1
+
+
+class WindowInForward(torch.nn.Module):
+    """The window made in forward (not a constant of the graph): multiplied into the basis there."""
+
+    def forward(self, x):
+        window = torch.hann_window(20, device=x.device) * (1 + x[:1, :20].abs().mean())
+        return torch.view_as_real(torch.stft(x, 30, 8, 20, window=window, normalized=True, return_complex=True))
+
+
+def test_stft_window_computed_in_the_graph():
+    r = check_export(WindowInForward(), (torch.randn(2, 100),), _dyn(), atol=1e-4, rtol=1e-3)
+    assert count_ops(r, "Conv") == 1 and count_ops(r, "STFT") == 0
+
+
+def test_stft_of_float64_is_onnx_stft():
+    """onnxruntime's Conv has no float64 kernel: ONNX STFT at every n_fft."""
+    model = Spectrogram(n_fft=24, hop=6, outputs=("abs", "real")).double()
+    r = check_export(model, (torch.randn(2, 100, dtype=torch.float64),), _dyn())
+    assert count_ops(r, "STFT") == 1 and count_ops(r, "Conv") == 0 and _time_is_dynamic(r)
 
 
 def test_stft_complex_output_is_an_error():
