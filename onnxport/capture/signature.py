@@ -32,12 +32,18 @@ def absorbed_keywords(model: Any, kwargs: dict) -> list[str]:
 
 
 def _explicit_forward(original: Any, args: tuple, kwargs: dict) -> Any:
-    """``original`` (a bound forward) with a signature of the positional parameters ``args`` fills
-    and one keyword parameter per key of ``kwargs``."""
+    """``original`` (a bound forward) with a signature of the positional parameters ``args`` fills,
+    its ``*args`` where ``args`` reaches past them (``forward(self, x, *rest, **kwargs)``: torch.export
+    binds the spec of ``rest`` as one tuple, as it does for the forward itself), and one keyword
+    parameter per key of ``kwargs``."""
     params = list(inspect.signature(original).parameters.values())
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:len(args)]
     explicit = [inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in positional]
-    explicit += [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=None) for k in kwargs]
+    rest = next((p for p in params if p.kind == p.VAR_POSITIONAL), None)
+    if rest is not None and len(args) > len(positional):  # the positional inputs past the named ones
+        explicit.append(inspect.Parameter(rest.name, inspect.Parameter.VAR_POSITIONAL))
+    taken = {p.name for p in explicit}
+    explicit += [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=None) for k in kwargs if k not in taken]
 
     def forward(*a: Any, **kw: Any) -> Any:
         return original(*a, **kw)

@@ -25,6 +25,7 @@ from onnxport.capture.dynamic_shapes import (DeclaredDim, declared_dims, expand_
                                              positive_axes, one_dim_per_name, signature_names, spec_for, string_names,
                                              to_dims, without_dims)
 from onnxport.capture.cache_relations import implied_relations
+from onnxport.capture.caches import is_cache
 from onnxport.capture.values import distinct_tensors
 from onnxport.capture.parameters import bound_parameters, gather, has_variadic, torch_form
 from onnxport.capture.guards import Guard, GuardEvent, SizeVar, Specialization, Unbacked
@@ -121,6 +122,7 @@ class Request:
         normalized = self.per_input(spec)
         for name, axis in self.static:
             normalized[name] = _static_axis(normalized.get(name), axis)
+        normalized = {n: _nones_like(v) if normalized.get(n) is None else normalized[n] for n, v in self.top}
         if has_variadic(self.params):
             return gather(normalized, self.params)
         if isinstance(spec, (list, tuple)):
@@ -157,6 +159,17 @@ class Request:
     def small(self) -> bool:
         """A declared axis has size 0 or 1 in the example inputs."""
         return any(self.example_size(d) in (0, 1) for d in self.declared)
+
+
+def _nones_like(value: Any) -> Any:
+    """The spec of an input without dynamic dims in torch.export's by-name form: None for a tensor,
+    the container's structure of Nones for a tuple, list or dict of them (torch refuses a plain
+    None there: ``inputs['pair']`` is a tuple, but ``dynamic_shapes['pair']`` is not)."""
+    if isinstance(value, (list, tuple)) and not is_cache(value) and not hasattr(value, "_fields"):
+        return type(value)(_nones_like(v) for v in value)
+    if isinstance(value, dict) and type(value) is dict:
+        return {k: _nones_like(v) for k, v in value.items()}
+    return None
 
 
 def _static_axis(spec: Any, axis: int) -> Any:
