@@ -57,6 +57,9 @@ FIRST_LINE_LIMIT = 200  # characters of an error's first line; the rest follows 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _BREAKS = (": ", "; ", ". ", " (", ", ")
 _MORE = " (detail below)"
+# an exception's type name last (``...: RuntimeError``), and one before its text (``RuntimeError: ``)
+_TYPE_LAST = re.compile(r"(^|[\s:(])[A-Za-z_.]*(Error|Exception|Warning|Interrupt|Exit)$")
+_TYPE_NAMED = re.compile(r"\b[A-Z][A-Za-z_.]*(Error|Exception|Warning|Interrupt|Exit): ")
 
 
 def strip_ansi(text: str) -> str:
@@ -65,11 +68,15 @@ def strip_ansi(text: str) -> str:
 
 
 def split_message(message: str, limit: int = FIRST_LINE_LIMIT) -> tuple[str, str]:
-    """``(summary, detail)``: the message's first line cut to at most ``limit`` characters at the
-    last clause boundary outside brackets (``: ``, ``; ``, ``. ``, then `` (`` and ``, ``) that leaves
-    a summary of some length, and the rest.
+    """``(summary, detail)``: the message's first line cut to at most ``limit`` characters at a
+    clause boundary outside brackets, and the rest.
 
-    A message whose first line fits is returned whole as the summary (its other lines as detail).
+    The cut is the last boundary that leaves a third of the line or more (``: ``, ``; ``, ``. ``
+    first, then `` (`` and ``, ``), else the last ``: ``, ``; `` or ``. `` after 16 characters, else
+    the last space; never one that leaves an exception's type name last (``...: RuntimeError``) or
+    cuts within 16 characters after ``SomeError: ``, which would say that something failed but not
+    what. A message whose first line fits is returned
+    whole as the summary (its other lines as detail).
     """
     message = strip_ansi(message).strip()
     first, _, rest = message.partition("\n")
@@ -82,16 +89,23 @@ def split_message(message: str, limit: int = FIRST_LINE_LIMIT) -> tuple[str, str
         depth += ch in "([{"
         depth -= ch in ")]}" and depth > 0
         outside.append(depth == 0)
+
+    typed = [m.end() for m in _TYPE_NAMED.finditer(first[:limit])]
+    after = typed[-1] + 16 if typed else 0  # what an error of that type says: at least a few words of it
+
+    def says_what(i: int) -> bool:
+        return i >= after and not _TYPE_LAST.search(first[:i].rstrip(" :;,.("))
+
     cut = -1
-    for seps, least in ((_BREAKS[:3], 16), (_BREAKS[3:], limit // 3)):
+    for seps, least in ((_BREAKS[:3], limit // 3), (_BREAKS[3:], limit // 3), (_BREAKS[:3], 16)):
         found = [i for sep in seps for i in range(len(first[:limit])) if first.startswith(sep, i) and outside[i]]
-        found = [i for i in found if i >= least]
+        found = [i for i in found if i >= least and says_what(i)]
         if found:
             cut = max(found)
             break
     if cut < 0:
         cut = first.rfind(" ", 0, limit)
-        cut = cut if cut > 0 else limit
+        cut = cut if cut > 0 and says_what(cut) else limit
     head, tail = first[:cut].rstrip(" :;,.("), first[cut:].lstrip(" :;,.")
     if first[cut:].startswith(" ("):
         tail = "(" + tail

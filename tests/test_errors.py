@@ -66,3 +66,26 @@ def test_an_error_given_a_new_fix_or_output_keeps_what_capture_set_on_it():
     error.computed_one = ("seq", 7)
     for again in (error.with_hint("b"), error.with_output("torch printed this")):
         assert again is not error and again.computed_one == ("seq", 7) and again.where == error.where
+
+
+@pytest.mark.parametrize("torch_text", [
+    "Expected all tensors to be on the same device but found at least two devices cpu and meta, and that is a real "
+    "problem for this model (when checking argument for argument mat1 in method wrapper_CUDA_addmm)",
+    "x" * 300,
+], ids=["one-clause", "no-space"])
+def test_a_first_line_says_what_failed_not_only_the_error_type(torch_text):
+    e = onnxport.CaptureError(f"torch.export could not capture the model: RuntimeError: {torch_text}")
+    first = str(e).splitlines()[0]
+    assert len(first) <= FIRST_LINE_LIMIT and not first.endswith("RuntimeError (detail below)")
+    assert torch_text[:40] in first
+
+
+def test_dynamo_errors_name_the_error_the_traced_code_met():
+    from onnxport.capture.classify import classify
+
+    text = ("RuntimeError when making fake tensor call\n  Explanation: Dynamo failed to run FX node with fake tensors: "
+            "call_function <built-in function matmul>(*(FakeTensor(..., size=(3, 4)),), **{}): got "
+            "RuntimeError('a and b must have same reduction dim, but got [3, 4] X [3, 4].')\n  Hint: ...")
+    first = str(classify(RuntimeError(text), [], [], [("x", None)], [])).splitlines()[0]
+    assert first == ("torch.export could not capture the model: RuntimeError: a and b must have same reduction dim, "
+                     "but got [3, 4] X [3, 4].")

@@ -159,7 +159,7 @@ def _unexpected_specialization(text: str, declared: list[DeclaredDim], events: l
 
 
 def classify(e: Exception, declared: list[DeclaredDim], records: list, top, events: list = (),
-             unbacked: list = ()) -> Exception:
+             unbacked: list = (), model: Any = None) -> Exception:
     """The ``ExportError`` torch.export's failure ``e`` means for the user.
 
     Args:
@@ -168,6 +168,8 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
         records: the specializations recorded while tracing (``guards.record.Specialization``);
         events: the guard events (``GuardEvent``); unbacked: the data-dependent sizes made
             (``Unbacked``).
+        model: the module traced, whose ``forward`` is the line named for a call that could not
+            be bound to it (a ``TypeError`` raised before any of the user's code ran).
     """
     # an exception the caller is handling is older than this capture: the chain is not followed
     # into it (an export retried inside the handler of its first failure)
@@ -242,19 +244,63 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
         first = capped(text.splitlines()[0]) if text else repr(e)
         return DynamicShapesError(f"torch.export rejected dynamic_shapes: {first}",
                                   hint="check the spec against torch.export's dynamic_shapes documentation")
-    where = None
     tb = traceback.extract_tb(e.__traceback__) if e.__traceback__ else []
     frames = "".join(traceback.format_list(tb))
-    where = last_user_frame(frames)
-    first = capped(text.splitlines()[0]) if text else repr(e)
+    where = last_user_frame(frames) or _traced_line(e)
+    if where is None and isinstance(e, TypeError) and model is not None:
+        where = forward_line(model)
+    kind, first = _what_failed(e, text)
     hint = "make the model's forward run on the example inputs; try strict=False/True, " \
            "or check data-dependent Python control flow (torch.cond, scan)"
     if re.search(r"ScanOp\.__call__\(\) got an unexpected keyword argument '(dim|reverse)'", text):
         hint = ("torch.ops.higher_order.scan(combine_fn, init, xs, additional_inputs) takes no dim or reverse: "
                 "call torch._higher_order_ops.scan.scan(combine_fn, init, xs, dim=..., reverse=...), which moves "
                 "the scanned axis and flips it for you")
-    return CaptureError(f"torch.export could not capture the model: {type(e).__name__}: {first}", where=where,
+    return CaptureError(f"torch.export could not capture the model: {kind}: {first}", where=where,
                         hint=hint)
+
+
+def _what_failed(e: BaseException, text: str) -> tuple[str, str]:
+    """``(type name, first line)`` of the error torch.export's failure ``e`` stands for: the error
+    TorchDynamo met running an op on fake tensors (``got RuntimeError('a and b must have same
+    reduction dim...')`` in its explanation), or the exception the traced code raised (``raised
+    exception ValueError('...')`` in its debug context), rather than its own ``RuntimeError when
+    making fake tensor call`` or ``Observed exception``, which say only that something failed;
+    ``e``'s own otherwise."""
+    for pattern in (r"^\s*Explanation:.*?: got (\w+)\((['\"])(.+?)\2\)\s*$",
+                    r"^\s*Developer debug context: raised exception (\w+)\((['\"])(.+?)\2\)\s*$"):
+        inner = re.search(pattern, text, re.M)
+        if inner:
+            return inner.group(1), capped(inner.group(3).splitlines()[0])
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    return type(e).__name__, capped(first.strip()) if first else repr(e)
+
+
+def _traced_line(e: BaseException) -> str | None:
+    """The user's line TorchDynamo was tracing when it raised ``e`` (its ``real_stack``: the frames
+    of the code it traced, which the exception's own traceback does not hold)."""
+    stack = getattr(e, "real_stack", None)
+    if not stack:
+        return None
+    try:
+        return last_user_frame("".join(traceback.format_list(stack)))
+    except Exception:  # noqa: BLE001 - a stack of another form names no line
+        return None
+
+
+def forward_line(model: Any) -> str | None:
+    """``file:line in forward: def forward(...)``: where ``model``'s forward is defined."""
+    import inspect
+
+    fn = getattr(model, "forward", model)
+    fn = getattr(fn, "__wrapped__", fn)
+    try:
+        path = inspect.getsourcefile(fn)
+        lines, start = inspect.getsourcelines(fn)
+    except (TypeError, OSError):
+        return None
+    at = next((i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "async def "))), 0)
+    return f"{path}:{start + at} in {getattr(fn, '__name__', 'forward')}: {lines[at].strip()}"
 
 
 def _aliasing_error(e: BaseException) -> ControlFlowError:

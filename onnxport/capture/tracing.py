@@ -144,7 +144,8 @@ def trace(state: CaptureState) -> Traced:
 def failed(state: CaptureState, traced: Traced, exception: BaseException) -> Traced:
     """``traced`` as a failure with ``exception`` and the ``ExportError`` it means."""
     request = state.request
-    error = classify(exception, request.declared, traced.records, request.top, traced.events, traced.unbacked)
+    error = classify(exception, request.declared, traced.records, request.top, traced.events, traced.unbacked,
+                     model=request.model)
     if request.rewritten and isinstance(error, SpecializationError) and error.hint and \
             "rewrite_control_flow" in error.hint:
         error = SpecializationError(error.what, where=error.where, hint=REWRITTEN_HINT)

@@ -216,3 +216,59 @@ def test_varargs_and_kwargs_of_another_structure_are_named():
                                                                            "past": PER_TOKEN})
     with pytest.raises(onnxport.DynamicShapesError, match=r"gives \*\*inputs .* it takes a dict keyed by the keywords"):
         onnxport.to_onnx(Keywords(), (x,), {"a": y, "b": y}, dynamic_shapes={"x": {0: batch}, "inputs": ({0: batch},)})
+
+
+class ArgsAndKwargs(torch.nn.Module):
+    def forward(self, *args, **kwargs):
+        return args[0] + args[1] * kwargs["z"]
+
+
+class Mixed(torch.nn.Module):
+    """ExportDB's fn_with_kwargs: a tuple input, *args, a keyword-only input and **kwargs."""
+
+    def forward(self, pos0, tuple0, *myargs, mykw0, **mykwargs):
+        out = pos0 * tuple0[0] * tuple0[1]
+        for arg in myargs:
+            out = out * arg
+        return out * mykw0 * mykwargs["input0"] * mykwargs["input1"]
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["non-strict", "strict"])
+@pytest.mark.parametrize("spec", [
+    {"args": ({0: batch}, {0: batch}), "kwargs": {"z": {0: batch}}},  # torch.export's form
+    {"args_0": {0: batch}, "args_1": {0: batch}, "z": {0: batch}},      # one entry per input
+    None,
+], ids=["torch-form", "flat", "static"])
+def test_forward_of_args_and_kwargs_is_captured(spec, strict):
+    x3 = torch.randn(3, 4)
+    result = check_export(ArgsAndKwargs(), (x3, x3 * 2), spec, kwargs={"z": x3 + 1}, strict=strict)
+    assert list(dims(result)) == ["args_0", "args_1", "z"]
+    assert dims(result)["z"] == (["batch", 4] if spec else [3, 4])
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["non-strict", "strict"])
+def test_a_tuple_input_beside_args_and_kwargs_is_captured(strict):
+    v = [torch.randn(4) for _ in range(7)]
+    check_export(Mixed(), (v[0], (v[1], v[2]), v[3], v[4]), None,
+                 kwargs={"mykw0": v[5], "input0": v[6], "input1": v[0]}, strict=strict)
+
+
+class BadArgs(torch.nn.Module):
+    def forward(self, *args, **kwargs):
+        return args[0] @ args[1] + kwargs["z"]  # [3, 4] @ [3, 4]: no matmul
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["non-strict", "strict"])
+def test_a_failure_in_a_forward_of_args_names_the_line_and_what_failed(strict):
+    x3 = torch.randn(3, 4)
+    with pytest.raises(onnxport.CaptureError) as info:
+        onnxport.to_onnx(BadArgs(), (x3, x3), {"z": x3}, strict=strict)
+    first, at = str(info.value).splitlines()[:2]
+    assert "must have same reduction dim" in first and "too many positional" not in first
+    assert at.startswith("  at ") and at.endswith('kwargs["z"]  # [3, 4] @ [3, 4]: no matmul')
+
+
+def test_a_call_that_does_not_bind_names_the_forward():
+    with pytest.raises(onnxport.CaptureError) as info:
+        onnxport.to_onnx(Pair(), (x, y, y))
+    assert "def forward(self, x, y)" in info.value.where
