@@ -3,13 +3,15 @@ unused opsets, record the adopted constraints, and check the result with the ONN
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
 from onnxport.errors import TranslationError
-from onnxport.metadata import CONSTRAINTS_KEY
+from onnxport.metadata import CONSTRAINTS_KEY, FLOAT32_COMPUTE_KEY
+from onnxport.optimize.bfloat16 import widen_bfloat16
 
 
 def record_constraints(model: ir.Model, constraints: list[str] | None) -> None:
@@ -25,13 +27,19 @@ def finalize(model: ir.Model, *, inline: bool = False, constraints: list[str] | 
     """Make ``model`` ready to serialize (in place): inlined functions when ``inline``, topological
     order, unique value names, only the opsets in use; the ``constraints`` adopted on its dynamic
     dimensions (``time % 4 == 0``) in the metadata under ``onnxport.constraints``, joined by ``; ``.
-    Ends with onnx-ir's ``CheckerPass`` (``onnx.checker``, big initializers left out).
+    The nodes on bfloat16 that onnxruntime's CPU provider has no kernel for compute in float32
+    between Casts (``optimize.bfloat16``), said in a warning and in the metadata under
+    ``onnxport.float32_compute`` (``ExportResult.float32_compute``). Ends with onnx-ir's
+    ``CheckerPass`` (``onnx.checker``, big initializers left out).
 
     Raises:
-        TranslationError: the model fails the ONNX checker (an exporter bug, with the checker's words).
+        TranslationError: the model fails the ONNX checker (an exporter bug, with the checker's words),
+            or holds a bfloat16 operator onnxruntime's CPU provider cannot load that has no float32
+            form (its bfloat16 output set by an attribute).
     """
     _restore_output_types(model)
     record_constraints(model, constraints)
+    _runnable_bfloat16(model)
     if inline and model.functions:
         common.InlinePass()(model)
         common.RemoveUnusedFunctionsPass()(model)
@@ -52,6 +60,24 @@ def finalize(model: ir.Model, *, inline: bool = False, constraints: list[str] | 
                                hint="this is an exporter bug: report it with the model; "
                                     "onnxport.pretty_onnx(result) shows the graph") from e
     return model
+
+
+def _runnable_bfloat16(model: ir.Model) -> None:
+    """``model``'s bfloat16 nodes that onnxruntime's CPU provider cannot run, in float32 between
+    Casts; stated (a warning, the metadata), or refused where no float32 form exists."""
+    widened, unloadable = widen_bfloat16(model)
+    if unloadable:
+        raise TranslationError(
+            f"onnxruntime's CPU provider has no bfloat16 kernel for {', '.join(unloadable)}, whose bfloat16 "
+            "result an attribute sets: the model would not load",
+            hint="export the model in float32 (model.float()) or float16, or compute that part in float32 "
+                 "in the model's code")
+    if widened:
+        model.metadata_props[FLOAT32_COMPUTE_KEY] = ", ".join(widened)
+        warnings.warn(
+            f"onnxruntime's CPU provider has no bfloat16 kernel for {', '.join(widened)}: those nodes compute "
+            "in float32 between Casts (inputs, outputs and weights stay bfloat16, each result rounded to "
+            "bfloat16 as in eager PyTorch); ExportResult.float32_compute lists them", stacklevel=2)
 
 
 def _lift_function_constants(model: ir.Model) -> None:

@@ -5,3 +5,4 @@ SOURCE_KEY = "source"  # node metadata: the user's line the node comes from (``f
 FX_NODE_KEY = "fx_node"  # value metadata: the FX node whose result the value holds
 CONSTRAINTS_KEY = "onnxport.constraints"  # model metadata: the constraints adopted on dynamic dims, "; "-joined
 QUANTIZATION_KEY = "onnxport.quantization"  # model metadata: the quantization mode of a quantized result
+FLOAT32_COMPUTE_KEY = "onnxport.float32_compute"  # model metadata: bfloat16 op types computed in float32 (", "-joined)

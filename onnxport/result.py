@@ -14,6 +14,7 @@ import onnx
 import onnx_ir as ir
 
 from onnxport.capture.guards import adopted_of
+from onnxport.metadata import FLOAT32_COMPUTE_KEY
 from onnxport.errors import ExportError, SaveError
 from onnxport.saving import PROTOBUF_LIMIT, needs_external_data, save_model, write_file
 from onnxport.weights import materialize, on_meta
@@ -340,6 +341,16 @@ class ExportResult:
                 n += sum(1 for _ in ir.traversal.RecursiveGraphIterator(f))
         return n
 
+    @property
+    def float32_compute(self) -> list[str]:
+        """The bfloat16 operator types this model computes in float32 between Casts, where
+        onnxruntime's CPU provider has no bfloat16 kernel (``onnxport.optimize.bfloat16``); empty
+        when none does (read from the model's metadata, so a loaded model says it too)."""
+        if self.model is None:
+            return []
+        text = self.model.metadata_props.get(FLOAT32_COMPUTE_KEY, "")
+        return [t for t in text.split(", ") if t]
+
     def __repr__(self) -> str:
         if self.model is None:
             task = f", task={self.task!r}" if self.task else ""
@@ -355,9 +366,10 @@ class ExportResult:
         opset = self.model.opset_imports.get("", None)
         constraints = f", constraints=[{'; '.join(str(c) for c in self.constraints)}]" if self.constraints else ""
         quantized = f", quantized={self.quantization.mode}" if self.quantization is not None else ""
+        widened = f", float32_compute=[{', '.join(self.float32_compute)}]" if self.float32_compute else ""
         return (f"ExportResult(inputs=[{'; '.join(sig(v) for v in g.inputs)}], "
                 f"outputs=[{'; '.join(sig(v) for v in g.outputs)}], nodes={self.count_nodes()}, "
-                f"functions={len(self.model.functions)}, opset={opset}{constraints}{quantized})")
+                f"functions={len(self.model.functions)}, opset={opset}{constraints}{quantized}{widened})")
 
     def __str__(self) -> str:
         """``repr`` for one model; for a result of ``parts`` or with decoding checks, a summary:

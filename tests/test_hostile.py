@@ -108,10 +108,10 @@ def test_half_and_double_models(dtype):
     check_export(Lin(dtype), (torch.randn(2, 4, dtype=dtype),), {"x": {0: "n"}})
 
 
-def test_bfloat16_model_is_valid_and_validation_explains_runtime_gap():
-    r = onnxport.to_onnx(Lin(torch.bfloat16), (torch.randn(2, 4, dtype=torch.bfloat16),),
-                         dynamic_shapes={"x": {0: "n"}})
+def test_bfloat16_model_is_valid_and_runs_where_onnxruntime_lacks_kernels():
+    with pytest.warns(UserWarning, match="no bfloat16 kernel"):
+        r = onnxport.to_onnx(Lin(torch.bfloat16), (torch.randn(2, 4, dtype=torch.bfloat16),),
+                             dynamic_shapes={"x": {0: "n"}})
     onnx.checker.check_model(r.model_proto, full_check=True)
-    assert r.model.graph.inputs[0].dtype.name == "BFLOAT16"
-    with pytest.raises(onnxport.ValidationError, match="bfloat16"):
-        r.validate()
+    assert r.model.graph.inputs[0].dtype.name == "BFLOAT16" and r.float32_compute
+    assert r.validate().ok
