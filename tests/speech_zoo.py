@@ -166,9 +166,9 @@ def torchaudio_emformer():
 
 @case("torchaudio", "RNN-T predictor (LSTM 2 layers, layer norm): tokens[B, U], lengths -> output, lengths, state")
 def torchaudio_rnnt_predictor():
+    import_torchaudio()
     from torchaudio.models.rnnt import _Predictor
 
-    import_torchaudio()
     model = _Predictor(num_symbols=29, output_dim=24, symbol_embedding_dim=16, num_lstm_layers=2,
                        lstm_hidden_dim=24, lstm_layer_norm=True)
 
@@ -182,9 +182,9 @@ def torchaudio_rnnt_predictor():
 
 @case("torchaudio", "RNN-T joiner: source[B, T, 24], source lengths, target[B, U, 24], target lengths")
 def torchaudio_rnnt_joiner():
+    import_torchaudio()
     from torchaudio.models.rnnt import _Joiner
 
-    import_torchaudio()
     model = _Joiner(input_dim=24, output_dim=29)
 
     def make(batch, time, seed):
@@ -199,12 +199,13 @@ def torchaudio_rnnt_joiner():
     return _case(model, make, 21, (30, 13), spec)
 
 
-@case("torchaudio", "ConvTasNet (stride 8, 2 blocks): waveform[B, 1, samples], samples not a multiple of 8")
+@case("torchaudio", "ConvTasNet (stride 8, 2 blocks): waveform[B, 1, samples]; 803 samples, then 1,216 (a multiple "
+                   "of 8) and 406")
 def torchaudio_conv_tasnet():
     ta = import_torchaudio()
     model = ta.models.ConvTasNet(num_sources=2, enc_kernel_size=16, enc_num_feats=32, msk_kernel_size=3,
                                  msk_num_feats=16, msk_num_hidden_feats=32, msk_num_layers=2, msk_num_stacks=1)
-    return _case(model, _waves(1), 803, (1211, 406), _batch_time("input", time_axis=2))
+    return _case(model, _waves(1), 803, (1216, 406), _batch_time("input", time_axis=2))
 
 
 def _wav2vec2_config(**overrides) -> dict:
