@@ -10,6 +10,7 @@ from __future__ import annotations
 import operator
 
 import torch
+from torch.utils import _pytree as pytree
 
 from onnxport.capture.tables import PASS
 
@@ -57,3 +58,131 @@ def _is_index(node: torch.fx.Node) -> bool:
         source, index = node.args
         return source.op == "call_function" and _INDEX_OPS.get(source.target, -1) == index
     return False
+
+
+# ------------------------------------------------------------------------------ ties inside the model
+# op -> how to find a tie among the values it chooses from ("extreme": several equal to the chosen
+# max or min along the dim; "equal": any two equal along the dim, which a sort orders either way)
+_TIE_FORMS = {
+    aten.argmax.default: "max", aten.argmin.default: "min", aten.max.dim: "max", aten.min.dim: "min",
+    aten.topk.default: "equal", aten.sort.default: "equal", aten.argsort.default: "equal",
+    aten.kthvalue.default: "equal", aten.median.dim: "equal", aten.nanmedian.dim: "equal", aten.mode.default: "equal",
+}
+
+
+NEAR_ULPS = 8  # floats this many epsilons (of the largest magnitude along the dim) apart are tied
+_DIM_AT = {aten.topk.default: 2, aten.kthvalue.default: 2}  # the dim's position among the args (else 1)
+_WHOLE = (aten.argmax.default, aten.argmin.default)  # no dim: over the flattened tensor
+
+
+class TieWatch:
+    """The index-choosing ops inside a program (``argmin``, ``argmax``, ``max.dim``, ``topk``,
+    ``sort``...) whose indices reach user outputs, directly or through what they drive (a gather of
+    the chosen code, its sum, the residual left): ``tied(args, kwargs)`` runs the program on one
+    input set and says which outputs a tie among the values such an op chose from reached there.
+
+    Eager PyTorch and onnxruntime may each pick another of equally near codes and both be right,
+    and then everything computed from the pick differs: such outputs are not compared on that set
+    (a residual vector quantizer's exact-zeros set, where every codebook distance ties). A tie is
+    found from the values, on any set; an export wrong elsewhere still fails on the sets without one.
+    """
+
+    def __init__(self, program):
+        self.program = program
+        graph = program.graph
+        out_node = next(n for n in graph.nodes if n.op == "output")
+        positions: dict[torch.fx.Node, int] = {}
+        position = 0
+        for spec, value in zip(program.graph_signature.output_specs, out_node.args[0]):
+            if spec.kind.name != "USER_OUTPUT" or value is None:
+                continue
+            if isinstance(value, torch.fx.Node):
+                positions.setdefault(value, position)
+            position += 1
+        self.reach: dict[str, set[int]] = {}  # the op's node name -> the user outputs its indices reach
+        for node in graph.nodes:
+            if node.op == "call_function" and node.target in _TIE_FORMS:
+                sources = [node] if _INDEX_OPS.get(node.target, -1) is None else \
+                    [u for u in node.users if u.target is operator.getitem and u.args[1] == _INDEX_OPS[node.target]]
+                reached = _downstream(sources, positions)
+                if reached:
+                    self.reach[node.name] = reached
+        self._module = None
+
+    def __bool__(self) -> bool:
+        return bool(self.reach)
+
+    def tied(self, args: tuple, kwargs: dict) -> dict[int, str]:
+        """User output position -> the op whose tie reached it, for this input set (empty when the
+        program cannot run here: nothing is left uncompared then)."""
+        if not self.reach:
+            return {}
+        from onnxport.errors import user_source_line
+
+        if self._module is None:
+            self._module = self.program.module()
+        watch, found = self.reach, {}
+
+        class Run(torch.fx.Interpreter):
+            def run_node(self, n):
+                out = super().run_node(n)
+                if n.name in watch and n.name not in found:
+                    a, kw = self.fetch_args_kwargs_from_env(n)
+                    if _has_tie(n.target, a, kw):
+                        found[n.name] = f"{n.target.__name__.split('.')[0]}" + \
+                            (f" at {user_source_line(n)}" if user_source_line(n) else "")
+                return out
+
+        try:
+            with torch.no_grad():
+                Run(self._module).run(*pytree.tree_leaves((args, kwargs)))
+        except Exception:  # noqa: BLE001 - the program refusing these inputs: no tie known
+            return {}
+        return {p: found[name] for name in found for p in watch[name]}
+
+
+def _downstream(sources: list, positions: dict) -> set[int]:
+    seen, todo, out = set(), list(sources), set()
+    while todo:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node in positions:
+            out.add(positions[node])
+        todo.extend(u for u in node.users if u.op != "output")
+        if any(u.op == "output" for u in node.users) and node in positions:
+            out.add(positions[node])
+    return out
+
+
+def _has_tie(target, args: tuple, kwargs: dict) -> bool:
+    """Whether the values ``target`` chose from hold a tie: several equal to the chosen extreme
+    along the dim (``"max"``/``"min"``), or any two equal along it (``"equal"``), or a NaN. Floats
+    count as equal within ``NEAR_ULPS`` of their dtype's epsilon times the largest magnitude along
+    the dim: what eager computes as a tie, onnxruntime may compute an ulp apart, and the reverse."""
+    x = args[0] if args else kwargs.get("self")
+    if not isinstance(x, torch.Tensor) or x.numel() == 0:
+        return False
+    form = _TIE_FORMS[target]
+    at = _DIM_AT.get(target, 1)
+    dim = kwargs.get("dim", args[at] if len(args) > at else (None if target in _WHOLE else -1))
+    if x.is_floating_point() and bool(torch.isnan(x).any()):
+        return True
+    if dim is None:
+        x, dim = x.reshape(-1), 0
+    if x.dim() == 0:
+        return False
+    if x.is_floating_point():  # equal up to rounding: another runtime computes the values with other ulps
+        x = x.double()
+        near = NEAR_ULPS * torch.finfo(args[0].dtype).eps * x.abs().amax(dim, keepdim=True)
+    else:
+        near = torch.zeros((), dtype=torch.float64)
+    if form in ("max", "min"):
+        extreme = x.amax(dim, keepdim=True) if form == "max" else x.amin(dim, keepdim=True)
+        return bool((((x - extreme).abs() <= near).sum(dim) > 1).any())
+    if x.shape[dim] < 2:
+        return False
+    ordered = x.sort(dim).values
+    gaps = ordered.narrow(dim, 1, ordered.shape[dim] - 1) - ordered.narrow(dim, 0, ordered.shape[dim] - 1)
+    return bool((gaps <= near).any())

@@ -15,7 +15,9 @@ saying why (``Check.basis``). Each row says which kind of input it used (``Check
 
 Not compared, and listed as such: a NaN/inf set on which eager's outputs are not all finite (the
 model defines no result there; how NaN spreads is each runtime's own), and on the sets that make
-ties (``verify.ties.TIED_KINDS``) the outputs that are indices chosen among equal values.
+ties (``verify.ties.TIED_KINDS``) the outputs that are indices chosen among equal values; on any
+set, the outputs computed from an ``argmin`` / ``argmax`` / ``topk``... inside the model that met a
+tie there (``verify.ties.TieWatch``: a gather of the chosen code, the residual left).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from onnxport.verify.reference import Float64Reference, SetRuns
 from onnxport.verify.report import EAGER_FAILED, Check, ValidationReport
 from onnxport.verify.runner import OrtRunner
 from onnxport.verify.sizes import validation_sizes
-from onnxport.verify.ties import TIED_KINDS, index_outputs
+from onnxport.verify.ties import TIED_KINDS, TieWatch, index_outputs
 
 VALUE_WHY = {
     "symmetric": "sign-symmetric values",
@@ -223,6 +225,7 @@ def _compare_sets(result, module, runner, sets, atol, rtol) -> ValidationReport:
     fresh = bool(updated) or (any(s.kind.name != "USER_OUTPUT" for s in result.program.graph_signature.output_specs)
                               if result.program is not None else True)
     indices = index_outputs(result.program)
+    ties = TieWatch(result.program) if result.program is not None else None
     reference = Float64Reference(result.module, atol, rtol)
     checks: list[Check] = []
     for label, sizes, why, kind, (args, kwargs) in sets:
@@ -261,11 +264,16 @@ def _compare_sets(result, module, runner, sets, atol, rtol) -> ValidationReport:
             continue
         runs = SetRuns(module, reference, fresh, args, kwargs, runner.input_names, updated, len(expected))
         tied = indices if kind in TIED_KINDS else set()
+        driven = ties.tied(args, kwargs) if ties else {}
         pairs = []
         for i, ((n, g), e) in enumerate(zip(users, expected)):
             if i in tied:
                 checks.append(Check(label, size_text, n, tuple(e.shape), float("nan"), float("nan"), False,
                                     "indices among equal values: either is right, not compared", why, True))
+            elif i in driven:
+                checks.append(Check(label, size_text, n, tuple(e.shape), float("nan"), float("nan"), False,
+                                    f"computed from indices chosen among equal values ({driven[i]}): either "
+                                    "choice is right, not compared", why, True))
             else:
                 pairs.append((n, e, g, i))
         for n, g in zip(out_names, got):
