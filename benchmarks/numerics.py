@@ -18,6 +18,13 @@ ReduceSum stops being accurate, by length, contiguous and strided, against the s
 and torchvision's
 efficientnet_b0 with each global pooling form.
 
+Then the STFT (``torch.stft``, hop 160, Hann window, centred, ``view_as_real``; 4 x 16,000 samples) at
+n_fft 320, 400, 512, 1024, 1200 and 2048, both magnitudes: onnxport's model, torch.onnx's and each form
+exported by onnxport, ``basis`` (the DFT as a Conv with a precomputed basis), ``STFT`` (ONNX STFT) and
+``float64`` (ONNX STFT on the signal cast to float64), errors over eager float32's and latency; and the
+front ends at n_fft 400 built on it, torchaudio's ``MelSpectrogram`` (its log) and SpeechBrain's
+``Fbank``, when they import.
+
 Latency: onnxruntime on one thread, each model warmed up by 3 runs, the forms' runs alternating,
 median (min-max) over ``--runs`` runs, on normal inputs.
 
@@ -49,10 +56,10 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from third_party import import_torchvision  # noqa: E402
+from third_party import import_torchaudio, import_torchvision  # noqa: E402
 
 import onnxport  # noqa: E402
-from onnxport.translate.ops import _accurate, misc, reduction  # noqa: E402
+from onnxport.translate.ops import _accurate, fft, misc, reduction  # noqa: E402
 from onnxport.translate.registry import override  # noqa: E402
 
 torch.set_num_threads(1)
@@ -371,6 +378,116 @@ def measure_efficientnet(runs: int) -> list[dict]:
             for k, s in sessions.items()]
 
 
+# ------------------------------------------------------------------------------ STFT
+STFT_SIZES = [320, 400, 512, 1024, 1200, 2048]
+STFT_HOP = 160
+STFT_SHAPE = (4, 16000)  # one second at 16 kHz, batch 4
+STFT_FORMS = ("basis", "STFT")
+
+
+class Stft(torch.nn.Module):
+    """torch.stft as a speech front end: Hann window, hop 160, centred (reflect), view_as_real."""
+
+    def __init__(self, n_fft: int):
+        super().__init__()
+        self.n_fft = n_fft
+        self.register_buffer("window", torch.hann_window(n_fft))
+
+    def forward(self, x):
+        return torch.view_as_real(torch.stft(x, self.n_fft, STFT_HOP, window=self.window, return_complex=True))
+
+
+class LogMel(torch.nn.Module):
+    """torchaudio's MelSpectrogram (n_fft 400, hop 160, 80 mels at 16 kHz), its log."""
+
+    def __init__(self, torchaudio):
+        super().__init__()
+        self.mel = torchaudio.transforms.MelSpectrogram(16000, n_fft=400, hop_length=160, n_mels=80)
+
+    def forward(self, x):
+        return torch.log(self.mel(x) + 1e-6)
+
+
+@contextlib.contextmanager
+def stft_form(form: str):
+    """Every float32 STFT exported inside the block in ``form`` ("basis" or "STFT")."""
+    saved = fft.stft_form
+    fft.stft_form = lambda n_fft, dtype: form if dtype == ir.DataType.FLOAT else saved(n_fft, dtype)
+    try:
+        yield
+    finally:
+        fft.stft_form = saved
+
+
+def _in_float64(model: torch.nn.Module) -> torch.nn.Module:
+    """A float64 copy of ``model``, with the float tensors it keeps as plain attributes (SpeechBrain's
+    filterbank frequencies) in float64 too."""
+    model = copy.deepcopy(model).double()
+    for module in model.modules():
+        for key, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                setattr(module, key, value.double())
+    return model
+
+
+class StftInFloat64(torch.nn.Module):
+    """``module`` computed on the input cast to float64 (``_in_float64``), its result cast back."""
+
+    def __init__(self, module: torch.nn.Module):
+        super().__init__()
+        self.inner = _in_float64(module)
+
+    def forward(self, x):
+        return self.inner(x.double()).float()
+
+
+def _front_ends() -> list[tuple[str, int, Callable[[], torch.nn.Module]]]:
+    """(name, n_fft, make) of each STFT and front end measured."""
+    ends = [(f"stft, n_fft {n}", n, lambda n=n: Stft(n)) for n in STFT_SIZES]
+    torchaudio = import_torchaudio()
+    if torchaudio is not None:
+        ends.append(("torchaudio MelSpectrogram, log", 400, lambda: LogMel(torchaudio)))
+        import importlib.util
+
+        if importlib.util.find_spec("speechbrain") is not None:
+            from speechbrain.lobes.features import Fbank
+
+            ends.append(("SpeechBrain Fbank", 400, lambda: Fbank(n_fft=400, n_mels=40)))
+    return ends
+
+
+def measure_stft(runs: int) -> list[dict]:
+    """Per n_fft (and front end): errors of onnxport's model, torch.onnx's, each form's and eager
+    float32's against eager float64 at both magnitudes; latency of the forms and of torch.onnx's."""
+    rows = []
+    for name, n_fft, make in _front_ends():
+        torch.manual_seed(0)
+        model = make().eval()
+        inputs = _inputs(STFT_SHAPE)
+        example = inputs["normal"]
+        sessions = {"onnxport": export(model, example)}
+        for form in STFT_FORMS:
+            with stft_form(form):
+                sessions[form] = export(model, example)
+        sessions["float64"] = export(StftInFloat64(model), example)
+        sessions["torch.onnx"] = export_torch_onnx(model, example)
+        row = {"name": name, "form": fft.stft_form(n_fft, ir.DataType.FLOAT), "errors": {}}
+        for magnitude, x in inputs.items():
+            with torch.no_grad():
+                reference = _in_float64(model)(x.double()).numpy()
+                row["errors"][("eager", magnitude)] = error(model(x).numpy(), reference)
+            for k, s in sessions.items():
+                row["errors"][(k, magnitude)] = error(run(s, x), reference) if not isinstance(s, str) else s
+        row["latency"] = latencies({k: s for k, s in sessions.items() if k != "onnxport"},
+                                   {k: example for k in sessions}, runs)
+        rows.append(row)
+        print(f"[numerics] {name}: " + ", ".join(
+            f"{k} {_ratio(row['errors'][(k, 'normal')], row['errors'][('eager', 'normal')])}x"
+            for k in ("onnxport", "torch.onnx", *STFT_FORMS, "float64")) + " eager's error (normal)", file=sys.stderr,
+            flush=True)
+    return rows
+
+
 # ------------------------------------------------------------------------------ rendering
 def _e(v) -> str:
     return v if isinstance(v, str) else ("-" if v != v else f"{v:.1e}")
@@ -462,21 +579,50 @@ def render_efficientnet(rows: list[dict]) -> str:
                    _ratio(r["latency"][0], base[r["form"].split(", ")[1]])] for r in rows])
 
 
+def render_stft(rows: list[dict]) -> str:
+    """Two tables: errors over eager float32's (normal, large) and latency of the forms."""
+    forms = (*STFT_FORMS, "float64")
+    head = ["input", "onnxport's form", "eager f32 error", "onnxport / eager", "torch.onnx / eager",
+            *(f"{k} / eager" for k in forms), "onnxport / torch.onnx"]
+    lines, timing = [], []
+    for r in rows:
+        err = r["errors"]
+
+        def both(k, over="eager"):
+            return ", ".join(_ratio(err[(k, m)], err[(over, m)]) for m in MAGNITUDES)
+
+        lines.append([r["name"], r["form"], ", ".join(_e(err[("eager", m)]) for m in MAGNITUDES), both("onnxport"),
+                      both("torch.onnx"), *(both(k) for k in forms), both("onnxport", "torch.onnx")])
+        lat = r["latency"]
+        mine, stft = lat.get(r["form"]), lat.get("STFT")
+        timing.append([r["name"], *(_ms(lat[k]) if k in lat else "-" for k in (*forms, "torch.onnx")),
+                       _ratio(lat["basis"][0], stft[0]) if "basis" in lat and stft else "-",
+                       _ratio(mine[0], lat["torch.onnx"][0]) if mine and "torch.onnx" in lat else "-"])
+    failed = sorted({f"{r['name']}: {k} {v}" for r in rows for k in ("torch.onnx", *forms)
+                     for v in [r["errors"][(k, "normal")]] if isinstance(v, str)})
+    return (table(head, lines) + "".join(f"\n{f}" for f in failed) + ("\n" if failed else "") + "\n"
+            + table(["input", *(f"{k} ms (min-max)" for k in (*forms, "torch.onnx")), "basis / STFT",
+                     "onnxport / torch.onnx"], timing))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--only", default=None, help="family names separated by ; (a quick look; no markdown)")
+    parser.add_argument("--only", default=None,
+                        help="family names separated by ; (stft: the STFT section; a quick look; no markdown)")
     parser.add_argument("--markdown", default=None, help="write the tables as markdown to this path")
     ns = parser.parse_args(argv)
     start, began, load = time.time(), time.monotonic(), os.getloadavg()
     families = [f for f in FAMILIES if ns.only is None or f.name in ns.only.split(";")]
     rows = [row for f in families for row in measure_family(f, ns.runs)]
+    stft = measure_stft(ns.runs) if ns.only is None or "stft" in ns.only.split(";") else []
     lengths = measure_lengths(ns.runs) if ns.only is None else []
     efficientnet = measure_efficientnet(ns.runs) if ns.only is None else []
     sections = [("Summary", render_summary(rows)), ("Error against eager float64", render_accuracy(rows)),
                 ("Forms", render_forms(rows)),
                 ("One ReduceSum or levels, by length", render_lengths(lengths)),
-                ("efficientnet_b0, 224x224", render_efficientnet(efficientnet))]
+                ("efficientnet_b0, 224x224", render_efficientnet(efficientnet)),
+                ("STFT, by n_fft", render_stft(stft))]
     print("\n\n".join(f"{title}\n{body}" for title, body in sections))
     if ns.markdown and ns.only is None:
         end = os.getloadavg()
@@ -514,6 +660,18 @@ INTRO = {
         "torchvision efficientnet_b0 (random weights, BatchNorm calibrated as in `tests/calibrated.py`), batch 1, "
         "normal inputs, whole model: its 17 global poolings as onnxport translates them (static: one ReduceMean "
         "each; dynamic height and width: one ReduceSum per axis, then the count) against GlobalAveragePool.",
+    "STFT, by n_fft":
+        "`torch.stft` (hop 160, Hann window, centred with reflection, `view_as_real`) of 4 x 16,000 samples, and "
+        "the front ends at n_fft 400 built on it (torchaudio's `MelSpectrogram`, its log `log(mel + 1e-6)`, 80 mels; "
+        "SpeechBrain's `Fbank`, 40 mels in dB), exported static. Errors against eager float64 as above, each ratio "
+        "given for the normal, then the large inputs: onnxport's model, torch.onnx's (ONNX STFT) and each form "
+        "exported by onnxport, `basis` (the DFT as one Conv, stride 160, its weights a precomputed `[2 * bins, 1, "
+        "n_fft]` cos / -sin basis with the window folded in: `onnxport/translate/ops/fft.py`), `STFT` (ONNX "
+        "STFT) and `float64` (ONNX STFT on the signal cast to float64, the result cast back), over eager "
+        "float32's error. onnxport's form is chosen per n_fft from these figures (`fft.stft_form`: large "
+        "magnitudes first, then speed, never farther from float64 than torch.onnx). Then the latency of each "
+        "form and of torch.onnx's model on the normal inputs, median (min-max) ms; `onnxport / torch.onnx` the "
+        "chosen form's median over torch.onnx's.",
 }
 
 

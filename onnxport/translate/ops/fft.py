@@ -18,15 +18,17 @@ speed; never farther from float64 than torch.onnx, whose form is ONNX STFT):
   stride ``hop``, its weights a precomputed ``[2 * bins, 1, n_fft]`` basis (cos and -sin rows,
   computed in float64 with the window and the ``normalized`` scale folded in, rounded once): the
   framing and the MatMul in one node (onnxruntime's im2col and GEMM). onnxruntime's STFT takes a
-  slow path there, 100-250x eager's error (at 400: the 2e-4 mel and 1e-3 log-mel differences of a
-  speech front end); the basis is within 2-4x at 12-20x its speed (1.2-1.5 ms against 24 ms at
-  400). Its constant is ``8 * n_fft * bins`` bytes (0.64 MB at 400, 5.8 MB at 1200).
+  slow path there, 140-580x eager's error (at 400: the 2e-4 mel and 1e-3 log-mel differences of a
+  speech front end); the basis is within 2.0-3.1x (320, 400, 1200; torchaudio's log-mel and
+  SpeechBrain's Fbank 1.6-2.5x) at 0.05-0.16x its time (1.6 ms against 25 ms at 400). Its constant
+  is ``8 * n_fft * bins`` bytes (0.64 MB at 400, 5.8 MB at 1200).
 - ``STFT`` (ONNX STFT) for powers of two, where onnxruntime's radix-2 FFT is within 2.2-2.7x eager's
-  error on large-magnitude inputs and the basis 2.5-3.1x (1.05-1.15x farther from float64, seed
-  after seed), though the basis is nearer on normal inputs (2.4-3.1x against 4.2-5.1x) and faster at
-  512 and 1024 (0.5-0.9x the time; 1.7x at 2048, its cost growing as ``n_fft ** 2``); and for
-  float64 (onnxruntime's Conv has no float64 kernel; its float64 STFT is 7e-14 of the scale from
-  eager float64 at 400).
+  error on large-magnitude inputs and the basis 2.4-3.1x (1.1-1.2x farther from float64; 10 seeds
+  at 512 and 1024 agree), though the basis is nearer on normal inputs (2.4-3.1x against 4.2-4.9x)
+  and faster at 512 (0.54x the time; 1.0x at 1024, 1.9x at 2048, its cost growing as
+  ``n_fft ** 2``); and for float64 (onnxruntime's Conv has no float64 kernel; its float64 STFT is
+  7e-14 of the scale from eager float64 at 400). STFT on the signal cast to float64 would be
+  nearer still (0.2-0.5x eager's error) but as slow as the float32 STFT off powers of two.
 """
 
 from __future__ import annotations
