@@ -99,37 +99,120 @@ def rewrite(job: Export) -> Export:
 
 
 def capture(job: Export) -> Export:
-    """``capture.capture`` of the model; after a failure on Python control flow (when the rewrite was
-    neither asked nor refused), the rewritten model captured instead, with a notice naming what was
-    rewritten. Raises the first failure, its fix saying the rewrite was tried, when that fails too."""
-    from onnxport.capture import capture as capture_program
+    """``capture.capture`` of the model as given (``STRATEGIES[0]``); after a failure, the other capture
+    strategies that answer it, in order (``retries``), the first that captures winning: its name on
+    ``Captured.strategy``, a notice saying what was done. Raises the first failure, its fix saying what
+    was tried, when none captures."""
     from onnxport.capture.values import check_outputs
     from onnxport.translate.registry import Translations
 
-    o = job.options
-    job = job.but(translations=Translations(o.opset, o.registry))
-    settings = dict(strict=o.strict, other_axes=o.other_axes, ops=job.translations, hooks=o.capture_hooks,
-                    relations=o.relations, within=job.within)
-    first = None
+    job = job.but(translations=Translations(job.options.opset, job.options.registry))
+    first, tried = None, []
     try:
-        captured = capture_program(job.model, job.args, job.kwargs, o.dynamic_shapes, rewritten=job.rewritten,
-                                   **settings)
-    except (SpecializationError, DataDependentError) as error:
-        if o.rewrite_control_flow is not None or not isinstance(job.model, torch.nn.Module):
-            raise
+        captured = _capture_with(job, job.model, job.options.strict, job.rewritten)
+    except ExportError as error:
         first = error
-    # the rewritten model is captured outside the handler: an exception raised while capturing it
-    # would otherwise carry the first failure as its context, which classifying it reads
+    # each retry runs outside the handler: an exception raised while capturing again would otherwise carry
+    # the first failure as its context, which classifying it reads
     if first is not None:
-        model, notes, notice = _rewritten_after(first, job.model, job.args, job.kwargs)
-        try:
-            captured = capture_program(model, job.args, job.kwargs, o.dynamic_shapes, rewritten=True, **settings)
-        except ExportError as again:  # the rewrite did not help: the first failure is the user's to fix
-            raise _tried(first, f"the rewritten model failed too: {again.summary}") from None
-        job.run.notices.append(notice)
-        job = job.but(model=model, rewritten=True, rewrite_notes=tuple(notes))
+        for strategy in retries(job, first):
+            try:
+                model, notes, strict = strategy.prepare(job, first)
+            except ExportError as cannot:
+                tried.append((strategy, cannot.summary))
+                continue
+            try:
+                captured = _capture_with(job, model, strict, job.rewritten or strategy.rewrites)
+            except ExportError as again:
+                tried.append((strategy, f"the rewritten model failed too: {again.summary}" if strategy.rewrites
+                               else again.summary))
+                continue
+            job.run.notices.append(strategy.notice(first, notes))
+            job = job.but(model=model, rewritten=job.rewritten or strategy.rewrites,
+                          rewrite_notes=tuple(notes) if strategy.rewrites else job.rewrite_notes)
+            captured = dataclasses.replace(captured, strategy=strategy.name)
+            break
+        else:
+            raise _tried(first, tried) from first.__cause__
+    elif job.options.strict:
+        captured = dataclasses.replace(captured, strategy="strict")
     check_outputs(captured.program, job.module)
     return job.but(captured=captured)
+
+
+def _capture_with(job: Export, model: Any, strict: bool, rewritten: bool) -> Any:
+    """``capture.capture`` of ``model`` with the export's options, in ``strict`` mode or not."""
+    from onnxport.capture import capture as capture_program
+
+    o = job.options
+    return capture_program(model, job.args, job.kwargs, o.dynamic_shapes, rewritten=rewritten, strict=strict,
+                           other_axes=o.other_axes, ops=job.translations, hooks=o.capture_hooks,
+                           relations=o.relations, within=job.within)
+
+
+@dataclasses.dataclass(frozen=True)
+class Strategy:
+    """One way to capture the model after the way before it failed: its name, whether it rewrites
+    the model's Python control flow, and the failures it answers (``answers``)."""
+
+    name: str
+    rewrites: bool
+    answers: tuple[type, ...]
+
+    def applies(self, job: Export, error: ExportError) -> bool:
+        """Whether this strategy may capture what ``error`` refused: a module (not a program), control
+        flow rewritten unless the user said (``rewrite_control_flow``), strict mode unless asked already,
+        the weights are on the meta device (TorchDynamo fakes them there, away from the inputs) or
+        ``error`` is a branch on a size (exported in pieces instead)."""
+        if not isinstance(error, self.answers) or not isinstance(job.model, torch.nn.Module):
+            return False
+        if self.rewrites:
+            return job.options.rewrite_control_flow is None
+        if job.options.strict or job.bound is not None:
+            return False
+        # a size the user's code made constant is the control-flow error rewrite_control_flow=False asks for,
+        # and a branch on a size is exported in pieces (onnxport.pieces), each side as written, where strict
+        # mode would keep one side of it as a constraint
+        return isinstance(error, DataDependentError) or (
+            job.options.rewrite_control_flow is not False and getattr(error, "branch", None) is None)
+
+    def prepare(self, job: Export, error: ExportError) -> tuple[Any, list, bool]:
+        """The model to capture, the rewrite's notes, and the mode (strict or not). Raises an
+        ``ExportError`` saying why the strategy cannot capture (the rewrite changed nothing)."""
+        if self.rewrites:
+            model, notes = _rewritten_after(error, job.model, job.args, job.kwargs)
+            return model, notes, job.options.strict
+        return job.model, [], True
+
+    def notice(self, error: ExportError, notes: list) -> str:
+        """The warning saying how the model was captured after ``error``."""
+        failed = str(error).splitlines()[0]
+        if self.rewrites:
+            done = sorted((n for n in notes if n.rewritten), key=lambda n: n.construct == "if")  # loops first
+            shown = "; ".join(f"the {n.construct} at {n.where}" for n in done[:3])
+            more = f" and {len(done) - 3} more (ExportResult.rewrite_notes)" if len(done) > 3 else ""
+            return (f"capture failed on Python control flow ({failed}); onnxport rewrote {shown}{more}, and checked "
+                    "the rewritten model against yours in eager PyTorch; pass rewrite_control_flow=False to get the "
+                    "error instead")
+        return (f"capture failed ({failed}); onnxport captured the model with torch.export's strict mode "
+                "(TorchDynamo) instead, and checked it as any capture (ExportResult.captured.strategy); pass "
+                "strict=True to start there")
+
+
+STRATEGIES = (  # after the model as given (non-strict, or strict=True), in the order retries() tries them
+    Strategy("rewritten", rewrites=True, answers=(SpecializationError, DataDependentError)),
+    Strategy("strict", rewrites=False, answers=(SpecializationError, DataDependentError)),
+)
+
+
+def retries(job: Export, error: ExportError) -> list[Strategy]:
+    """The strategies of ``STRATEGIES`` that answer ``error``, in order: a size read from the data
+    (``DataDependentError``) tries strict mode first, where TorchDynamo keeps it symbolic; a branch or
+    loop over a size tries the rewrite first."""
+    applying = [s for s in STRATEGIES if s.applies(job, error)]
+    if isinstance(error, DataDependentError):
+        applying.sort(key=lambda s: s.rewrites)
+    return applying
 
 
 def decompose(job: Export) -> Export:
@@ -261,33 +344,31 @@ def _in_pieces(job: Export, cut: SpecializationError, fallback: Callable | None)
 # ------------------------------------------------------------------------------ the rewrite retried
 def _rewritten_after(error: ExportError, model: torch.nn.Module, args: tuple, kwargs: dict) -> tuple:
     """``model`` with its Python loops and branches over sizes rewritten (``onnxport.rewrite``) after
-    capture failed on one (``error``), the rewrite's notes, and the notice naming what was rewritten
-    and where (given once the rewritten model captures). Raises ``error`` when the rewriter
-    changes nothing or its copy differs from ``model``."""
+    capture failed on one (``error``), and the rewrite's notes. Raises an ``ExportError`` saying why
+    when the rewriter changes nothing or its copy differs from ``model``."""
     from onnxport.rewrite import rewrite_module
 
-    try:
-        new = rewrite_module(model, args, kwargs, warn=False)
-    except ExportError as failed:
-        raise _tried(error, failed.summary) from None
+    new = rewrite_module(model, args, kwargs, warn=False)
     notes = list(getattr(new, "onnxport_rewrite_notes", []))
-    done = [n for n in notes if n.rewritten]
-    if not done:
+    if not any(n.rewritten for n in notes):
         left = next((n for n in notes if not n.rewritten), None)
-        raise _tried(error, f"{left.construct} at {left.where}: {left.detail}" if left else "no loop or branch it "
-                     "can rewrite") from None
-    done.sort(key=lambda n: n.construct == "if")  # loops first: what capture failed on, most often
-    shown = "; ".join(f"the {n.construct} at {n.where}" for n in done[:3])
-    more = f" and {len(done) - 3} more (ExportResult.rewrite_notes)" if len(done) > 3 else ""
-    notice = (f"capture failed on Python control flow ({str(error).splitlines()[0]}); onnxport rewrote {shown}{more}, "
-              "and checked the rewritten model against yours in eager PyTorch; pass rewrite_control_flow=False to "
-              "get the error instead")
-    return new, notes, notice
+        raise ExportError(f"{left.construct} at {left.where}: {left.detail}" if left else
+                          "no loop or branch it can rewrite")
+    return new, notes
 
 
-def _tried(error: ExportError, why: str) -> ExportError:
-    """``error`` with its fix no longer offering ``rewrite_control_flow=True`` (it was tried: ``why``)."""
-    hint = re.sub(r"(,? or )?pass rewrite_control_flow=True to (to_onnx|export both sides as an ONNX If, or )", "",
-                  error.hint or "").strip(" ;,")
-    tried = f"onnxport's rewrite of Python control flow did not help ({why})"
-    return error.with_hint(f"{hint}; {tried}" if hint else tried)
+_TRIED = {"rewritten": "onnxport's rewrite of Python control flow did not help ({})",
+          "strict": "capture in torch.export's strict mode (TorchDynamo) failed too ({})"}
+
+
+def _tried(error: ExportError, tried: list[tuple[Strategy, str]]) -> ExportError:
+    """``error`` with its fix saying what each strategy ``tried`` met, and no longer offering
+    ``rewrite_control_flow=True`` where the rewrite was tried."""
+    hint = error.hint or ""
+    if any(s.rewrites for s, _ in tried):
+        hint = re.sub(r"(,? or )?pass rewrite_control_flow=True to (to_onnx|export both sides as an ONNX If, or )",
+                      "", hint).strip(" ;,")
+    said = "; ".join(_TRIED[s.name].format(why) for s, why in tried)
+    if not said:
+        return error
+    return error.with_hint(f"{hint}; {said}" if hint else said)

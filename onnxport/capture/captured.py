@@ -53,6 +53,8 @@ class Captured:
             printed by ``onnxport export --debug``.
         enlarged_from: the error of the trace at the user's example, where the program was traced at
             a larger one (``steps.TraceLargerExample``); None otherwise.
+        strategy: the capture strategy that captured the program (``onnxport.stages.STRATEGIES``:
+            ``"non-strict"``, ``"strict"``, ``"rewritten"``, ``"rewritten, strict"``).
     """
 
     program: torch.export.ExportedProgram
@@ -64,6 +66,7 @@ class Captured:
     relations: dict[str, Any] = dataclasses.field(default_factory=dict)
     attempts: tuple = ()
     enlarged_from: Exception | None = None
+    strategy: str = "non-strict"
 
     @property
     def inputs(self) -> list[UserInput]:

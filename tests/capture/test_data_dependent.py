@@ -151,11 +151,25 @@ class IntOfCount(torch.nn.Module):
 
 
 def test_int_of_a_data_dependent_value_offers_item():
-    with pytest.raises(onnxport.DataDependentError) as info:
-        onnxport.to_onnx(IntOfCount(), (torch.randn(8),), dynamic_shapes={"x": {0: "n"}})
+    from onnxport import stages
+
+    saved = stages.STRATEGIES  # the error as it is without the strict-mode retry
+    stages.STRATEGIES = tuple(s for s in saved if s.name != "strict")
+    try:
+        with pytest.raises(onnxport.DataDependentError) as info:
+            onnxport.to_onnx(IntOfCount(), (torch.randn(8),), dynamic_shapes={"x": {0: "n"}})
+    finally:
+        stages.STRATEGIES = saved
     e = info.value
     assert "as a Python number" in e.what and "n = int((x > 0).sum())" in e.where
     assert ".item() instead of int(...)" in e.hint and "torch._check(~" not in e.hint
+
+
+def test_int_of_a_data_dependent_value_is_captured_in_strict_mode():
+    with pytest.warns(UserWarning, match=r"as a Python number.*strict mode \(TorchDynamo\)"):
+        r = onnxport.to_onnx(IntOfCount(), (torch.randn(8),), dynamic_shapes={"x": {0: "n"}})
+    assert r.captured.strategy == "strict"
+    assert r.validate(inputs=[(torch.ones(5),), (-torch.ones(6),), (torch.randn(9),)]).ok
 
 
 class ItemOfCount(torch.nn.Module):

@@ -1,0 +1,76 @@
+"""Capture strategies after the model as given fails: the rewrite of Python control flow, and
+torch.export's strict mode (TorchDynamo), tried in order, the one that captured named on the result."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import onnxport
+from exportcheck import check_export
+
+
+def _padding_mask(lengths: torch.Tensor) -> torch.Tensor:
+    """torchaudio's ``_lengths_to_padding_mask``: the mask's length read from the lengths' values."""
+    batch_size = lengths.shape[0]
+    max_length = int(torch.max(lengths).item())
+    return torch.arange(max_length, dtype=lengths.dtype).expand(batch_size, max_length) >= lengths.unsqueeze(1)
+
+
+class MaskedAttention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = torch.nn.Linear(8, 16)
+        self.attention = torch.nn.MultiheadAttention(16, 2)
+
+    def forward(self, x, lengths):  # x: [batch, time, 8], lengths: [batch], max(lengths) == time
+        h = self.proj(x).transpose(0, 1)
+        y, _ = self.attention(h, h, h, key_padding_mask=_padding_mask(lengths), need_weights=False)
+        return y.transpose(0, 1)
+
+
+def _inputs(batch: int, time: int) -> tuple:
+    lengths = torch.randint(1, time + 1, (batch,))
+    lengths[0] = time
+    return torch.randn(batch, time, 8), lengths
+
+
+def test_a_size_read_from_the_lengths_is_captured_in_strict_mode():
+    dims = {"x": {0: "batch", 1: "time"}, "lengths": {0: "batch"}}
+    with pytest.warns(UserWarning, match=r"(?s)capture failed \(the model needs a value known only when it runs.*"
+                                         r"strict mode \(TorchDynamo\)"):
+        result = check_export(MaskedAttention().eval(), _inputs(3, 20), dims, values=[],
+                              inputs=[_inputs(2, 7), _inputs(4, 31), _inputs(1, 1)])
+    assert result.captured.strategy == "strict"
+    with pytest.raises(onnxport.DataDependentError, match=r"int\(torch.max\(lengths\).item\(\)\)"):
+        _refused_without_strict(dims)  # the strategy is what made it export
+
+
+def _refused_without_strict(dims: dict) -> None:
+    """The export with strict mode left out of the strategies raises the first failure."""
+    from onnxport import stages
+
+    saved = stages.STRATEGIES
+    stages.STRATEGIES = tuple(s for s in saved if s.name != "strict")
+    try:
+        onnxport.to_onnx(MaskedAttention().eval(), _inputs(3, 20), dynamic_shapes=dims)
+    finally:
+        stages.STRATEGIES = saved
+
+
+class Unexportable(torch.nn.Module):
+    def forward(self, x):
+        n = int(x.sum().item() > 0)  # a Python number from the data, deciding the output's size
+        return x[: n + 1] * 2
+
+
+def test_a_refusal_says_what_each_strategy_met():
+    with pytest.raises(onnxport.ExportError) as info:
+        onnxport.to_onnx(Unexportable(), (torch.randn(4, 3),), dynamic_shapes={"x": {0: "n"}})
+    assert "strict mode (TorchDynamo) failed too" in (info.value.hint or "")
+
+
+def test_the_model_as_given_is_named_when_it_captures():
+    r = onnxport.to_onnx(torch.nn.Linear(3, 2), (torch.randn(4, 3),), dynamic_shapes={"input": {0: "n"}})
+    assert r.captured.strategy == "non-strict"
