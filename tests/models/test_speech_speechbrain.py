@@ -39,8 +39,6 @@ def test_conformer_encoder_with_wav_lens():
     _check("speechbrain_conformer")
 
 
-@_refused("SpecializationError: axis 1 of input 'x', declared dynamic as 'time', became the constant 37 during "
-          "capture (speechbrain/nnet/RNN.py, LiGRU_Layer._ligru_cell: for k in range(w.shape[1]))")
 def test_crdnn():
     _check("speechbrain_crdnn")
 

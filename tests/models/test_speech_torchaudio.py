@@ -53,7 +53,5 @@ def test_conv_tasnet_samples_not_a_multiple_of_the_stride():
     check_export(case.model, case.args, case.dynamic_shapes, inputs=case.others)
 
 
-@_refused("|onnx - eager| reaches 6.4e-04 * max(1, |eager|) at n_fft=400, over 1e-4: the ONNX STFT is less "
-          "accurate than eager float32 at that size")
 def test_mel_spectrogram_n_fft_400():
     check_front_end(build("torchaudio_mel_spectrogram"))
