@@ -150,6 +150,9 @@ def _drop_lazy_placeholders() -> None:
     that import their package on the first attribute read, and raise ``ImportError`` where it is absent (k2,
     flair): a scan of ``sys.modules`` reading ``__file__`` (hypothesis's, for its constants) then fails. The
     placeholders not yet loaded leave ``sys.modules``; their parents keep them as attributes."""
+    lazy = getattr(sys.modules.get("speechbrain.utils.importutils"), "LazyModule", None)
+    if lazy is None:
+        return
     for name, mod in list(sys.modules.items()):
-        if type(mod).__name__ == "LazyModule" and getattr(mod, "__dict__", {}).get("lazy_module") is None:
+        if isinstance(mod, lazy) and mod.__dict__.get("lazy_module") is None:  # its redirects too
             del sys.modules[name]
