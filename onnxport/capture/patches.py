@@ -252,7 +252,7 @@ def register(patch: Patch) -> Patch:
     return patch
 
 
-TRANSLATIONS = 25  # the order of a translation family's own patch (``translate.registry.during_capture``)
+TRANSLATIONS = 25  # the order of a translation family's own patch (``when=translating``)
 USER_HOOKS = 30  # the place of the user's capture_hooks among a trace's patches
 
 

@@ -14,8 +14,7 @@ A translation is a plain function ``fn(ctx, *args, **kwargs)`` taking the ATen o
 - **Built-in**: the families' ``@translates`` while ``translate.ops`` loads (the first time an
   export needs a translation); the table is frozen then. A family that needs a patch while
   torch.export traces (an op kept whole) registers it as every patch is registered,
-  ``register(Patch(..., when=translating, order=...))`` (``capture.patches``, ``capture.tracing``);
-  ``during_capture(patch)`` says the same for a patch registered without them.
+  ``register(Patch(..., when=translating, order=...))`` (``capture.patches``, ``capture.tracing``).
 - **User**: a ``Registry`` holds user translations, which win over the built-in ones for the same
   overload and opset: ``reg = onnxport.Registry(); @reg.translates(op) ...;
   to_onnx(..., registry=reg)``. ``@onnxport.translates`` registers into the default registry
@@ -38,7 +37,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
-from onnxport.capture.patches import CAPTURE_LOCK, REGISTRY, TRANSLATIONS, Patch, register
+from onnxport.capture.patches import CAPTURE_LOCK, REGISTRY, Patch
 from onnxport.capture.tracing import translating
 
 
@@ -118,18 +117,6 @@ def translates(*targets: Any, opset: tuple | None = None) -> Callable[[Callable]
         return fn
 
     return deco
-
-
-def during_capture(patch: Patch) -> Patch:
-    """``patch`` (registered in ``capture.patches``) registered again with ``when=translating`` and
-    ``order=TRANSLATIONS``: every trace of an export that translates installs it, and the
-    whole-program decomposition too; returns the patch as registered. The same as writing
-    ``register(Patch(..., when=translating, order=...))``, which an op family does to keep an ATen
-    op whole in the graph when torch's own decomposition of it would not stay symbolic."""
-    with CAPTURE_LOCK:
-        if REGISTRY.get(patch.name) is patch:
-            del REGISTRY[patch.name]
-        return register(dataclasses.replace(patch, when=translating, order=TRANSLATIONS))
 
 
 def _builtin() -> _BuiltinTable:

@@ -21,8 +21,9 @@ from onnxport.translate import dtypes
 from onnxport.translate.ops import _accurate
 from onnxport.translate.ops._common import axes_const
 from onnxport.translate.ops.conv import expand_param
-from onnxport.capture.patches import Patch, SetKernel, register
-from onnxport.translate.registry import during_capture, translates
+from onnxport.capture.patches import TRANSLATIONS, Patch, SetKernel, register
+from onnxport.capture.tracing import translating
+from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
 I64 = ir.DataType.INT64
@@ -447,9 +448,9 @@ def _max_pool1d_by_indices(x, kernel_size, stride=(), padding=0, dilation=1, cei
     return torch.ops.aten.max_pool1d_with_indices.default(x, kernel_size, stride, padding, dilation, ceil_mode)[0]
 
 
-MAX_POOL1D_STAYS_SYMBOLIC = during_capture(register(Patch(
+MAX_POOL1D_STAYS_SYMBOLIC = register(Patch(
     "max_pool1d stays symbolic", lambda: [SetKernel(torch.ops.aten.max_pool1d.default, _max_pool1d_by_indices)],
     "aten.max_pool1d traced as max_pool1d_with_indices(...)[0]: the kernel torch traces for max_pool1d reads the "
     "length as a Python int, which pins a dynamic time axis to the example's size; the with_indices form keeps it "
     "symbolic. Eager execution is unchanged (the kernel is consulted only by torch's Python dispatcher while "
-    "tracing)")))
+    "tracing)", when=translating, order=TRANSLATIONS))
