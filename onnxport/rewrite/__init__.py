@@ -3,7 +3,9 @@
 ``rewrite_module(model, args, kwargs)`` returns a shallow copy of ``model`` whose ``forward`` (and
 the methods it calls, and the ``forward`` of user-defined submodules) has
 
-* ``for i in range(<tensor size>)`` loops filling rows / lists turned into ``scan``,
+* ``for i in range(<tensor size>)`` loops filling rows / lists turned into ``scan``, and so loops over a
+  tensor's rows (``for row in x``, ``for g in x.unbind(d)``, ``for g in torch.unbind(x, d)``) where
+  their number is dynamic,
 * ``while <tensor condition>:`` loops turned into ``while_loop``,
 * ``if <tensor condition>:`` blocks (assignments, or an early ``return``) turned into ``torch.cond``,
 

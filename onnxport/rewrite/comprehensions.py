@@ -1,4 +1,5 @@
-"""A list comprehension over a dynamic ``range`` stacked by ``torch.cat`` / ``torch.stack`` -> a loop.
+"""A list comprehension over a dynamic ``range`` or a tensor's ``unbind`` stacked by ``torch.cat`` /
+``torch.stack`` -> a loop.
 
 Reformer's axial position encodings select each row's positions per batch element::
 
@@ -18,8 +19,9 @@ given the loop the comprehension stands for, placed before it, which the loop re
 
 Forms taken: the first argument of ``torch.cat`` / ``torch.concat`` / ``torch.concatenate`` /
 ``torch.stack`` is ``[<element> for <name> in range(...)]`` with one generator, no ``if``, a bound
-that reads a tensor size (``loops.is_dynamic``), and an element holding no nested scope
-(comprehension, lambda) nor an assignment expression; the comprehension is in a simple statement
+that reads a tensor size (``loops.is_dynamic``), or ``[<element> for <name> in x.unbind(d)]`` (or
+``torch.unbind(x, d)``: a tensor's rows, scanned where their number is dynamic), and an element
+holding no nested scope (comprehension, lambda) nor an assignment expression; the comprehension is in a simple statement
 (assignment, expression, ``return``), not inside a lambda, another comprehension, or an operand
 evaluated only on a condition (``x if c else y``, ``a and b``). The loop variable keeps its name
 where the function names it nowhere else and gets a fresh one otherwise, so nothing of the
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import ast
 
-from onnxport.rewrite.loops import ROWS, STACKING, dynamic_names, generated, is_dynamic
+from onnxport.rewrite.loops import ROWS, STACKING, dynamic_names, generated, is_dynamic, unbind_call
 
 _SCOPES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda, ast.NamedExpr,
            ast.Yield, ast.YieldFrom, ast.Await)
@@ -51,9 +53,11 @@ def _range_comprehension(call: ast.Call) -> ast.ListComp | None:
         return None
     gen = comp.generators[0]
     it = gen.iter
-    if (gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name) or not isinstance(it, ast.Call)
-            or not isinstance(it.func, ast.Name) or it.func.id != "range" or it.keywords
-            or not 1 <= len(it.args) <= 3 or any(isinstance(a, ast.Starred) for a in it.args)):
+    if gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
+        return None
+    ranged = (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and not it.keywords
+              and 1 <= len(it.args) <= 3 and not any(isinstance(a, ast.Starred) for a in it.args))
+    if not ranged and unbind_call(it) is None:
         return None
     if any(isinstance(sub, _SCOPES) for sub in ast.walk(comp.elt)):
         return None
@@ -61,8 +65,8 @@ def _range_comprehension(call: ast.Call) -> ast.ListComp | None:
 
 
 def over_range(node: ast.AST) -> bool:
-    """Whether ``node`` is a ``torch.cat`` / ``torch.stack`` of a comprehension over a ``range`` of the
-    form above (whatever its bound)."""
+    """Whether ``node`` is a ``torch.cat`` / ``torch.stack`` of a comprehension over a ``range`` (whatever
+    its bound) or an ``unbind`` of the form above."""
     return isinstance(node, ast.Call) and _range_comprehension(node) is not None
 
 
@@ -97,7 +101,8 @@ class _Hoist(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         comp = _range_comprehension(node)
-        if comp is None or not any(is_dynamic(a, self.sizes) for a in comp.generators[0].iter.args):
+        it = comp.generators[0].iter if comp is not None else None
+        if comp is None or (unbind_call(it) is None and not any(is_dynamic(a, self.sizes) for a in it.args)):
             return self.generic_visit(node)
         for k, arg in enumerate(node.args[1:], 1):
             node.args[k] = self.visit(arg)

@@ -19,6 +19,16 @@ The rewritten loop (source form, ``i`` the loop variable)::
 * ``out[i] = v`` / ``out[i, :] = v`` (preallocated ``out``) and ``L.append(v)`` (``L`` then only
   used by ``torch.stack``/``torch.cat``): stacked scan outputs written back after the loop.
 
+A loop over a tensor's rows is that loop over their indices, its sequence evaluated once before it::
+
+    for g in x.unbind(d):                     _onnxport_seq_L = loops.unbound(x, d)   # x.movedim(d, 0)
+        body                          ->      for k in range(len(_onnxport_seq_L)):
+                                                  g = _onnxport_seq_L[k]
+                                                  body
+
+(``for row in x`` alike, ``x`` a name or attribute chain), a scan where ``len`` is symbolic while
+tracing and a Python loop elsewhere (a static axis, a list of modules).
+
 Semantics: PyTorch ``scan`` (combine_fn(carry, x) -> (next_carry, y), outputs stacked on dim 0).
 Outside tracing (eager) the rewritten body runs as a Python loop with a tensor index, which is
 what the automatic equivalence check of ``rewrite_module`` exercises.
@@ -153,6 +163,17 @@ def steps(start: Any, stop: Any, step: Any) -> range | list:
 def length(obj: Any) -> Any:
     """``len(obj)``, as the (possibly symbolic) size of axis 0 for a tensor."""
     return obj.shape[0] if isinstance(obj, torch.Tensor) else len(obj)
+
+
+def unbound(source: Any, *dim: Any) -> Any:
+    """The sequence ``source.unbind(*dim)`` gives a loop, with the same rows: ``source.movedim(d, 0)``
+    for a tensor (``d`` the one ``dim``, else 0: its rows along axis 0 are the tensors ``unbind``
+    returns, views of ``source`` alike; torch's ``Tensor.unbind``), so that their number stays
+    symbolic (``unbind`` would return a Python tuple of the example's length);
+    ``source.unbind(*dim)`` for anything else."""
+    if isinstance(source, torch.Tensor):
+        return source.movedim(dim[0] if dim else 0, 0)
+    return source.unbind(*dim)
 
 
 def take(source: Any, d: int, index: Any, keep: bool) -> Any:
@@ -399,29 +420,87 @@ def _tup(names: list[str]) -> str:
 # --------------------------------------------------------------------------- the rewrite
 
 
-def _over_rows(node: ast.For, ctx) -> ast.For:
-    """``for v in E: body`` as ``for k in range(len(E)): v = E[k]; body`` (same statement positions)."""
+def unbind_call(it: ast.AST) -> tuple[ast.expr, ast.expr | None] | None:
+    """``(E, d)`` when ``it`` is ``E.unbind(d)`` / ``torch.unbind(E, d)`` (``dim=d`` as a keyword;
+    ``d`` None when not given), else None."""
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "unbind"):
+        return None
+    if any(isinstance(a, ast.Starred) for a in it.args) or any(kw.arg is None for kw in it.keywords):
+        return None
+    args, keywords = list(it.args), {kw.arg: kw.value for kw in it.keywords}
+    f = it.func
+    if isinstance(f.value, ast.Name) and f.value.id == "torch":  # torch.unbind(E, d)
+        if args:
+            source = args.pop(0)
+        elif "input" in keywords:
+            source = keywords.pop("input")
+        else:
+            return None
+    else:  # E.unbind(d)
+        source = f.value
+    if len(args) > 1 or (args and keywords) or set(keywords) - {"dim"}:
+        return None
+    return source, (args[0] if args else keywords.get("dim"))
+
+
+def _over_rows(node: ast.For, source: ast.expr, ctx) -> ast.For:
+    """``for v in E: body`` as ``for k in range(len(E)): v = E[k]; body`` (``E`` is ``source``; same
+    statement positions)."""
     k = ctx.fresh("k", node)
-    loop = generated(f"for {k} in range(len(_E)):\n    {node.target.id} = _E[{k}]", node)[0]
-    loop.iter.args[0].args[0] = node.iter
-    loop.body[0].value.value = node.iter
+    loop = generated(f"for {k} in range(len(_E)):\n    _v = _E[{k}]", node)[0]
+    loop.iter.args[0].args[0] = source
+    loop.body[0].value.value = source
+    loop.body[0].targets = [copy.deepcopy(node.target)]
     loop.body += node.body
     return loop
 
 
+def _rewrite_rows(node: ast.For, ctx) -> list[ast.stmt] | None:
+    """``for v in E`` (``E`` a name or attribute chain) and ``for v in E.unbind(d)`` /
+    ``torch.unbind(E, d)``: a loop over the rows of ``E`` along ``d``, a scan when their number is
+    symbolic while tracing, else a Python loop (lists, static sizes). The sequence is evaluated once
+    before the loop, as Python does: ``E.unbind(d)`` as ``loops.unbound(E, d)`` (``E.movedim(d, 0)``),
+    ``E`` bound to a name of its own when the loop rebinds it. A loop over ``unbind`` that is not
+    rewritten is noted with why (its sequence is a tensor's, whose length torch.export then fixes);
+    None then, and for a ``for v in E`` not rewritten (``E`` may be a list of modules)."""
+    unbind = unbind_call(node.iter)
+    if node.orelse:
+        ctx.note(node, "for", False, f"loop over {ast.unparse(node.iter)}: for ... else")
+        return None
+    hoisted: list[ast.stmt] = []
+    source = node.iter
+    root = node.iter
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if unbind is not None or (isinstance(root, ast.Name) and root.id in N.stored_names(node.body)):
+        name = ctx.fresh("seq", node)
+        if unbind is not None:
+            hoisted = generated(f"{name} = {P}loops.unbound(_E)", node)
+            hoisted[0].value.args = [a for a in unbind if a is not None]
+        else:
+            hoisted = generated(f"{name} = _E", node)
+            hoisted[0].value = node.iter
+        source = ast.Name(name, ast.Load())
+    loop = _over_rows(node, source, ctx)  # for v in E: -> for k in range(len(E)): v = E[k]
+    try:
+        # dynamic=False: a tensor's rows are scanned when len(E) is symbolic; lists stay Python
+        stmts = _rewrite_for(loop, ctx, False, anchor=node, shown=ast.unparse(node.iter))
+    except _Refuse as e:
+        if unbind is not None:
+            ctx.note(node, "for", False, f"loop over {ast.unparse(node.iter)}: {e}")
+        return None
+    ctx.notes[-1].detail += " (a scan over a tensor's rows when their number is dynamic, else a Python loop)"
+    return hoisted + stmts
+
+
 def rewrite_for(node: ast.For, ctx) -> list[ast.stmt] | None:
-    """Statements replacing a ``for i in range(...)`` loop with a scan, or None (with a note in
-    ``ctx`` when the bound is a tensor size) if the loop has a form that is not handled."""
+    """Statements replacing a ``for i in range(...)`` loop, or a loop over a tensor's rows
+    (``for v in x``, ``for v in x.unbind(d)``, ``for v in torch.unbind(x, d)``), with a scan, or
+    None (with a note in ``ctx`` when the bound is a tensor size or the sequence an ``unbind``) if
+    the loop has a form that is not handled."""
     it = node.iter
-    if _invariant(it, set()) and isinstance(node.target, ast.Name) and not node.orelse:
-        node = _over_rows(node, ctx)  # for v in E: -> for k in range(len(E)): v = E[k]
-        dynamic = False  # a tensor's rows are scanned when len(E) is symbolic; lists stay Python
-        try:
-            stmts = _rewrite_for(node, ctx, dynamic)
-        except _Refuse:
-            return None
-        ctx.notes[-1].detail += " (a scan over a tensor's rows when their number is dynamic, else a Python loop)"
-        return stmts
+    if unbind_call(it) is not None or (_invariant(it, set()) and isinstance(node.target, ast.Name) and not node.orelse):
+        return _rewrite_rows(node, ctx)
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
         return None
     dynamic = any(is_dynamic(a, dynamic_names(ctx.func)) for a in it.args)
@@ -452,8 +531,13 @@ def _read_beyond_metadata(name: str, nodes: list[ast.AST]) -> bool:
     return any(id(n) not in metadata for n in N.name_loads(nodes, name))
 
 
-def _rewrite_for(node: ast.For, ctx, dynamic: bool) -> list[ast.stmt]:
+def _rewrite_for(node: ast.For, ctx, dynamic: bool, anchor: ast.For | None = None,
+                 shown: str | None = None) -> list[ast.stmt]:
+    """The scan form of ``node``, a ``for i in range(...)`` loop; raises ``_Refuse``. ``anchor``: the
+    user's loop in the function when ``node`` stands for it (a loop over a tensor's rows), which
+    the names bound before and read after are found around; ``shown``: its sequence, for the note."""
     it = node.iter
+    anchor = node if anchor is None else anchor
     if not isinstance(node.target, ast.Name):
         raise _Refuse("the loop target is not a single name")
     if it.keywords or not 1 <= len(it.args) <= 2:
@@ -467,8 +551,8 @@ def _rewrite_for(node: ast.For, ctx, dynamic: bool) -> list[ast.stmt]:
     i = node.target.id
     bounds = [_Len().visit(a) for a in it.args]
     start, stop = (ast.Constant(0), bounds[0]) if len(bounds) == 1 else tuple(bounds)
-    before, after = ctx.defined_before(node), ctx.used_after(node)
-    if i in after:
+    before, after = ctx.defined_before(anchor), ctx.used_after(anchor)
+    if i in after and not ctx.rebound_before_read(anchor, i):
         raise _Refuse(f"the loop variable '{i}' is read after the loop")
     fresh = lambda kind: ctx.fresh(kind, node)  # noqa: E731
 
@@ -524,7 +608,7 @@ def _rewrite_for(node: ast.For, ctx, dynamic: bool) -> list[ast.stmt]:
     # on copies: a refusal below leaves the loop as written, its reads of the loop variable too
     body = [ast.fix_missing_locations(uses.visit(copy.deepcopy(s))) for s in body]
     stored = N.stored_names(body) - {i}
-    late = sorted(n for n in stored - before if n in after and not ctx.rebound_before_read(node, n))
+    late = sorted(n for n in stored - before if n in after and not ctx.rebound_before_read(anchor, n))
     if late:
         raise _Refuse(f"{', '.join(late)} first bound inside the loop and read after it")
     exposed = N.read_before_write(body)
@@ -557,11 +641,13 @@ def _rewrite_for(node: ast.For, ctx, dynamic: bool) -> list[ast.stmt]:
     fdef = stmts[0]
     k = [j for j, s in enumerate(fdef.body) if isinstance(s, ast.Pass)][0]
     fdef.body[k:k + 1] = body
-    what = f"scan over {ast.unparse(it)}"
+    what = f"scan over {shown or ast.unparse(it)}"
     parts = [f"carry {', '.join(carried)}" if carried else "no carry"]
-    if uses.sources:
-        parts.append("scanned " + ", ".join(f"{ast.unparse(e)} along {d}" for _, e, d in uses.sources.values()))
+    scanned = [f"{ast.unparse(e)} along {d}" for _, e, d in uses.sources.values()]
+    scanned = [text for text in scanned if not text.startswith(P)]  # the sequence a loop over rows binds
+    if scanned:
+        parts.append("scanned " + ", ".join(scanned))
     if outputs:
         parts.append("rows of " + ", ".join(o[2] for o in outputs))
-    ctx.note(node, "for", True, f"{what}: {'; '.join(parts)}")
+    ctx.note(anchor, "for", True, f"{what}: {'; '.join(parts)}")
     return stmts

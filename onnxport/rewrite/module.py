@@ -92,7 +92,10 @@ class FunctionContext:
     def rebound_before_read(self, node: ast.stmt, name: str) -> bool:
         """True when, after the statement ``node`` (outside any loop), ``name`` is assigned anew
         (``name = <expression not reading name>``) in ``node``'s block before anything reads or
-        conditionally binds it: the value ``node`` leaves in ``name`` is never read."""
+        conditionally binds it: the value ``node`` leaves in ``name`` is never read. A later loop
+        binding ``name`` as its target (``for name in <not reading name>``), its body then reading
+        its own value, reads it only where nothing after that loop does (it may run no step): in
+        the function's own block, or before an assignment as above."""
         path = _path_to(self.func, node)
         if self.loops or not path:
             return False
@@ -101,9 +104,12 @@ class FunctionContext:
             if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
                     and s.targets[0].id == name:
                 return name not in N.loaded_names([s.value])
+            if isinstance(s, (ast.For, ast.AsyncFor)) and name in N.stored_names([s.target]) \
+                    and name not in N.loaded_names([s.iter, *s.orelse]):
+                continue
             if name in N.loaded_names([s]) or name in N.stored_names([s]):
                 return False
-        return False
+        return len(path) == 1
 
     def used_after(self, node: ast.AST) -> set[str]:
         """Names read after ``node`` ends, or anywhere in an enclosing loop (its next iteration)."""

@@ -35,8 +35,6 @@ def test_emformer():
     _check("torchaudio_emformer")
 
 
-@_refused("SpecializationError: axis 1 of input 'input', declared dynamic as 'tokens', became the constant 7 during "
-          "capture (torchaudio/models/rnnt.py: for gates in gated_input.unbind(0))")
 def test_rnnt_predictor_tokens_dynamic():
     _check("torchaudio_rnnt_predictor")
 
