@@ -94,14 +94,23 @@ def top_level_name(d: DeclaredDim, top: list[tuple[str, Any]]) -> str:
 def _pinned(text: str, declared: list[DeclaredDim], events: list, top) -> SpecializationError | None:
     """A range violation whose narrowed range is one size: the model's code pinned the dimension
     (a Python loop over it, ``int()`` of it)."""
+    found = []  # (index of the event, the declared dim whose size it pins, the event)
     for name, source in re.findall(r"Not all values of (\w+) = (\S+) in the specified range", text):
-        pinned = [ev for ev in events if ev.kind == "range" and source in ev.sources and ev.upper == ev.lower]
-        d = next((d for d in declared if d.name == name), None)
-        if pinned and d is not None:
-            value = int(pinned[0].lower)
-            return specialization_error(d, value, pinned[0].branch or pinned[0].where, top_level_name(d, top),
-                                        static_axes_of_size(value, top, declared, d))
-    return None
+        named = [d for d in declared if d.name == name]  # every axis of that name: it is pinned where one is
+        for i, ev in enumerate(events):
+            if ev.kind != "range" or ev.upper != ev.lower:
+                continue
+            d = next((n for n in named if source_matches(ev.sources, n.input_name, n.axis, top_level_name(n, top))),
+                     named[0] if named and source in ev.sources else None)
+            if d is not None:
+                found.append((i, d, ev))
+                break
+    if not found:
+        return None
+    _, d, first = min(found, key=lambda f: f[0])  # the first the model's code pinned
+    value = int(first.lower)
+    return specialization_error(d, value, first.branch or first.where, top_level_name(d, top),
+                                static_axes_of_size(value, top, declared, d))
 
 
 def _layout_bound(guard: re.Match, d: DeclaredDim, events: list) -> SpecializationError | None:
@@ -204,18 +213,18 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
             return pinned
         m = re.search(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((-?\d+)\)", text)
         name, value = (m.group(1), int(m.group(2))) if m else (None, None)
-        for d in declared:
-            if name is not None and (d.name == name
-                                     or source_matches([name], d.input_name, d.axis, top_level_name(d, top))):
-                where = None
-                for sources, const, frame in records:
-                    if source_matches(sources, d.input_name, d.axis, top_level_name(d, top)):
-                        where, value = frame, const if value is None else value
-                        break
-                if where is None and records:
-                    where = records[0][2]
-                return specialization_error(d, value, where, top_level_name(d, top),
-                                            static_axes_of_size(value, top, declared, d))
+        named = [d for d in declared if name is not None and (
+            d.name == name or source_matches([name], d.input_name, d.axis, top_level_name(d, top)))]
+        if named:  # the axis of that name (several inputs may share it) the model fixed first, and its line
+            d, where = named[0], records[0][2] if records else None
+            for sources, const, frame in records:
+                first = next((n for n in named if source_matches(sources, n.input_name, n.axis,
+                                                                 top_level_name(n, top))), None)
+                if first is not None:
+                    d, where, value = first, frame, const if value is None else value
+                    break
+            return specialization_error(d, value, where, top_level_name(d, top),
+                                        static_axes_of_size(value, top, declared, d))
         guard = re.search(r"Not all values of (\w+) = (\S+) in the specified range(?: [^\n]*?)? "
                           r"satisfy the generated guard (.+?)\.?(?:\n|$)", text)
         one = re.fullmatch(r"(\d+) <= (\S+) and \2 <= \1", guard.group(3).strip()) if guard else None

@@ -135,7 +135,10 @@ def data_dependent_error(e: BaseException, unbacked: list) -> DataDependentError
 def _number_fixes(code: str) -> str:
     """The fixes for a line that makes a data-dependent size a Python ``int`` / ``float``."""
     fixes = []
-    if re.search(r"\b(int|float)\(", code):
+    if re.search(r"\bint\(.*\.item\(\)\s*\)", code):  # onnxport keeps it symbolic where it finds the line's module
+        fixes.append("drop the int() around .item(): .item() of an integer tensor already is a size torch.export "
+                     "keeps symbolic")
+    elif re.search(r"\b(int|float)\(", code):
         fixes.append("write .item() instead of int(...) / float(...) on the tensor: torch.export keeps its value "
                      "symbolic (a size the ONNX model computes)")
     fixes.append("or compute with the tensor itself (keep it a tensor where it is used)")

@@ -34,6 +34,7 @@ from onnxport.capture.meta_weights import has_meta_weights
 from onnxport.capture.refused_sides import other_side_refused, without_branch
 from onnxport.capture.relations import candidates, symbol
 from onnxport.capture.state import CaptureState, Traced
+from onnxport.capture.symbolic_builtins import SYMBOLIC_BUILTINS, shadowed, shadows_for
 from onnxport.capture.tracing import describe, failed, trace
 from onnxport.errors import DynamicShapesError, ExportError, SpecializationError
 
@@ -109,6 +110,24 @@ class DecideDeferredViolations(Step):
         return state.but(f"adopted the ranges of {', '.join(sorted(decided))}" if decided else
                          "left to the guards' decision: " + describe_violation(violation),
                          trace=_without_violation(state.trace), **_narrowed(state, decided))
+
+
+class KeepSizesSymbolic(Fallback):
+    """A declared size became a constant at a line calling ``len(`` / ``int(`` (``len(lengths)``), or a
+    data-dependent size was needed as a Python number there (``int(lengths.max().item())``): retrace with
+    that module's ``len`` / ``int`` returning the size as it is (``capture.symbolic_builtins``). Where
+    the retrace fails too, its failure is the one the later steps answer and the error names: the
+    ``len()`` / ``int()`` line no longer fixes the size."""
+
+    name = "keep len() and int() of a size symbolic"
+
+    def retry(self, state):
+        done = shadowed(state.patches)
+        new = tuple(pair for pair in shadows_for(state.trace) if pair not in done)
+        if not new:
+            return "no size was fixed by len() or int() in a module not yet given symbolic ones"
+        said = ", ".join(f"{b}() in {m}" for m, b in new)
+        return state.retrace(f"{said} symbolic", patches=state.patches + (SYMBOLIC_BUILTINS.using(new),))
 
 
 class RelateDerivedDims(Fallback):
@@ -426,6 +445,7 @@ class LargerExampleForNarrowedRange(Decision):
 STEPS: tuple[Step, ...] = (
     Trace(),
     DecideDeferredViolations(),
+    KeepSizesSymbolic(),
     RelateDerivedDims(),
     NarrowViolatedRanges(),
     AdoptRequiredRanges(),
