@@ -13,10 +13,6 @@ from third_party import import_speech
 import_speech("speechbrain")
 
 
-BATCH_FIXED = ("SpecializationError: axis 0 of input 'x', declared dynamic as 'batch', became the constant 3 "
-               "during capture")
-
-
 def _refused(reason: str):
     """Refused by onnxport today: the test flips to a failure (to be un-marked) when the export is right."""
     return pytest.mark.xfail(strict=True, reason=reason)
@@ -27,14 +23,14 @@ def _check(name: str, **kwargs):
     return check_export(case.model, case.args, case.dynamic_shapes, inputs=case.others, **kwargs)
 
 
-@_refused(BATCH_FIXED + " (speechbrain/dataio/dataio.py, length_to_mask: .expand(len(length), max_len); "
-          "named at ECAPA_TDNN.py:201)")
 def test_ecapa_tdnn():
+    """``.expand(len(length), max_len)`` in SpeechBrain's ``length_to_mask``: ``len()`` kept symbolic by the
+    non-strict capture (``capture/symbolic_builtins.py``)."""
     _check("speechbrain_ecapa_tdnn")
 
 
 def test_conformer_encoder_with_wav_lens():
-    """``.expand(len(length), max_len)`` in its mask: exported by the strict capture strategy."""
+    """``.expand(len(length), max_len)`` in its mask: ``len()`` kept symbolic by the non-strict capture."""
     _check("speechbrain_conformer")
 
 
