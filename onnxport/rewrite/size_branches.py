@@ -15,12 +15,22 @@ through only operations it can show are the identity where ``pred`` does not sel
 * ``torch.nn.functional.pad`` with amounts that are 0 there; an amount ``a`` that is not is tried as
   ``a % m`` for each modulus ``m`` in its expression (``k - n % k`` -> ``(k - n % k) % k``), kept only
   if it equals ``a`` wherever the side is selected;
-* ``Tensor.__getitem__`` with slices from 0, step 1, to a stop not below the axis' size there;
-* ``contiguous``, ``clone`` and reading metadata (``shape``, ``size()``, ``dim()``, ...).
+* ``Tensor.__getitem__`` with slices from 0, step 1, to a stop not below the axis' size there; a
+  stop ``-a`` with ``a`` 0 there (``y[..., :-num_pads]`` under ``num_pads > 0``) is read as
+  ``size - a``, the same cut where the side is taken;
+* layout-only operations: ``contiguous``, ``clone`` (any ``memory_format``), ``detach``, and ``to``,
+  ``type_as``, ``float()``, ... that keep the dtype and the device (diffusers' upsampling block,
+  ``if hidden_states.shape[0] >= 64: hidden_states = hidden_states.contiguous()``);
+* new tensors (``torch.zeros``, ``new_zeros``, ...), each size through the same ``% m`` reading,
+  and ``torch.cat`` of tensors of which all but one are empty along the axis there (torchaudio's
+  ConvTasNet pads with ``torch.zeros(batch, channels, k - n % k)`` where ``n % k != 0``);
+* reading metadata (``shape``, ``size()``, ``dim()``, ...).
 
 The other side must pass its values through (the assignment form of an ``if`` with no ``else``),
-and each output of the side run must come from the value the other side passes through by those
-operations alone. Anything else stops the attempt (the operations already run are unused and
+and each tensor output of the side run must come from the value the other side passes through by
+those operations alone; each other output must equal the other side's where the side is not taken,
+as it is or read ``% m`` as for a pad amount (ConvTasNet's pad count: ``k - n % k`` on one side, 0
+on the other). Anything else stops the attempt (the operations already run are unused and
 removed), and the caller keeps ``torch.cond``.
 
 "Where the branch is not taken" is checked over sizes, not proven: the condition and every amount,
@@ -31,8 +41,9 @@ more symbols are not tried), and at the sizes next to each integer the expressio
 built from ``%``, ``//`` and small polynomials of sizes repeat or grow with a period far below that.
 A grid of more than 200,000 points is not tried.
 
-Semantics: PyTorch ``torch.nn.functional.pad`` (a pad by 0 returns the input's values) and basic
-slicing (``x[:n]`` with ``n >= x.shape[0]`` is all of ``x``).
+Semantics: PyTorch ``torch.nn.functional.pad`` (a pad by 0 returns the input's values), basic
+slicing (``x[:n]`` with ``n >= x.shape[0]`` is all of ``x``; ``x[:-a]`` is ``x[:x.shape[0] - a]`` for
+``0 < a <= x.shape[0]``) and ``torch.cat`` (an empty tensor adds nothing).
 """
 
 from __future__ import annotations
@@ -45,12 +56,17 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
-from torch.utils._sympy.functions import Mod, PythonMod
+from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
 _GRID = {1: 256, 2: 48, 3: 16}
 _DIVISORS = (1, 2, 3, 4, 8, 16)
 _MAX_POINTS = 200_000
-_PASSING = {torch.Tensor.contiguous, torch.Tensor.clone}
+_PASSING = {torch.Tensor.contiguous, torch.Tensor.clone, torch.clone, torch.Tensor.detach, torch.detach}
+# conversions that are the identity when they keep the dtype and the device (``x.to(x.dtype)``)
+_CONVERTING = {torch.Tensor.to, torch.Tensor.type_as, torch.Tensor.float, torch.Tensor.double, torch.Tensor.half,
+               torch.Tensor.bfloat16, torch.Tensor.cpu}
+_CREATING = {torch.zeros, torch.ones, torch.empty, torch.full}
+_NEW = {torch.Tensor.new_zeros, torch.Tensor.new_ones, torch.Tensor.new_empty, torch.Tensor.new_full}
 _METADATA = {torch.Tensor.size, torch.Tensor.dim, torch.Tensor.numel, torch.Tensor.stride,
              torch.Tensor.is_contiguous, torch.Tensor.element_size}
 
@@ -142,8 +158,9 @@ def _bound(value: Any) -> int | None:
 
 
 def _moduli(expr: Any) -> list[int]:
+    """The integer moduli and floor divisors in ``expr`` (``n - 8 * (n // 8)`` is ``n % 8``)."""
     out = []
-    for sub in expr.atoms(Mod, PythonMod):
+    for sub in expr.atoms(Mod, PythonMod, FloorDiv):
         m = sub.args[1]
         if m.is_Integer and int(m) > 1 and int(m) not in out:
             out.append(int(m))
@@ -164,24 +181,81 @@ def _amount(grid: _Grid, a: Any) -> Any:
     raise _Unproven(f"pad amount {a} is not 0 where the branch is not taken")
 
 
+def _size(grid: _Grid, a: Any) -> Any:
+    """A size given to a new tensor: ``a % m`` when that equals ``a`` where the side is taken and is 0
+    where it is not (the zeros ConvTasNet concatenates up to a multiple of its stride: ``k - n % k``),
+    else ``a`` (the same value where the side is taken either way)."""
+    if isinstance(a, torch.SymInt) and not grid.zero_where_other(a):
+        for m in _moduli(a.node.expr):
+            b = a % m
+            if grid.zero_where_other(b) and grid.equal_where_taken(a, b):
+                return b
+    return a
+
+
+def _sizes(grid: _Grid, args: tuple) -> tuple:
+    """``torch.zeros``' sizes, given one by one or as one sequence, each through ``_size``."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)):
+        return (tuple(_size(grid, a) for a in args[0]),)
+    return tuple(_size(grid, a) for a in args)
+
+
+def _value(grid: _Grid, got: Any, want: Any) -> Any:
+    """A size the side returns (``got``) where the other side returns ``want``: ``got`` when they are
+    equal where the side is not taken, else ``got % m`` when that is (and equals ``got`` where it is
+    taken: ConvTasNet's pad count, ``k - n % k`` where ``n % k != 0`` and ``0`` where it is)."""
+    if got is want or (type(got) is type(want) and not isinstance(got, (torch.SymInt, torch.SymFloat, torch.SymBool))
+                       and got == want):
+        return got
+    if not (isinstance(got, (int, torch.SymInt)) and isinstance(want, (int, torch.SymInt))
+            and not isinstance(got, bool) and not isinstance(want, bool)):
+        raise _Unproven("a value other than a tensor differs between the sides")
+    for candidate in [got] + ([got % m for m in _moduli(got.node.expr)] if isinstance(got, torch.SymInt) else []):
+        diff = _expr(candidate) - _expr(want)
+        if all(v == 0 for v in grid.values(diff, "other")) and grid.equal_where_taken(candidate, got):
+            return candidate
+    raise _Unproven(f"the side's {got} is not the other side's {want} where it is not taken")
+
+
 def _is(value: Any, default: int) -> bool:
     """``value`` is None or the int ``default`` (a size is not compared: that would be a guard)."""
     return value is None or (type(value) is int and value == default)
 
 
-def _slices(grid: _Grid, x: torch.Tensor, index: Any) -> None:
+def _slices(grid: _Grid, x: torch.Tensor, index: Any) -> Any:
+    """``index`` (slices from 0 by 1 to a stop not below the size where the side is not taken), with a
+    stop ``-a`` that is negative where the side is taken and 0 where it is not (``y[..., :-num_pads]``
+    under ``num_pads > 0``: all of ``y`` where ``num_pads == 0`` by this if, none by the slice) read as
+    ``size - a``, the same cut where the side is taken and the whole axis where it is not."""
     items = index if isinstance(index, tuple) else (index,)
     if sum(i is Ellipsis for i in items) > 1:
         raise _Unproven("two ellipses")
     k = items.index(Ellipsis) if Ellipsis in items else len(items)
     dims = list(range(k)) + list(range(x.dim() - (len(items) - k - 1), x.dim()))
-    for d, item in zip(dims, [i for i in items if i is not Ellipsis]):
+    out = list(items)
+    for d, (j, item) in zip(dims, [(j, i) for j, i in enumerate(items) if i is not Ellipsis]):
         if not isinstance(item, slice):
             raise _Unproven(f"index {item!r}")
         if not (_is(item.start, 0) and _is(item.step, 1)):
             raise _Unproven(f"slice {item!r}")
-        if item.stop is not None and not grid.at_least_where_other(item.stop, x.shape[d]):
+        stop = item.stop
+        if isinstance(stop, torch.SymInt) and _negative_where_taken(grid, stop, x.shape[d]):
+            stop = x.shape[d] + stop
+            out[j] = slice(item.start, stop, item.step)
+        if stop is not None and not grid.at_least_where_other(stop, x.shape[d]):
             raise _Unproven(f"slice stop {item.stop} below the size where the branch is not taken")
+    return tuple(out) if isinstance(index, tuple) else out[0]
+
+
+def _negative_where_taken(grid: _Grid, stop: torch.SymInt, size: Any) -> bool:
+    """``-size <= stop < 0`` wherever the side is taken (a cut from the end of the axis)."""
+    lo, hi = grid.values(_expr(stop) + _expr(size), "taken"), grid.values(_expr(stop), "taken")
+    return bool(lo) and all(bool(v >= 0) for v in lo) and all(bool(v < 0) for v in hi)
+
+
+def _empty_where_other(grid: _Grid, t: Any, dim: int) -> bool:
+    """``t`` has no elements along ``dim`` where the side is not taken."""
+    return isinstance(t, torch.Tensor) and t.dim() > 0 and grid.zero_where_other(t.shape[dim])
 
 
 class _IdentityWhereNotTaken(TorchFunctionMode):
@@ -209,10 +283,27 @@ class _IdentityWhereNotTaken(TorchFunctionMode):
             amounts = tuple(_amount(self.grid, a) for a in pads)
             out = func(x, amounts, *args[2:], **kwargs)
         elif func is torch.Tensor.__getitem__:
-            _slices(self.grid, args[0], args[1])
-            x, out = args[0], func(*args, **kwargs)
+            x = args[0]
+            out = func(x, _slices(self.grid, x, args[1]), *args[2:], **kwargs)
         elif func in _PASSING:
             x, out = args[0], func(*args, **kwargs)
+        elif func in _CONVERTING:
+            x, out = args[0], func(*args, **kwargs)
+            if not (isinstance(out, torch.Tensor) and out.dtype == x.dtype and out.device == x.device):
+                raise _Unproven(f"{func.__name__} converts the tensor")
+        elif func in _CREATING or func in _NEW:
+            # a new tensor: an output computed from it has it as its root, not the value passed through
+            # (so it only serves where ``cat`` shows it empty where the side is not taken)
+            k = 1 if func in _NEW else 0
+            n = 1 if func in (torch.full, torch.Tensor.new_full) else len(args) - k  # then a fill value
+            return func(*args[:k], *_sizes(self.grid, args[k:k + n]), *args[k + n:], **kwargs)
+        elif func is torch.cat:
+            tensors = args[0] if args else kwargs["tensors"]
+            dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+            full = [t for t in tensors if not _empty_where_other(self.grid, t, dim)]
+            if len(full) != 1:
+                raise _Unproven("a concatenation of more than one tensor where the branch is not taken")
+            x, out = full[0], func(*args, **kwargs)
         else:
             raise _Unproven(getattr(func, "__name__", str(func)))
         if out is not x:  # ``contiguous()`` of a contiguous tensor is that tensor
@@ -230,14 +321,15 @@ def _run_side(pred: torch.SymBool, side: bool, fn: Callable[[], Any], other_fn: 
     want, want_spec = pytree.tree_flatten(passed)
     if spec != want_spec:
         raise _Unproven("the sides return different structures")
+    values = []
     for g, w in zip(got, want):
         if isinstance(w, torch.Tensor):
             if not isinstance(g, torch.Tensor) or mode.root(g) is not passing.root(w):
                 raise _Unproven("an output is not computed from the value passed through")
-        elif g is not w and not (type(g) is type(w) and not isinstance(g, (torch.SymInt, torch.SymFloat))
-                                 and g == w):
-            raise _Unproven("a value other than a tensor differs between the sides")
-    return out
+            values.append(g)
+        else:
+            values.append(_value(grid, g, w))
+    return pytree.tree_unflatten(values, spec)
 
 
 def unconditional(pred: torch.SymBool, then_fn: Callable[[], Any], else_fn: Callable[[], Any]) -> tuple[bool, Any]:

@@ -112,3 +112,89 @@ def test_a_cut_that_is_not_the_identity_where_not_taken_stays_a_branch():
     r = check_export(CutPastAThreshold(), (torch.randn(1200, 2),), {"x": {0: Dim("n")}}, rewrite_control_flow=True,
                      sizes=[{"n": 600}, {"n": 1500}, {"n": 1001}])
     assert count_ops(r, "If") == 1
+
+
+class ContiguousPastABatch(torch.nn.Module):
+    """diffusers' upsampling block: ``if hidden_states.shape[0] >= 64: hidden_states = hidden_states.contiguous()``
+    and the same under ``numel() * scale_factor > 2**31``; a layout-only side is the same values at
+    every size."""
+
+    def __init__(self, form: str):
+        super().__init__()
+        self.form = form
+
+    def forward(self, x):
+        x = x.transpose(1, 2)
+        if self.form == "batch":
+            if x.shape[0] >= 64:
+                x = x.contiguous()
+        elif self.form == "numel":
+            if x.numel() * 2 > pow(2, 31):
+                x = x.contiguous()
+        else:  # a no-op conversion and a memory format
+            if x.shape[0] >= 64:
+                x = x.to(x.dtype).contiguous(memory_format=torch.channels_last).clone()
+        return torch.nn.functional.interpolate(x, scale_factor=2.0, mode="nearest") * 3
+
+
+@pytest.mark.parametrize("form", ["batch", "numel", "to-same-dtype"])
+def test_a_layout_only_side_runs_at_every_size_with_no_constraint(form):
+    import warnings
+
+    from onnxport.capture.trace import ADOPTED_PREFIX
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = check_export(ContiguousPastABatch(form), (torch.randn(2, 3, 5, 4),), {"x": {0: Dim("b"), 2: Dim("h")}},
+                         sizes=[{"b": 70, "h": 3}, {"b": 2, "h": 6}, {"b": 64, "h": 2}])
+    assert count_ops(r, "If") == 0 and not r.constraints
+    assert not [w for w in caught if str(w.message).startswith(ADOPTED_PREFIX)]
+
+
+class AlignToStride(torch.nn.Module):
+    """torchaudio's ConvTasNet: pad with zeros up to a multiple of the stride, returning the number
+    of zeros (0 where the length is a multiple: an early return), and cut them off the output only
+    where there were some (``output[..., :-num_pads]`` under ``num_pads > 0``)."""
+
+    stride = 4
+
+    def _align(self, x):
+        batch, channels, frames = x.shape
+        remaining = frames - (frames // self.stride) * self.stride
+        if remaining == 0:
+            return x, 0
+        num_paddings = self.stride - remaining
+        pad = torch.zeros(batch, channels, num_paddings, dtype=x.dtype, device=x.device)
+        return torch.cat([x, pad], 2), num_paddings
+
+    def forward(self, x):
+        padded, num_pads = self._align(x)
+        frames = padded.unflatten(-1, (-1, self.stride)).cumsum(-1).flatten(-2)
+        if num_pads > 0:
+            frames = frames[..., :-num_pads]
+        return frames
+
+
+def test_a_pad_to_a_multiple_returning_its_count_runs_at_every_length():
+    r = check_export(AlignToStride(), (torch.randn(2, 1, 10),), {"x": {0: Dim("b"), 2: Dim("t")}},
+                     sizes=[{"b": 2, "t": 12}, {"b": 3, "t": 13}, {"b": 1, "t": 4}, {"b": 2, "t": 3}])
+    assert count_ops(r, "If") == 0 and not r.constraints
+
+
+class PadNotEmptyWhereNotTaken(torch.nn.Module):
+    """Zeros of a length that is not 0 where the branch is not taken: not the identity there."""
+
+    def _grow(self, x):
+        if x.shape[-1] % 4 == 0:
+            return x, 0
+        return torch.cat([x, torch.zeros(x.shape[0], 2)], 1), 2
+
+    def forward(self, x):
+        y, n = self._grow(x)
+        return y * 2 + n
+
+
+def test_zeros_not_empty_where_not_taken_are_not_run_at_every_size():
+    r = check_export(PadNotEmptyWhereNotTaken(), (torch.randn(2, 6),), {"x": {1: Dim("t")}},
+                     sizes=[{"t": 8}, {"t": 7}, {"t": 4}])
+    assert count_ops(r, "If") == 1 or r.constraints
