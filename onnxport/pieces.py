@@ -26,10 +26,10 @@ from typing import Any, Callable
 
 import torch
 
+from onnxport.capture.guards.far_bounds import SCANNED  # sizes above the minimum where a condition is evaluated
 from onnxport.errors import ExportError, SpecializationError
 
 MAX_PIECES = 4
-SCANNED = 4096  # sizes above the declared minimum where the condition is evaluated
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,14 +65,24 @@ def splittable(error: BaseException) -> bool:
 def split(error: SpecializationError, within: dict | None = None) -> list[Interval] | None:
     """The intervals of the branching dim's range (declared, or the piece's: ``within``) where the
     branch's condition keeps one value, in order; None when it changes value more than
-    ``MAX_PIECES - 1`` times over the sizes scanned, or the example lies outside them."""
+    ``MAX_PIECES - 1`` times over the sizes scanned, keeps one value over them all, or the example
+    lies outside them (``unsplit``: which)."""
+    return _split(error, within)[0]
+
+
+def unsplit(error: SpecializationError, within: dict | None = None) -> str:
+    """Why ``split`` finds no intervals for ``error``'s condition, in words that fit it ("" when it does)."""
+    return _split(error, within)[1]
+
+
+def _split(error: SpecializationError, within: dict | None) -> tuple[list[Interval] | None, str]:
     from onnxport.capture.guards.conditions import _call, _compile
 
     python, (name,) = error.condition
     declared = next((d for d in error.captured.declared if d.name == name), None)
     example = _declared_sizes(error.captured).get(name)
     if declared is None or example is None:
-        return None
+        return None, f"{name} is not a dimension of the example's inputs"
     lo, hi = (within or {}).get(name, (declared.min, declared.max))
     lo = lo if declared.ranged and lo == 0 else max(1, lo)  # size 0 where the user's range holds it
     top = min(hi, max(lo, 1) + SCANNED) if hi is not None else max(lo, 1) + SCANNED
@@ -85,14 +95,35 @@ def split(error: SpecializationError, within: dict | None = None) -> list[Interv
         else:
             runs.append([size, size, value])
         if len(runs) > MAX_PIECES:
-            return None
+            return None, (f"its condition, {python}, changes value more than {MAX_PIECES - 1} times between "
+                          f"{name} = {lo} and {size}: more than {MAX_PIECES} pieces")
+    if len(runs) == 1:
+        return None, (f"its condition, {python}, keeps one value over the {top - lo + 1} sizes scanned "
+                      f"({name} = {lo}..{top}){_beyond(error, fn, name, top)}")
     if hi is None or hi > top:
         runs[-1][1] = hi  # the last value holds on
     out = []
     for a, b, value in runs:
         own = a <= example and (b is None or example <= b)
         out.append(Interval(name, a, b, value, example if own else _inside(a, b), own))
-    return out if len(out) > 1 and any(iv.own for iv in out) else None
+    if not any(iv.own for iv in out):
+        return None, f"the example's {name} = {example} lies outside the sizes scanned ({name} = {lo}..{top})"
+    return out, ""
+
+
+def _beyond(error: SpecializationError, fn: Callable, name: str, top: int) -> str:
+    """Where the condition ``fn``, one value up to ``top``, takes its other side above it, in words: the
+    exact size where it changes once (``conditions.last_holding``), else the first excluded size the
+    refusal lists; "" when it lists none above ``top``."""
+    from onnxport.capture.guards.conditions import last_holding
+
+    other = next((e[name] for e in getattr(error, "excluded", ()) if name in e and e[name] > top), None)
+    if other is None:
+        return ""
+    edge = last_holding(fn, top, other)
+    if edge is not None:
+        return f"; its other side starts at {name} = {edge + 1}"
+    return f"; it changes value beyond them, first at {name} = {other} among the sizes checked"
 
 
 def _declared_sizes(captured: Any) -> dict[str, int]:
@@ -145,10 +176,9 @@ def export_in_pieces(error: SpecializationError, args: tuple, kwargs: dict, with
 
     Raises ``error``, its hint saying what the pieces met, when the condition does not split or a
     piece fails to export."""
-    intervals = split(error, within)
+    intervals, why = _split(error, within)
     if intervals is None:
-        raise not_split(error, f"its condition, {error.condition[0]}, does not cut the range into at most "
-                               f"{MAX_PIECES} intervals over the {SCANNED} sizes scanned")
+        raise not_split(error, why)
     if budget[0] < len(intervals):
         raise not_split(error, f"it would take more than {MAX_PIECES} pieces")
     budget[0] -= len(intervals) - 1

@@ -29,6 +29,8 @@ from onnxport.capture.classify import (classify, derived_dims, is_size_guard, re
                                        specialization_error, static_axes_of_size, top_level_name)
 from onnxport.capture.guards import decide_program, violation_ranges
 from onnxport.capture.guards.conditions import NARROWED
+from onnxport.capture.guards.events import declared_var
+from onnxport.capture.guards.far_bounds import FarBound, far_bound, far_side
 from onnxport.capture.guards.probe import eager_refusal_on, probe_size_one
 from onnxport.capture.meta_weights import has_meta_weights
 from onnxport.capture.refused_sides import other_side_refused, without_branch
@@ -191,6 +193,8 @@ class ReasonSizeObliviously(Fallback):
             return "already reasoning size-obliviously"
         if not (is_size_guard(error) or isinstance(error, SpecializationError)):
             return "the failure is not about sizes 0 and 1"
+        if _far_bound(state, error, adoptable=False) is not None:
+            return "the refused branch's other side starts far above the example, not at sizes 0 and 1"
         if getattr(error, "layout_bound", False) and state.request.given is None:
             return "a size computed from the dim is 1 at the example: traced at a larger example first"
         return state.retrace("retrace with backed_size_oblivious", oblivious=True,
@@ -497,13 +501,30 @@ def _unless_eager_refuses(state: CaptureState, decide) -> tuple[CaptureState, ob
             return state, decide(state)
         except SpecializationError as error:
             branch = getattr(error, "branch", None)
-            if branch is None or branch in seen or \
+            far = _far_bound(state, error) if branch is not None and branch not in seen else None
+            if far is not None:  # the bound it sets adopted, said in its warning: no model run needed
+                events = tuple(dataclasses.replace(e, branch=None, far=far) if e.branch == branch else e
+                               for e in state.trace.events)
+            elif branch is None or branch in seen or \
                     other_side_refused(state.request.model, captured_of(state), error.excluded, branch) is None:
                 error.captured = captured_of(state)  # the other side's inputs are made like its example
                 raise
+            else:
+                events = without_branch(state.trace.events, branch)
             seen.add(branch)
-            state = state.but(state.why, trace=dataclasses.replace(
-                state.trace, events=without_branch(state.trace.events, branch)))
+            state = state.but(state.why, trace=dataclasses.replace(state.trace, events=events))
+
+
+def _far_bound(state: CaptureState, error: ExportError, adoptable: bool = True) -> FarBound | None:
+    """The bound a refused branch sets where only sizes far above the example take its other side
+    (``guards.far_bounds``): where it may be adopted (``far_bound``), or whatever the dim's declared
+    maximum (``adoptable=False``: ``far_side``); None for another failure."""
+    condition, branch = getattr(error, "condition", None), getattr(error, "branch", None)
+    d = next((d for d in state.request.declared if condition and d.name in condition[1]), None)
+    if d is None or branch is None:
+        return None
+    decide = far_bound if adoptable else far_side
+    return decide(condition, branch, declared_var(d, None, state.promised), state.request.example_size(d))
 
 
 def _decide_violation(state: CaptureState, violation: Exception) -> dict | None:

@@ -148,7 +148,7 @@ def failed(state: CaptureState, traced: Traced, exception: BaseException) -> Tra
                      model=request.model)
     if request.rewritten and isinstance(error, SpecializationError) and error.hint and \
             "rewrite_control_flow" in error.hint:
-        error = SpecializationError(error.what, where=error.where, hint=REWRITTEN_HINT)
+        error = error.with_hint(REWRITTEN_HINT)  # the branch, its condition and sizes carried
     return dataclasses.replace(traced, program=None, exception=exception, error=error, violation=None)
 
 

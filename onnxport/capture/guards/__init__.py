@@ -9,6 +9,8 @@ adopted (``GuardStatus``) or refused with the user's line.
   condition (``decide_captured``);
 - ``conditions``: one condition decided exactly over the declared sizes (``decide``), the
   ``Guard`` it becomes;
+- ``far_bounds``: a branch whose other side only sizes far above the example reach, read as the
+  upper bound it sets (adopted with a note) instead of refused;
 - ``probe``: the smallest sizes, run in eager PyTorch (``probe_size_one``).
 
 The capture steps (``capture.steps``) call ``decide_program`` once a program is captured;

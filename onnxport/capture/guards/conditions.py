@@ -327,19 +327,32 @@ def readable(expr: sympy.Basic, outcome: Outcome, variables: dict[sympy.Symbol, 
     python = python_text(expr, rename)
     if len(outcome.symbols) == 1 and outcome.excluded:
         var = variables[outcome.symbols[0]]
-        simple = _simple_form(var, {p[0] for p in outcome.excluded})
+        simple = _simple_form(var, {p[0] for p in outcome.excluded}, python)
         if simple is not None:
             return simple, python, names
     return python, python, names
 
 
-def _simple_form(var: SizeVar, excluded: set[int]) -> str | None:
+def _simple_form(var: SizeVar, excluded: set[int], python: str | None = None) -> str | None:
+    """A simple text for the condition that excludes ``excluded`` of ``var.sizes(EXHAUSTIVE)``: a bound,
+    a window, a remainder. An upper bound is the exact last size that holds: where the sizes checked
+    leave a gap above the last one allowed, it is found there from the condition itself (``python``,
+    over ``var.name``: ``last_holding``), and without it no upper bound is offered."""
     sizes = var.sizes(EXHAUSTIVE)
     allowed = [s for s in sizes if s not in excluded]
     if not allowed:
         return None
     n = var.name
-    candidates = [f"{n} >= {allowed[0]}", f"{n} <= {allowed[-1]}", f"{n} >= {allowed[0]} and {n} <= {allowed[-1]}"]
+    top = allowed[-1]
+    above = next((s for s in sizes if s > top), None)
+    if above is not None and above > top + 1:  # sizes between were not checked: where does it change?
+        try:
+            top = last_holding(_compile(python, (n,)), top, above) if python else None
+        except Exception:  # noqa: BLE001 - a condition Python cannot compute offers no exact bound
+            top = None
+    candidates = [f"{n} >= {allowed[0]}"]
+    if top is not None:
+        candidates += [f"{n} <= {top}", f"{n} >= {allowed[0]} and {n} <= {top}"]
     probe = [s for s in allowed if s < allowed[0] + 256]  # residues show on the first sizes; checked on all below
     for p in range(2, 65):
         residues = sorted({s % p for s in probe if s >= allowed[0] + p})
@@ -352,6 +365,32 @@ def _simple_form(var: SizeVar, excluded: set[int]) -> str | None:
         if all(_call(fn, (s,)) == (s not in excluded) for s in sizes):
             return text
     return None
+
+
+DENSE_GAP = 1 << 16  # last_holding checks every size of a gap up to this long
+
+
+def last_holding(fn: Any, below: int, above: int) -> int | None:
+    """The size ``b`` (``below <= b < above``) where the condition ``fn`` of one size changes once
+    between ``below`` (where it holds) and ``above`` (where it fails): it holds at every size up to
+    ``b`` and at none from ``b + 1`` to ``above``. Checked at every size of a gap up to ``DENSE_GAP``
+    long, else found by bisection and checked at every size within ``EXHAUSTIVE`` of ``b``; None
+    where it changes more than once there."""
+    if not _call(fn, (below,)) or _call(fn, (above,)):
+        return None
+    if above - below <= DENSE_GAP:
+        values = [_call(fn, (s,)) for s in range(below, above + 1)]
+        b = below + values.index(False) - 1
+        return b if not any(values[b - below + 1:]) else None
+    lo, hi = below, above
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _call(fn, (mid,)):
+            lo = mid
+        else:
+            hi = mid
+    holds = all(_call(fn, (s,)) for s in range(max(below, lo - EXHAUSTIVE), lo + 1))
+    return lo if holds and not any(_call(fn, (s,)) for s in range(lo + 1, min(above, lo + EXHAUSTIVE) + 1)) else None
 
 
 def boundary_points(expr: sympy.Basic, outcome: Outcome, status: GuardStatus, variables: dict) -> tuple:
@@ -382,9 +421,11 @@ def boundary_points(expr: sympy.Basic, outcome: Outcome, status: GuardStatus, va
 # ------------------------------------------------------------------------------ decisions
 def decide(conditions: list[tuple],
            variables: dict[sympy.Symbol, SizeVar]) -> list[Guard]:
-    """Decide each ``(condition, user line, branching line[, layout only])``; returns the ``Guard``s
-    in the order decided (simple conditions first, each checked only on the sizes earlier adoptions
-    allow). A condition met only while torch computed strides (layout only) is kept, not adopted.
+    """Decide each ``(condition, user line, branching line[, layout only[, far bound]])``; returns the
+    ``Guard``s in the order decided (simple conditions first, each checked only on the sizes earlier
+    adoptions allow). A condition met only while torch computed strides (layout only) is kept, not
+    adopted; one that sets the far bound of a branch read as such (``far_bounds.FarBound``) is adopted
+    as that bound, with its note.
 
     Axes the user named alike are one size (``input_ids`` and ``attention_mask`` both ``seq``): where
     torch gave them symbols of their own, each condition reads them as one (``Eq(s70, s53)`` holds by
@@ -397,7 +438,8 @@ def decide(conditions: list[tuple],
     checked = []
     seen = set()
     same = same_name_substitutions(variables)
-    for expr, where, branch, *layout in conditions:
+    for expr, where, branch, *rest in conditions:
+        layout, far = (rest[0] if rest else False), (rest[1] if len(rest) > 1 else None)
         if same and isinstance(expr, sympy.Basic):
             expr = expr.xreplace(same)
         if not isinstance(expr, sympy.Basic) or expr in (sympy.true, sympy.false) or not expr.free_symbols \
@@ -405,12 +447,12 @@ def decide(conditions: list[tuple],
             continue
         seen.add(str(expr))
         outcome = check(expr, variables)
-        checked.append((expr, where, branch, outcome, readable(expr, outcome, variables), bool(layout and layout[0])))
+        checked.append((expr, where, branch, outcome, readable(expr, outcome, variables), bool(layout), far))
     # conditions the model may need first (simplest first), torch's "these sizes differ" ones last,
     # so each is checked on the sizes the adopted constraints leave
     checked.sort(key=lambda c: (isinstance(c[0], sympy.Ne), len(c[3].symbols), c[4][0] == c[4][1], len(c[4][0])))
     guards: list[Guard] = []
-    for expr, where, branch, outcome, (text, python, names), layout in checked:
+    for expr, where, branch, outcome, (text, python, names), layout, far in checked:
         adopted = adopted_of(guards)
         points = [p for p in outcome.excluded if _allowed(p, outcome.symbols, variables, adopted)]
         outcome = dataclasses.replace(outcome, excluded=points)
@@ -429,6 +471,10 @@ def decide(conditions: list[tuple],
             continue
         if branch and not (kept_kind(expr, outcome) and in_installed_package(branch)):
             raise branch_error(text, excluded, branch, python, names)
+        if far is not None and far.sets(python, names, variables[outcome.symbols[0]].lo):  # guards.far_bounds
+            guards.append(far.mark(Guard(text, GuardStatus.ADOPTED, where, excluded, (), outcome.method, python,
+                                         names)))
+            continue
         if kept_kind(expr, outcome):
             status, text, where = GuardStatus.KEPT, python, branch or where
         elif all(variables[s].adoptable for s in outcome.symbols):

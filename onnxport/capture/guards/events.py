@@ -43,7 +43,9 @@ class Narrowing:
     guards: list  # the adopted range (if any) and the kept 0/1 specialization (if any)
 
 
-def _declared_var(d: DeclaredDim, symbol: Any, promised: dict[str, tuple]) -> G.SizeVar:
+def declared_var(d: DeclaredDim, symbol: Any, promised: dict[str, tuple]) -> G.SizeVar:
+    """The ``SizeVar`` of the declared dim ``d`` (torch's ``symbol``), its range cut to what the export
+    promises so far (``promised``: dim name -> ``(lo, hi)``)."""
     lo, hi = d.min, d.max
     if d.name in promised:
         p_lo, p_hi = promised[d.name]
@@ -64,7 +66,7 @@ def size_vars(placeholders: list, names: list[str], declared: list[DeclaredDim],
         size = val.shape[d.axis]
         expr = size.node.expr if isinstance(size, torch.SymInt) else None
         if isinstance(expr, sympy.Symbol) and expr not in out:
-            out[expr] = _declared_var(d, expr, promised)
+            out[expr] = declared_var(d, expr, promised)
     return out
 
 
@@ -101,9 +103,10 @@ def narrowing(var: G.SizeVar, events: list[GuardEvent]) -> Narrowing:
         guard = G.range_guard(var, lo, hi, needed[-1].where if needed else None)
         if branch:
             raise G.branch_error(guard.text, guard.excluded, branch, guard.python, guard.names)
-        if not var.adoptable:
+        far = next((e.far for e in needed if e.far is not None and e.far.text == guard.text), None)
+        if not var.adoptable and far is None:
             raise G.range_error(guard.text, guard.excluded, guard.where, [var])
-        guards.append(guard)
+        guards.append(far.mark(guard) if far is not None else guard)
     if t_lo > lo or (t_hi is not None and t_hi != hi):
         kept = [e for e in events if e not in needed]
         guard = G.kept_range_guard(dataclasses.replace(var, symbol=events[0].symbol, lo=lo, hi=hi), t_lo, t_hi,
@@ -131,7 +134,7 @@ def violation_ranges(text: str, events: list[GuardEvent], declared: list[Declare
             continue
         if any(int_oo_or_none(e.upper) is not None and int(e.lower) >= int_oo_or_none(e.upper) for e in mine):
             continue  # pinned to one size: a specialization, reported as such
-        out[name] = narrowing(_declared_var(dims[0], None, promised), mine)
+        out[name] = narrowing(declared_var(dims[0], None, promised), mine)
     return out
 
 
@@ -180,7 +183,7 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
                     pass
             if subs and isinstance(expr, sympy.Basic) and expr.free_symbols & subs.keys():
                 expr = expr.xreplace(subs)
-            conditions.append((expr, e.where, e.branch, e.layout))
+            conditions.append((expr, e.where, e.branch, e.layout, e.far))
     decided = guards + G.decide(conditions, variables)
     return decided + floor_guards(events, variables, decided, relations or {}), variables
 

@@ -12,11 +12,12 @@ explicit range), so the export never promises sizes the model does not take.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import logging
 import traceback
-from typing import Any
+from typing import Any, Iterator
 
 import sympy
 import torch
@@ -106,7 +107,7 @@ def eager_refusal_on(model: torch.nn.Module, captured: Captured, args: tuple,
     """None when eager PyTorch runs ``model(*args, **kwargs)``; else (the user's line, the error). The run
     is on a copy where ``captured``'s program writes into buffers or inputs: the model is left as it was."""
     try:
-        with torch.no_grad():
+        with torch.no_grad(), attributes_kept(model):
             _runner(model, captured)(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 - the model refuses these inputs
         return _refusal(e)
@@ -135,7 +136,7 @@ def shapes_refusal(model: torch.nn.Module, captured: Captured, names: dict,
     level = logger.level
     logger.setLevel(logging.CRITICAL)
     try:
-        with FakeTensorMode(allow_non_fake_inputs=True) as mode, torch.no_grad():
+        with attributes_kept(model), FakeTensorMode(allow_non_fake_inputs=True) as mode, torch.no_grad():
             fake_args, fake_kwargs = pytree.tree_map_only(torch.Tensor, mode.from_tensor, (args, kwargs))
             _runner(model, captured)(*fake_args, **fake_kwargs)
     except Exception as e:  # noqa: BLE001 - a refusal, or an op fake tensors cannot run
@@ -146,6 +147,40 @@ def shapes_refusal(model: torch.nn.Module, captured: Captured, names: dict,
     finally:
         logger.setLevel(level)
     return None
+
+
+@contextlib.contextmanager
+def attributes_kept(model: torch.nn.Module) -> Iterator[None]:
+    """Every submodule of ``model`` left with the attributes, buffers, parameters and submodules it had
+    before the block (each restored as the same object, one the block added removed): a run at
+    another size that assigns ``self.pe = ...`` (a table extended for a longer input) leaves the
+    user's model as it was, and a run on fake tensors leaves no fake tensor in it. Writes into a
+    tensor in place are not undone (``_runner`` copies a model whose program writes into buffers)."""
+    saved = []
+    for module in model.modules():
+        attrs = dict(vars(module))
+        inner = {k: type(v)(v) for k, v in attrs.items() if k in _REGISTRIES and isinstance(v, (dict, set))}
+        saved.append((module, attrs, inner))
+    try:
+        yield
+    finally:
+        for module, attrs, inner in saved:
+            now = vars(module)
+            for key in [k for k in now if k not in attrs]:
+                del now[key]
+            for key, value in attrs.items():
+                if now.get(key, _MISSING) is not value:
+                    now[key] = value
+            for key, content in inner.items():
+                live = now[key]
+                if isinstance(live, set) or live.keys() != content.keys() or \
+                        any(live[k] is not v for k, v in content.items()):
+                    live.clear()
+                    live.update(content)
+
+
+_REGISTRIES = ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set")
+_MISSING = object()
 
 
 def _runner(model: torch.nn.Module, captured: Captured) -> torch.nn.Module:

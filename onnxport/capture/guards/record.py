@@ -65,6 +65,8 @@ class GuardEvent:
     branch: str | None = None
     cause: Any = None  # for a range: the condition torch solved for the symbol (sympy boolean), if known
     layout: bool = False  # met while torch computed strides or contiguity (``layout_only``)
+    far: Any = None  # ``far_bounds.FarBound``: the user's branch here, its other side far above the example,
+    # read as the bound it sets (adopted with its note) instead of refused
 
 
 @dataclasses.dataclass(frozen=True)
