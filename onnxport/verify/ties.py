@@ -158,7 +158,8 @@ def _downstream(sources: list, positions: dict) -> set[int]:
 
 def _has_tie(target, args: tuple, kwargs: dict) -> bool:
     """Whether the values ``target`` chose from hold a tie: several equal to the chosen extreme
-    along the dim (``"max"``/``"min"``), or any two equal along it (``"equal"``), or a NaN. Floats
+    along the dim (``"max"``/``"min"``), or any two equal along it (``"equal"``; for ``topk``, among the
+    k chosen and the first left out, the values that decide its result), or a NaN. Floats
     count as equal within ``NEAR_ULPS`` of their dtype's epsilon times the largest magnitude along
     the dim: what eager computes as a tie, onnxruntime may compute an ulp apart, and the reverse."""
     x = args[0] if args else kwargs.get("self")
@@ -181,6 +182,10 @@ def _has_tie(target, args: tuple, kwargs: dict) -> bool:
     if form in ("max", "min"):
         extreme = x.amax(dim, keepdim=True) if form == "max" else x.amin(dim, keepdim=True)
         return bool((((x - extreme).abs() <= near).sum(dim) > 1).any())
+    if target is aten.topk.default:  # only the k chosen and the first left out decide what topk returns
+        k = args[1] if len(args) > 1 else kwargs["k"]
+        largest = args[3] if len(args) > 3 else kwargs.get("largest", True)
+        x = x.topk(min(int(k) + 1, x.shape[dim]), dim, largest=bool(largest)).values
     if x.shape[dim] < 2:
         return False
     ordered = x.sort(dim).values
