@@ -45,13 +45,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from agreement import compare
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 EXPORTERS = ("onnxport", "torch.onnx", "transformers")
 DEFAULT_CACHE = ROOT / "out" / "hf_sweep.json"
 DEFAULT_MARKDOWN = HERE / "HF_SWEEP.md"
 PROBE_CHUNK = 20
-ATOL, RTOL = 1e-4, 1e-3
 RESULT = "RESULT "
 
 
@@ -183,36 +184,6 @@ def export_transformers(model, example, inputs):
 
 
 EXPORT = {"onnxport": export_onnxport, "torch.onnx": export_torch_onnx, "transformers": export_transformers}
-
-
-def compare(got: list, expected: list) -> tuple[bool, float, str]:
-    """``(ok, worst error relative to the output's scale, what differs)`` of the outputs."""
-    import numpy as np
-
-    if len(got) != len(expected):
-        return False, float("nan"), f"{len(got)} outputs, eager {len(expected)}"
-    worst = 0.0
-    for i, (g, e) in enumerate(zip(got, expected)):
-        e = e.detach().numpy()
-        g = np.asarray(g)
-        if g.shape != e.shape:
-            return False, float("nan"), f"output {i}: shape {list(g.shape)}, eager {list(e.shape)}"
-        if e.dtype.kind in "biu":
-            if not np.array_equal(g.astype(e.dtype), e):
-                return False, float("nan"), f"output {i}: integers differ"
-            continue
-        e64, g64 = e.astype(np.float64), g.astype(np.float64)
-        finite = np.isfinite(e64)
-        if not np.array_equal(finite, np.isfinite(g64)) or not np.array_equal(np.isnan(e64), np.isnan(g64)):
-            return False, float("nan"), f"output {i}: NaN or infinities where eager has none (or the reverse)"
-        if not finite.any():
-            continue
-        scale = max(1.0, float(np.abs(e64[finite]).max()))
-        diff = np.abs(g64 - e64)[finite]
-        worst = max(worst, float(diff.max()) / scale)
-        if not np.all(diff <= ATOL * scale + RTOL * np.abs(e64[finite])):
-            return False, worst, f"output {i}: max abs error {float(diff.max()):.2e} (scale {scale:.2e})"
-    return True, worst, ""
 
 
 def worker_export(exporter: str, record: dict) -> None:

@@ -43,12 +43,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from agreement import ATOL, RTOL, compare
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 EXPORTERS = ("onnxport", "torch.onnx")
 DEFAULT_CACHE = ROOT / "out" / "speech.json"
 DEFAULT_MARKDOWN = HERE / "SPEECH.md"
-ATOL, RTOL = 1e-4, 1e-3
 LONG_FRAMES = 20_010
 RESULT = "RESULT "
 VERDICTS = ("right", "right (bound stated)", "wrong", "broken", "refused", "timeout", "crashed")
@@ -116,36 +117,6 @@ def _flat(value: Any) -> list:
     if isinstance(value, dict):
         return [t for v in value.values() for t in _flat(v)]
     return []  # None and plain values are not outputs of the ONNX model
-
-
-def compare(got: list, expected: list) -> tuple[bool, float, str]:
-    """``(ok, worst error relative to the output's scale, what differs)``."""
-    import numpy as np
-
-    if len(got) != len(expected):
-        return False, float("nan"), f"{len(got)} outputs, eager {len(expected)}"
-    worst = 0.0
-    for i, (g, e) in enumerate(zip(got, expected)):
-        e = e.detach().numpy()
-        g = np.asarray(g)
-        if g.shape != e.shape:
-            return False, float("nan"), f"output {i}: shape {list(g.shape)}, eager {list(e.shape)}"
-        if e.dtype.kind in "biu":
-            if not np.array_equal(g.astype(e.dtype), e):
-                return False, float("nan"), f"output {i}: {int((g.astype(e.dtype) != e).sum())} integers differ"
-            continue
-        e64, g64 = e.astype(np.float64), g.astype(np.float64)
-        finite = np.isfinite(e64)
-        if not np.array_equal(finite, np.isfinite(g64)):
-            return False, float("nan"), f"output {i}: not finite where eager is (or the reverse)"
-        if not finite.any():
-            continue
-        scale = max(1.0, float(np.abs(e64[finite]).max()))
-        diff = np.abs(g64 - e64)[finite]
-        worst = max(worst, float(diff.max()) / scale)
-        if not np.all(diff <= ATOL * scale + RTOL * np.abs(e64[finite])):
-            return False, worst, f"output {i}: max abs error {float(diff.max()):.2e} (scale {scale:.2e})"
-    return True, worst, ""
 
 
 def _count_nodes(proto) -> int:
