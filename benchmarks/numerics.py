@@ -56,6 +56,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from speech_front_ends import Stft  # noqa: E402
 from third_party import import_torchaudio, import_torchvision  # noqa: E402
 
 import onnxport  # noqa: E402
@@ -380,21 +381,8 @@ def measure_efficientnet(runs: int) -> list[dict]:
 
 # ------------------------------------------------------------------------------ STFT
 STFT_SIZES = [320, 400, 512, 1024, 1200, 2048]
-STFT_HOP = 160
 STFT_SHAPE = (4, 16000)  # one second at 16 kHz, batch 4
 STFT_FORMS = ("basis", "STFT")
-
-
-class Stft(torch.nn.Module):
-    """torch.stft as a speech front end: Hann window, hop 160, centred (reflect), view_as_real."""
-
-    def __init__(self, n_fft: int):
-        super().__init__()
-        self.n_fft = n_fft
-        self.register_buffer("window", torch.hann_window(n_fft))
-
-    def forward(self, x):
-        return torch.view_as_real(torch.stft(x, self.n_fft, STFT_HOP, window=self.window, return_complex=True))
 
 
 class LogMel(torch.nn.Module):

@@ -11,6 +11,19 @@ import torch
 import onnxport
 
 BOUND = 1e-4
+HOP = 160  # 10 ms at 16 kHz
+
+
+class Stft(torch.nn.Module):
+    """torch.stft as a speech front end: Hann window, hop 160, centred (reflect), view_as_real."""
+
+    def __init__(self, n_fft: int):
+        super().__init__()
+        self.n_fft = n_fft
+        self.register_buffer("window", torch.hann_window(n_fft))
+
+    def forward(self, x):
+        return torch.view_as_real(torch.stft(x, self.n_fft, HOP, window=self.window, return_complex=True))
 
 
 def check_front_end(case) -> None:

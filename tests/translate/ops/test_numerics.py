@@ -33,6 +33,7 @@ from torch.export import Dim
 
 import onnxport
 from exportcheck import Fn
+from speech_front_ends import Stft
 from third_party import import_torchaudio
 
 LONG = 65536
@@ -96,18 +97,6 @@ def test_long_reductions_are_no_farther_from_float64_than_torch_onnx_and_eager(n
 STFT_EAGER = 10  # within 10x eager float32's error against float64, as asked of every form
 LENGTHS = [(2, 16000), (3, 9077)]  # batch x samples: the example, then other sizes of both dynamic dims
 MAGNITUDES = {"normal": lambda t: t, "large": lambda t: t * 1000 + 300}
-
-
-class Stft(torch.nn.Module):
-    """torch.stft as a speech front end: Hann window, hop 160, centred (reflect), view_as_real."""
-
-    def __init__(self, n_fft: int):
-        super().__init__()
-        self.n_fft = n_fft
-        self.register_buffer("window", torch.hann_window(n_fft))
-
-    def forward(self, x):
-        return torch.view_as_real(torch.stft(x, self.n_fft, 160, window=self.window, return_complex=True))
 
 
 def _mel_filterbank(bins: int, n_mels: int, rate: int) -> torch.Tensor:
