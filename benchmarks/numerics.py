@@ -56,6 +56,8 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from exportcheck import Fn  # noqa: E402
+from numerics_blocks import SqueezeExcitation  # noqa: E402
 from speech_front_ends import Stft  # noqa: E402
 from third_party import import_torchaudio, import_torchvision  # noqa: E402
 
@@ -68,30 +70,6 @@ logging.getLogger("torch.onnx").setLevel(logging.ERROR)
 aten = torch.ops.aten
 LONG = 65536
 F = torch.nn.functional
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
-
-
-class SqueezeExcitation(torch.nn.Module):
-    """torchvision's SqueezeExcitation, its first 1x1 convolution scaled to the inputs' magnitude
-    (as in tests/translate/ops/test_numerics.py) so that the gate reads the pooled means."""
-
-    def __init__(self, channels: int = 32, squeezed: int = 8):
-        super().__init__()
-        self.fc1 = torch.nn.Conv2d(channels, squeezed, 1)
-        self.fc2 = torch.nn.Conv2d(squeezed, channels, 1)
-        with torch.no_grad():
-            self.fc1.weight.mul_(1e-2)
-
-    def forward(self, x):
-        return x * torch.sigmoid(self.fc2(torch.relu(self.fc1(F.adaptive_avg_pool2d(x, 1)))))
 
 
 class InFloat64(torch.nn.Module):

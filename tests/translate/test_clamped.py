@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.export import Dim
 
-from exportcheck import check_export
+from exportcheck import Fn, check_export
 
 
 def fill_corner(x):
@@ -35,15 +35,6 @@ def last_rows(x):
     x = x.clone()
     x[-2:] = 0
     return x
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
 
 
 @pytest.mark.parametrize("fn", [fill_corner, add_into, write_row, computed_from, last_rows],
