@@ -62,6 +62,15 @@ def build(name: str) -> SpeechCase:
     return ZOO[name]()
 
 
+def check(name: str, **kwargs):
+    """Export ``build(name)`` and compare it with eager at the example and at its two other sets
+    (``exportcheck.check_export``); returns the ``ExportResult``."""
+    from exportcheck import check_export
+
+    case = build(name)
+    return check_export(case.model, case.args, case.dynamic_shapes, inputs=case.others, **kwargs)
+
+
 def lengths(batch: int, time: int, seed: int, low: float = 0.5) -> torch.Tensor:
     """``batch`` unequal lengths in [low * time, time], the longest equal to ``time``, not sorted."""
     gen = torch.Generator().manual_seed(seed)

@@ -2,44 +2,32 @@
 lengths as inputs, matching eager at the example and at two other (batch, time) with unequal lengths; the
 MelSpectrogram front end at n_fft=400 within 1e-4 * max(1, |eager|) of eager."""
 
-import pytest
-
 from exportcheck import check_export
 from speech_front_ends import check_front_end
-from speech_zoo import build
+from speech_zoo import build, check
 from third_party import import_speech
 
 import_speech("torchaudio")
 
 
-def _refused(reason: str):
-    """Refused by onnxport today: the test flips to a failure (to be un-marked) when the export is right."""
-    return pytest.mark.xfail(strict=True, reason=reason)
-
-
-def _check(name: str, **kwargs):
-    case = build(name)
-    return check_export(case.model, case.args, case.dynamic_shapes, inputs=case.others, **kwargs)
-
-
 def test_conformer():
     """``int(torch.max(lengths).item())`` in its padding mask: kept a data-dependent size by the non-strict
     capture (``capture/symbolic_builtins.py``)."""
-    _check("torchaudio_conformer")
+    check("torchaudio_conformer")
 
 
 def test_emformer():
     """``int(torch.max(lengths).item())`` kept a data-dependent size (``capture/symbolic_builtins.py``); the
     segment loops computed from index arithmetic while traced (``library/torchaudio.py``)."""
-    _check("torchaudio_emformer")
+    check("torchaudio_emformer")
 
 
 def test_rnnt_predictor_tokens_dynamic():
-    _check("torchaudio_rnnt_predictor")
+    check("torchaudio_rnnt_predictor")
 
 
 def test_rnnt_joiner_tokens_dynamic():
-    _check("torchaudio_rnnt_joiner")
+    check("torchaudio_rnnt_joiner")
 
 
 def test_conv_tasnet_samples_not_a_multiple_of_the_stride():
