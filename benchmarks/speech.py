@@ -18,7 +18,8 @@ bound the export states on a dim declared unbounded: onnxport's ``result.constra
 set: a dim declared dynamic came out fixed, or the numbers are right only at the example's sizes);
 ``refused`` (the export raised: its first line and the user's line); ``timeout``; ``crashed``. Also the
 export's seconds, its node count (local functions inlined, subgraphs counted) and onnxruntime's latency at
-the example (one thread, warmed up, the median of the runs).
+the example (one thread, warmed up, the median of the runs; kept in the cache, not in the report: the two
+exporters' models run in separate processes, not alternated).
 
 Results go to ``out/speech.json`` as they come (``--fresh`` starts it anew); ``benchmarks/SPEECH.md`` is
 written from it at the end, with the machine, the date and the versions of the run.
@@ -510,20 +511,22 @@ def write_report(data: dict, names: list[str], whats: dict[str, str]) -> str:
     ]
     for e in EXPORTERS:
         lines.append(f"| {e} | " + " | ".join(str(counts[e][v]) for v in VERDICTS) + " |")
-    lines += ["", "Per model: export seconds, node count (local functions inlined, subgraphs counted) and "
-              "onnxruntime latency (ms at the example, one thread, median after warm-up), as onnxport / torch.onnx."]
+    lines += ["", "Per model: export seconds (one export each, in its own process: a figure of this run, not a "
+              "speed comparison) and node count (local functions inlined, subgraphs counted), as onnxport / "
+              "torch.onnx. onnxruntime's latency, measured in each export's process, is kept in the run's cache "
+              "and not shown: the two models did not run alternated in one process, so their times are not a "
+              "fair comparison."]
     toolkits = list(dict.fromkeys(_toolkit(n) for n in names))
     for toolkit in toolkits:
         members = [n for n in names if _toolkit(n) == toolkit]
         lines += ["", f"## {toolkit}", "",
-                  "| model | onnxport | torch.onnx | export s | nodes | latency ms |",
-                  "|---|---|---|---|---|---|"]
+                  "| model | onnxport | torch.onnx | export s | nodes |",
+                  "|---|---|---|---|---|"]
         for n in members:
             op, to = results.get(n, {}).get("onnxport", {}), results.get(n, {}).get("torch.onnx", {})
             lines.append(f"| `{n}` | {_cell(op)} | {_cell(to)} "
                          f"| {_fmt(op.get('seconds'))} / {_fmt(to.get('seconds'))} "
-                         f"| {_fmt(op.get('nodes'))} / {_fmt(to.get('nodes'))} "
-                         f"| {_fmt(op.get('latency_ms'), 2)} / {_fmt(to.get('latency_ms'), 2)} |")
+                         f"| {_fmt(op.get('nodes'))} / {_fmt(to.get('nodes'))} |")
         lines.append("")
         for n in members:
             lines.append(f"- `{n}`: {whats.get(n, '')}")
