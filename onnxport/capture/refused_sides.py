@@ -4,7 +4,8 @@ CLIP's text embeddings check ``if seq_length > max_position_embedding: raise Val
 the trace follows the side that runs, and the sizes the other side takes (``seq >= 78``) are sizes
 eager PyTorch refuses: no correct model exists there, so the export holds where the model runs and
 says so (the range is adopted and stated, as any condition the model needs) instead of refusing the
-branch. The other side is known to refuse when eager PyTorch raises, inside the ``if`` itself, at
+branch. The other side is known to refuse when the model raises (on fake tensors, confirmed in eager
+PyTorch up to ``EAGER_GROWTH`` times the example: ``guards.probe.refusal_at``), inside the ``if`` itself, at
 every size the branch error lists as excluded (each dynamic dim at its example size but the
 excluded one); where it runs at one of them, or refuses elsewhere, the branch error stands (the
 trace would hold on one side of a branch both sides of which compute).
@@ -20,13 +21,12 @@ import torch
 
 from onnxport.capture.captured import Captured, user_placeholders
 from onnxport.capture.guards.events import size_vars
-from onnxport.capture.guards.probe import eager_refusal, shapes_refusal
+from onnxport.capture.guards.probe import refusal_at
 from onnxport.capture.inputs import dim_examples, dim_names
 from onnxport.capture.meta_weights import has_meta_weights
 
 
 _WHERE = re.compile(r"^(.*):(\d+) in ")
-EAGER_GROWTH = 16  # eager PyTorch is asked only up to this many times a dim's example size (memory)
 
 
 def _statement_lines(where: str | None) -> tuple[str, int, int] | None:
@@ -62,29 +62,12 @@ def other_side_refused(model: torch.nn.Module, captured: Captured, excluded: tup
     examples, _ = dim_examples(captured, names)
     first = None
     for sizes in excluded:
-        refusal = _refusal_at(model, captured, names, examples, sizes)
+        refusal = refusal_at(model, captured, names, examples, sizes, confirm=True)
         at = _WHERE.match(refusal[0] or "") if refusal is not None else None
         if at is None or at.group(1) != span[0] or not span[1] <= int(at.group(2)) <= span[2]:
             return None
         first = first or refusal
     return first
-
-
-def _refusal_at(model: torch.nn.Module, captured: Captured, names: dict, examples: dict[str, int],
-                sizes: dict[str, int]) -> tuple[str | None, str] | None:
-    """``(line, error)`` of the model's refusal at ``sizes`` (the other dims at ``examples``), or None
-    when it runs there or cannot be asked. Fake tensors first (shapes only, no memory: the other side of
-    ``if pe.size(1) >= 2 * time - 1`` is 20,007 frames, whose attention eager would hold in gigabytes);
-    eager PyTorch where fake tensors cannot tell, or confirms their refusal, up to ``EAGER_GROWTH`` times
-    the example's size of each dim."""
-    at = {**examples, **sizes}
-    verdict = shapes_refusal(model, captured, names, at)
-    if verdict is None:
-        return None
-    small = all(size <= EAGER_GROWTH * max(examples.get(name, 1), 1) for name, size in sizes.items())
-    if not small:
-        return verdict or None
-    return eager_refusal(model, captured, names, at)
 
 
 def without_branch(events: tuple, branch: str) -> tuple:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from onnxport.capture.guards.conditions import DEFAULT_FLOOR, LAYOUT, SHOWN, Guard, GuardStatus
-from onnxport.capture.guards.probe import eager_refusal, shapes_refusal
+from onnxport.capture.guards.probe import eager_refusal, refusal_at
 from onnxport.capture.inputs import dim_examples, dim_names
 
 _MIN_TEXT = " >= "
@@ -75,8 +75,7 @@ def smallest_taken(model, captured, name: str, first: int, allowed=lambda sizes:
         return eager_refusal(model, captured, names, {**examples, name: sizes[i]})
 
     def fake(i: int):
-        verdict = shapes_refusal(model, captured, names, {**examples, name: sizes[i]})
-        return eager(i) if verdict is False else verdict
+        return refusal_at(model, captured, names, examples, {name: sizes[i]})
 
     error = eager(0)
     if error is None:

@@ -55,3 +55,24 @@ def test_clip_text_keeps_sequences_up_to_its_positions():
                               kwargs={"input_ids": torch.randint(0, 64, (2, 7))}, values=[],
                               sizes=[{"batch": 1, "seq": 1}, {"batch": 3, "seq": 16}])
     assert [str(c) for c in result.constraints] == ["seq <= 16"]
+
+
+def test_eager_confirms_a_refusal_near_the_example_only(monkeypatch):
+    from onnxport.capture.guards import probe
+    from onnxport.capture.inputs import dim_examples, dim_names
+
+    model = LengthChecked()
+    with pytest.warns(UserWarning, match=r"n <= 10"):
+        captured = onnxport.to_onnx(model, (torch.randn(2, 6, 4),), dynamic_shapes=({0: "b", 1: "n"},)).captured
+    names = dim_names(captured)
+    examples, _ = dim_examples(captured, names)
+    asked = []
+    eager = probe.eager_refusal
+    monkeypatch.setattr(probe, "eager_refusal", lambda *a: asked.append(a[3]) or eager(*a))
+
+    near = probe.refusal_at(model, captured, names, examples, {"n": 11}, confirm=True)
+    assert "raise ValueError" in near[0] and asked == [{"b": 2, "n": 11}]
+    far = probe.refusal_at(model, captured, names, examples, {"n": 6 * probe.EAGER_GROWTH + 1}, confirm=True)
+    assert "raise ValueError" in far[0] and len(asked) == 1  # fake tensors' refusal stands: eager not run there
+    assert probe.refusal_at(model, captured, names, examples, {"n": 11}) == near and len(asked) == 1
+    assert probe.refusal_at(model, captured, names, examples, {"n": 7}, confirm=True) is None and len(asked) == 1

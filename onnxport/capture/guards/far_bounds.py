@@ -28,8 +28,10 @@ import dataclasses
 
 from onnxport.capture.guards.conditions import (EXHAUSTIVE, SHOWN, Guard, GuardStatus, SizeVar, _call, _compile,
                                                last_holding)
+from onnxport.capture.guards.probe import EAGER_GROWTH
 
-FAR_GROWTH = 16  # the other side starts at this many times the example's size or more (eager is not asked there)
+FAR_GROWTH = EAGER_GROWTH  # the other side starts at this many times the example's size or more: eager
+# PyTorch is not asked there (``probe.refusal_at``)
 SCANNED = 4096  # ... and beyond this many sizes above the minimum, where onnxport.pieces looks for a change
 FAR_SIDE = "a branch whose other side only sizes far above the example reach"  # the adopted guard's method
 

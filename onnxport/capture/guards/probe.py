@@ -149,6 +149,25 @@ def shapes_refusal(model: torch.nn.Module, captured: Captured, names: dict,
     return None
 
 
+EAGER_GROWTH = 16  # eager PyTorch is asked only up to this many times a dim's example size (memory)
+
+
+def refusal_at(model: torch.nn.Module, captured: Captured, names: dict, examples: dict[str, int],
+               sizes: dict[str, int], confirm: bool = False) -> tuple[str | None, str] | None:
+    """``(line, error)`` of the model's refusal at ``sizes`` (the other dims at ``examples``), or None
+    where it runs or cannot be asked. Fake tensors first (``shapes_refusal``: shapes only, no memory);
+    eager PyTorch (``eager_refusal``) where fake tensors cannot tell, and, with ``confirm``, to confirm
+    their refusal; eager only up to ``EAGER_GROWTH`` times the example's size of each dim in ``sizes``
+    (beyond, fake tensors' refusal stands and their "cannot tell" is None)."""
+    at = {**examples, **sizes}
+    verdict = shapes_refusal(model, captured, names, at)
+    if verdict is None or (verdict and not confirm):
+        return verdict
+    if any(size > EAGER_GROWTH * max(examples.get(name, 1), 1) for name, size in sizes.items()):
+        return verdict or None
+    return eager_refusal(model, captured, names, at)
+
+
 @contextlib.contextmanager
 def attributes_kept(model: torch.nn.Module) -> Iterator[None]:
     """Every submodule of ``model`` left with the attributes, buffers, parameters and submodules it had
