@@ -131,8 +131,11 @@ class _Grid:
         return [expr.xreplace(p) for p in getattr(self, where)]
 
     def zero_where_other(self, value: Any) -> bool:
-        expr = _expr(value)
-        return all(v == 0 for v in self.values(expr, "other"))
+        return self.equal_where_other(value, 0)
+
+    def equal_where_other(self, a: Any, b: Any) -> bool:
+        diff = _expr(a) - _expr(b)
+        return all(v == 0 for v in self.values(diff, "other"))
 
     def at_least_where_other(self, value: Any, bound: Any) -> bool:
         diff = _expr(value) - _expr(bound)
@@ -167,30 +170,36 @@ def _moduli(expr: Any) -> list[int]:
     return out
 
 
-def _amount(grid: _Grid, a: Any) -> Any:
-    """``a``, or ``a % m``, equal to ``a`` where the side is taken and 0 where it is not."""
-    if not isinstance(a, torch.SymInt) and a == 0:
-        return a
-    if grid.zero_where_other(a):
+def _reading(grid: _Grid, a: Any, want: Any = 0) -> Any:
+    """``a``, or else ``a % m`` for a modulus or floor divisor ``m`` in ``a``'s expression, that equals
+    ``want`` where the side is not taken and ``a`` where it is (``k - n % k`` -> ``(k - n % k) % k``: the
+    same count where ``n % k != 0``, 0 where it is); None when neither does."""
+    if grid.equal_where_other(a, want):
         return a
     if isinstance(a, torch.SymInt):
         for m in _moduli(a.node.expr):
             b = a % m
-            if grid.zero_where_other(b) and grid.equal_where_taken(a, b):
+            if grid.equal_where_other(b, want) and grid.equal_where_taken(a, b):
                 return b
-    raise _Unproven(f"pad amount {a} is not 0 where the branch is not taken")
+    return None
+
+
+def _amount(grid: _Grid, a: Any) -> Any:
+    """``a``, or ``a % m``, equal to ``a`` where the side is taken and 0 where it is not."""
+    if not isinstance(a, torch.SymInt) and a == 0:
+        return a
+    read = _reading(grid, a)
+    if read is None:
+        raise _Unproven(f"pad amount {a} is not 0 where the branch is not taken")
+    return read
 
 
 def _size(grid: _Grid, a: Any) -> Any:
     """A size given to a new tensor: ``a % m`` when that equals ``a`` where the side is taken and is 0
     where it is not (the zeros ConvTasNet concatenates up to a multiple of its stride: ``k - n % k``),
     else ``a`` (the same value where the side is taken either way)."""
-    if isinstance(a, torch.SymInt) and not grid.zero_where_other(a):
-        for m in _moduli(a.node.expr):
-            b = a % m
-            if grid.zero_where_other(b) and grid.equal_where_taken(a, b):
-                return b
-    return a
+    read = _reading(grid, a) if isinstance(a, torch.SymInt) else None
+    return a if read is None else read
 
 
 def _sizes(grid: _Grid, args: tuple) -> tuple:
@@ -210,11 +219,10 @@ def _value(grid: _Grid, got: Any, want: Any) -> Any:
     if not (isinstance(got, (int, torch.SymInt)) and isinstance(want, (int, torch.SymInt))
             and not isinstance(got, bool) and not isinstance(want, bool)):
         raise _Unproven("a value other than a tensor differs between the sides")
-    for candidate in [got] + ([got % m for m in _moduli(got.node.expr)] if isinstance(got, torch.SymInt) else []):
-        diff = _expr(candidate) - _expr(want)
-        if all(v == 0 for v in grid.values(diff, "other")) and grid.equal_where_taken(candidate, got):
-            return candidate
-    raise _Unproven(f"the side's {got} is not the other side's {want} where it is not taken")
+    read = _reading(grid, got, want)
+    if read is None:
+        raise _Unproven(f"the side's {got} is not the other side's {want} where it is not taken")
+    return read
 
 
 def _is(value: Any, default: int) -> bool:
