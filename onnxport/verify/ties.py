@@ -35,15 +35,18 @@ def index_outputs(program) -> set[int]:
     ``None`` left out) of the outputs that are such indices, directly or through views and casts."""
     if program is None:
         return set()
+    return {position for position, value in _user_outputs(program)
+            if isinstance(value, torch.fx.Node) and _is_index(value)}
+
+
+def _user_outputs(program) -> list[tuple[int, object]]:
+    """``(position, value)`` of the program's user outputs, positions as the ONNX model and
+    ``eager.output_leaves`` count them (``None`` left out); a value is an FX node or a constant."""
     out_node = next(n for n in program.graph.nodes if n.op == "output")
-    values = out_node.args[0]
-    found, position = set(), 0
-    for spec, value in zip(program.graph_signature.output_specs, values):
-        if spec.kind.name != "USER_OUTPUT" or value is None:
-            continue
-        if isinstance(value, torch.fx.Node) and _is_index(value):
-            found.add(position)
-        position += 1
+    found = []
+    for spec, value in zip(program.graph_signature.output_specs, out_node.args[0]):
+        if spec.kind.name == "USER_OUTPUT" and value is not None:
+            found.append((len(found), value))
     return found
 
 
@@ -89,18 +92,12 @@ class TieWatch:
 
     def __init__(self, program):
         self.program = program
-        graph = program.graph
-        out_node = next(n for n in graph.nodes if n.op == "output")
-        positions: dict[torch.fx.Node, int] = {}
-        position = 0
-        for spec, value in zip(program.graph_signature.output_specs, out_node.args[0]):
-            if spec.kind.name != "USER_OUTPUT" or value is None:
-                continue
+        positions: dict[torch.fx.Node, set[int]] = {}  # a node returned more than once: each position
+        for position, value in _user_outputs(program):
             if isinstance(value, torch.fx.Node):
-                positions.setdefault(value, position)
-            position += 1
+                positions.setdefault(value, set()).add(position)
         self.reach: dict[str, set[int]] = {}  # the op's node name -> the user outputs its indices reach
-        for node in graph.nodes:
+        for node in program.graph.nodes:
             if node.op == "call_function" and node.target in _TIE_FORMS:
                 sources = [node] if _INDEX_OPS.get(node.target, -1) is None else \
                     [u for u in node.users if u.target is operator.getitem and u.args[1] == _INDEX_OPS[node.target]]
@@ -111,6 +108,11 @@ class TieWatch:
 
     def __bool__(self) -> bool:
         return bool(self.reach)
+
+    @property
+    def outputs(self) -> set[int]:
+        """The user output positions some watched op's indices reach."""
+        return set().union(*self.reach.values())
 
     def tied(self, args: tuple, kwargs: dict) -> dict[int, str]:
         """User output position -> the op whose tie reached it, for this input set (empty when the
@@ -129,8 +131,8 @@ class TieWatch:
                 if n.name in watch and n.name not in found:
                     a, kw = self.fetch_args_kwargs_from_env(n)
                     if _has_tie(n.target, a, kw):
-                        found[n.name] = f"{n.target.__name__.split('.')[0]}" + \
-                            (f" at {user_source_line(n)}" if user_source_line(n) else "")
+                        line = user_source_line(n)
+                        found[n.name] = n.target.__name__.split(".")[0] + (f" at {line}" if line else "")
                 return out
 
         try:
@@ -148,11 +150,8 @@ def _downstream(sources: list, positions: dict) -> set[int]:
         if node in seen:
             continue
         seen.add(node)
-        if node in positions:
-            out.add(positions[node])
+        out |= positions.get(node, set())
         todo.extend(u for u in node.users if u.op != "output")
-        if any(u.op == "output" for u in node.users) and node in positions:
-            out.add(positions[node])
     return out
 
 
@@ -175,8 +174,9 @@ def _has_tie(target, args: tuple, kwargs: dict) -> bool:
     if x.dim() == 0:
         return False
     if x.is_floating_point():  # equal up to rounding: another runtime computes the values with other ulps
+        eps = torch.finfo(x.dtype).eps
         x = x.double()
-        near = NEAR_ULPS * torch.finfo(args[0].dtype).eps * x.abs().amax(dim, keepdim=True)
+        near = NEAR_ULPS * eps * x.abs().amax(dim, keepdim=True)
     else:
         near = torch.zeros((), dtype=torch.float64)
     if form in ("max", "min"):
