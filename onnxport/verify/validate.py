@@ -226,6 +226,7 @@ def _compare_sets(result, module, runner, sets, atol, rtol) -> ValidationReport:
                               if result.program is not None else True)
     indices = index_outputs(result.program)
     ties = TieWatch(result.program) if result.program is not None else None
+    watched = ties.outputs if ties else set()  # outputs an index inside the model drives (a gather of the pick)
     reference = Float64Reference(result.module, atol, rtol)
     checks: list[Check] = []
     for label, sizes, why, kind, (args, kwargs) in sets:
@@ -264,30 +265,33 @@ def _compare_sets(result, module, runner, sets, atol, rtol) -> ValidationReport:
             continue
         runs = SetRuns(module, reference, fresh, args, kwargs, runner.input_names, updated, len(expected))
         tied = indices if kind in TIED_KINDS else set()
-        driven = ties.tied(args, kwargs) if ties else {}
+        driven = None  # output -> the op whose tie reached it: the program is run for it only once one differs
         pairs = []
         for i, ((n, g), e) in enumerate(zip(users, expected)):
             if i in tied:
                 checks.append(Check(label, size_text, n, tuple(e.shape), float("nan"), float("nan"), False,
                                     "indices among equal values: either is right, not compared", why, True))
-            elif i in driven and (verdict := judge(e, g, runs, i, kind == "large", atol, rtol))["ok"]:
-                checks.append(Check(label, size_text, n, tuple(e.shape), why=why, **verdict))  # equal all the same
-            elif i in driven:
-                checks.append(Check(label, size_text, n, tuple(e.shape), float("nan"), float("nan"), False,
-                                    f"computed from indices chosen among equal values ({driven[i]}): either "
-                                    "choice is right, not compared", why, True))
-            else:
-                pairs.append((n, e, g, i))
+                continue
+            verdict = judge(e, g, runs, i, kind == "large", atol, rtol) if i in watched else None
+            if verdict is not None and not verdict["ok"]:  # equal all the same is compared; differing, a tie?
+                driven = ties.tied(args, kwargs) if driven is None else driven
+                if i in driven:
+                    checks.append(Check(label, size_text, n, tuple(e.shape), float("nan"), float("nan"), False,
+                                        f"computed from indices chosen among equal values ({driven[i]}): either "
+                                        "choice is right, not compared", why, True))
+                    continue
+            pairs.append((n, e, g, i, verdict))
         for n, g in zip(out_names, got):
             if n.endswith(UPDATED):
                 e = after.get(n[:-len(UPDATED)])
                 if e is None:
                     failed(f"{n}: eager PyTorch has no buffer or input {n[:-len(UPDATED)]!r}")
                     continue
-                pairs.append((n, e, g, n[:-len(UPDATED)]))
-        for name, e, g, key in pairs:
-            checks.append(Check(label, size_text, name, tuple(e.shape), why=why,
-                                **judge(e, g, runs, key, kind == "large", atol, rtol)))
+                pairs.append((n, e, g, n[:-len(UPDATED)], None))
+        for name, e, g, key, verdict in pairs:
+            if verdict is None:
+                verdict = judge(e, g, runs, key, kind == "large", atol, rtol)
+            checks.append(Check(label, size_text, name, tuple(e.shape), why=why, **verdict))
     return ValidationReport(tuple(checks))
 
 
