@@ -120,6 +120,8 @@ def test_a_bound_near_the_example_is_not_adopted_this_way():
     ("time % 4 == 0", None),  # a remainder
     ("time + time % 7 <= 5000", None),  # changes value more than once near its edge
     ("time <= 1 << 30", None),  # holds at every size checked
+    ("time <= 20006 and time != 5000", None),  # fails at a size between those spread beyond EXHAUSTIVE
+    ("time <= 1 << 21", None),  # further than the sizes each checked below a bound
 ])
 def test_upper_bound_reads_one_sided_conditions_only(python, bound):
     assert upper_bound(python, "time", 1) == bound

@@ -13,9 +13,10 @@ how to get the other side.
 The rule (``far_bound``): the branch reads one dimension the user gave no maximum (a name without a
 range, or a ``Dim`` with a minimum only; an explicit maximum stays a promise: the branch is refused as
 before, and so is a condition on several dimensions); its condition holds at every size
-from the dimension's minimum up to a bound ``B`` and at none above it, checked as any condition is
+from the dimension's minimum up to a bound ``B``, each size checked (the sizes the export keeps take the
+traced side, none silently the other), and at none above it, checked as any condition is
 (``conditions.check``: every size up to ``EXHAUSTIVE`` and sizes spread beyond, here also every size
-within ``EXHAUSTIVE`` below and above ``B``); and the other side starts far above the example: at
+within ``EXHAUSTIVE`` above ``B``); and the other side starts far above the example: at
 ``FAR_GROWTH`` times the example's size or more, and beyond the sizes ``onnxport.pieces`` scans for
 where a condition changes (``pieces.SCANNED`` above the minimum). A bound nearer than that is left
 to the other ways (eager PyTorch refusing the other side, exporting each side on its own), and a
@@ -33,6 +34,7 @@ from onnxport.capture.guards.probe import EAGER_GROWTH
 FAR_GROWTH = EAGER_GROWTH  # the other side starts at this many times the example's size or more: eager
 # PyTorch is not asked there (``probe.refusal_at``)
 SCANNED = 4096  # ... and beyond this many sizes above the minimum, where onnxport.pieces looks for a change
+DENSE_TO = 1 << 20  # sizes above the minimum every one of which is checked below an adopted bound
 FAR_SIDE = "a branch whose other side only sizes far above the example reach"  # the adopted guard's method
 
 
@@ -76,11 +78,11 @@ class FarBound:
 
 def upper_bound(python: str, name: str, lo: int) -> int | None:
     """``B`` when the condition ``python`` (over the one dim ``name``) holds at every size from
-    ``lo`` up to ``B`` and fails at every size above it that is checked: every size up to
-    ``EXHAUSTIVE`` above the minimum, sizes spread beyond up to ``SPREAD_TO`` (``SizeVar.sizes``),
-    and, between the last of those where it holds and the first where it fails, the sizes
-    ``conditions.last_holding`` checks. None for a condition of another shape, or one that holds at
-    every size checked."""
+    ``lo`` up to ``B`` (each checked; ``B`` at most ``DENSE_TO`` above ``lo``) and fails at every size
+    above it that is checked: every size up to ``EXHAUSTIVE`` above the minimum, sizes spread beyond
+    up to ``SPREAD_TO`` (``SizeVar.sizes``), and, between the last of those where it holds and the
+    first where it fails, the sizes ``conditions.last_holding`` checks. None for a condition of another
+    shape, one that holds at every size checked, or a bound further than ``DENSE_TO``."""
     fn = _compile(python, (name,))
     sizes = SizeVar(None, name, max(1, lo), None, True).sizes(EXHAUSTIVE)
     values = [_call(fn, (s,)) for s in sizes]
@@ -89,7 +91,11 @@ def upper_bound(python: str, name: str, lo: int) -> int | None:
     first = values.index(False)
     if any(values[first:]):
         return None
-    return last_holding(fn, sizes[first - 1], sizes[first])
+    bound = last_holding(fn, sizes[first - 1], sizes[first])
+    if bound is None or bound - max(1, lo) > DENSE_TO:
+        return None
+    # the sizes spread between EXHAUSTIVE and the bound leave gaps: the traced side must hold at each of them
+    return bound if all(_call(fn, (s,)) for s in range(sizes[0], bound + 1)) else None
 
 
 def far_side(condition: tuple | None, branch: str | None, var: SizeVar | None, example: int | None) -> FarBound | None:
