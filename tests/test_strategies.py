@@ -67,10 +67,11 @@ class Unexportable(torch.nn.Module):
         return x[: n + 1] * 2
 
 
-def test_a_refusal_says_what_each_strategy_met():
+def test_a_refusal_says_what_each_strategy_met(capfd):
     with pytest.raises(onnxport.ExportError) as info:
         onnxport.to_onnx(Unexportable(), (torch.randn(4, 3),), dynamic_shapes={"x": {0: "n"}})
     assert "strict mode (TorchDynamo) failed too" in (info.value.hint or "")
+    assert capfd.readouterr() == ("", "")  # what TorchDynamo printed and logged is held for the error's detail
 
 
 def test_the_model_as_given_is_named_when_it_captures():
