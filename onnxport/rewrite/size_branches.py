@@ -28,10 +28,10 @@ through only operations it can show are the identity where ``pred`` does not sel
 
 The other side must pass its values through (the assignment form of an ``if`` with no ``else``),
 and each tensor output of the side run must come from the value the other side passes through by
-those operations alone; each other output must equal the other side's where the side is not taken,
-as it is or read ``% m`` as for a pad amount (ConvTasNet's pad count: ``k - n % k`` on one side, 0
-on the other). Anything else stops the attempt (the operations already run are unused and
-removed), and the caller keeps ``torch.cond``.
+those operations alone, in its dtype (``torch.cat`` promotes); each other output must equal the
+other side's where the side is not taken, as it is or read ``% m`` as for a pad amount (ConvTasNet's
+pad count: ``k - n % k`` on one side, 0 on the other). Anything else stops the attempt (the
+operations already run are unused and removed), and the caller keeps ``torch.cond``.
 
 "Where the branch is not taken" is checked over sizes, not proven: the condition and every amount,
 as sympy expressions of the model's size symbols, are evaluated at every size of a grid from each
@@ -334,6 +334,8 @@ def _run_side(pred: torch.SymBool, side: bool, fn: Callable[[], Any], other_fn: 
         if isinstance(w, torch.Tensor):
             if not isinstance(g, torch.Tensor) or mode.root(g) is not passing.root(w):
                 raise _Unproven("an output is not computed from the value passed through")
+            if g.dtype != w.dtype:  # ``torch.cat`` promotes to its operands' widest dtype
+                raise _Unproven(f"an output is {g.dtype} where the other side's is {w.dtype}")
             values.append(g)
         else:
             values.append(_value(grid, g, w))

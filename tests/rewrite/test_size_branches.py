@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch.export import Dim
 
+import onnxport
 from exportcheck import check_export, count_ops
 
 
@@ -198,3 +199,23 @@ def test_zeros_not_empty_where_not_taken_are_not_run_at_every_size():
     r = check_export(PadNotEmptyWhereNotTaken(), (torch.randn(2, 6),), {"x": {1: Dim("t")}},
                      sizes=[{"t": 8}, {"t": 7}, {"t": 4}])
     assert count_ops(r, "If") == 1 or r.constraints
+
+
+class PadOfAWiderDtype(torch.nn.Module):
+    """Zeros of a wider dtype than the input: ``torch.cat`` promotes, so the side taken returns float64
+    where the other returns the float32 input; not the identity there, whatever the values."""
+
+    def _align(self, x):
+        if x.shape[-1] % 4 == 0:
+            return x
+        return torch.cat([x, torch.zeros(x.shape[0], (4 - x.shape[-1] % 4) % 4, dtype=torch.float64)], 1)
+
+    def forward(self, x):
+        return self._align(x) * 2
+
+
+def test_a_side_changing_the_dtype_is_not_run_at_every_size():
+    line = PadOfAWiderDtype._align.__code__.co_firstlineno + 2
+    with pytest.raises(onnxport.ExportError, match=rf"test_size_branches\.py:{line} in _align"):
+        onnxport.to_onnx(PadOfAWiderDtype(), (torch.randn(2, 6),), dynamic_shapes={"x": {1: Dim("t")}},
+                         rewrite_control_flow=True)
