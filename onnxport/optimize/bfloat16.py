@@ -10,9 +10,9 @@ such node's result is rounded to bfloat16 as eager PyTorch rounds each op's resu
 computes what eager bfloat16 does, each op at float32 precision inside (as PyTorch's CPU kernels
 accumulate bfloat16 in float32).
 
-A node whose output is bfloat16 by an attribute (``Cast(to=bfloat16)``, a ``ConstantOfShape`` of a
-bfloat16 value) has nothing to widen: where onnxruntime lacks it, the export is refused
-(``unloadable``).
+A node whose output is bfloat16 by an attribute (``Cast(to=bfloat16)``, an ``EyeLike`` of
+``dtype=bfloat16``) has nothing to widen: where onnxruntime lacks it, it is left as it is (valid
+ONNX, which other providers may run) and named with its line (``unloadable``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from __future__ import annotations
 import functools
 
 import onnx_ir as ir
+
+from onnxport.metadata import SOURCE_KEY
 
 BF16, FLOAT = ir.DataType.BFLOAT16, ir.DataType.FLOAT
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
@@ -29,9 +31,10 @@ def widen_bfloat16(model: ir.Model) -> tuple[list[str], list[str]]:
     """Nodes of ``model`` (every graph, subgraph and function) that touch bfloat16 where
     onnxruntime's CPU provider has no kernel for them, computed in float32 between Casts (in place).
 
-    Returns ``(widened, unloadable)``: the op types widened, and those that stay without a kernel
-    (their bfloat16 output set by an attribute). Both empty for a model without bfloat16 or where
-    onnxruntime is not installed.
+    Returns ``(widened, unloadable)``: the op types widened, and the nodes that stay without a
+    kernel (their bfloat16 output set by an attribute), each its op type and the user's line
+    (``"EyeLike at model.py:12 in forward: ..."``). Both empty for a model without bfloat16 or
+    where onnxruntime is not installed.
     """
     if not _touches_bfloat16(model):
         return [], []
@@ -53,7 +56,8 @@ def widen_bfloat16(model: ir.Model) -> tuple[list[str], list[str]]:
             if _cpu_runs(node.op_type, opset, tuple(ins), tuple(outs), _attributes_key(node)):
                 continue
             if BF16 in outs and BF16 not in ins:
-                unloadable.add(node.op_type)
+                source = node.metadata_props.get(SOURCE_KEY)
+                unloadable.add(f"{node.op_type} at {source}" if source else node.op_type)
                 continue
             _widen(node, ups)
             widened.add(node.op_type)

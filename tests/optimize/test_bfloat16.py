@@ -63,3 +63,23 @@ def test_a_float32_model_is_left_as_it_is():
     model = MLP().eval()
     result = check_export(model, (torch.randn(3, 5, 8),), {"x": {0: Dim("batch")}})
     assert result.float32_compute == [] and "float32_compute" not in repr(result)
+
+
+def test_a_bfloat16_node_onnxruntime_cannot_load_is_kept_and_named_with_its_line():
+    """EyeLike(dtype=bfloat16) on a float input: its bfloat16 output is set by an attribute, so there
+    is no float32 form to compute it in; the model stays valid ONNX (other providers may run it)."""
+    import onnx_ir as ir
+
+    from onnxport.finalize import finalize
+    from onnxport.metadata import SOURCE_KEY
+
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([3, 3]))
+    eye = ir.Node("", "EyeLike", [x], [ir.AttrInt64("dtype", ir.DataType.BFLOAT16)])
+    eye.outputs[0].name, eye.outputs[0].type = "eye", ir.TensorType(ir.DataType.BFLOAT16)
+    eye.outputs[0].shape = ir.Shape([3, 3])
+    eye.metadata_props[SOURCE_KEY] = "model.py:7 in forward: torch.eye(3, dtype=torch.bfloat16)"
+    model = ir.Model(ir.Graph([x], [eye.outputs[0]], nodes=[eye], opset_imports={"": 20}, name="g"), ir_version=10)
+    with pytest.warns(UserWarning, match=r"no bfloat16 kernel for EyeLike at model.py:7 in forward"):
+        finalize(model)
+    assert [n.op_type for n in model.graph] == ["EyeLike"] and model.graph.outputs[0].dtype == ir.DataType.BFLOAT16
+    onnx.checker.check_model(ir.serde.serialize_model(model))
