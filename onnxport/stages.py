@@ -100,9 +100,9 @@ def rewrite(job: Export) -> Export:
 
 def capture(job: Export) -> Export:
     """``capture.capture`` of the model as given (``STRATEGIES[0]``); after a failure, the other capture
-    strategies that answer it, in order (``retries``), the first that captures winning: its name on
-    ``Captured.strategy``, a notice saying what was done. Raises the first failure, its fix saying what
-    was tried, when none captures."""
+    strategies that answer it, in order (``retries``), the first that captures winning: how it captured
+    on ``Captured.strategy`` (``_capture_with``), a notice saying what was done. Raises the first failure,
+    its fix saying what was tried, when none captures."""
     from onnxport.capture.values import check_outputs
     from onnxport.translate.registry import Translations
 
@@ -130,24 +130,24 @@ def capture(job: Export) -> Export:
             job.run.notices.append(strategy.notice(first, notes))
             job = job.but(model=model, rewritten=job.rewritten or strategy.rewrites,
                           rewrite_notes=tuple(notes) if strategy.rewrites else job.rewrite_notes)
-            captured = dataclasses.replace(captured, strategy=strategy.name)
             break
         else:
             raise _tried(first, tried) from first.__cause__
-    elif job.options.strict:
-        captured = dataclasses.replace(captured, strategy="strict")
     check_outputs(captured.program, job.module)
     return job.but(captured=captured)
 
 
 def _capture_with(job: Export, model: Any, strict: bool, rewritten: bool) -> Any:
-    """``capture.capture`` of ``model`` with the export's options, in ``strict`` mode or not."""
+    """``capture.capture`` of ``model`` with the export's options, in ``strict`` mode or not; its
+    ``strategy`` says how: ``"non-strict"``, ``"strict"``, ``"rewritten"`` or ``"rewritten, strict"``."""
     from onnxport.capture import capture as capture_program
 
     o = job.options
-    return capture_program(model, job.args, job.kwargs, o.dynamic_shapes, rewritten=rewritten, strict=strict,
-                           other_axes=o.other_axes, ops=job.translations, hooks=o.capture_hooks,
-                           relations=o.relations, within=job.within)
+    captured = capture_program(model, job.args, job.kwargs, o.dynamic_shapes, rewritten=rewritten, strict=strict,
+                               other_axes=o.other_axes, ops=job.translations, hooks=o.capture_hooks,
+                               relations=o.relations, within=job.within)
+    how = ", ".join(name for name, used in (("rewritten", rewritten), ("strict", strict)) if used)
+    return dataclasses.replace(captured, strategy=how or "non-strict")
 
 
 @dataclasses.dataclass(frozen=True)

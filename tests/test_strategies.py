@@ -77,3 +77,13 @@ def test_a_refusal_says_what_each_strategy_met(capfd):
 def test_the_model_as_given_is_named_when_it_captures():
     r = onnxport.to_onnx(torch.nn.Linear(3, 2), (torch.randn(4, 3),), dynamic_shapes={"input": {0: "n"}})
     assert r.captured.strategy == "non-strict"
+
+
+@pytest.mark.parametrize("options, strategy", [
+    ({"strict": True}, "strict"),
+    ({"rewrite_control_flow": True}, "rewritten"),
+    ({"rewrite_control_flow": True, "strict": True}, "rewritten, strict"),
+])
+def test_how_the_model_was_captured_on_request_is_named(options, strategy):
+    r = onnxport.to_onnx(torch.nn.Linear(3, 2), (torch.randn(4, 3),), dynamic_shapes={"input": {0: "n"}}, **options)
+    assert r.captured.strategy == strategy

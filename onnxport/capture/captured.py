@@ -53,8 +53,9 @@ class Captured:
             printed by ``onnxport export --debug``.
         enlarged_from: the error of the trace at the user's example, where the program was traced at
             a larger one (``steps.TraceLargerExample``); None otherwise.
-        strategy: the capture strategy that captured the program (``onnxport.stages.STRATEGIES``:
-            ``"non-strict"``, ``"strict"``, ``"rewritten"``, ``"rewritten, strict"``).
+        strategy: how the program was captured: ``"non-strict"``, ``"strict"`` (torch.export's strict
+            mode), ``"rewritten"`` (the model's control flow rewritten, ``onnxport.rewrite``) or
+            ``"rewritten, strict"``; on request or after the model as given failed (``onnxport.stages.STRATEGIES``).
     """
 
     program: torch.export.ExportedProgram
