@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 
 from exportcheck import check_export
+from onnxport.capture.patches import installed
+from onnxport.library.speechbrain import LIGRU_BATCH_SIZE
 from third_party import import_speech
 
 RNN = import_speech("speechbrain.nnet.RNN")
@@ -32,7 +34,9 @@ def test_ligru_exports_with_the_batch_dynamic():
 
 
 def test_training_modules_keep_speechbrains_bookkeeping():
-    model = _ligru().train()
-    with torch.no_grad():
+    model = _ligru()
+    with installed(LIGRU_BATCH_SIZE), torch.no_grad():
         model(torch.randn(4, 6, 5))
-    assert model.rnn[0].batch_size == 4
+        assert model.rnn[0].batch_size == 3  # eval: skipped
+        model.train()(torch.randn(4, 6, 5))
+        assert model.rnn[0].batch_size == 4  # training: SpeechBrain's own
