@@ -455,15 +455,15 @@ def _over_rows(node: ast.For, source: ast.expr, ctx) -> ast.For:
     return loop
 
 
-def _rewrite_rows(node: ast.For, ctx) -> list[ast.stmt] | None:
+def _rewrite_rows(node: ast.For, unbind: tuple[ast.expr, ast.expr | None] | None, ctx) -> list[ast.stmt] | None:
     """``for v in E`` (``E`` a name or attribute chain) and ``for v in E.unbind(d)`` /
-    ``torch.unbind(E, d)``: a loop over the rows of ``E`` along ``d``, a scan when their number is
-    symbolic while tracing, else a Python loop (lists, static sizes). The sequence is evaluated once
-    before the loop, as Python does: ``E.unbind(d)`` as ``loops.unbound(E, d)`` (``E.movedim(d, 0)``),
-    ``E`` bound to a name of its own when the loop rebinds it. A loop over ``unbind`` that is not
+    ``torch.unbind(E, d)`` (``unbind``: ``unbind_call(node.iter)``): a loop over the rows of ``E`` along
+    ``d``, a scan when their number is symbolic while tracing, else a Python loop (lists, static
+    sizes). The sequence is evaluated once before the loop, as Python does: ``E.unbind(d)`` as
+    ``loops.unbound(E, d)`` (``E.movedim(d, 0)``), ``E`` bound to a name of its own when the loop
+    rebinds it. A loop over ``unbind`` that is not
     rewritten is noted with why (its sequence is a tensor's, whose length torch.export then fixes);
     None then, and for a ``for v in E`` not rewritten (``E`` may be a list of modules)."""
-    unbind = unbind_call(node.iter)
     if node.orelse:
         ctx.note(node, "for", False, f"loop over {ast.unparse(node.iter)}: for ... else")
         return None
@@ -499,8 +499,9 @@ def rewrite_for(node: ast.For, ctx) -> list[ast.stmt] | None:
     None (with a note in ``ctx`` when the bound is a tensor size or the sequence an ``unbind``) if
     the loop has a form that is not handled."""
     it = node.iter
-    if unbind_call(it) is not None or (_invariant(it, set()) and isinstance(node.target, ast.Name) and not node.orelse):
-        return _rewrite_rows(node, ctx)
+    unbind = unbind_call(it)
+    if unbind is not None or (_invariant(it, set()) and isinstance(node.target, ast.Name) and not node.orelse):
+        return _rewrite_rows(node, unbind, ctx)
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
         return None
     dynamic = any(is_dynamic(a, dynamic_names(ctx.func)) for a in it.args)
