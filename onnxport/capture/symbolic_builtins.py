@@ -17,14 +17,16 @@ size where it converts it, and a symbolic size cannot be a dict key.
 
 ``shadows_for(trace)`` reads a failed trace: the lines where a declared size became a constant
 (``Specialization`` records) and the line that needed a data-dependent size as a Python number; those
-that call ``len(`` / ``int(`` name the module and builtin to shadow. ``capture.steps.KeepSizesSymbolic``
-retraces with them.
+that call ``len(`` / ``int(`` name the module and builtin to shadow (``int`` where the module uses the name
+only as a call, a class to check against or an annotation: ``symbolic_int`` is a class of its own).
+``capture.steps.KeepSizesSymbolic`` retraces with them.
 
 Semantics: Python's ``len`` (``__len__`` must return an int) and ``int``; ``torch.sym_int``.
 """
 
 from __future__ import annotations
 
+import ast
 import builtins
 import os
 import re
@@ -93,13 +95,40 @@ def _module_of(path: str) -> str | None:
 
 def _shadows_at(where: str | None, calls: Iterable[str]) -> list[tuple[str, str]]:
     """``(module, builtin)`` for each builtin of ``calls`` the line ``where`` (``file:line in func: code``)
-    calls, in the module of its file."""
+    calls, in the module of its file (``int`` only where the module uses it as ``symbolic_int`` stands
+    for it: ``_int_called_only``)."""
     m = _WHERE.match(where or "")
     if m is None:
         return []
     found = [b for b in calls if _CALLS[b].search(m.group("code"))]
+    if "int" in found and not _int_called_only(m.group("file")):
+        found.remove("int")
     module = _module_of(m.group("file")) if found else None
     return [(module, b) for b in found] if module else []
+
+
+def _int_called_only(path: str) -> bool:
+    """Whether the source at ``path`` reads the name ``int`` only as a call (``int(n)``), a class of
+    ``isinstance`` / ``issubclass`` or in an annotation, where ``symbolic_int`` answers as the builtin.
+    It is not the builtin type itself: ``dtype=int`` (a TypeError in torch, an object array in numpy)
+    or ``type(x) is int`` would read otherwise, so such a module keeps the builtin."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    fits = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            fits.add(id(node.func))
+            if node.func.id in ("isinstance", "issubclass") and len(node.args) == 2:
+                classes = node.args[1]
+                fits.update(id(c) for c in (classes.elts if isinstance(classes, ast.Tuple) else [classes]))
+        if isinstance(node, ast.arg | ast.AnnAssign) and node.annotation is not None:
+            fits.update(id(n) for n in ast.walk(node.annotation))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns is not None:
+            fits.update(id(n) for n in ast.walk(node.returns))
+    return all(id(n) in fits for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "int")
 
 
 def shadows_for(trace: Any) -> list[tuple[str, str]]:

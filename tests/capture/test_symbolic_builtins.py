@@ -5,6 +5,7 @@ the code converts it (``range(len(t))``) is refused at that line."""
 
 from __future__ import annotations
 
+import builtins
 import sys
 
 import pytest
@@ -87,7 +88,7 @@ def test_the_replacements_are_the_builtins_elsewhere():
     assert symbolic_int(3.7) == 3 and symbolic_int(-3.7) == -3 and symbolic_int("ff", 16) == 255
     assert symbolic_int() == 0 and symbolic_int(torch.tensor(5)) == 5
     assert isinstance(5, symbolic_int) and isinstance(True, symbolic_int) and not isinstance(2.0, symbolic_int)
-    assert issubclass(bool, symbolic_int) and type(symbolic_int.from_bytes(b"\x01", "big")) is int
+    assert issubclass(bool, symbolic_int) and type(symbolic_int.from_bytes(b"\x01", "big")) is builtins.int
 
 
 def test_int_around_item_where_its_module_is_not_found_offers_dropping_it():
@@ -95,3 +96,15 @@ def test_int_around_item_where_its_module_is_not_found_offers_dropping_it():
 
     assert "drop the int() around .item()" in _number_fixes("max_length = int(torch.max(lengths).item())")
     assert ".item() instead of int(...)" in _number_fixes("n = int((x > 0).sum())")
+
+
+def test_int_used_as_a_type_is_left_the_builtin(tmp_path):
+    from onnxport.capture.symbolic_builtins import _int_called_only
+
+    source = tmp_path / "uses.py"
+    source.write_text("def f(x: int, n) -> int:\n    return int(n) if isinstance(n, (float, int)) else len(x)\n")
+    assert _int_called_only(str(source))
+    for used in ("torch.zeros(3, dtype=int)", "type(n) is int", "np.zeros(3, dtype=int)"):
+        source.write_text(f"def f(n):\n    k = int(n)\n    return {used}\n")
+        assert not _int_called_only(str(source)), used
+    assert _int_called_only(__file__)  # this module's MaskedMean is captured with int() symbolic
