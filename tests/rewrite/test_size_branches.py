@@ -155,9 +155,14 @@ def test_a_layout_only_side_runs_at_every_size_with_no_constraint(form):
 class AlignToStride(torch.nn.Module):
     """torchaudio's ConvTasNet: pad with zeros up to a multiple of the stride, returning the number
     of zeros (0 where the length is a multiple: an early return), and cut them off the output only
-    where there were some (``output[..., :-num_pads]`` under ``num_pads > 0``)."""
+    where there were some (``output[..., :-num_pads]`` under ``num_pads > 0``). The zeros made by
+    ``torch.zeros``, ``x.new_zeros`` or ``torch.full`` of a size tuple."""
 
     stride = 4
+
+    def __init__(self, form: str = "zeros"):
+        super().__init__()
+        self.form = form
 
     def _align(self, x):
         batch, channels, frames = x.shape
@@ -165,7 +170,12 @@ class AlignToStride(torch.nn.Module):
         if remaining == 0:
             return x, 0
         num_paddings = self.stride - remaining
-        pad = torch.zeros(batch, channels, num_paddings, dtype=x.dtype, device=x.device)
+        if self.form == "zeros":
+            pad = torch.zeros(batch, channels, num_paddings, dtype=x.dtype, device=x.device)
+        elif self.form == "new_zeros":
+            pad = x.new_zeros(batch, channels, num_paddings)
+        else:
+            pad = torch.full((batch, channels, num_paddings), 0.0)
         return torch.cat([x, pad], 2), num_paddings
 
     def forward(self, x):
@@ -176,8 +186,9 @@ class AlignToStride(torch.nn.Module):
         return frames
 
 
-def test_a_pad_to_a_multiple_returning_its_count_runs_at_every_length():
-    r = check_export(AlignToStride(), (torch.randn(2, 1, 10),), {"x": {0: Dim("b"), 2: Dim("t")}},
+@pytest.mark.parametrize("form", ["zeros", "new_zeros", "full"])
+def test_a_pad_to_a_multiple_returning_its_count_runs_at_every_length(form):
+    r = check_export(AlignToStride(form), (torch.randn(2, 1, 10),), {"x": {0: Dim("b"), 2: Dim("t")}},
                      sizes=[{"b": 2, "t": 12}, {"b": 3, "t": 13}, {"b": 1, "t": 4}, {"b": 2, "t": 3}])
     assert count_ops(r, "If") == 0 and not r.constraints
 
