@@ -77,6 +77,8 @@ def clamped_sizes(node: torch.fx.Node, known: dict, floors: dict) -> dict[int, A
     """The clamped sizes ``node``'s result may hold: a slice's own (``slice_clamp``), and those of
     its inputs (``known``: FX node -> clamped sizes) that its traced shape holds."""
     own = slice_clamp(node, floors)
+    if not known:  # no clamp so far (every model without one): nothing to inherit
+        return own
     inherited: dict[int, Any] = {}
     for arg in node.all_input_nodes:
         inherited.update(known.get(arg, {}))

@@ -54,3 +54,31 @@ def test_a_clamped_size_is_named_on_the_output():
 def test_a_promised_minimum_keeps_the_size_constant():
     result = check_export(Fn(computed_from), (torch.randn(4, 5),), {"x": {0: Dim("b", min=2)}})
     assert [str(d) for d in result.model.graph.outputs[0].shape] == ["2", "5"]
+
+
+W = torch.randn(5, 2)
+
+
+def projected(x):
+    y = x[:2] @ W  # [min(2, b), 2]: its last 2 is not the clamp
+    return y, torch.zeros(3, 2) + y.sum(0)
+
+
+def written_over_equal_sizes(x):
+    y = x[:2] @ W
+    d = y + y.T  # [2, 2] at every b (at b = 1: [1, 2] + [2, 1])
+    return d.copy_(x[:2, :2])  # [min(2, b), 2] broadcast into it
+
+
+@pytest.mark.xfail(strict=True, reason="a clamped size is followed by its value: every later dim equal to the "
+                   "constant is typed as the clamp, a projection's 2 outputs and a [2, 2] sum too")
+def test_a_dim_equal_to_the_clamped_constant_keeps_its_size():
+    result = check_export(Fn(projected), (torch.randn(4, 5),), {"x": {0: Dim("b")}})
+    assert [[str(d) for d in v.shape] for v in result.model.graph.outputs] == [["Min(2, b)", "2"], ["3", "2"]]
+
+
+@pytest.mark.xfail(strict=True, reason="a [2, 2] value typed [Min(2, b), Min(2, b)] like the clamped source "
+                   "written into it: copy reads the two shapes as equal and broadcasts nothing at b = 1")
+def test_a_clamped_slice_written_into_a_value_of_the_constant_size_is_broadcast():
+    check_export(Fn(written_over_equal_sizes), (torch.randn(4, 5),), {"x": {0: Dim("b")}},
+                 sizes=[{"b": 1}, {"b": 3}])
