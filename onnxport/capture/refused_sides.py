@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+from typing import Any
 
 import torch
 
@@ -70,6 +71,7 @@ def other_side_refused(model: torch.nn.Module, captured: Captured, excluded: tup
     return first
 
 
-def without_branch(events: tuple, branch: str) -> tuple:
-    """``events`` with ``branch`` no longer read as the user's branch (a condition the model needs)."""
-    return tuple(dataclasses.replace(e, branch=None) if e.branch == branch else e for e in events)
+def without_branch(events: tuple, branch: str, far: Any = None) -> tuple:
+    """``events`` with ``branch`` no longer read as the user's branch (a condition the model needs), and
+    read as the far bound ``far`` sets where given (``guards.far_bounds.FarBound``)."""
+    return tuple(dataclasses.replace(e, branch=None, far=far) if e.branch == branch else e for e in events)

@@ -492,9 +492,10 @@ def _narrowed(state: CaptureState, decided: dict) -> dict:
 
 
 def _unless_eager_refuses(state: CaptureState, decide) -> tuple[CaptureState, object]:
-    """``(state, decide(state))``; where ``decide`` refuses a branch on a size whose other side
-    eager PyTorch refuses (``capture.refused_sides``), decided again with that branch read as a
-    condition the model needs (the state's trace events changed accordingly)."""
+    """``(state, decide(state))``; where ``decide`` refuses a branch on a size whose other side only
+    sizes far above the example take (``guards.far_bounds``: the bound it sets adopted, said in its
+    warning, no model run) or eager PyTorch refuses (``capture.refused_sides``), decided again with
+    that branch read as a condition the model needs (the state's trace events changed accordingly)."""
     seen = set()
     while True:
         try:
@@ -502,16 +503,12 @@ def _unless_eager_refuses(state: CaptureState, decide) -> tuple[CaptureState, ob
         except SpecializationError as error:
             branch = getattr(error, "branch", None)
             far = _far_bound(state, error) if branch is not None and branch not in seen else None
-            if far is not None:  # the bound it sets adopted, said in its warning: no model run needed
-                events = tuple(dataclasses.replace(e, branch=None, far=far) if e.branch == branch else e
-                               for e in state.trace.events)
-            elif branch is None or branch in seen or \
-                    other_side_refused(state.request.model, captured_of(state), error.excluded, branch) is None:
+            if far is None and (branch is None or branch in seen or other_side_refused(
+                    state.request.model, captured_of(state), error.excluded, branch) is None):
                 error.captured = captured_of(state)  # the other side's inputs are made like its example
                 raise
-            else:
-                events = without_branch(state.trace.events, branch)
             seen.add(branch)
+            events = without_branch(state.trace.events, branch, far)
             state = state.but(state.why, trace=dataclasses.replace(state.trace, events=events))
 
 
