@@ -43,7 +43,8 @@ _SCOPES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda
 _SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
 
 
-def _range_comprehension(call: ast.Call) -> ast.ListComp | None:
+def _taken_comprehension(call: ast.Call) -> ast.ListComp | None:
+    """The comprehension ``call`` stacks when it has a form taken (over ``range`` or ``unbind``), else None."""
     f = call.func
     if not (isinstance(f, ast.Attribute) and f.attr in STACKING and isinstance(f.value, ast.Name)
             and f.value.id == "torch" and call.args and isinstance(call.args[0], ast.ListComp)):
@@ -64,10 +65,10 @@ def _range_comprehension(call: ast.Call) -> ast.ListComp | None:
     return comp
 
 
-def over_range(node: ast.AST) -> bool:
+def taken(node: ast.AST) -> bool:
     """Whether ``node`` is a ``torch.cat`` / ``torch.stack`` of a comprehension over a ``range`` (whatever
     its bound) or an ``unbind`` of the form above."""
-    return isinstance(node, ast.Call) and _range_comprehension(node) is not None
+    return isinstance(node, ast.Call) and _taken_comprehension(node) is not None
 
 
 class _Renamed(ast.NodeTransformer):
@@ -100,7 +101,7 @@ class _Hoist(ast.NodeTransformer):
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_IfExp = visit_BoolOp = visit_Lambda
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
-        comp = _range_comprehension(node)
+        comp = _taken_comprehension(node)
         it = comp.generators[0].iter if comp is not None else None
         if comp is None or (unbind_call(it) is None and not any(is_dynamic(a, self.sizes) for a in it.args)):
             return self.generic_visit(node)

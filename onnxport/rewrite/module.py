@@ -338,7 +338,7 @@ def _has_loop(fn: Callable) -> bool:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
         return False
-    return any(isinstance(node, (ast.For, ast.While)) or comprehensions.over_range(node) for node in ast.walk(tree))
+    return any(isinstance(node, (ast.For, ast.While)) or comprehensions.taken(node) for node in ast.walk(tree))
 
 
 def rewritten_calls(fn: Callable, notes: list, cache: dict) -> dict[str, Callable]:
