@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import onnxport
+from onnxport import stages
 from exportcheck import check_export
 
 
@@ -38,27 +39,17 @@ def _inputs(batch: int, time: int) -> tuple:
     return torch.randn(batch, time, 8), lengths
 
 
-def test_a_size_read_from_the_lengths_is_captured_in_strict_mode():
+def test_a_size_read_from_the_lengths_is_captured_in_strict_mode(monkeypatch):
     dims = {"x": {0: "batch", 1: "time"}, "lengths": {0: "batch"}}
     with pytest.warns(UserWarning, match=r"(?s)capture failed \(the model needs a value known only when it runs.*"
                                          r"strict mode \(TorchDynamo\)"):
         result = check_export(MaskedAttention().eval(), _inputs(3, 20), dims, values=[],
                               inputs=[_inputs(2, 7), _inputs(4, 31), _inputs(1, 1)])
     assert result.captured.strategy == "strict"
+    # the strategy is what made it export: without it, the first failure
+    monkeypatch.setattr(stages, "STRATEGIES", tuple(s for s in stages.STRATEGIES if s.name != "strict"))
     with pytest.raises(onnxport.DataDependentError, match=r"int\(torch.max\(lengths\)\)"):
-        _refused_without_strict(dims)  # the strategy is what made it export
-
-
-def _refused_without_strict(dims: dict) -> None:
-    """The export with strict mode left out of the strategies raises the first failure."""
-    from onnxport import stages
-
-    saved = stages.STRATEGIES
-    stages.STRATEGIES = tuple(s for s in saved if s.name != "strict")
-    try:
         onnxport.to_onnx(MaskedAttention().eval(), _inputs(3, 20), dynamic_shapes=dims)
-    finally:
-        stages.STRATEGIES = saved
 
 
 class Unexportable(torch.nn.Module):
