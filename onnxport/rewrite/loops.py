@@ -644,8 +644,8 @@ def _rewrite_for(node: ast.For, ctx, dynamic: bool, anchor: ast.For | None = Non
     fdef.body[k:k + 1] = body
     what = f"scan over {shown or ast.unparse(it)}"
     parts = [f"carry {', '.join(carried)}" if carried else "no carry"]
-    scanned = [f"{ast.unparse(e)} along {d}" for _, e, d in uses.sources.values()]
-    scanned = [text for text in scanned if not text.startswith(P)]  # the sequence a loop over rows binds
+    own = ast.unparse(it.args[0].args[0]) if shown else None  # a loop over rows: its sequence, named by ``what``
+    scanned = [f"{ast.unparse(e)} along {d}" for _, e, d in uses.sources.values() if ast.unparse(e) != own]
     if scanned:
         parts.append("scanned " + ", ".join(scanned))
     if outputs:
