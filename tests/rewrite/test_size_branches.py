@@ -152,6 +152,22 @@ def test_a_layout_only_side_runs_at_every_size_with_no_constraint(form):
     assert not [w for w in caught if str(w.message).startswith(ADOPTED_PREFIX)]
 
 
+class RoundedPastABatch(torch.nn.Module):
+    """A conversion that returns the input's dtype through another (``x.half().float()``): it rounds,
+    so the side is not the identity where it is not taken."""
+
+    def forward(self, x):
+        if x.shape[0] >= 64:
+            x = x.half().float()
+        return x * 3
+
+
+def test_a_conversion_through_another_dtype_keeps_its_branch():
+    r = check_export(RoundedPastABatch(), (torch.randn(2, 5) * 1000,), {"x": {0: Dim("b")}}, rewrite_control_flow=True,
+                     sizes=[{"b": 70}, {"b": 3}])
+    assert count_ops(r, "If") == 1
+
+
 class AlignToStride(torch.nn.Module):
     """torchaudio's ConvTasNet: pad with zeros up to a multiple of the stride, returning the number
     of zeros (0 where the length is a multiple: an early return), and cut them off the output only
