@@ -11,6 +11,9 @@ type ``[2, ...]``, and that of every value computed from it, would let the optim
 Here such a size is typed as what it is, ``Min(2, b)`` (or ``Max(0, Min(end - start, b - start))``
 for a slice starting later), on the slice's result and on every value computed from it whose
 traced shape holds that constant (the dims rendered with the user's names), so nothing folds it.
+Which dims are the clamp, ONNX inference from the retyped inputs tells (``retype``): a dim it finds
+constant (a projection's 2 features, a sum broadcast to ``[2, 2]``) only equals the constant and
+keeps it, and a dim it cannot tell is typed unknown.
 Sizes the export promises at least as large as the bound (``Dim("b", min=2)``) stay constant.
 """
 
@@ -73,10 +76,9 @@ def slice_clamp(node: torch.fx.Node, floors: dict) -> dict[int, Any]:
     return {int(size_out): None}  # a clamp of another form: an unknown size
 
 
-def clamped_sizes(node: torch.fx.Node, known: dict, floors: dict) -> dict[int, Any]:
-    """The clamped sizes ``node``'s result may hold: a slice's own (``slice_clamp``), and those of
-    its inputs (``known``: FX node -> clamped sizes) that its traced shape holds."""
-    own = slice_clamp(node, floors)
+def clamped_sizes(node: torch.fx.Node, known: dict, own: dict[int, Any]) -> dict[int, Any]:
+    """The clamped sizes ``node``'s result may hold: a slice's own (``own``: ``slice_clamp``), and
+    those of its inputs (``known``: FX node -> clamped sizes) that its traced shape holds."""
     if not known:  # no clamp so far (every model without one): nothing to inherit
         return own
     inherited: dict[int, Any] = {}
@@ -96,17 +98,26 @@ def _tensors(val: Any) -> list[torch.Tensor]:
     return []
 
 
-def retype(value: ir.Value, sizes: dict[int, Any], dim_name: Any) -> None:
+def retype(value: ir.Value, sizes: dict[int, Any], dim_name: Any, inferred: ir.Shape | None = None,
+           own: dict[int, Any] | None = None) -> None:
     """``value``'s constant dims found in ``sizes`` typed as their clamp (``dim_name`` renders it;
-    None: an unknown dim)."""
+    None: an unknown dim). ``inferred``: the value's shape before it was typed from the trace (ONNX
+    inference from its inputs, which carry the clamp, or the shape it was translated with): a dim
+    constant there is a size of its own that only equals the clamped constant (a projection to 2
+    features, a sum broadcast to ``[2, 2]``) and keeps it; a dim it names as the clamp is the
+    clamp; a dim it does not know is unknown, but for the slice's own clamp (``own``). Without
+    ``inferred`` every such dim is the clamp."""
     if value.shape is None or not sizes:
         return
-    dims = [d for d in value.shape]
+    dims = list(value.shape)
+    known = list(inferred) if inferred is not None and len(inferred) == len(dims) else None
     changed = False
     for i, d in enumerate(dims):
-        if isinstance(d, int) and d in sizes:
-            expr = sizes[d]
-            dims[i] = dim_name(expr) if expr is not None else None
-            changed = True
+        if not isinstance(d, int) or d not in sizes or known is not None and isinstance(known[i], int):
+            continue
+        clamp = dim_name(sizes[d]) if sizes[d] is not None else None
+        named = clamp is not None and known is not None and str(known[i]) == str(clamp)
+        dims[i] = clamp if known is None or named or d in (own or {}) else None
+        changed = True
     if changed:
         value.shape = ir.Shape(dims)

@@ -96,32 +96,38 @@ def translate_nodes(ctx: TranslationContext, graph: torch.fx.Graph) -> list[Any]
             continue
         first_new = len(ctx.nodes)
         result = _translate_one(ctx, node)
-        type_new_outputs(ctx.nodes[first_new:], ctx.opset)
-        ctx.values[node] = result
-        sizes = clamped.clamped_sizes(node, ctx.clamped, ctx.size_floors)
+        own = clamped.slice_clamp(node, ctx.size_floors)
+        sizes = clamped.clamped_sizes(node, ctx.clamped, own)
         if sizes:
             ctx.clamped[node] = sizes
+        type_new_outputs(ctx.nodes[first_new:], ctx.opset, with_data=bool(sizes))
+        ctx.values[node] = result
         if isinstance(result, ir.Value):
             if val is not None and result.producer() is not None and result.const_value is None:
+                inferred = result.shape  # ONNX inference's, from inputs that carry a clamp (clamped.retype)
                 set_meta_type(result, val, dim_name)
-                clamped.retype(result, sizes, dim_name)
+                clamped.retype(result, sizes, dim_name, inferred, own)
                 result.metadata_props.setdefault(FX_NODE_KEY, node.name)
             if expr is not None and not expr.is_number:
                 ctx.sym_values[expr] = result
         elif isinstance(result, (tuple, list)) and isinstance(val, (tuple, list)):
             for r, v in zip(result, val):
                 if isinstance(r, ir.Value) and v is not None and r.const_value is None and r.producer() is not None:
+                    inferred = r.shape
                     set_meta_type(r, v, dim_name)
-                    clamped.retype(r, sizes, dim_name)
+                    clamped.retype(r, sizes, dim_name, inferred, own)
     return outputs
 
 
-def type_new_outputs(nodes: list[ir.Node], opset: int) -> None:
+def type_new_outputs(nodes: list[ir.Node], opset: int, with_data: bool = False) -> None:
     """Give the untyped outputs of ``nodes`` their element type by ONNX type inference, node by node.
 
     Intermediate values of a translation then carry a dtype, so an optimization that merges two
     equal values (CSE) keeps a typed one even when it becomes a graph output. The inferred shape
     (possibly with unknown dims) is kept too; a node whose inference fails keeps untyped outputs.
+    ``with_data``: small constant inputs (a Slice's ends, a Reshape's shape) given to the inference
+    too, which then finds the sizes they set (for the values computed from a clamped slice, whose
+    dims ``translate.clamped`` tells apart by it).
     """
     import onnx
 
@@ -134,7 +140,9 @@ def type_new_outputs(nodes: list[ir.Node], opset: int) -> None:
             schema = onnx.defs.get_schema(n.op_type, opset, "")
             proto = ir.serde.serialize_node(n)
             types = {i.name: ir.serde.serialize_value(i).type for i in n.inputs if i is not None}
-            inferred = onnx.shape_inference.infer_node_outputs(schema, proto, types)
+            data = {i.name: ir.serde.serialize_tensor(i.const_value) for i in n.inputs
+                    if with_data and i is not None and i.const_value is not None and i.const_value.size <= 64}
+            inferred = onnx.shape_inference.infer_node_outputs(schema, proto, types, data or None)
         except Exception:  # noqa: BLE001 - typing is best effort; the value stays untyped
             continue
         for o in n.outputs:

@@ -304,8 +304,9 @@ def _outputs(ctx: TranslationContext, captured: Captured, outs: list, names: lis
         value = graph_output(ctx, value, seen, graph_values)
         value.name = name
         if isinstance(fx_node, torch.fx.Node):
+            typed = value.shape  # as translated: a dim equal to a clamped constant by chance kept constant
             set_meta_type(value, fx_node.meta.get("val"), namer)
-            clamped.retype(value, ctx.clamped.get(fx_node, {}), namer)
+            clamped.retype(value, ctx.clamped.get(fx_node, {}), namer, typed)
         graph_outputs.append(value)
     if not graph_outputs:
         raise TranslationError("the model returns no tensor and updates no buffer: an ONNX model needs an output",

@@ -70,15 +70,11 @@ def written_over_equal_sizes(x):
     return d.copy_(x[:2, :2])  # [min(2, b), 2] broadcast into it
 
 
-@pytest.mark.xfail(strict=True, reason="a clamped size is followed by its value: every later dim equal to the "
-                   "constant is typed as the clamp, a projection's 2 outputs and a [2, 2] sum too")
 def test_a_dim_equal_to_the_clamped_constant_keeps_its_size():
     result = check_export(Fn(projected), (torch.randn(4, 5),), {"x": {0: Dim("b")}})
     assert [[str(d) for d in v.shape] for v in result.model.graph.outputs] == [["Min(2, b)", "2"], ["3", "2"]]
 
 
-@pytest.mark.xfail(strict=True, reason="a [2, 2] value typed [Min(2, b), Min(2, b)] like the clamped source "
-                   "written into it: copy reads the two shapes as equal and broadcasts nothing at b = 1")
 def test_a_clamped_slice_written_into_a_value_of_the_constant_size_is_broadcast():
     check_export(Fn(written_over_equal_sizes), (torch.randn(4, 5),), {"x": {0: Dim("b")}},
                  sizes=[{"b": 1}, {"b": 3}])
