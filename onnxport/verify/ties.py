@@ -85,9 +85,10 @@ class TieWatch:
     input set and says which outputs a tie among the values such an op chose from reached there.
 
     Eager PyTorch and onnxruntime may each pick another of equally near codes and both be right,
-    and then everything computed from the pick differs: such outputs are not compared on that set
-    (a residual vector quantizer's exact-zeros set, where every codebook distance ties). A tie is
-    found from the values, on any set; an export wrong elsewhere still fails on the sets without one.
+    and then everything computed from the pick differs: such outputs, where they differ, are not
+    compared on that set (a residual vector quantizer's exact-zeros set, where every codebook
+    distance ties). A tie is found from the values, on any set; an export wrong elsewhere still
+    fails on the sets without one.
     """
 
     def __init__(self, program):

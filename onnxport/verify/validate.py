@@ -16,8 +16,9 @@ saying why (``Check.basis``). Each row says which kind of input it used (``Check
 Not compared, and listed as such: a NaN/inf set on which eager's outputs are not all finite (the
 model defines no result there; how NaN spreads is each runtime's own), and on the sets that make
 ties (``verify.ties.TIED_KINDS``) the outputs that are indices chosen among equal values; on any
-set, the outputs computed from an ``argmin`` / ``argmax`` / ``topk``... inside the model that met a
-tie there (``verify.ties.TieWatch``: a gather of the chosen code, the residual left).
+set, the outputs computed from an ``argmin`` / ``argmax`` / ``topk``... inside the model that differ
+from eager's where that op met a tie (``verify.ties.TieWatch``: a gather of the chosen code, the
+residual left; the program is run to look for the tie only then).
 """
 
 from __future__ import annotations
