@@ -32,11 +32,11 @@ def finalize(model: ir.Model, *, inline: bool = False, constraints: list[str] | 
     ``onnxport.float32_compute`` (``ExportResult.float32_compute``). Ends with onnx-ir's
     ``CheckerPass`` (``onnx.checker``, big initializers left out).
 
-    A bfloat16 node it cannot load that has no float32 form (its bfloat16 output set by an
-    attribute) is left as it is, valid ONNX, named with its line in a warning.
-
     Raises:
-        TranslationError: the model fails the ONNX checker (an exporter bug, with the checker's words).
+        TranslationError: the model fails the ONNX checker (an exporter bug, with the checker's words),
+            or holds a bfloat16 node onnxruntime's CPU provider cannot load that has no float32 form
+            (its bfloat16 output set by an attribute), named with its op type and the user's line: the
+            export never writes a file that does not load.
     """
     _restore_output_types(model)
     record_constraints(model, constraints)
@@ -65,14 +65,14 @@ def finalize(model: ir.Model, *, inline: bool = False, constraints: list[str] | 
 
 def _runnable_bfloat16(model: ir.Model) -> None:
     """``model``'s bfloat16 nodes that onnxruntime's CPU provider cannot run, in float32 between
-    Casts; stated (a warning, the metadata); those with no float32 form named in a warning."""
+    Casts; stated (a warning, the metadata), or refused where no float32 form exists."""
     widened, unloadable = widen_bfloat16(model)
     if unloadable:
-        warnings.warn(
+        raise TranslationError(
             f"onnxruntime's CPU provider has no bfloat16 kernel for {'; '.join(unloadable)}, whose bfloat16 "
-            "result an attribute sets: the model is valid ONNX but will not load there; export the model in "
-            "float32 (model.float()) or float16, or compute that part in float32 in the model's code",
-            stacklevel=2)
+            "result an attribute sets: the model would not load",
+            hint="export the model in float32 (model.float()) or float16, or compute that part in float32 "
+                 "in the model's code")
     if widened:
         model.metadata_props[FLOAT32_COMPUTE_KEY] = ", ".join(widened)
         warnings.warn(

@@ -11,8 +11,8 @@ computes what eager bfloat16 does, each op at float32 precision inside (as PyTor
 accumulate bfloat16 in float32).
 
 A node whose output is bfloat16 by an attribute (``Cast(to=bfloat16)``, an ``EyeLike`` of
-``dtype=bfloat16``) has nothing to widen: where onnxruntime lacks it, it is left as it is (valid
-ONNX, which other providers may run) and named with its line (``unloadable``).
+``dtype=bfloat16``) has nothing to widen: where onnxruntime lacks it, the export is refused naming
+its line (``unloadable``).
 """
 
 from __future__ import annotations

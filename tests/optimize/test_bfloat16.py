@@ -10,6 +10,7 @@ import torch
 from torch.export import Dim
 
 import onnxport
+from onnxport.errors import TranslationError
 from exportcheck import check_export
 
 BF16 = onnx.TensorProto.BFLOAT16
@@ -65,9 +66,10 @@ def test_a_float32_model_is_left_as_it_is():
     assert result.float32_compute == [] and "float32_compute" not in repr(result)
 
 
-def test_a_bfloat16_node_onnxruntime_cannot_load_is_kept_and_named_with_its_line():
+def test_a_bfloat16_node_onnxruntime_cannot_load_is_refused_with_its_line():
     """EyeLike(dtype=bfloat16) on a float input: its bfloat16 output is set by an attribute, so there
-    is no float32 form to compute it in; the model stays valid ONNX (other providers may run it)."""
+    is no float32 form to compute it in; the export is refused naming it and its line (never a file
+    that does not load)."""
     import onnx_ir as ir
 
     from onnxport.finalize import finalize
@@ -79,7 +81,5 @@ def test_a_bfloat16_node_onnxruntime_cannot_load_is_kept_and_named_with_its_line
     eye.outputs[0].shape = ir.Shape([3, 3])
     eye.metadata_props[SOURCE_KEY] = "model.py:7 in forward: torch.eye(3, dtype=torch.bfloat16)"
     model = ir.Model(ir.Graph([x], [eye.outputs[0]], nodes=[eye], opset_imports={"": 20}, name="g"), ir_version=10)
-    with pytest.warns(UserWarning, match=r"no bfloat16 kernel for EyeLike at model.py:7 in forward"):
+    with pytest.raises(TranslationError, match=r"no bfloat16 kernel for EyeLike at model.py:7 in forward"):
         finalize(model)
-    assert [n.op_type for n in model.graph] == ["EyeLike"] and model.graph.outputs[0].dtype == ir.DataType.BFLOAT16
-    onnx.checker.check_model(ir.serde.serialize_model(model))
