@@ -35,6 +35,7 @@ from onnxport.result import ExportResult
 from onnxport.translate.registry import Registry
 from onnxport.translate.registry import user_translates as translates
 from onnxport.verify import ValidationReport, validate
+from onnxport.verify.stream import StreamReport, check_stream
 from onnxport import library  # noqa: F401 - every library's capture patches registered (onnxport/library/)
 
 __version__ = "0.1.0"
@@ -82,6 +83,6 @@ __all__ = [
     "ReturnnError",
     "RewriteError", "SaveError", "ShowInputError",
     "SpecializationError", "TargetError", "TranslationError", "UnsupportedOpError", "ValidationError",
-    "ValidationReport", "export_pretrained", "export_returnn_config", "export_target",
+    "StreamReport", "ValidationReport", "check_stream", "export_pretrained", "export_returnn_config", "export_target",
     "find_divergence", "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
 ]

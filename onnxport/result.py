@@ -311,6 +311,25 @@ class ExportResult:
                                 max_new_tokens=max_new_tokens, atol=LOGITS_ATOL if atol is None else atol,
                                 rtol=LOGITS_RTOL if rtol is None else rtol)
 
+    def validate_stream(self, states: Any, initial: Any = None, *, chunks: list | None = None, make_step: Any = None,
+                        steps: int = 6, batches: Any = None, chunk_lengths: Any = None, model: Any = None,
+                        atol: float | None = None, rtol: float | None = None, **dims: Any):
+        """Run this model as a stream in onnxruntime, chunk after chunk from ``initial``, the outputs
+        named in ``states`` fed back as the inputs they name (``{"cache_out": "cache_in"}``), against
+        eager PyTorch (``model``, default this result's module) doing the same with its own states;
+        every output of every step compared as ``validate`` compares one, at two batch sizes and two
+        chunk lengths where those dims are dynamic. ``dims``: ``batch_dim``, ``chunk_dim``.
+
+        Returns a ``StreamReport`` (``.ok``, a table of per-step errors); raises ``ValidationError``
+        when the arguments do not describe a stream of this model (an unknown state name, a state
+        output whose shape cannot feed its input...) and ``ExportError`` for a result of several
+        models (check each of ``parts``). See ``onnxport.verify.stream.check_stream``."""
+        from onnxport.verify.stream import check_stream
+
+        self._one_model("validate_stream")
+        return check_stream(self, model, states=states, initial=initial, chunks=chunks, make_step=make_step,
+                            steps=steps, batches=batches, chunk_lengths=chunk_lengths, atol=atol, rtol=rtol, **dims)
+
     def pretty(self, **kwargs) -> str:
         """Compact text rendering (``onnxport.pretty_onnx``); ``ExportError`` for a result of ``parts``."""
         from onnxport.show.pretty import pretty_onnx
