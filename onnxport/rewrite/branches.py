@@ -33,7 +33,8 @@ from typing import Any, Callable
 import torch
 import torch.utils._pytree as pytree
 
-from onnxport.rewrite import flag_tails
+from onnxport.errors import ControlFlowError, ExportError
+from onnxport.rewrite import flag_tails, state_branches
 from onnxport.rewrite import names as N
 from onnxport.rewrite import size_branches
 from onnxport.rewrite.loops import _tracing, _tup, generated
@@ -42,11 +43,20 @@ P = N.GENERATED_PREFIX
 _EXITS = (ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal, ast.Delete)
 
 
-def run_cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any], *, where: str = "") -> Any:
+def run_cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any], *, where: str = "",
+             names: tuple = ()) -> Any:
     """Run a rewritten ``if``: ``torch.cond`` while tracing with a one-element tensor condition or a
     condition on symbolic sizes (a SymBool: ``x.shape[1] <= 8``), Python's ``if`` otherwise (eager
-    mode, Python bools)."""
+    mode, Python bools; the side taken on a tensor condition recorded, ``state_branches.record``).
+    ``where``: the ``if``'s ``file:line in function``; ``names``: the names it binds (its outputs).
+
+    Raises:
+        ControlFlowError: ``torch.cond`` cannot hold the branch, naming ``where`` and why (the sides
+            return other structures, dtypes or shapes, or read a number taken from a tensor) on a
+            condition read from the data.
+    """
     if not (_tracing() and isinstance(pred, (torch.Tensor, torch.SymBool))):
+        state_branches.record(where, pred)
         return then_fn() if pred else else_fn()
     if isinstance(pred, torch.SymBool):
         known = _known(pred)
@@ -65,7 +75,18 @@ def run_cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any], 
     def clone(fn):
         return lambda: pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, fn())
 
-    return torch.cond(p, clone(then_fn), clone(else_fn), ())
+    try:
+        return torch.cond(p, clone(then_fn), clone(else_fn), ())
+    except ExportError:
+        raise
+    except Exception as e:  # on the data: say what of the sides torch.cond cannot hold, where it is known
+        why = state_branches.why_not_cond(pred, then_fn, else_fn, names)
+        if why is None:  # (on sizes, the export in pieces takes over from the error as torch raised it)
+            raise
+        raise ControlFlowError(f"the sides of the if at {where} cannot be one torch.cond: {why}", where=where,
+                               hint="make both sides return tensors of the same structure, dtypes and shapes "
+                               "(pad the shorter one, or return what differs as a tensor), or write the "
+                               "branch with torch.cond yourself") from e
 
 
 def _known(pred: torch.SymBool) -> bool | None:
@@ -154,9 +175,27 @@ def _as_bool(value: Any) -> Any:
     return value if value.dtype == torch.bool else value != 0
 
 
+def _truth(node: ast.AST) -> ast.AST:
+    """``bool(e)`` read for its truth (a whole condition, an operand of ``and`` / ``or`` / ``not``) ->
+    ``e``: the same truth, and a one-element tensor stays a tensor that ``run_cond`` can keep."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "bool" \
+            and len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred):
+        return _truth(node.args[0])
+    return node
+
+
 class TensorPredicate(ast.NodeTransformer):
     """``and`` / ``or`` / ``not`` in a condition -> ``all_of`` / ``any_of`` / ``negate`` (Python's
-    operators would call ``bool()`` on a tensor, which tracing cannot keep)."""
+    operators would call ``bool()`` on a tensor, which tracing cannot keep); ``bool(e)`` read for
+    its truth -> ``e`` (``_truth``: the whole condition, given to ``visit``, and the operands of
+    ``and`` / ``or`` / ``not``)."""
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        if isinstance(node, ast.BoolOp):
+            node.values = [_truth(v) for v in node.values]
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            node.operand = _truth(node.operand)
+        return super().visit(node)
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
         self.generic_visit(node)
@@ -344,9 +383,10 @@ def rewrite_if(node: ast.If, rest: list[ast.stmt], ctx,
                                 if v in maybe_unbound else f"{_pre(v, node)} = {v}"
                                 for v in sorted(set(rebinds[0]) | set(rebinds[1]))), node)
     stmts += [_branch_fn(n, b, r, tail, node) for n, b, r in zip(names, branches, rebinds)]
-    call = f"{P}branches.run_cond(_test, {names[0]}, {names[1]}, where={ctx.where(node)!r})"
+    bound = f", names={tuple(outputs)!r}" if outputs else ""
+    call = f"{P}branches.run_cond(_test, {names[0]}, {names[1]}, where={ctx.where(node)!r}{bound})"
     last = generated(f"return {call}" if outputs is None else f"{tail} = {call}", node)[0]
-    last.value.args[0] = TensorPredicate().visit(node.test)
+    last.value.args[0] = TensorPredicate().visit(_truth(node.test))
     stmts.append(last)
     form = "early return" if outputs is None else f"outputs {', '.join(outputs)}"
     ctx.note(node, "if", True, f"torch.cond ({form})")

@@ -1,5 +1,6 @@
 """The automatic eager check of a rewritten model: same outputs as the original on the example
-inputs and on a random input set of other sizes."""
+inputs, on a random input set of other sizes and, where it branches on a flag or a counter given as
+a tensor, with each such input given its other truth value (both sides of the branch)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from typing import Any, Iterator
 
 import torch
 import torch.utils._pytree as pytree
+
+from onnxport.rewrite import state_branches
+from onnxport.rewrite.state_branches import state_variants
 
 
 def _clone(obj: Any) -> Any:
@@ -88,8 +92,11 @@ def _user_line(error: BaseException, files: set[str]) -> str | None:
 
 def check_equivalent(model: torch.nn.Module, new: torch.nn.Module, args: tuple, kwargs: dict,
                      rewritten: list) -> None:
-    """Raise ``RewriteError`` when ``new`` fails or differs from ``model`` on the example inputs, or
-    on the first random input set of other sizes that ``model`` itself accepts."""
+    """Raise ``RewriteError`` when ``new`` fails or differs from ``model`` on the example inputs, on
+    the first random input set of other sizes that ``model`` itself accepts, or, where a rewritten
+    ``if`` ran, on the example with each flag or counter input given its other truth value
+    (``state_branches.state_variants``) that ``model`` accepts. The note of each ``if`` of
+    ``rewritten`` that ran then says whether both of its sides did."""
     from onnxport.errors import RewriteError
 
     where = rewritten[0].where
@@ -108,16 +115,28 @@ def check_equivalent(model: torch.nn.Module, new: torch.nn.Module, args: tuple, 
             raise RewriteError(f"the rewritten model differs from the original on the {label}: {diff}\n"
                                f"  rewritten: {constructs}", where=where, hint=hint)
 
-    try:
-        expected = _run(model, args, kwargs)
-    except Exception:  # the original itself fails on the example: capture reports that, with its line
-        return
-    compare("example inputs", args, kwargs, expected)
-    for a, kw in other_inputs(args, kwargs):
+    with state_branches.sides_taken() as seen:
         try:
-            expected = _run(model, a, kw)
-        except Exception:  # the original does not accept these sizes: try the next set
-            continue
-        compare("random inputs " + ", ".join(str(list(t.shape)) for t in pytree.tree_leaves((a, kw))
-                                             if isinstance(t, torch.Tensor)), a, kw, expected)
-        return
+            expected = _run(model, args, kwargs)
+        except Exception:  # the original itself fails on the example: capture reports that, with its line
+            return
+        compare("example inputs", args, kwargs, expected)
+        for a, kw in other_inputs(args, kwargs):
+            try:
+                expected = _run(model, a, kw)
+            except Exception:  # the original does not accept these sizes: try the next set
+                continue
+            compare("random inputs " + ", ".join(str(list(t.shape)) for t in pytree.tree_leaves((a, kw))
+                                                 if isinstance(t, torch.Tensor)), a, kw, expected)
+            break
+        if seen:  # a rewritten if ran: its other side too, from each flag or counter given its other value
+            for label, a, kw in state_variants(args, kwargs):
+                try:
+                    expected = _run(model, a, kw)
+                except Exception:  # the original does not accept that state
+                    continue
+                compare(label, a, kw, expected)
+    for note in rewritten:
+        checked = state_branches.said(note.where, seen)
+        if checked:
+            note.detail += f"; {checked}"

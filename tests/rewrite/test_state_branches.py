@@ -1,0 +1,193 @@
+"""A branch on a state tensor (a counter or a flag given as a one-element tensor) -> ONNX If.
+
+Streaming models pass their state between calls as tensors and branch on it (``if n_processed_blocks
+== 0:``). Capture fails on such a branch; the rewrite keeps both sides as ``torch.cond``, checks the
+rewritten copy against the model in eager mode on both sides (the flag or counter given its other
+value), and refuses, naming the line, a branch whose sides ``torch.cond`` cannot hold. Each export
+is compared with eager PyTorch in onnxruntime at both values of the state and at two sizes of
+each dynamic dim."""
+
+import pytest
+import torch
+from torch.export import Dim
+
+import onnxport
+from exportcheck import check_export, count_ops
+from onnxport.rewrite import rewrite_module
+from onnxport.rewrite.check import check_equivalent
+
+
+def _line(cls, text: str) -> int:
+    """The line of ``cls.forward`` holding ``text``."""
+    import inspect
+
+    lines, first = inspect.getsourcelines(cls.forward)
+    return first + next(k for k, line in enumerate(lines) if text in line)
+
+
+class Counter(torch.nn.Module):
+    def forward(self, x, counter):
+        if counter == 0:
+            y = x * 2
+        else:
+            y = x + 1
+        return y
+
+
+DIMS = {0: Dim("batch"), 1: Dim("time")}
+
+
+def _sets(state_values, make):
+    """Inputs at each state value and at two sizes of each dynamic dim (beside the example's)."""
+    return [make(b, t, v) for v in state_values for b, t in ((3, 7), (1, 4))]
+
+
+def test_a_branch_on_a_counter_is_one_if_checked_on_both_sides():
+    line = _line(Counter, "if counter == 0")
+    with pytest.warns(UserWarning, match=rf"onnxport rewrote the if at .*test_state_branches.py:{line} in forward"):
+        result = check_export(Counter(), (torch.randn(2, 5), torch.tensor(0)), (DIMS, None),
+                              inputs=_sets((0, 1, 5), lambda b, t, v: (torch.randn(b, t), torch.tensor(v))))
+    assert count_ops(result, "If") == 1
+    (note,) = [n for n in result.rewrite_notes if n.rewritten]
+    assert note.where.endswith(f":{line} in forward") and "both sides checked in eager mode" in note.detail
+
+
+class FirstChunk(torch.nn.Module):
+    """A streaming step: the ``first`` flag chooses between a cache of zeros and the cache given; the
+    step returns its output and the updated cache (the last ``k`` frames seen)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, chunk, first, cache):
+        if first:
+            cache = torch.zeros_like(cache)
+            scale = torch.ones_like(chunk[:, :1])
+        else:
+            scale = cache.mean(1, keepdim=True).sigmoid()
+        seen = torch.cat([cache, chunk], dim=1)
+        out = self.proj(seen)[:, -chunk.shape[1]:] * scale
+        return out, seen[:, -cache.shape[1]:]
+
+
+def test_a_flag_choosing_the_state_update():
+    def make(b, t, first):
+        return torch.randn(b, t, 4), torch.tensor(first), torch.randn(b, 3, 4)
+
+    with pytest.warns(UserWarning, match=rf"rewrote the if at .*:{_line(FirstChunk, 'if first')} in forward"):
+        result = check_export(FirstChunk(), make(2, 5, False), ({0: Dim("batch"), 1: Dim("time")}, None,
+                                                                 {0: Dim("batch")}),
+                              inputs=_sets((True, False), make))
+    assert count_ops(result, "If") == 1
+    assert [o.name for o in result.model.graph.outputs][:2] and len(result.model.graph.outputs) == 2
+
+
+class BoolOfACompare(torch.nn.Module):
+    def forward(self, x, state):
+        if bool(state == 0):
+            y = x * 2
+        else:
+            y = x + 1
+        return y
+
+
+class Item(torch.nn.Module):
+    def forward(self, x, state):
+        if state.item() > 0:
+            y = x * 2
+        else:
+            y = x + 1
+        return y
+
+
+class Flag(torch.nn.Module):
+    def forward(self, x, state):
+        if state:
+            y = x * 2
+        else:
+            y = x + 1
+        return y
+
+
+class Computed(torch.nn.Module):
+    """A condition on values computed from the state, with ``and`` / ``not`` / ``bool``."""
+
+    def forward(self, x, state):
+        n = state + 1
+        if n > 1 and not bool(n > 5):
+            y = x * 2
+        else:
+            y = x + 1
+        return y
+
+
+@pytest.mark.parametrize("cls, values", [(BoolOfACompare, (0, 1)), (Item, (0, 2)), (Flag, (False, True)),
+                                         (Computed, (0, 1, 7))])
+@pytest.mark.parametrize("shape", [(), (1,)])
+def test_forms_of_a_condition_on_a_state(cls, values, shape):
+    def make(b, t, v):
+        return torch.randn(b, t), torch.tensor(v).reshape(shape)
+
+    result = check_export(cls(), make(2, 5, values[0]), (DIMS, None), inputs=_sets(values, make))
+    assert count_ops(result, "If") == 1
+    (note,) = result.rewrite_notes
+    assert note.rewritten and "both sides checked in eager mode" in note.detail
+
+
+class ShapesDiffer(torch.nn.Module):
+    def forward(self, x, counter):
+        if counter == 0:
+            y = x[:, 1:]
+        else:
+            y = x
+        return y
+
+
+class StructuresDiffer(torch.nn.Module):
+    def forward(self, x, counter):
+        if counter == 0:
+            y = (x, x)
+        else:
+            y = x
+        return y[0] if isinstance(y, tuple) else y
+
+
+class ReadsANumber(torch.nn.Module):
+    def forward(self, x, counter):
+        n = counter.item()
+        if n == 0:
+            y = x * 2
+        else:
+            y = x + n
+        return y
+
+
+@pytest.mark.parametrize("cls, why", [
+    (ShapesDiffer, r"'y' of shape \[s\d+, s\d+ - 1\] and of shape \[s\d+, s\d+\]"),
+    (StructuresDiffer, "'y' as a tuple of 2 and as a tensor"),
+    (ReadsANumber, r"a side reads 'n', a number from a tensor's data \(.item\(\)\)"),
+])
+def test_sides_torch_cond_cannot_hold_are_refused_naming_the_line(cls, why):
+    line = _line(cls, "if ")
+    with pytest.raises(onnxport.ExportError) as info:
+        onnxport.to_onnx(cls(), (torch.randn(2, 5), torch.tensor(0)), dynamic_shapes=(DIMS, None))
+    text = str(info.value)
+    assert f"the sides of the if at {__file__}:{line} in forward cannot be one torch.cond" in text
+    assert __import__("re").search(why, text), text
+
+
+class Wrong(torch.nn.Module):
+    """``Counter`` but for its else side."""
+
+    def forward(self, x, counter):
+        return x * 2 if counter == 0 else x + 2
+
+
+def test_the_eager_check_runs_the_other_side():
+    args = (torch.randn(2, 5), torch.tensor(0))
+    new = rewrite_module(Counter(), args, check=False, warn=False)
+    notes = [n for n in new.onnxport_rewrite_notes if n.rewritten]
+    check_equivalent(Counter(), new, args, {}, notes)  # the same model: no difference
+    with pytest.raises(onnxport.RewriteError, match=r"input 1 \(0\) set to 1"):
+        check_equivalent(Wrong(), new, args, {}, notes)  # the same at counter == 0 only
