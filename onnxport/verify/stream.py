@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import textwrap
 from typing import Any, Callable
 
 import numpy as np
@@ -33,7 +34,7 @@ from onnxport.errors import ValidationError
 from onnxport.verify.eager import UPDATED, run_eager
 from onnxport.verify.judge import judge
 from onnxport.verify.reference import Float64Reference, SetRuns, run_float64, widened
-from onnxport.verify.report import EXACT, FLOAT64, Check, ValidationReport, render
+from onnxport.verify.report import EXACT, FLOAT64, WIDTH, Check, ValidationReport, render
 from onnxport.verify.runner import OrtRunner
 
 STEPS = 6  # default length of each stream
@@ -125,15 +126,15 @@ def render_stream(report: StreamReport) -> str:
     lines.append("")
     for label, sizes, why in report.streams:
         lines.append(f"stream {label.removeprefix('stream ')}: {sizes} ({why})" if sizes else f"{label}: {why}")
-    lines.append(f"states fed back: {', '.join(f'{o} -> {i}' for o, i in report.states)}")
+    legend = [f"states fed back: {', '.join(f'{o} -> {i}' for o, i in report.states)}"]
     bases = {c.basis for c in report.checks if c.basis}
-    if FLOAT64 in bases:
-        lines.append("errors: largest |ONNX - eager| over the output / its scale, judged against eager PyTorch "
-                     "streaming in float64 (its own float64 states)")
-    for basis in sorted(bases - {FLOAT64, EXACT}):
-        lines.append(f"some outputs: {basis}")
-    for text, number in notes.items():
-        lines.append(f"[{number}] {text}")
+    legend.append("errors: largest |ONNX - eager| over the output / its scale (integers: absolute); shape: at the "
+                  "last step" + ("; judged against eager PyTorch streaming in float64 from its own float64 states"
+                                 if FLOAT64 in bases else ""))
+    legend += [f"some outputs: {basis}" for basis in sorted(bases - {FLOAT64, EXACT})]
+    legend += [f"[{number}] {text}" for text, number in notes.items()]
+    for text in legend:
+        lines += textwrap.wrap(text, WIDTH, subsequent_indent="    ", break_on_hyphens=False)
     if report.first_failure is not None:
         lines += ["", "failing steps:", render(tuple(c for c in report.checks if not c.ok))]
     lines.append("stream matches" if report.ok else "STREAM MISMATCH")
