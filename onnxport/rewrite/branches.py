@@ -134,11 +134,15 @@ def _sizes(value: torch.SymBool, nxt: Callable[[], Any], conjunction: bool) -> A
 def all_of(first: Any, *rest: Callable[[], Any]) -> Any:
     """``first and rest[0]() and ...``: Python's short-circuit for Python values, ``logical_and`` of
     one-element predicates once a tensor is met (so tracing keeps the condition symbolic), ``&`` of
-    conditions on sizes (SymBools)."""
+    conditions on sizes (SymBools). A false Python value after a tensor is the value: the whole is
+    false whatever the tensor holds (with the same truth as Python's ``and``), and no branch is kept."""
     value = first
     for nxt in rest:
         if isinstance(value, torch.Tensor):
-            value = torch.logical_and(_as_bool(value), _as_bool(nxt()))
+            b = nxt()
+            if _python(b) and not b:  # false whatever the tensor holds (``t == 0 and is_final`` with is_final False)
+                return b
+            value = torch.logical_and(_as_bool(value), _as_bool(b))
         elif isinstance(value, torch.SymBool):
             value = _sizes(value, nxt, True)
         elif not value:
@@ -153,7 +157,10 @@ def any_of(first: Any, *rest: Callable[[], Any]) -> Any:
     value = first
     for nxt in rest:
         if isinstance(value, torch.Tensor):
-            value = torch.logical_or(_as_bool(value), _as_bool(nxt()))
+            b = nxt()
+            if _python(b) and b:  # true whatever the tensor holds
+                return b
+            value = torch.logical_or(_as_bool(value), _as_bool(b))
         elif isinstance(value, torch.SymBool):
             value = _sizes(value, nxt, False)
         elif value:
@@ -161,6 +168,11 @@ def any_of(first: Any, *rest: Callable[[], Any]) -> Any:
         else:
             value = nxt()
     return value
+
+
+def _python(value: Any) -> bool:
+    """A Python value whose truth is known while tracing (not a tensor, nor a symbolic size)."""
+    return isinstance(value, (bool, int, float, type(None), str, tuple, list, dict))
 
 
 def negate(value: Any) -> Any:

@@ -122,7 +122,8 @@ def _differ(a: Any, b: Any, which: str) -> str | None:
         return f"{which} as {_kind(a)} and as {_kind(b)}"
     for x, y in zip(xs, ys):
         if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
-            return f"{which} as {_kind(x)} and as {_kind(y)} (torch.cond returns tensors only)"
+            kinds = _kind(x) if _kind(x) == _kind(y) else f"{_kind(x)} and as {_kind(y)}"
+            return f"{which} as {kinds} on the sides (torch.cond returns tensors only)"
         if x.dtype != y.dtype:
             return f"{which} as {x.dtype} and as {y.dtype}"
         if x.dim() != y.dim() or not all(_same_size(p, q) for p, q in zip(x.shape, y.shape)):
@@ -135,7 +136,7 @@ def _kind(v: Any) -> str:
         return "a tensor"
     if isinstance(v, (tuple, list, dict)):
         return f"a {type(v).__name__} of {len(v)}"
-    return f"a {type(v).__name__}"
+    return f"a Python {type(v).__name__}"
 
 
 def unbacked_read(*fns: Callable[[], Any]) -> str | None:

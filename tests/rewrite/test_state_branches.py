@@ -191,3 +191,80 @@ def test_the_eager_check_runs_the_other_side():
     check_equivalent(Counter(), new, args, {}, notes)  # the same model: no difference
     with pytest.raises(onnxport.RewriteError, match=r"input 1 \(0\) set to 1"):
         check_equivalent(Wrong(), new, args, {}, notes)  # the same at counter == 0 only
+
+
+# ------------------------------------------------------------------ ESPnet's contextual-block Conformer
+STATES = ("prev_addin", "buffer_before_downsampling", "ilens_buffer", "buffer_after_downsampling",
+          "n_processed_blocks", "past_encoder_ctx")
+
+
+class StreamingStep(torch.nn.Module):
+    """One call of ESPnet's ``forward_infer`` (not the last chunk) with its state as tensors:
+    ``forward(chunk, *states) -> (ys, olens, *new_states)``."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, chunk, prev_addin, buffer_before_downsampling, ilens_buffer, buffer_after_downsampling,
+                n_processed_blocks, past_encoder_ctx):
+        states = dict(zip(STATES, (prev_addin, buffer_before_downsampling, ilens_buffer, buffer_after_downsampling,
+                                   n_processed_blocks, past_encoder_ctx)))
+        ilens = torch.full((chunk.shape[0],), chunk.shape[1], dtype=torch.long)
+        ys, olens, new = self.encoder.forward_infer(chunk, ilens, states, is_final=False)
+        return (ys, olens, *[torch.as_tensor(new[k]) for k in STATES])
+
+
+def _espnet_stream(frames: int, chunks: int):
+    """The encoder (tiny config, seeded weights) and the inputs of its steps from the third chunk on
+    (the first two run with ESPnet's own ``None`` states): ``[(chunk, *states), ...]``."""
+    from third_party import import_speech
+
+    module = import_speech("espnet2.asr.encoder.contextual_block_conformer_encoder")
+    torch.manual_seed(0)
+    encoder = module.ContextualBlockConformerEncoder(
+        input_size=20, output_size=16, attention_heads=2, linear_units=32, num_blocks=2, dropout_rate=0.0,
+        positional_dropout_rate=0.0, attention_dropout_rate=0.0, input_layer="conv2d", cnn_module_kernel=3,
+        macaron_style=True, block_size=8, hop_size=4, look_ahead=2).eval()
+    gen = torch.Generator().manual_seed(frames)
+    states, steps = None, []
+    with torch.no_grad():
+        for k in range(chunks + 2):
+            chunk = torch.randn(1, frames, 20, generator=gen)
+            if k >= 2:
+                steps.append((chunk, *[torch.as_tensor(states[s]) for s in STATES]))
+            _, _, states = encoder.forward_infer(chunk, torch.tensor([frames]), states, is_final=False)
+    return encoder, steps
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, raises=onnxport.ExportError, reason=(
+    "ESPnet's forward_infer emits `offset` more frames while n_processed_blocks == 0 "
+    "(contextual_block_conformer_encoder.py:560-564: `y_length += offset`, a Python int, then "
+    "`ys_pad[:, 0:offset] = ...`, a write into a tensor made before the branch): the step's output "
+    "shape depends on the counter, which torch.cond cannot hold and the rewrite leaves as Python"))
+def test_espnet_contextual_block_conformer_streaming_step():
+    encoder, steps = _espnet_stream(frames=32, chunks=6)
+    step = StreamingStep(encoder)
+    check_export(step, steps[0], None, inputs=steps[1:], min_sets=6)
+
+
+class StreamPositions(torch.nn.Module):
+    """ESPnet's ``StreamPositionalEncoding`` at an offset given as a tensor (a count of processed blocks)."""
+
+    def __init__(self):
+        super().__init__()
+        from third_party import import_speech
+
+        embedding = import_speech("espnet.nets.pytorch_backend.transformer.embedding")
+        self.pos_enc = embedding.StreamPositionalEncoding(16, 0.0)
+
+    def forward(self, x, start):
+        return self.pos_enc(x, start * 4)
+
+
+def test_espnet_stream_positions_at_a_tensor_offset():
+    def make(b, t, start):
+        return torch.randn(b, t, 16), torch.tensor(start)
+
+    check_export(StreamPositions(), make(2, 5, 3), (DIMS, None), inputs=_sets((0, 2, 700), make))
