@@ -161,6 +161,7 @@ def settle_unneeded(result: ExportResult, tries: list, notices: list[str]) -> Ex
     eager PyTorch at sizes the constraint excludes, ``verify.unneeded_constraints``) is kept instead,
     a notice saying so appended to ``notices``. ``tries``: ``(guard, sizes)`` of
     ``unneeded_constraints.candidates``."""
+    from onnxport.capture.guards.conditions import EAGER_RUNS
     from onnxport.verify.unneeded_constraints import kept, right_at
 
     for guard, sizes in tries:
@@ -170,12 +171,36 @@ def settle_unneeded(result: ExportResult, tries: list, notices: list[str]) -> Ex
         variables = {s: dataclasses.replace(v, lo=min(v.lo, low[v.name])) if v.name in low else v
                      for s, v in result.captured.variables.items()}
         trial = with_guards(result, guards, variables, record=False)
+        shown = "; ".join(", ".join(f"{k}={v}" for k, v in s.items() if k in guard.names) for s in sizes[:3])
         if right_at(trial, trial_guard):
             result = trial
-            shown = "; ".join(", ".join(f"{k}={v}" for k, v in s.items() if k in guard.names) for s in sizes[:3])
             notices.append(f"{guard.text} is not a constraint of the export after all: at {shown} onnxruntime "
                            f"matches eager PyTorch (the ONNX model computes those sizes alike)")
+        elif guard.method == EAGER_RUNS:
+            result = with_guards(result, [_differs(result, g, shown) if g is guard else g for g in result.guards],
+                                 record=False)
     return with_guards(result, result.captured.guards)  # the metadata, once, for the guards decided
+
+
+def _differs(result: ExportResult, guard, shown: str):
+    """``guard`` (adopted on trial: eager PyTorch runs at sizes it excludes) where onnxruntime differs from
+    eager PyTorch at ``shown``: adopted, saying so, for dims named without a range.
+
+    Raises:
+        DynamicShapesError: a dim it reads has an explicit range (``Dim(name, min=...)``), which the
+            export cannot hold.
+    """
+    from onnxport.capture.guards.conditions import range_error
+
+    variables = [v for v in result.captured.variables.values() if v.name in guard.names]
+    if not all(v.adoptable for v in variables):
+        error = range_error(guard.text, guard.excluded, guard.where, variables)
+        declared = ", ".join(f"{v.name} in [{v.lo}, {v.hi if v.hi is not None else 'inf'}]" for v in variables)
+        raise DynamicShapesError(f"the ONNX model torch.export traced holds only where {guard.text}, which the "
+                                 f"declared range ({declared}) does not guarantee: eager PyTorch runs at {shown}, "
+                                 f"where the ONNX model differs from it", where=guard.where, hint=error.hint)
+    note = f"eager PyTorch runs at {shown}, where the ONNX model traced under it differs"
+    return dataclasses.replace(guard, note=f"{guard.note}; {note}" if guard.note else note)
 
 
 def _hold_at_the_example(result: ExportResult) -> None:

@@ -22,8 +22,8 @@ import torch
 
 from onnxport.capture.captured import Captured, user_placeholders
 from onnxport.capture.guards.events import size_vars
-from onnxport.capture.guards.probe import refusal_at
-from onnxport.capture.inputs import dim_examples, dim_names
+from onnxport.capture.guards.probe import EAGER_GROWTH, eager_refusal_on, refusal_at
+from onnxport.capture.inputs import dim_examples, dim_names, inputs_like_example
 from onnxport.capture.meta_weights import has_meta_weights
 
 
@@ -75,3 +75,31 @@ def without_branch(events: tuple, branch: str, far: Any = None) -> tuple:
     """``events`` with ``branch`` no longer read as the user's branch (a condition the model needs), and
     read as the far bound ``far`` sets where given (``guards.far_bounds.FarBound``)."""
     return tuple(dataclasses.replace(e, branch=None, far=far) if e.branch == branch else e for e in events)
+
+
+EAGER_TRIES = 3  # excluded size assignments a condition's probe runs in eager PyTorch
+
+
+def eager_runs_at(model: torch.nn.Module, captured: Captured, excluded: tuple) -> tuple[dict, ...] | None:
+    """The first ``EAGER_TRIES`` of the ``excluded`` sizes (each ``{dim name: size}``, the other dims at the
+    example's sizes) where eager PyTorch runs ``model`` at every one of them: a condition torch.export's
+    trace states that the model itself does not have there (a slice clamped at a bound the trace decided, a
+    size check of the trace only). None where eager PyTorch refuses one (``x[:, ::2] + x[:, 1::2]`` runs at
+    ``time = 1, 3`` and refuses 5: the condition is the model's), or cannot be asked (weights on the meta
+    device, inputs not made at those sizes, a dim beyond ``EAGER_GROWTH`` times its example)."""
+    if not excluded or has_meta_weights(model):
+        return None
+    declared = size_vars(user_placeholders(captured.program), captured.input_names, captured.declared, {})
+    names = dim_names(captured, {sym: var.name for sym, var in declared.items()})
+    examples, _ = dim_examples(captured, names)
+    tries = tuple(dict(sizes) for sizes in excluded[:EAGER_TRIES])
+    for sizes in tries:
+        if any(v > EAGER_GROWTH * max(examples.get(n, 1), 1) for n, v in sizes.items()):
+            return None
+        try:
+            args, kwargs = inputs_like_example(captured, names, {**examples, **sizes}, seed=0)
+        except Exception:  # noqa: BLE001 - inputs cannot be made at these sizes: nothing to learn
+            return None
+        if eager_refusal_on(model, captured, args, kwargs) is not None:
+            return None
+    return tries

@@ -28,12 +28,12 @@ from onnxport.capture.captured import Captured, user_placeholders
 from onnxport.capture.classify import (classify, derived_dims, is_size_guard, required_ranges, source_matches,
                                        specialization_error, static_axes_of_size, top_level_name)
 from onnxport.capture.guards import decide_program, violation_ranges
-from onnxport.capture.guards.conditions import NARROWED
+from onnxport.capture.guards.conditions import EAGER_RUNS, GuardStatus
 from onnxport.capture.guards.events import declared_var
 from onnxport.capture.guards.far_bounds import FarBound, far_bound, far_side
 from onnxport.capture.guards.probe import eager_refusal_on, probe_size_one
 from onnxport.capture.meta_weights import has_meta_weights
-from onnxport.capture.refused_sides import other_side_refused, without_branch
+from onnxport.capture.refused_sides import eager_runs_at, other_side_refused, without_branch
 from onnxport.capture.relations import candidates, symbol
 from onnxport.capture.state import CaptureState, Traced
 from onnxport.capture.symbolic_builtins import SYMBOLIC_BUILTINS, shadowed, shadows_for
@@ -377,6 +377,30 @@ class ProbeSizeOne(Decision):
         return state.but(", ".join(g.text for g in probed), guards=state.guards + tuple(probed), variables=variables)
 
 
+class ProbeAdoptedInEager(Decision):
+    """Each constraint the export would adopt, run in eager PyTorch at the first sizes it excludes
+    (``refused_sides.eager_runs_at``): where eager runs there, the condition is torch.export's trace's, not
+    the model's, and is adopted on trial only (``conditions.EAGER_RUNS``): after the export, onnxruntime is
+    compared with eager PyTorch there (``settle``) and the constraint dropped where they match."""
+
+    name = "probe adopted constraints in eager PyTorch"
+
+    def decide(self, state):
+        model, captured = state.request.model, None
+        guards, tried = list(state.guards or ()), []
+        for i, g in enumerate(guards):
+            if g.status is not GuardStatus.ADOPTED or g.method == EAGER_RUNS or g.note or not g.excluded:
+                continue
+            captured = captured or captured_of(state)
+            runs = eager_runs_at(model, captured, g.excluded)
+            if runs is not None:
+                guards[i] = dataclasses.replace(g, method=EAGER_RUNS)
+                tried.append(g.text)
+        if not tried:
+            return "eager PyTorch refuses the sizes each adopted constraint excludes (or none was adopted)"
+        return state.but("adopted on trial: " + ", ".join(tried), guards=tuple(guards))
+
+
 class ObliviousForEqualities(Decision):
     """An adopted equality of sizes (not a remainder) can be torch's choice for a size computed from
     the declared ones that is 1 in the example (a feature map one row high, broadcast as such): the
@@ -403,9 +427,9 @@ class ObliviousForEqualities(Decision):
 
 
 class LargerExampleForNarrowedRange(Decision):
-    """A range torch.export narrowed (adopted with no condition of the model's seen) whose upper bound
-    is the example: torch's choice for a size computed from the dim that is 1 at the
-    example and kept so (Deformable DETR's smallest feature map, one by one at an image of 64), where
+    """An adopted range of one dim whose upper bound is the example: torch's choice for a size computed
+    from the dim that is 1 at the example and kept so (Deformable DETR's smallest feature map, one by one
+    at an image of 32, broadcast as such), where
     eager PyTorch runs the model at twice the example (a model's own limit, BERT's positions, is kept;
     ``guards.probe.eager_refusal_on`` asks, on a copy where the program writes into buffers).
     The steps run again with the model traced at twice the example's size of that dim
@@ -421,7 +445,7 @@ class LargerExampleForNarrowedRange(Decision):
         adopted = [g for g in state.guards or () if g.adopted]
         for g in adopted:
             d = next((d for d in request.declared if len(g.names) == 1 and d.name == g.names[0]), None)
-            example = request.example_size(d) if g.method == NARROWED and d is not None else None
+            example = request.example_size(d) if d is not None else None
             if example is None or example < 2 or not any(s.get(d.name) == example + 1 for s in g.excluded):
                 continue
             if state.traces >= MAX_TRACES:
@@ -433,9 +457,11 @@ class LargerExampleForNarrowedRange(Decision):
             ranges = {k: v for k, v in state.ranges.items() if k != d.name}  # the narrowed range dropped
             if d.name in state.implied:
                 ranges[d.name] = state.implied[d.name]
+            promised = {k: v for k, v in state.promised.items() if k != d.name}  # as the range: dropped
+            narrowed = {k: v for k, v in state.narrowed.items() if k != d.name}
             trial = run_steps(state.retrace(f"traced at {d.name} = {2 * example} (a range narrowed above "
-                                            f"{example})", request=larger,
-                                            ranges=ranges, oblivious=False, guards=None, variables=None))
+                                            f"{example})", request=larger, ranges=ranges, promised=promised,
+                                            narrowed=narrowed, oblivious=False, guards=None, variables=None))
             if trial.program is None or trial.guards is None:
                 return "the capture at the larger example failed: the first one kept"
             fewer = sum(t.adopted for t in trial.guards)
@@ -462,6 +488,7 @@ STEPS: tuple[Step, ...] = (
     ProbeSizeOne(),
     ObliviousForEqualities(),
     LargerExampleForNarrowedRange(),
+    ProbeAdoptedInEager(),
 )
 
 
@@ -495,11 +522,24 @@ def _unless_eager_refuses(state: CaptureState, decide) -> tuple[CaptureState, ob
     """``(state, decide(state))``; where ``decide`` refuses a branch on a size whose other side only
     sizes far above the example take (``guards.far_bounds``: the bound it sets adopted, said in its
     warning, no model run) or eager PyTorch refuses (``capture.refused_sides``), decided again with
-    that branch read as a condition the model needs (the state's trace events changed accordingly)."""
-    seen = set()
+    that branch read as a condition the model needs (the state's trace events changed accordingly). Where
+    ``decide`` refuses a condition that cuts an explicit range and eager PyTorch runs at a size it excludes
+    (``refused_sides.eager_runs_at``), decided again with that condition adopted on trial: the export is
+    judged in onnxruntime there after it is built (``settle``), not refused on the trace's word."""
+    seen, probed = set(), []
     while True:
         try:
             return state, decide(state)
+        except DynamicShapesError as error:
+            event = getattr(error, "event", None)
+            if event is None or any(event is p for p in probed):
+                raise
+            probed.append(event)
+            runs = eager_runs_at(state.request.model, captured_of(state), getattr(error, "excluded", ()))
+            if runs is None:
+                raise
+            events = tuple(dataclasses.replace(e, eager_runs=runs) if e is event else e for e in state.trace.events)
+            state = state.but(state.why, trace=dataclasses.replace(state.trace, events=events))
         except SpecializationError as error:
             branch = getattr(error, "branch", None)
             far = _far_bound(state, error) if branch is not None and branch not in seen else None

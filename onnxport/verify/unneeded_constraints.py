@@ -1,6 +1,6 @@
 """Adopted constraints the ONNX model does not need, found by running it where they exclude.
 
-Two kinds of condition torch.export states for the whole program hold only for the trace it made:
+Conditions torch.export states for the whole program hold only for the trace it made:
 
 * a range a rewritten branch's traced side needs: a Python ``if`` on a size rewritten as
   ``torch.cond`` (``onnxport.rewrite``) exports both sides as an ONNX ``If``, but torch.export
@@ -10,6 +10,9 @@ Two kinds of condition torch.export states for the whole program hold only for t
 * an equality of sizes computed from the declared ones that size-oblivious tracing leaves (a
   feature map one row high in the example: ``P7 height == 1``) where the ONNX model computes every
   size alike;
+* a condition eager PyTorch itself does not have: it runs at sizes the condition excludes
+  (``capture.refused_sides.eager_runs_at``; a slice bound the trace decided): adopted on trial for a
+  dim of any range, and where onnxruntime differs there, refused for an explicit range after all;
 * a range the example itself breaks: the model was traced at a larger example because a size
   computed from a dim was 1 at the example (``capture.steps.TraceLargerExample``: a sequence of one
   chunk), and that trace's program assumes two chunks or more (``seq >= 257``).
@@ -25,7 +28,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from onnxport.capture.guards.conditions import NARROWED, SHOWN, Guard, GuardStatus
+from onnxport.capture.guards.conditions import EAGER_RUNS, NARROWED, SHOWN, Guard, GuardStatus
+from onnxport.capture.refused_sides import EAGER_TRIES
 from onnxport.errors import ExportError
 from onnxport.verify.validate import validate
 
@@ -42,8 +46,9 @@ def breaks_example(guard: Guard, examples: dict[str, int]) -> bool:
 def candidates(guards: list[Guard], notes: list, examples: dict[str, int]) -> list[tuple[Guard, tuple]]:
     """``(guard, sizes it excludes to try)`` of each adopted constraint that may be the trace's only:
     the ranges torch narrowed (one dim, a few excluded sizes listed whole) of a model whose ``if``
-    was rewritten (``notes``: ``ExportResult.rewrite_notes``), and the equalities of sizes that are
-    not a remainder (``examples``: dim name -> the example's size)."""
+    was rewritten (``notes``: ``ExportResult.rewrite_notes``), the equalities of sizes that are
+    not a remainder (``examples``: dim name -> the example's size), and the conditions adopted on trial
+    because eager PyTorch runs at the first sizes they exclude (``EAGER_RUNS``: those sizes)."""
     out = []
     rewritten = any(n.construct == "if" and n.rewritten for n in notes)
     for g in guards:
@@ -61,6 +66,8 @@ def candidates(guards: list[Guard], notes: list, examples: dict[str, int]) -> li
             near = _near_breaking(g, examples)
             if near:
                 out.append((g, near))
+        elif g.method == EAGER_RUNS:  # the first excluded sizes: eager PyTorch runs at each
+            out.append((g, tuple(dict(e) for e in g.excluded[:EAGER_TRIES])))
     return out
 
 

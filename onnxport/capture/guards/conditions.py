@@ -44,6 +44,7 @@ DEFAULT_FLOOR = "torch.export's default minimum"  # a kept guard ``n >= 2`` no c
 SHOWN = 6  # excluded sizes named in a message
 NARROWED = "range narrowed by torch.export"  # an adopted range torch gave, no condition of the model's seen
 LAYOUT = "strides or contiguity only"  # a kept guard torch met computing a memory layout only
+EAGER_RUNS = "eager PyTorch runs where it excludes"  # adopted on trial: settle keeps it where onnxruntime matches
 
 
 class GuardStatus(enum.StrEnum):
@@ -440,6 +441,7 @@ def decide(conditions: list[tuple],
     same = same_name_substitutions(variables)
     for expr, where, branch, *rest in conditions:
         layout, far = (rest[0] if rest else False), (rest[1] if len(rest) > 1 else None)
+        runs, given = (rest[2] if len(rest) > 2 else None), expr
         if same and isinstance(expr, sympy.Basic):
             expr = expr.xreplace(same)
         if not isinstance(expr, sympy.Basic) or expr in (sympy.true, sympy.false) or not expr.free_symbols \
@@ -447,12 +449,13 @@ def decide(conditions: list[tuple],
             continue
         seen.add(str(expr))
         outcome = check(expr, variables)
-        checked.append((expr, where, branch, outcome, readable(expr, outcome, variables), bool(layout), far))
+        checked.append((expr, where, branch, outcome, readable(expr, outcome, variables), bool(layout), far,
+                        runs, given))
     # conditions the model may need first (simplest first), torch's "these sizes differ" ones last,
     # so each is checked on the sizes the adopted constraints leave
     checked.sort(key=lambda c: (isinstance(c[0], sympy.Ne), len(c[3].symbols), c[4][0] == c[4][1], len(c[4][0])))
     guards: list[Guard] = []
-    for expr, where, branch, outcome, (text, python, names), layout, far in checked:
+    for expr, where, branch, outcome, (text, python, names), layout, far, runs, given in checked:
         adopted = adopted_of(guards)
         points = [p for p in outcome.excluded if _allowed(p, outcome.symbols, variables, adopted)]
         outcome = dataclasses.replace(outcome, excluded=points)
@@ -475,14 +478,19 @@ def decide(conditions: list[tuple],
             guards.append(far.mark(Guard(text, GuardStatus.ADOPTED, where, excluded, (), outcome.method, python,
                                          names)))
             continue
+        method = outcome.method
         if kept_kind(expr, outcome):
             status, text, where = GuardStatus.KEPT, python, branch or where
+        elif runs:  # eager PyTorch runs where it excludes: adopted on trial, judged in onnxruntime (settle)
+            status, method = GuardStatus.ADOPTED, EAGER_RUNS
         elif all(variables[s].adoptable for s in outcome.symbols):
             status = GuardStatus.ADOPTED
         else:
-            raise range_error(text, excluded, where, [variables[s] for s in outcome.symbols])
+            error = range_error(text, excluded, where, [variables[s] for s in outcome.symbols])
+            error.condition_expr, error.excluded = given, excluded
+            raise error
         guards.append(Guard(text, status, where, excluded, boundary_of(expr, outcome, status, variables),
-                            outcome.method, python, names))
+                            method, python, names))
     return guards
 
 

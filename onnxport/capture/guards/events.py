@@ -30,6 +30,7 @@ from onnxport.capture.guards import conditions as G
 from onnxport.capture.guards.record import GuardEvent
 from onnxport.capture.dynamic_shapes import DeclaredDim, int_oo_or_none
 from onnxport.capture.relations import resolve, symbol
+from onnxport.errors import DynamicShapesError
 
 _VIOLATION = re.compile(r"Not all values of (\w+) = (\S+) in the specified range")
 
@@ -172,7 +173,7 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
         variables[sym] = dataclasses.replace(var, lo=n.promised[0], hi=n.promised[1])
     env = _shape_env(program)
     subs = relation_substitutions(variables, relations or {})
-    conditions = []
+    conditions, origin = [], {}
     for e in events:
         if e.kind == "assert":
             expr = e.expr
@@ -183,8 +184,13 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
                     pass
             if subs and isinstance(expr, sympy.Basic) and expr.free_symbols & subs.keys():
                 expr = expr.xreplace(subs)
-            conditions.append((expr, e.where, e.branch, e.layout, e.far))
-    decided = guards + G.decide(conditions, variables)
+            conditions.append((expr, e.where, e.branch, e.layout, e.far, e.eager_runs))
+            origin.setdefault(expr, e)
+    try:
+        decided = guards + G.decide(conditions, variables)
+    except DynamicShapesError as error:
+        error.event = origin.get(getattr(error, "condition_expr", None))  # the event to probe in eager PyTorch
+        raise
     return decided + floor_guards(events, variables, decided, relations or {}), variables
 
 

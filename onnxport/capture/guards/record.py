@@ -67,6 +67,8 @@ class GuardEvent:
     layout: bool = False  # met while torch computed strides or contiguity (``layout_only``)
     far: Any = None  # ``far_bounds.FarBound``: the user's branch here, its other side far above the example,
     # read as the bound it sets (adopted with its note) instead of refused
+    eager_runs: Any = None  # sizes the condition excludes at which eager PyTorch runs the model
+    # (``capture.refused_sides.eager_runs_at``): adopted on trial, never refused, judged in onnxruntime (``settle``)
 
 
 @dataclasses.dataclass(frozen=True)
