@@ -15,6 +15,7 @@ import onnxport
 from exportcheck import check_export, count_ops
 from onnxport.rewrite import rewrite_module
 from onnxport.rewrite.check import check_equivalent
+from speech_streaming import EspnetStreamingStep, espnet_stream
 
 
 def _line(cls, text: str) -> int:
@@ -194,49 +195,6 @@ def test_the_eager_check_runs_the_other_side():
 
 
 # ------------------------------------------------------------------ ESPnet's contextual-block Conformer
-STATES = ("prev_addin", "buffer_before_downsampling", "ilens_buffer", "buffer_after_downsampling",
-          "n_processed_blocks", "past_encoder_ctx")
-
-
-class StreamingStep(torch.nn.Module):
-    """One call of ESPnet's ``forward_infer`` (not the last chunk) with its state as tensors:
-    ``forward(chunk, *states) -> (ys, olens, *new_states)``."""
-
-    def __init__(self, encoder):
-        super().__init__()
-        self.encoder = encoder
-
-    def forward(self, chunk, prev_addin, buffer_before_downsampling, ilens_buffer, buffer_after_downsampling,
-                n_processed_blocks, past_encoder_ctx):
-        states = dict(zip(STATES, (prev_addin, buffer_before_downsampling, ilens_buffer, buffer_after_downsampling,
-                                   n_processed_blocks, past_encoder_ctx)))
-        ilens = torch.full((chunk.shape[0],), chunk.shape[1], dtype=torch.long)
-        ys, olens, new = self.encoder.forward_infer(chunk, ilens, states, is_final=False)
-        return (ys, olens, *[torch.as_tensor(new[k]) for k in STATES])
-
-
-def _espnet_stream(frames: int, chunks: int):
-    """The encoder (tiny config, seeded weights) and the inputs of its steps from the third chunk on
-    (the first two run with ESPnet's own ``None`` states): ``[(chunk, *states), ...]``."""
-    from third_party import import_speech
-
-    module = import_speech("espnet2.asr.encoder.contextual_block_conformer_encoder")
-    torch.manual_seed(0)
-    encoder = module.ContextualBlockConformerEncoder(
-        input_size=20, output_size=16, attention_heads=2, linear_units=32, num_blocks=2, dropout_rate=0.0,
-        positional_dropout_rate=0.0, attention_dropout_rate=0.0, input_layer="conv2d", cnn_module_kernel=3,
-        macaron_style=True, block_size=8, hop_size=4, look_ahead=2).eval()
-    gen = torch.Generator().manual_seed(frames)
-    states, steps = None, []
-    with torch.no_grad():
-        for k in range(chunks + 2):
-            chunk = torch.randn(1, frames, 20, generator=gen)
-            if k >= 2:
-                steps.append((chunk, *[torch.as_tensor(states[s]) for s in STATES]))
-            _, _, states = encoder.forward_infer(chunk, torch.tensor([frames]), states, is_final=False)
-    return encoder, steps
-
-
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, raises=onnxport.ExportError, reason=(
     "ESPnet's forward_infer emits `offset` more frames while n_processed_blocks == 0 "
@@ -244,8 +202,8 @@ def _espnet_stream(frames: int, chunks: int):
     "`ys_pad[:, 0:offset] = ...`, a write into a tensor made before the branch): the step's output "
     "shape depends on the counter, which torch.cond cannot hold and the rewrite leaves as Python"))
 def test_espnet_contextual_block_conformer_streaming_step():
-    encoder, steps = _espnet_stream(frames=32, chunks=6)
-    step = StreamingStep(encoder)
+    encoder, steps = espnet_stream(frames=32, chunks=6)
+    step = EspnetStreamingStep(encoder)
     check_export(step, steps[0], None, inputs=steps[1:], min_sets=6)
 
 
