@@ -119,27 +119,56 @@ def save_export(result: Any, args: argparse.Namespace, progress: Progress) -> An
     return result
 
 
-def report_export(result: Any, args: argparse.Namespace) -> int:
+def report_export(result: Any, args: argparse.Namespace, stream: Any = None) -> int:
     """Print the written model and its validation table, write ``--report``; returns 0, or 1 when
-    the validation found a mismatch (the file is written)."""
+    the validation found a mismatch (the file is written). ``stream``: the ``StreamReport`` of a
+    config's ``[stream]`` check (``onnxport.verify.stream_report``), its table printed after the
+    validation's, written under ``"stream"`` in the report; 1 as well when it failed."""
     report = result.validation
     if result.quantization is not None:
-        return _report_accuracy(result, args)
+        return _report_accuracy(result, args, stream)
     if not args.quiet:
         print(f"wrote {args.output}: {result!r}")
         if report is not None:
             print(report)
+        _print_stream(stream)
     if args.report:
         payload = report.to_dict() if report is not None else {"ok": None, "checks": []}
         payload.update({"model": os.path.abspath(args.output), "timings": dict(result.timings)})
-        write_json(args.report, payload)
+        _write_report(args.report, payload, stream)
+    code = 0
     if report is not None and not report.ok:
         bad = [c for c in report.checks if not c.ok and not c.rejected]
         print(f"onnxport: validation mismatch on {len(bad)} of {len(report.checks)} checks "
               f"(first: {bad[0].output} at {bad[0].sizes or bad[0].inputs}); {args.output} was written",
               file=sys.stderr)
-        return 1
-    return 0
+        code = 1
+    return max(code, _stream_code(stream, args))
+
+
+def _print_stream(stream: Any) -> None:
+    if stream is not None:
+        print()
+        print(stream)
+
+
+def _write_report(path: str, payload: dict, stream: Any) -> None:
+    """``payload`` to ``path``, with the streaming check's report under ``"stream"`` when it ran."""
+    if stream is not None:
+        payload["stream"] = stream.to_dict()
+    write_json(path, payload)
+
+
+def _stream_code(stream: Any, args: argparse.Namespace) -> int:
+    """1 with a line on stderr when the streaming check failed, else 0."""
+    if stream is None or stream.ok:
+        return 0
+    bad = [c for c in stream.checks if not c.ok]
+    first = stream.first_failure
+    where = f"first: {first.output} at {first.inputs}, {first.sizes}" if first is not None else "no step compared"
+    print(f"onnxport: streaming mismatch on {len(bad)} of {len(stream.checks)} checks ({where}); "
+          f"{args.output} was written", file=sys.stderr)
+    return 1
 
 
 def _quantized(result, args, progress):
@@ -155,22 +184,25 @@ def _quantized(result, args, progress):
     return quantized
 
 
-def _report_accuracy(result, args) -> int:
-    """Print and write the accuracy report of a quantized export; 1 when below its tolerance."""
+def _report_accuracy(result, args, stream=None) -> int:
+    """Print and write the accuracy report of a quantized export (and the float model's streaming
+    check, ``stream``); 1 when below its tolerance or when the stream failed."""
     report = result.validation
     if not args.quiet:
         print(f"wrote {args.output}: {result!r}")
         print(report if report is not None else result.quantization)
+        _print_stream(stream)
     if args.report:
         payload = report.to_dict() if report is not None else {"ok": None, "quantization": str(result.quantization)}
         payload.update({"model": os.path.abspath(args.output), "timings": dict(result.timings)})
-        write_json(args.report, payload)
+        _write_report(args.report, payload, stream)
+    code = 0
     if report is not None and not report.ok:
         bad = [name for name, s in report.summary().items() if not s["ok"]]
         print(f"onnxport: the quantized model is below its accuracy tolerance on {', '.join(bad)}; "
               f"{args.output} was written", file=sys.stderr)
-        return 1
-    return 0
+        code = 1
+    return max(code, _stream_code(stream, args))
 
 
 def write_json(path: str, payload: Any) -> None:

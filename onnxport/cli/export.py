@@ -16,7 +16,10 @@ examples:
       -o enc.onnx --report report.json
   onnxport export-returnn returnn.config --checkpoint epoch.100.pt -o model.onnx    # a RETURNN config
 
-exit codes: 0 success; 1 validation mismatch (the ONNX file is written, the table shows where);
+a config's [stream] section adds the streaming check after the validation: the model run chunk after
+chunk in onnxruntime and eager PyTorch, its state outputs fed back, every step compared.
+
+exit codes: 0 success; 1 validation or streaming mismatch (the ONNX file is written, the table shows where);
 2 user error (target, config, checkpoint, contract, export, an output path that cannot be written),
 nothing written: a short "onnxport: error:" line, then where and what to do (--debug: the full detail).
 """
@@ -37,7 +40,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="module.path:callable or path/to/file.py:callable building a torch.nn.Module "
                         "(default: the config's target)")
     p.add_argument("-c", "--config", metavar="TOML", help="export config: [inputs.*], [outputs.*], [dims], [model], "
-                   "[export], [validate] (see examples/speech_encoder.toml)")
+                   "[export], [validate], [stream] (see examples/speech_encoder.toml)")
     p.add_argument("--returnn-config", metavar="CONFIG", help="deprecated: use onnxport export-returnn CONFIG")
     p.add_argument("--size", dest="sizes", action="append", default=[], metavar="NAME=N,...",
                    help="with --returnn-config (deprecated): validation sizes, e.g. batch=1,time=9 (repeatable)")
@@ -63,14 +66,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                                "eager PyTorch in float64)")
     p.add_argument("--rtol", type=float, help="relative tolerance of --atol's judgement")
     p.add_argument("--no-validate", dest="validate", action="store_false",
-                   help="skip the comparison with onnxruntime (the contract is still checked)")
+                   help="skip the comparisons with onnxruntime, the config's [stream] check too (the contract "
+                        "is still checked)")
     add_result_arguments(p)
     return p
 
 
 def run(args) -> int:
-    """Run the export; returns 0 or 1 (validation mismatch, file kept). Errors are
-    ``onnxport.ExportError`` (exit code 2, nothing written)."""
+    """Run the export and, with a config's ``[stream]`` section, its streaming check; returns 0 or 1
+    (validation or streaming mismatch, file kept). Errors are ``onnxport.ExportError`` (exit code 2,
+    nothing written)."""
     from onnxport.cli.common import Progress, report_export, save_export
     from onnxport.cli.paths import check_output_paths
     from onnxport.config.export import export_target
@@ -91,10 +96,27 @@ def run(args) -> int:
                 model_args=parse_model_args(args.model_args), checkpoint=args.checkpoint, validate=args.validate,
                 on_step=progress, opset=args.opset, inline=args.inline, optimize=args.optimize, strict=args.strict,
                 atol=args.atol, rtol=args.rtol)
+        stream = _stream_check(result, args, progress)
         result = save_export(result, args, progress)
     finally:
         progress.close()
-    return report_export(result, args)
+    return report_export(result, args, stream=stream)
+
+
+def _stream_check(result, args, progress):
+    """The streaming check of the config's ``[stream]`` section (``config.stream.check_config_stream``),
+    after the validation and before the file is written; None without the section or with ``--no-validate``."""
+    import time
+
+    from onnxport.config.stream import check_config_stream
+
+    cfg = getattr(result, "config", None)
+    if not args.validate or getattr(cfg, "stream", None) is None:
+        return None
+    t0 = time.perf_counter()
+    report = check_config_stream(result, cfg)
+    progress("stream", time.perf_counter() - t0)
+    return report
 
 
 def _export_returnn(args, progress):

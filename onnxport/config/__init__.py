@@ -5,7 +5,8 @@ checks that it honours the contract (``config.contract``) and validates it.
 
 The config itself: ``config.schema`` (what a parsed config is, and the file's format),
 ``config.parse`` (reading and checking one), ``config.inputs`` (its inputs, dynamic shapes and
-validation sizes), ``config.declarations`` (the command line's ``--input`` texts).
+validation sizes), ``config.declarations`` (the command line's ``--input`` texts), ``config.stream``
+(the ``[stream]`` section and its streaming check).
 """
 
 from onnxport.config.declarations import config_from_declarations, parse_declaration
@@ -13,7 +14,8 @@ from onnxport.config.export import export_from_config, export_target  # noqa: F4
 from onnxport.config.inputs import default_sizes, dynamic_shapes, input_specs, make_inputs
 from onnxport.config.parse import load_config, parse_config
 from onnxport.config.schema import DimRange, ExportConfig, TensorDecl, dtype_name, sizes_text
+from onnxport.config.stream import StreamConfig, check_config_stream
 
-__all__ = ["DimRange", "ExportConfig", "TensorDecl", "config_from_declarations", "default_sizes", "dtype_name",
-           "dynamic_shapes", "export_target", "input_specs", "load_config", "make_inputs", "parse_config",
-           "parse_declaration", "sizes_text"]
+__all__ = ["DimRange", "ExportConfig", "StreamConfig", "TensorDecl", "check_config_stream",
+           "config_from_declarations", "default_sizes", "dtype_name", "dynamic_shapes", "export_target", "input_specs",
+           "load_config", "make_inputs", "parse_config", "parse_declaration", "sizes_text"]

@@ -13,9 +13,10 @@ from onnxport.capture.inputs import MAX_ELEMENTS, elements
 from onnxport.capture.relations import broken, evaluate, parse_relations
 from onnxport.config.inputs import default_sizes, input_specs
 from onnxport.config.schema import DEFAULT_MAX, DEFAULT_MIN, DTYPES, DimRange, ExportConfig, TensorDecl, sizes_text
+from onnxport.config.stream import parse_stream
 from onnxport.errors import ConfigError, DynamicShapesError
 
-_TOP_KEYS = {"target", "model", "inputs", "outputs", "dims", "export", "validate"}
+_TOP_KEYS = {"target", "model", "inputs", "outputs", "dims", "export", "validate", "stream"}
 _EXPORT_KEYS = {"opset": int, "inline": bool, "optimize": bool, "strict": bool}
 
 
@@ -60,7 +61,8 @@ def parse_config(data: dict, source: str = "<dict>") -> ExportConfig:
     ``lengths_of`` that names no input axis or that is not a 1-D integer tensor, two length
     inputs for one dim, a 0-d integer input standing for a dim's size (the batch size is never an
     input of its own), min > max, an example or validation size outside its range, fewer than
-    three validation size sets, or one equal to the export's example sizes.
+    three validation size sets, or one equal to the export's example sizes; and a ``[stream]``
+    section that does not fit the declarations (``config.stream.parse_stream``).
     """
     where = f"config {source}"
     unknown = sorted(set(data) - _TOP_KEYS)
@@ -85,6 +87,8 @@ def parse_config(data: dict, source: str = "<dict>") -> ExportConfig:
     _complete_dims(cfg, where)
     _parse_validate(cfg, data.get("validate", {}), where)
     _check_input_sizes(cfg, where)
+    if "stream" in data:
+        cfg.stream = parse_stream(cfg, data["stream"], where)
     return cfg
 
 

@@ -39,6 +39,11 @@ A config is a TOML file (read with ``tomllib``) or the equivalent dict::
     atol = 1e-4
     rtol = 1e-3
 
+    [stream]                      # the streaming check (config.stream): outputs fed back as inputs
+    states = { next_cache = "cache" }
+    steps = 6
+    start = { cache = 0 }         # the initial cache: zeros, its own dynamic dim at size 0
+
 A dim named in several inputs is one dim. This module holds what a parsed config is
 (``ExportConfig``, ``TensorDecl``, ``DimRange``); ``config.parse`` reads and checks one,
 ``config.inputs`` makes its inputs and validation sizes, ``config.declarations`` reads the
@@ -48,9 +53,12 @@ command line's ``--input`` texts.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from onnxport.config.stream import StreamConfig
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32, "float": torch.float32, "float64": torch.float64, "double": torch.float64,
@@ -126,6 +134,7 @@ class ExportConfig:
     atol: float | None = None
     rtol: float | None = None
     source: str = "<dict>"
+    stream: StreamConfig | None = None  # the [stream] section, None without one
 
     @property
     def input_dims(self) -> list[str]:
