@@ -105,8 +105,8 @@ RNNT_SYMBOLS = 29
 
 def rnnt_initial(rnnt, batch: int) -> list[torch.Tensor]:
     """The transcriber's initial state per Emformer layer, then zero ``(h, c)`` per LSTM layer (as
-    ``predict(..., None)`` starts)."""
-    return emformer_states(rnnt.transcriber.transformer, batch, 2) + [torch.zeros(batch, LSTM_HIDDEN)] * 4
+    ``predict(..., None)`` starts), four tensors (one tensor given four times would be traced as one input)."""
+    return emformer_states(rnnt.transcriber.transformer, batch, 2) + [torch.zeros(batch, LSTM_HIDDEN) for _ in range(4)]
 
 
 def build_rnnt() -> nn.Module:
@@ -234,7 +234,7 @@ class StreamCase:
 
 def _declared(model: nn.Module, dynamic_shapes: Any, input_names: list[str]) -> dict[str, dict[int, str]]:
     """``{ONNX input name: {axis: dim name}}`` from dynamic shapes given by argument name (``*states`` as a
-    list)."""
+    tuple, as ``torch.export`` takes it)."""
     specs: list = []
     for name, p in inspect.signature(model.forward).parameters.items():
         spec = (dynamic_shapes or {}).get(name)
@@ -267,7 +267,7 @@ def speechbrain_streaming_conformer() -> StreamCase:
     example = (torch.randn(3, 8, 40, generator=gen),
                *[torch.randn(3, 16 if n.startswith("context") else 3, 32, generator=gen) for n in state_names])
     batch, chunk, context, conv = Dim("batch"), Dim("chunk"), Dim("context"), Dim("conv_context")
-    shapes = {"src": {0: batch, 1: chunk}, "contexts": [{0: batch, 1: context}, {0: batch, 1: conv}] * 2}
+    shapes = {"src": {0: batch, 1: chunk}, "contexts": ({0: batch, 1: context}, {0: batch, 1: conv}) * 2}
     return _case("speechbrain_streaming_conformer", "speechbrain",
                  "TransformerASR.encode_streaming (Conformer, 2 layers, d 32, chunks of 8, 16 frames of left "
                  "context): src[B, chunk, 40], per layer the attention's and the convolution's left context "
@@ -289,7 +289,7 @@ def torchaudio_emformer_infer() -> StreamCase:
                  "Emformer.infer (2 layers, d 32, segment 4, right context 2, left context 8, memory 2): "
                  "input[B, 6, 32], lengths, per layer memory, left keys and values, frames seen; batch dynamic "
                  "(infer takes chunks of 6 frames only, its caches are fixed)",
-                 model, example, {"input": {0: batch}, "lengths": {0: batch}, "states": [{1: batch}] * 8},
+                 model, example, {"input": {0: batch}, "lengths": {0: batch}, "states": ({1: batch},) * 8},
                  (["input", "lengths"], ["output", "output_lengths"]), state_names,
                  lambda b: dict(zip(state_names, emformer_states(emformer, b, 2))),
                  lambda t, b, c: {"input": torch.randn(b, c, 32, generator=_seeded(t, b, c)),
@@ -316,7 +316,7 @@ def torchaudio_emformer_rnnt_step() -> StreamCase:
                  "predict on the last token (2 LSTM layers of 16, layer norm), join; the Emformer states and "
                  "the LSTM (h, c) in and out; batch dynamic (chunks of 12 frames only)",
                  model, example, {"features": {0: batch}, "lengths": {0: batch}, "token": {0: batch},
-                                  "states": [{1: batch}] * 8 + [{0: batch}] * 4},
+                                  "states": ({1: batch},) * 8 + ({0: batch},) * 4},
                  (["features", "lengths", "token"], ["logits", "frames"]), state_names,
                  lambda b: dict(zip(state_names, rnnt_initial(rnnt, b))), make_step, [3, 1], [12])
 
