@@ -24,7 +24,14 @@ exporters' models run in separate processes, not alternated).
 Results go to ``out/speech.json`` as they come (``--fresh`` starts it anew); ``benchmarks/SPEECH.md`` is
 written from it at the end, with the machine, the date and the versions of the run.
 
+Then the streaming section (``benchmarks/speech_stream.py``): the streaming steps of
+``tests/speech_streaming.py`` exported by both and judged over the chunk loop by ``onnxport.check_stream``,
+their results under ``"streaming"`` in the same cache, their section at the end of SPEECH.md with its own
+command and dates. ``--streaming-only`` runs that section alone (the other results kept from the cache);
+``--no-streaming`` the models of the zoo alone.
+
     python benchmarks/speech.py [--fresh] [--only torchaudio_conformer,espnet_conformer] [--timeout 300]
+                                [--streaming-only | --no-streaming] [--report-only]
 """
 
 from __future__ import annotations
@@ -395,8 +402,9 @@ def _env() -> dict:
     return dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore", PYTHONPATH=str(ROOT))
 
 
-def run_one(name: str, exporter: str, timeout: int) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", exporter, name]
+def run_one(name: str, exporter: str, timeout: int, flag: str = "--worker") -> dict:
+    """Run ``speech.py <flag> exporter name`` in a fresh process with a timeout; its result, or why none."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), flag, exporter, name]
     tree = _tree()
     start = time.perf_counter()
     try:
@@ -483,7 +491,9 @@ def write_report(data: dict, names: list[str], whats: dict[str, str]) -> str:
         "",
         f"From one run of `{meta.get('command', 'python benchmarks/speech.py')}` ({meta.get('started')} to "
         f"{meta.get('finished')}; {_commits(meta, [r for n in names for r in results.get(n, {}).values()])}), "
-        f"on {meta.get('machine')}, Python {meta.get('python')}; {versions}.",
+        f"on {meta.get('machine')}, Python {meta.get('python')}; {versions}."
+        + (" The streaming section at the end comes from a run of its own, named under its heading."
+           if data.get("streaming", {}).get("results") else ""),
         "",
         *([meta["note"], ""] if meta.get("note") else []),
         f"{len(names)} models built from the toolkits' own classes (`tests/speech_zoo.py`: small configs, seeded "
@@ -538,61 +548,99 @@ def write_report(data: dict, names: list[str], whats: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _save(data: dict, cache: Path) -> None:
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=".speech-")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1, default=str)
+    os.replace(tmp, cache)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "--worker":
-        result = worker(argv[1], argv[2])
+    if argv and argv[0] in ("--worker", "--stream-worker"):
+        import speech_stream
+
+        result = (worker if argv[0] == "--worker" else speech_stream.worker)(argv[1], argv[2])
         sys.stdout.write(RESULT + json.dumps(result, default=str) + "\n")
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", help="comma-separated model names (default: every model of the zoo)")
+    parser.add_argument("--only", help="comma-separated model names (default: every model of the zoo and every "
+                                       "streaming case)")
     parser.add_argument("--exporters", default=",".join(EXPORTERS))
     parser.add_argument("--timeout", type=int, default=300, help="seconds per export process (default 300)")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--markdown", type=Path, default=DEFAULT_MARKDOWN)
-    parser.add_argument("--fresh", action="store_true", help="start from an empty cache")
+    parser.add_argument("--fresh", action="store_true", help="start the sections run from an empty cache")
     parser.add_argument("--report-only", action="store_true", help="write the report from the cache")
+    parser.add_argument("--streaming-only", action="store_true",
+                        help="run the streaming section only, the other results kept from the cache")
+    parser.add_argument("--no-streaming", action="store_true", help="run the models of the zoo only")
     parser.add_argument("--note", help="a paragraph the report prints under its first (kept in the cache)")
+    parser.add_argument("--streaming-note", help="a paragraph the streaming section prints under its first")
     args = parser.parse_args(argv)
 
+    import speech_stream
+
     speech_zoo = _setup()
-    names = list(speech_zoo.ZOO) if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
+    import speech_streaming
+
+    only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
+    names = list(speech_zoo.ZOO) if only is None else [n for n in only if n in speech_zoo.ZOO]
+    stream_names = list(speech_streaming.CASES) if only is None else [n for n in only if n in speech_streaming.CASES]
     whats = {}
     for n in speech_zoo.ZOO:
         try:
             whats[n] = speech_zoo.build(n).what
         except Exception as e:  # noqa: BLE001
             whats[n] = f"(does not build: {_first_line(e)})"
+    stream_whats = {}
+    for n in speech_streaming.CASES:
+        try:
+            stream_whats[n] = speech_streaming.build(n).what
+        except Exception as e:  # noqa: BLE001
+            stream_whats[n] = f"(does not build: {_first_line(e)})"
     data = {"meta": {}, "results": {}}
-    if args.cache.exists() and not args.fresh:
+    if args.cache.exists():
         data = json.loads(args.cache.read_text())
+    if args.fresh and not args.report_only:
+        if not args.streaming_only:
+            data["meta"], data["results"] = {}, {}
+        if not args.no_streaming:
+            data.pop("streaming", None)
     if args.note is not None:
         data["meta"]["note"] = args.note
-        if args.report_only:
-            args.cache.write_text(json.dumps(data, indent=1, default=str))
-    if not args.report_only:
+    if args.streaming_note is not None:
+        data.setdefault("streaming", {"meta": {}, "results": {}})["meta"]["note"] = args.streaming_note
+    if args.report_only and (args.note is not None or args.streaming_note is not None):
+        _save(data, args.cache)
+    exporters = [x.strip() for x in args.exporters.split(",") if x.strip()]
+    if not args.report_only and not args.streaming_only and names:
         data["meta"].update(_versions())
         data["meta"]["command"] = "python benchmarks/speech.py " + " ".join(argv)
         data["meta"]["started"] = _now()
         data["meta"]["timeout"] = args.timeout
         for n in names:
-            for e in [x.strip() for x in args.exporters.split(",") if x.strip()]:
+            for e in exporters:
                 if data["results"].get(n, {}).get(e):
                     continue
                 r = run_one(n, e, args.timeout)
                 data["results"].setdefault(n, {})[e] = r
                 print(f"{time.strftime('%H:%M:%S')} {n} {e}: {r.get('verdict')} {r['wall']}s "
                       f"{(r.get('error') or '')[:150]}", flush=True)
-                args.cache.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=args.cache.parent, prefix=".speech-")
-                with os.fdopen(fd, "w") as f:
-                    json.dump(data, f, indent=1, default=str)
-                os.replace(tmp, args.cache)
+                _save(data, args.cache)
         data["meta"]["finished"] = _now()
-        args.cache.write_text(json.dumps(data, indent=1, default=str))
-    text = write_report(data, list(speech_zoo.ZOO) if not args.only else names, whats)
+        _save(data, args.cache)
+    if not args.report_only and not args.no_streaming:
+        speech_stream.run(stream_names, exporters, args.timeout, data, lambda: _save(data, args.cache), argv)
+    text = write_report(data, list(speech_zoo.ZOO) if only is None else names, whats)
+    streaming = speech_stream.report(data, list(speech_streaming.CASES), stream_whats)
+    if streaming:
+        text += "\n" + "\n".join(streaming) + "\n"
     args.markdown.write_text(text)
     print(text.split("\n## ")[0])
+    if streaming:
+        print("\n".join(ln for ln in streaming if not ln.startswith("- `")))
     return 0
 
 
