@@ -45,6 +45,10 @@ MAX_ELEMENTS = 1 << 28  # elements of one input set beyond which make_inputs ref
 SPECIALS = (float("nan"), float("inf"), float("-inf"))
 
 
+class NegativeSizeError(ValidationError):
+    """Sizes at which an input's size computed from the dims is negative: no input set exists there."""
+
+
 @dataclasses.dataclass(frozen=True)
 class InputSpec:
     """How to make one input tensor.
@@ -135,11 +139,19 @@ def make_inputs(specs: list[InputSpec], sizes: dict[str, int], seed: int = 0,
     one of ``VALUE_KINDS`` (see the module docstring).
 
     Raises ``ValidationError`` when the inputs would hold more than ``MAX_ELEMENTS`` elements
-    (sizes of another order than a model's inputs), naming the largest input.
+    (sizes of another order than a model's inputs), naming the largest input, and ``NegativeSizeError``
+    when an input's size computed from the dims (a dim related to others) is negative at ``sizes``.
     """
     if values != "example" and values not in VALUE_KINDS:
         raise ValueError(f"values must be 'example' or one of {VALUE_KINDS}, not {values!r}")
     shapes = {s.name: s.shape(sizes) for s in specs}
+    negative = next(((n, shape) for n, shape in shapes.items() if any(d < 0 for d in shape)), None)
+    if negative is not None:
+        raise NegativeSizeError(
+            f"sizes {', '.join(f'{k}={v}' for k, v in sizes.items())} give input {negative[0]!r} the shape "
+            f"{list(negative[1])}: a size computed from the dims is negative there",
+            hint="choose sizes that satisfy result.constraints (a dim the export relates to others is computed "
+                 "from them)")
     total = sum(math.prod(v) for v in shapes.values())
     if total > MAX_ELEMENTS:
         name = max(shapes, key=lambda n: math.prod(shapes[n]))

@@ -532,8 +532,8 @@ def _unless_eager_refuses(state: CaptureState, decide) -> tuple[CaptureState, ob
             return state, decide(state)
         except DynamicShapesError as error:
             event = getattr(error, "event", None)
-            if event is None or any(event is p for p in probed):
-                raise
+            if not any(event is e for e in state.trace.events) or any(event is p for p in probed):
+                raise  # a condition of no recorded event (a dim torch replaced), or one probed already
             probed.append(event)
             runs = eager_runs_at(state.request.model, captured_of(state), getattr(error, "excluded", ()))
             if runs is None:

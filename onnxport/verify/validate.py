@@ -33,7 +33,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.capture.inputs import (LARGE, VALUE_KINDS, InputSpec, as_input_set, dim_examples, dim_names, elements,
-                                     inputs_like_example, sizes_of, specs_from_captured)
+                                     NegativeSizeError, inputs_like_example, sizes_of, specs_from_captured)
 from onnxport.capture.patches import exclusive_capture
 from onnxport.capture.relations import broken, evaluate, from_guards, missing_hint
 from onnxport.errors import ValidationError
@@ -172,7 +172,12 @@ def _input_sets(result, inputs, sizes, values, include_example,
     size_sets = default_size_sets(result, specs) if sizes is None else \
         [("given sizes", _resolve_sizes(result, s, examples, dims)) for s in sizes]
     for i, (why, s) in enumerate(size_sets):
-        made = inputs_like_example(result.captured, dims, s, seed=i + 1, specs=specs)
+        try:
+            made = inputs_like_example(result.captured, dims, s, seed=i + 1, specs=specs)
+        except NegativeSizeError:
+            if sizes is not None:  # the user's sizes: said as they are
+                raise
+            continue  # sizes chosen here at which a related input's size would be negative: no such inputs
         sets.append((f"sizes {i + 1}", s, why, "example", made))
     for i, kind in enumerate(value_kinds(specs, values, result.program)):
         why = VALUE_WHY[kind]

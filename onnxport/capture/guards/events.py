@@ -235,8 +235,42 @@ def decide_program(program: torch.export.ExportedProgram, placeholders: list, na
             promised[name] = r
             narrowed[name] = (G.range_guard(G.SizeVar(None, name, 1, None, True), r[0] or 1, r[1], None),)
     variables = size_vars(placeholders, names, declared, promised)
+    replaced, events = replaced_dims(placeholders, names, declared, variables, relations, promised), list(events)
+    for sym, (var, expr) in replaced.items():
+        variables[sym] = var
+        events.append(GuardEvent("assert", expr=sympy.Eq(sym, expr), where=REPLACED))
     decided, variables = decide_captured(program, variables, events, dict(ranges), dict(relations))
     return [g for n in narrowed for g in narrowed[n]] + decided, variables
+
+
+REPLACED = "torch.export's trace, which made this dim an expression of the others"  # where such an equality is
+
+
+def replaced_dims(placeholders: list, names: list[str], declared: list[DeclaredDim],
+                  variables: dict[sympy.Symbol, G.SizeVar], relations: dict,
+                  promised: dict[str, tuple]) -> dict[sympy.Symbol, tuple[G.SizeVar, sympy.Expr]]:
+    """Declared dims torch.export replaced by an expression of other declared dims (``chunk`` traced as
+    ``16 - cache``, an equality torch took from the example) that no relation declares: a symbol of their
+    own -> (its ``SizeVar``, the expression), so that the equality is decided as any condition the trace
+    states (adopted with a warning and listed in ``result.constraints``, or refused for an explicit range),
+    never a dim silently gone."""
+    by_input = dict(zip(names, placeholders))
+    out: dict[sympy.Symbol, tuple[G.SizeVar, sympy.Expr]] = {}
+    named = {v.name for v in variables.values()}
+    for d in declared:
+        node = by_input.get(d.input_name)
+        val = node.meta.get("val") if node is not None else None
+        if d.name in relations or d.name in named or not d.name.isidentifier() or not isinstance(val, torch.Tensor) \
+                or d.axis >= val.dim():  # a name that is not an identifier: a derived Dim (n + 1), declared so
+            continue
+        size = val.shape[d.axis]
+        expr = size.node.expr if isinstance(size, torch.SymInt) else None
+        if isinstance(expr, sympy.Expr) and not isinstance(expr, sympy.Symbol) and expr.free_symbols \
+                and expr.free_symbols <= variables.keys():
+            sym = sympy.Symbol(f"onnxport_replaced_{d.name}", integer=True, positive=True)
+            out[sym] = (declared_var(d, sym, promised), expr)
+            named.add(d.name)
+    return out
 
 
 def relation_substitutions(variables: dict[sympy.Symbol, G.SizeVar],
