@@ -13,8 +13,8 @@ from onnxport.config.declarations import config_from_declarations, parse_declara
 from onnxport.config.export import export_from_config, export_target  # noqa: F401 - export_from_config: deprecated
 from onnxport.config.inputs import default_sizes, dynamic_shapes, input_specs, make_inputs
 from onnxport.config.parse import load_config, parse_config
-from onnxport.config.schema import DimRange, ExportConfig, TensorDecl, dtype_name, sizes_text
-from onnxport.config.stream import StreamConfig, check_config_stream
+from onnxport.config.schema import DimRange, ExportConfig, StreamConfig, TensorDecl, dtype_name, sizes_text
+from onnxport.config.stream import check_config_stream
 
 __all__ = ["DimRange", "ExportConfig", "StreamConfig", "TensorDecl", "check_config_stream",
            "config_from_declarations", "default_sizes", "dtype_name", "dynamic_shapes", "export_target", "input_specs",

@@ -53,12 +53,9 @@ command line's ``--input`` texts.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-
-if TYPE_CHECKING:
-    from onnxport.config.stream import StreamConfig
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32, "float": torch.float32, "float64": torch.float64, "double": torch.float64,
@@ -113,6 +110,27 @@ class DimRange:
     max: int = DEFAULT_MAX
     example: int | None = None
     ranged: bool = False
+
+
+@dataclasses.dataclass
+class StreamConfig:
+    """A parsed ``[stream]`` section (``config.stream``).
+
+    ``states``: declared output name -> declared input name it feeds at the next step. ``steps``:
+    per stream (None: ``verify.stream.STEPS``). ``start``: the sizes of the state inputs' own dims
+    at step 0 (dim name -> size; the other dims at the example's sizes), the state inputs zeros.
+    ``batches``, ``chunk_lengths``: the sizes the streams run at (None: ``check_stream``'s).
+    ``batch_dim``, ``chunk_dim``: dim names (None: axes 0 and 1 of the first fresh input with two
+    axes or more, in the ONNX model's input order).
+    """
+
+    states: dict[str, str]
+    steps: int | None = None
+    start: dict[str, int] = dataclasses.field(default_factory=dict)
+    batches: list[int] | None = None
+    chunk_lengths: list[int] | None = None
+    batch_dim: str | None = None
+    chunk_dim: str | None = None
 
 
 @dataclasses.dataclass

@@ -18,40 +18,19 @@ runs the check on the export, its fresh inputs made as the config declares them
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
 
 from onnxport.capture.relations import evaluate, parse_relations
 from onnxport.config.inputs import make_inputs
-from onnxport.config.schema import ExportConfig, TensorDecl
+from onnxport.config.schema import ExportConfig, StreamConfig, TensorDecl
 from onnxport.errors import ConfigError
 from onnxport.verify.stream import STEPS
 from onnxport.verify.stream_report import StreamReport
 
 _KEYS = ("states", "steps", "start", "batches", "chunk_lengths", "batch_dim", "chunk_dim")
 _STATES_HINT = 'states = { next_cache = "cache" }: each declared output of a state -> the declared input it feeds'
-
-
-@dataclasses.dataclass
-class StreamConfig:
-    """A parsed ``[stream]`` section.
-
-    ``states``: declared output name -> declared input name it feeds at the next step. ``start``:
-    the sizes of the state inputs' own dims at step 0 (dim name -> size; the other dims at the
-    example's sizes), the state inputs zeros. ``batches``, ``chunk_lengths``: the sizes the streams
-    run at (None: ``check_stream``'s). ``batch_dim``, ``chunk_dim``: dim names (None: axes 0 and 1 of
-    the first fresh input with two axes or more, in the ONNX model's input order).
-    """
-
-    states: dict[str, str]
-    steps: int = STEPS
-    start: dict[str, int] = dataclasses.field(default_factory=dict)
-    batches: list[int] | None = None
-    chunk_lengths: list[int] | None = None
-    batch_dim: str | None = None
-    chunk_dim: str | None = None
 
 
 def parse_stream(cfg: ExportConfig, table: Any, where: str) -> StreamConfig:
@@ -72,30 +51,30 @@ def parse_stream(cfg: ExportConfig, table: Any, where: str) -> StreamConfig:
     unknown = sorted(set(table) - set(_KEYS))
     if unknown:
         raise ConfigError(f"{what} unknown key(s) {unknown}", hint=f"keys are {', '.join(_KEYS)}")
-    stream = StreamConfig(states=_states(cfg, table.get("states"), what))
+    states = _states(cfg, table.get("states"), what)
+    parsed: dict[str, Any] = {}
     if "steps" in table:
-        stream.steps = _positive(table["steps"], f"{what} steps", "e.g. steps = 6")
-    fresh = [n for n in cfg.inputs if n not in stream.states.values()]
+        parsed["steps"] = _positive(table["steps"], f"{what} steps", "e.g. steps = 6")
+    fresh = [n for n in cfg.inputs if n not in states.values()]
     fresh_dims = {d for n in fresh for d in cfg.inputs[n].dims if isinstance(d, str)}
-    stream.start = _start(cfg, table.get("start", {}), stream.states, fresh_dims, what)
+    parsed["start"] = _start(cfg, table.get("start", {}), states, fresh_dims, what)
     for key in ("batch_dim", "chunk_dim"):
         if key in table:
             name = table[key]
             if not isinstance(name, str) or name not in fresh_dims:
                 raise ConfigError(f"{what} {key} = {name!r} is not a dynamic dim of the fresh inputs {fresh}",
                                   hint=f"name one of {sorted(fresh_dims)}")
-            setattr(stream, key, name)
+            parsed[key] = name
     for key, dim_key in (("batches", "batch_dim"), ("chunk_lengths", "chunk_dim")):
         if key in table:
             sizes = table[key]
             if not isinstance(sizes, list) or not sizes:
                 raise ConfigError(f"{what} {key} must be a list of sizes, like [1, 3]")
             sizes = [_positive(v, f"{what} {key}", "sizes are ints, 1 or more") for v in sizes]
-            dim = getattr(stream, dim_key)
-            if dim is not None:
-                _in_range(cfg, dim, sizes, f"{what} {key}")
-            setattr(stream, key, sizes)
-    return stream
+            if parsed.get(dim_key) is not None:
+                _in_range(cfg, parsed[dim_key], sizes, f"{what} {key}")
+            parsed[key] = sizes
+    return StreamConfig(states=states, **parsed)
 
 
 def _states(cfg: ExportConfig, states: Any, what: str) -> dict[str, str]:
@@ -228,7 +207,7 @@ def check_config_stream(result: Any, cfg: ExportConfig | None = None) -> StreamR
         made = make_inputs(cfg, sizes, seed=10_000 + 1000 * step + 31 * (batch or 0) + (chunk or 0))
         return {n: made[n] for n in fresh}
 
-    return result.validate_stream(dict(stream.states), initial, make_step=make_step, steps=stream.steps,
+    return result.validate_stream(dict(stream.states), initial, make_step=make_step, steps=stream.steps or STEPS,
                                   batches=stream.batches, chunk_lengths=stream.chunk_lengths, atol=cfg.atol,
                                   rtol=cfg.rtol, batch_dim=batch_dim, chunk_dim=chunk_dim)
 
