@@ -226,6 +226,11 @@ class ValidationError(ExportError):
     """Validation could not run (no inputs could be built, onnxruntime refused the model)."""
 
 
+class NegativeSizeError(ValidationError):
+    """Sizes at which an input's size computed from the dims (a dim related to others) is negative: no input
+    set exists there."""
+
+
 class ContractError(ExportError):
     """A model does not honour the inputs/outputs declared in an export config."""
 

@@ -37,16 +37,12 @@ from torch.utils import _pytree as pytree
 
 from onnxport.capture.captured import Captured, expr_of
 from onnxport.capture.tables import indexed_tables
-from onnxport.errors import ValidationError
+from onnxport.errors import NegativeSizeError, ValidationError
 
 VALUE_KINDS = ("symmetric", "zeros", "large", "special", "range")
 LARGE = 10.0  # spread of the "large" values over the example's magnitude
 MAX_ELEMENTS = 1 << 28  # elements of one input set beyond which make_inputs refuses (1 GiB of float32)
 SPECIALS = (float("nan"), float("inf"), float("-inf"))
-
-
-class NegativeSizeError(ValidationError):
-    """Sizes at which an input's size computed from the dims is negative: no input set exists there."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,10 +33,10 @@ import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.capture.inputs import (LARGE, VALUE_KINDS, InputSpec, as_input_set, dim_examples, dim_names, elements,
-                                     NegativeSizeError, inputs_like_example, sizes_of, specs_from_captured)
+                                     inputs_like_example, sizes_of, specs_from_captured)
 from onnxport.capture.patches import exclusive_capture
 from onnxport.capture.relations import broken, evaluate, from_guards, missing_hint
-from onnxport.errors import ValidationError
+from onnxport.errors import NegativeSizeError, ValidationError
 from onnxport.verify.eager import UPDATED, run_eager
 from onnxport.verify.judge import judge
 from onnxport.verify.reference import Float64Reference, SetRuns
