@@ -124,7 +124,7 @@ def worker(exporter: str, name: str) -> dict:
     import onnxport
     from onnxport.errors import ValidationError
 
-    import speech
+    import speech_common as speech
     speech._setup()
     import speech_streaming
 
@@ -169,7 +169,7 @@ def worker(exporter: str, name: str) -> dict:
 def run(names: list[str], exporters: list[str], timeout: int, data: dict, save, argv: list[str]) -> None:
     """Run each case with each exporter in its own process (``speech.py --stream-worker``), its result
     in ``data["streaming"]`` as it comes (``save()`` writes the cache)."""
-    import speech
+    import speech_common as speech
 
     section = data.setdefault("streaming", {"meta": {}, "results": {}})
     section["meta"].update(speech._versions())
@@ -211,7 +211,7 @@ def _reason(r: dict) -> str:
 
 def report(data: dict, names: list[str], whats: dict[str, str]) -> list[str]:
     """The streaming section of SPEECH.md, from ``data["streaming"]``."""
-    import speech
+    import speech_common as speech
 
     section = data.get("streaming")
     if not section or not section.get("results"):
