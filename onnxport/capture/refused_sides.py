@@ -48,6 +48,13 @@ def _statement_lines(where: str | None) -> tuple[str, int, int] | None:
     return None
 
 
+def _dims(captured: Captured) -> tuple[dict, dict[str, int]]:
+    """torch's symbol -> dim name of ``captured``'s declared dims, and dim name -> the example's size."""
+    declared = size_vars(user_placeholders(captured.program), captured.input_names, captured.declared, {})
+    names = dim_names(captured, {sym: var.name for sym, var in declared.items()})
+    return names, dim_examples(captured, names)[0]
+
+
 def other_side_refused(model: torch.nn.Module, captured: Captured, excluded: tuple,
                        branch: str | None) -> tuple[str | None, str] | None:
     """``(line, error)`` of eager PyTorch's refusal at the first of the ``excluded`` sizes (each a
@@ -58,9 +65,7 @@ def other_side_refused(model: torch.nn.Module, captured: Captured, excluded: tup
     span = _statement_lines(branch)
     if not excluded or span is None or has_meta_weights(model):
         return None
-    declared = size_vars(user_placeholders(captured.program), captured.input_names, captured.declared, {})
-    names = dim_names(captured, {sym: var.name for sym, var in declared.items()})
-    examples, _ = dim_examples(captured, names)
+    names, examples = _dims(captured)
     first = None
     for sizes in excluded:
         refusal = refusal_at(model, captured, names, examples, sizes, confirm=True)
@@ -89,9 +94,7 @@ def eager_runs_at(model: torch.nn.Module, captured: Captured, excluded: tuple) -
     device, inputs not made at those sizes, a dim beyond ``EAGER_GROWTH`` times its example)."""
     if not excluded or has_meta_weights(model):
         return None
-    declared = size_vars(user_placeholders(captured.program), captured.input_names, captured.declared, {})
-    names = dim_names(captured, {sym: var.name for sym, var in declared.items()})
-    examples, _ = dim_examples(captured, names)
+    names, examples = _dims(captured)
     tries = tuple(dict(sizes) for sizes in excluded[:EAGER_TRIES])
     for sizes in tries:
         if any(v > EAGER_GROWTH * max(examples.get(n, 1), 1) for n, v in sizes.items()):

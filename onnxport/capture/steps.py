@@ -31,7 +31,7 @@ from onnxport.capture.guards import decide_program, violation_ranges
 from onnxport.capture.guards.conditions import EAGER_RUNS, GuardStatus
 from onnxport.capture.guards.events import declared_var
 from onnxport.capture.guards.far_bounds import FarBound, far_bound, far_side
-from onnxport.capture.guards.probe import eager_refusal_on, probe_size_one
+from onnxport.capture.guards.probe import REFUSES, eager_refusal_on, probe_size_one
 from onnxport.capture.meta_weights import has_meta_weights
 from onnxport.capture.refused_sides import eager_runs_at, other_side_refused, without_branch
 from onnxport.capture.relations import candidates, symbol
@@ -389,7 +389,8 @@ class ProbeAdoptedInEager(Decision):
         model, captured = state.request.model, None
         guards, tried = list(state.guards or ()), []
         for i, g in enumerate(guards):
-            if g.status is not GuardStatus.ADOPTED or g.method == EAGER_RUNS or g.note or not g.excluded:
+            if g.status is not GuardStatus.ADOPTED or g.method == EAGER_RUNS or g.method.startswith(REFUSES) \
+                    or g.note or not g.excluded:  # eager PyTorch already refused what it excludes (ProbeSizeOne)
                 continue
             captured = captured or captured_of(state)
             runs = eager_runs_at(model, captured, g.excluded)

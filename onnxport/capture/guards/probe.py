@@ -29,6 +29,9 @@ from onnxport.capture.relations import evaluate
 from onnxport.errors import last_user_frame
 
 
+REFUSES = "PyTorch refuses"  # how a guard adopted because eager PyTorch refused its excluded size is decided
+
+
 def probe_size_one(model: Any, captured: Captured) -> tuple[list[Guard], dict]:
     """Run ``model`` at size 1 of each dimension ``captured`` would promise from 1 on.
 
@@ -68,7 +71,7 @@ def probe_size_one(model: Any, captured: Captured) -> tuple[list[Guard], dict]:
         if not var.adoptable:
             raise range_error(text, ({var.name: 1},), where, [var])
         guards.append(Guard(text, GuardStatus.ADOPTED, where, ({var.name: 1},), ({var.name: 2},),
-                            f"PyTorch refuses {var.name} = 1: {message}", text, (var.name,)))
+                            f"{REFUSES} {var.name} = 1: {message}", text, (var.name,)))
         variables[symbol] = dataclasses.replace(var, lo=2)
     return guards, variables
 
