@@ -128,7 +128,11 @@ class ExportError(Exception):
             with ``--debug``).
         where: the user's source line (``file:line in func: code``) or None.
         hint: what to do about it, or None.
+        attempts: for a failed capture, its steps as they ran (``capture.state.Attempt``: step,
+            applied, why; ``with_attempts``); empty otherwise.
     """
+
+    attempts: tuple = ()
 
     def __init__(self, message: str, *, node: Any = None, where: str | None = None, hint: str | None = None,
                  detail: str | None = None, output: str | None = None):
@@ -162,6 +166,15 @@ class ExportError(Exception):
         again.__cause__, again.__traceback__ = self.__cause__, self.__traceback__
         return self._carried(again)
 
+
+    def with_attempts(self, attempts: tuple) -> "ExportError":
+        """This error again, carrying ``attempts`` (see the class)."""
+        node, detail = self._given
+        again = type(self)(self.what, node=node, where=self.where, hint=self.hint, detail=detail)
+        again.detail = self.detail
+        again.attempts = tuple(attempts)
+        again.__cause__, again.__traceback__ = self.__cause__, self.__traceback__
+        return self._carried(again)
 
     def with_hint(self, hint: str | None) -> "ExportError":
         """This error again, with ``hint`` as its fix."""

@@ -64,25 +64,30 @@ class ExportResult:
             the model's ``generate`` (``export_pretrained``); empty when none ran.
         task: the task a ``save_pretrained`` directory was exported for (``export_pretrained``), or None.
         source: the directory it was loaded from, or None.
+        optimization: the optimizer's node counts, ``{"nodes_before": n, "nodes_after": m}`` (main
+            graph, subgraphs and local functions); empty when it did not run (``optimize=False``,
+            a loaded model). For a model exported in pieces, the example's piece's (each of
+            ``pieces`` holds its own).
     """
 
     external_data_threshold = PROTOBUF_LIMIT  # bytes of the serialized model, not of the weights alone
     _FIELDS = ("model", "program", "module", "example", "captured", "timings", "dim_names", "rewrite_notes",
                "config", "validation", "decomposed", "quantization", "weights", "pieces", "parts", "files",
-               "generation", "task", "source")
+               "generation", "task", "source", "optimization")
 
     def __init__(self, model: ir.Model | None, *, program=None, module=None, example=None, captured=None,
                  timings: dict | None = None, dim_names: dict | None = None, rewrite_notes: list | None = None,
                  config: Any = None, validation: Any = None, decomposed: dict | None = None,
                  quantization: Any = None, weights: Any = None, pieces: tuple = (), parts: dict | None = None,
                  files: dict | None = None, generation: tuple = (), task: str | None = None,
-                 source: str | None = None):
+                 source: str | None = None, optimization: dict | None = None):
         values = dict(model=model, program=program, module=module, example=example, captured=captured,
                       timings=dict(timings or {}), dim_names=dict(dim_names or {}),
                       rewrite_notes=list(rewrite_notes or []), config=config, validation=validation,
                       decomposed=dict(decomposed or {"local": [], "whole_program": []}), quantization=quantization,
                       weights=weights, pieces=tuple(pieces), parts=dict(parts or {}), files=dict(files or {}),
-                      generation=tuple(generation), task=task, source=source)
+                      generation=tuple(generation), task=task, source=source,
+                      optimization=dict(optimization or {}))
         if model is None and not values["parts"]:
             raise TypeError("ExportResult needs a model, or parts")
         for name, value in values.items():
@@ -346,6 +351,33 @@ class ExportResult:
         self._one_model("plot")
 
         return plot_dot(self, path=path, format=format)
+
+    def report(self, path: str | os.PathLike, *, validate: bool = False, title: str | None = None) -> str:
+        """Write an HTML report of what the export decided to ``path``; returns its absolute path.
+
+        One self-contained page (inline CSS and SVG; it loads nothing): the graph drawn by graphviz
+        (subgraphs and local functions in collapsible sections), the inputs and outputs with their
+        dim names, the constraints adopted with your line, the capture steps (applied, or skipped
+        and why), the optimizer's node counts before and after, and the validation table
+        (``validation``; with ``validate=True`` and none yet, ``validate()`` runs first, else the
+        page says it was not run). A result of ``parts`` has these once per model. See
+        ``onnxport.show.report_html``.
+
+        The file is replaced whole (``onnxport.saving.write_file``): a failed write leaves the
+        previous one. Drawing the graph needs graphviz's ``dot``; without it the page says so.
+        Raises ``SaveError`` when the file cannot be written, ``ValidationError`` when
+        ``validate=True`` and validation cannot run.
+        """
+        from onnxport.show.report_html import result_html
+
+        result = self
+        if validate and self.validation is None and not self.parts:
+            result = self.replace(validation=self.validate())
+        elif validate and self.parts and any(p.validation is None for p in self.parts.values()):
+            result = self.replace(parts={n: p if p.validation is not None else p.replace(validation=p.validate())
+                                         for n, p in self.parts.items()})
+        text = result_html(result, title=title or "onnxport export report").encode("utf-8")
+        return write_file(os.fspath(path), lambda f: f.write(text))
 
     def count_nodes(self, recursive: bool = True) -> int:
         """Nodes in the main graph (and in subgraphs and local functions when ``recursive``); of every

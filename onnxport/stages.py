@@ -72,6 +72,7 @@ class Export:
     captured: Any = None
     decomposed: Any = None
     onnx: Any = None  # the onnx_ir.Model from translate on
+    optimization: Mapping[str, int] = dataclasses.field(default_factory=dict)  # nodes before and after optimize
     result: ExportResult | None = None
 
     def but(self, **changes: Any) -> "Export":
@@ -239,11 +240,13 @@ def translate(job: Export) -> Export:
 
 
 def optimize(job: Export) -> Export:
-    """The optimization passes (``optimize.pipeline``), in place on the model."""
-    from onnxport.optimize.pipeline import optimize as run_passes
+    """The optimization passes (``optimize.pipeline``), in place on the model; the nodes counted
+    before and after (``ExportResult.optimization``)."""
+    from onnxport.optimize.pipeline import node_count, optimize as run_passes
 
+    before = node_count(job.onnx)
     run_passes(job.onnx, job.options.opset)
-    return job
+    return job.but(optimization={"nodes_before": before, "nodes_after": node_count(job.onnx)})
 
 
 def finalize(job: Export) -> Export:
@@ -256,7 +259,8 @@ def finalize(job: Export) -> Export:
                           captured=job.captured, timings=job.run.timings,
                           dim_names=dict(job.onnx.meta.get("dim_names", {})), rewrite_notes=list(job.rewrite_notes),
                           weights=job.bound, decomposed={"local": list(job.decomposed.local),
-                                                         "whole_program": list(job.decomposed.whole_program)})
+                                                         "whole_program": list(job.decomposed.whole_program)},
+                          optimization=job.optimization)
     return job.but(result=result)
 
 

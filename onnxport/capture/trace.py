@@ -81,10 +81,12 @@ def start(request: Request) -> CaptureState:
 
 def finish(state: CaptureState) -> Captured:
     """The ``Captured`` of the final state; raises the failure no step resolved,
-    the steps as they ran and what torch printed while failing kept on the error's detail."""
+    the steps as they ran and what torch printed while failing kept on the error's detail, the
+    steps on its ``attempts`` too."""
     if state.program is None:
         failure = state.first_failure or state.trace
-        raise failure.error.with_output(debug_text(state.attempts, failure.output)) from failure.exception
+        error = failure.error.with_output(debug_text(state.attempts, failure.output))
+        raise error.with_attempts(state.attempts) from failure.exception
     captured = captured_of(state)  # its adopted constraints are warned once the export is decided
     if state.request.model.training:
         _warn_training_ops(captured.program)

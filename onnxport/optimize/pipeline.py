@@ -71,3 +71,9 @@ def optimize(model: ir.Model, opset: int, *, attention: bool = False) -> ir.Mode
     """
     ir.passes.Sequential(*passes(opset, attention=attention))(model)
     return model
+
+
+def node_count(model: ir.Model) -> int:
+    """Nodes of ``model``: its main graph, every subgraph, every local function's."""
+    graphs = [model.graph, *model.functions.values()]
+    return sum(1 for g in graphs for _ in ir.traversal.RecursiveGraphIterator(g))

@@ -102,6 +102,45 @@ def render(dot_text: str, path: str | os.PathLike, *, format: str = "png", timeo
     return path
 
 
+def svg_text(dot_text: str, *, timeout: float = 120.0) -> str:
+    """``dot -Tsvg`` of ``dot_text``: the SVG document as text.
+
+    Raises:
+        RenderError: ``dot`` is not on PATH (the message says how to install graphviz), or it
+            failed or took longer than ``timeout`` seconds.
+    """
+    exe = shutil.which("dot")
+    if exe is None:
+        raise RenderError("cannot draw the graph: the graphviz program `dot` is not installed", hint=INSTALL_HINT)
+    try:
+        proc = subprocess.run([exe, "-Tsvg"], input=dot_text.encode("utf-8"), capture_output=True, timeout=timeout,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RenderError(f"graphviz `dot` could not draw the graph: {e}",
+                          hint="check graphviz works (`dot -V`) and the graph is not huge") from e
+    if proc.returncode != 0:
+        err = proc.stderr.decode("utf-8", "replace").strip()
+        raise RenderError(f"graphviz `dot` failed to draw the graph: {err}", hint="check graphviz works (`dot -V`)")
+    return proc.stdout.decode("utf-8", "replace")
+
+
+def graph_dot(graph: Any, *, calls: frozenset = frozenset(), names: dict | None = None) -> str:
+    """DOT text of one graph or function body alone (``ir.Graph`` or ``ir.Function``): its
+    subgraphs are not drawn inside it, each node holding some says their names instead (``names``:
+    ``id(subgraph)`` -> the name it is shown under); values read from an enclosing scope come from
+    dashed ellipses named after them; calls of the local functions in ``calls`` (``(domain, name,
+    overload)``) are drawn as ``box3d``. Needs no graphviz."""
+    writer = _DotWriter(nested=False, calls=calls, names=names or {})
+    out = writer.lines
+    out.append("digraph onnx {")
+    out.append('  graph [rankdir=TB, fontname="Helvetica", fontsize=11, newrank=true];')
+    out.append('  node [fontname="Helvetica", fontsize=10];')
+    out.append('  edge [fontname="Helvetica", fontsize=8, color="#555555"];')
+    writer._graph(graph, scopes=[], indent="  ")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
 def _format_for(path: str, format: str) -> str:
     suffix = os.path.splitext(path)[1].lower().lstrip(".")
     if format == "png" and suffix in FORMATS:
@@ -116,7 +155,13 @@ def quote(text: str) -> str:
 
 
 class _DotWriter:
-    def __init__(self):
+    """``nested``: subgraphs drawn as clusters inside their graph (else each node holding some names
+    them, from ``names``); ``calls``: the local functions drawn as calls when not ``nested``."""
+
+    def __init__(self, nested: bool = True, calls: frozenset = frozenset(), names: dict | None = None):
+        self.nested = nested
+        self.calls = calls
+        self.names = names or {}
         self.lines: list[str] = []
         self._ids = 0
         self._function_anchor: dict[tuple[str, str, str], str] = {}  # (domain, name, overload) -> id
@@ -174,8 +219,11 @@ class _DotWriter:
                 out.append(f"{indent}{nid} [label={quote(_init_label(v))}, {_STYLE['init']}];")
         for node in graph:
             nid = self._new("n")
-            callee = self._function_anchor.get((node.domain, node.op_type, node.overload or ""))
-            out.append(f"{indent}{nid} [label={quote(_node_label(node))}, {_STYLE['call' if callee else 'op']}];")
+            key = (node.domain, node.op_type, node.overload or "")
+            callee = self._function_anchor.get(key)
+            label = _node_label(node) if self.nested else _node_label(node, self.names)
+            drawn_as = "call" if callee or key in self.calls else "op"
+            out.append(f"{indent}{nid} [label={quote(label)}, {_STYLE[drawn_as]}];")
             if not any(v is not None and v in here for v in node.inputs):
                 sources.append(nid)
             for v in node.inputs:
@@ -186,7 +234,8 @@ class _DotWriter:
             if callee:
                 self.cross.append(f'{nid} -> {callee} '
                                   f'[style=dashed, color="#aa5500", constraint=false, arrowhead=empty];')
-            self._subgraphs(node, nid, chain, indent)
+            if self.nested:
+                self._subgraphs(node, nid, chain, indent)
         for v in graph.outputs:
             oid = self._new("out")
             out.append(f"{indent}{oid} [label={quote(_value_label(v))}, {_STYLE['output']}];")
@@ -252,8 +301,14 @@ def _init_label(v: ir.Value) -> str:
     return S.value_name(v) + "\n" + S.tensor_text(t, LABEL_VALUES)
 
 
-def _node_label(node: ir.Node) -> str:
+def _node_label(node: ir.Node, names: dict | None = None) -> str:
+    """The op, its key attributes; with ``names`` (``id(subgraph)`` -> name), a line per subgraph
+    attribute naming the subgraphs drawn elsewhere."""
     lines = [S.op_text(node)]
+    for attr in (node.attributes.values() if names is not None else ()):
+        if not attr.is_ref() and attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
+            graphs = [attr.value] if attr.type == ir.AttributeType.GRAPH else list(attr.value)
+            lines.append(f"{attr.name}: " + ", ".join(names.get(id(g), "?") for g in graphs))
     attrs = [a for a in node.attributes.values()
              if a.is_ref() or a.type not in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)]
     for a in attrs[:MAX_LABEL_ATTRS]:
