@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from onnxport.cli import report_html
+
 EPILOG = """\
 examples:
   onnxport export mypkg.models:build_conformer --config export.toml --checkpoint ckpt.pt -o conformer.onnx
@@ -69,9 +71,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="skip the comparisons with onnxruntime, the config's [stream] check too (the contract "
                         "is still checked)")
     add_result_arguments(p)
+    report_html.add_argument(p)
     return p
 
 
+@report_html.on_failure(lambda args: f"onnxport export {args.target or args.config}")
 def run(args) -> int:
     """Run the export and, with a config's ``[stream]`` section, its streaming check; returns 0 or 1
     (validation or streaming mismatch, file kept). Errors are ``onnxport.ExportError`` (exit code 2,
@@ -84,7 +88,7 @@ def run(args) -> int:
 
     progress = Progress(quiet=args.quiet)
     try:
-        check_output_paths({"-o": args.output, "--report": args.report})
+        check_output_paths({"-o": args.output, "--report": args.report, "--report-html": args.report_html})
         if args.returnn_config:
             result = _export_returnn(args, progress)
         else:
@@ -98,6 +102,7 @@ def run(args) -> int:
                 atol=args.atol, rtol=args.rtol)
         stream = _stream_check(result, args, progress)
         result = save_export(result, args, progress)
+        report_html.write(args, result, f"onnxport export {args.target or args.config}")
     finally:
         progress.close()
     return report_export(result, args, stream=stream)

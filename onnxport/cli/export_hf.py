@@ -8,6 +8,8 @@ import os
 import sys
 import time
 
+from onnxport.cli import report_html
+
 EPILOG = """\
 tasks:
   feature-extraction               model.onnx: last_hidden_state
@@ -47,11 +49,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--generate", type=int, default=16, metavar="N",
                    help="tokens of the greedy decoding checks of a generation task (default 16; 0 skips them)")
     p.add_argument("--report", metavar="JSON", help="write the checks as JSON")
+    report_html.add_argument(p)
     p.add_argument("--quiet", action="store_true", help="print neither progress nor the tables")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks on errors")
     return p
 
 
+@report_html.on_failure(lambda args: f"onnxport export-hf {args.directory}")
 def run(args) -> int:
     """Export, save and report; returns 0 or 1 (a check failed, files written). Errors are
     ``onnxport.ExportError`` (exit code 2, nothing written)."""
@@ -64,12 +68,13 @@ def run(args) -> int:
     try:
         if os.path.exists(args.output) and not os.path.isdir(args.output):
             raise SaveError(f"-o {args.output} is a file: the output of export-hf is a directory")
-        check_output_paths({"--report": args.report})
+        check_output_paths({"--report": args.report, "--report-html": args.report_html})
         result = export_pretrained(args.directory, args.task, validate=args.validate, generate=args.generate,
                                    opset=args.opset, on_step=progress)
         start = time.perf_counter()
         paths = result.save(args.output)
         progress("save", time.perf_counter() - start)
+        report_html.write(args, result, f"onnxport export-hf {args.directory}")
     finally:
         progress.close()
     if not args.quiet:

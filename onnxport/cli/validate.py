@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from onnxport.cli import report_html
 from onnxport.cli.target import add_target_arguments
 
 
@@ -40,20 +41,23 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help='token ids of a prompt, e.g. "5 17 42" (repeatable: a batch, left-padded to the longest); '
                         "default: the target's example input_ids")
     p.add_argument("--report", metavar="JSON", help="write the comparison as JSON")
+    report_html.add_argument(p)
     return p
 
 
+@report_html.on_failure(lambda args: f"onnxport validate {args.onnx_file}")
 def run(args: argparse.Namespace) -> int:
     from onnxport.cli.paths import check_output_paths
     from onnxport.cli.target import export_from_args
     from onnxport.verify.divergence import validate_file
 
-    check_output_paths({"--report": args.report})
+    check_output_paths({"--report": args.report, "--report-html": args.report_html})
     # the positional after MODEL.onnx is the target (add_target_arguments names it "model")
     reference = export_from_args(args, checkpoint=args.checkpoint)
     report, found = validate_file(args.onnx_file, reference, atol=args.atol, rtol=args.rtol,
                                   divergence=args.find_divergence)
     print(report)
+    _write_html(args, reference, report)
     payload = report.to_dict()
     if not report.ok and args.find_divergence:
         print()
@@ -73,6 +77,16 @@ def run(args: argparse.Namespace) -> int:
             json.dump(payload, f, indent=2, default=str)
     print("\nall outputs match" if ok else "\nMISMATCH")
     return 0 if ok else 1
+
+
+def _write_html(args: argparse.Namespace, reference, report) -> None:
+    """``--report-html``: the ONNX file's graph with the validation table, and what capturing the
+    target decided (its constraints and capture steps)."""
+    if args.report_html:
+        import onnx_ir as ir
+
+        checked = reference.replace(model=ir.load(args.onnx_file), validation=report, optimization={}, timings={})
+        report_html.write(args, checked, f"onnxport validate {args.onnx_file} against {args.model}")
 
 
 def _prompts(texts: list[str]) -> list[list[int]] | None:
