@@ -71,10 +71,17 @@ def signature_section(result: Any) -> str:
 
 
 def _range(d: Any) -> str:
-    """A declared dim's range as given (``2..64``, ``2..``), or that none was given."""
-    if not getattr(d, "ranged", False):
-        return "none given"
-    return f"{d.min}..{'' if d.max is None else d.max}"
+    """A declared dim's range as given (``2..64``, ``2..``), or that none was given; a derived dim's
+    (``4*T``) with its root's (``8.. (T: 2..)``)."""
+    own = _span(d.min, d.max) if getattr(d, "ranged", False) else "none given"
+    if getattr(d, "root", None) is None:
+        return own
+    given = d.root_min != 0 or d.root_max is not None
+    return f"{own} ({d.root}: {_span(d.root_min, d.root_max) if given else 'none given'})"
+
+
+def _span(lo: int, hi: int | None) -> str:
+    return f"{lo}..{'' if hi is None else hi}"
 
 
 def _dtype(v: ir.Value) -> str:
@@ -145,7 +152,8 @@ def optimization_section(result: Any) -> str:
             change = f"{(after - before) / before:+.0%}" if before else "-"
             rows.append((label, before, after, change))
     if not rows:
-        return note("the optimizer did not run (optimize=False, or a model loaded from a file)")
+        return note("no node counts recorded: the optimizer did not run (optimize=False), or the model was "
+                    "loaded from a file")
     return table(("", "nodes before", "nodes after", "change"), rows, cls="optimization")
 
 
