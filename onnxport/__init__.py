@@ -3,7 +3,8 @@
 One door per job, each returning an ``ExportResult``: ``to_onnx`` (a module), ``export_target`` (a
 model target with a config, ``--input`` declarations or its ``example_inputs()``: ``onnxport export``),
 ``export_pretrained`` (a ``save_pretrained`` directory, encoder-decoders as ``parts``: ``onnxport
-export-hf``), ``export_returnn_config`` (a RETURNN config: ``onnxport export-returnn``).
+export-hf``), ``export_returnn_config`` (a RETURNN config: ``onnxport export-returnn``). ``observe(model)`` records
+calls of a model and gives ``to_onnx`` its example and dynamic shapes.
 """
 
 from onnxport.errors import (
@@ -30,6 +31,7 @@ from onnxport.errors import (
 from onnxport.export import to_onnx
 from onnxport.config.export import export_from_config, export_target  # noqa: F401 - export_from_config: deprecated
 from onnxport.integrations.returnn_export import export_returnn_config
+from onnxport.observation import Observed, observe
 from onnxport.pretrained import export_pretrained
 from onnxport.quantize import AccuracyTolerance
 from onnxport.result import ExportResult
@@ -85,5 +87,5 @@ __all__ = [
     "NegativeSizeError", "RewriteError", "SaveError", "ShowInputError",
     "SpecializationError", "TargetError", "TranslationError", "UnsupportedOpError", "ValidationError",
     "StreamReport", "ValidationReport", "check_stream", "export_pretrained", "export_returnn_config", "export_target",
-    "find_divergence", "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
+    "find_divergence", "observe", "Observed", "plot_dot", "pretty_onnx", "to_onnx", "translates", "validate",
 ]

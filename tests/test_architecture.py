@@ -27,7 +27,7 @@ STAGES = {
     "verify": 5, "show": 5, "quantize": 5,
     "result": 6, "saving": 6, "export": 6, "pieces": 6, "stages": 6, "settle": 6, "demo_models": 6,
     "encoder_decoder": 6,
-    "config": 7, "pretrained": 7,
+    "config": 7, "pretrained": 7, "observation": 7,
     "integrations": 8,
     "__init__": 9, "__main__": 10,
     "cli": 10,
