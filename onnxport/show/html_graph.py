@@ -18,8 +18,8 @@ import onnx_ir as ir
 from onnxport.errors import RenderError
 from onnxport.show.dot import graph_dot, svg_text
 
-#: a graph with more nodes than this is not drawn (graphviz takes minutes); its DOT text is given instead
-MAX_DRAWN_NODES = 1500
+#: a graph with more nodes than this is not drawn (graphviz takes over 10 s beyond); its DOT text is given instead
+MAX_DRAWN_NODES = 1000
 
 
 def graphs_html(model: ir.Model) -> str:

@@ -138,6 +138,16 @@ def test_report_without_graphviz(exported, tmp_path, monkeypatch):
     assert "`dot` is not installed" in text and "digraph onnx {" in text
 
 
+def test_report_of_a_graph_too_large_to_draw(exported, tmp_path, monkeypatch):
+    """A graph over ``MAX_DRAWN_NODES`` nodes is not drawn: the page says so and holds its DOT text."""
+    from onnxport.show import html_graph
+
+    monkeypatch.setattr(html_graph, "MAX_DRAWN_NODES", len(exported.model.graph) - 1)
+    text = Path(exported.report(tmp_path / "r.html")).read_text()
+    assert f"{len(exported.model.graph)} nodes: not drawn" in text and "digraph onnx {" in text
+    assert len(svg_elements(text)) == 2  # the Scan body and the local function, smaller, still drawn
+
+
 def test_failure_page_escapes_what_it_shows():
     error = DataDependentError("size from <script>alert(1)</script>", where="m.py:3 in forward: y = x[:n] & 1",
                                hint="use <b>tensors</b>")
