@@ -15,6 +15,8 @@ through only operations it can show are the identity where ``pred`` does not sel
 * ``torch.nn.functional.pad`` with amounts that are 0 there; an amount ``a`` that is not is tried as
   ``a % m`` for each modulus ``m`` in its expression (``k - n % k`` -> ``(k - n % k) % k``), kept only
   if it equals ``a`` wherever the side is selected;
+* ``torch.roll`` by shifts that are 0 there (Swin's cyclic shift, by a shift that is 0 where the
+  feature map is one window), read as for a pad amount;
 * ``Tensor.__getitem__`` with slices from 0, step 1, to a stop not below the axis' size there; a
   stop ``-a`` with ``a`` 0 there (``y[..., :-num_pads]`` under ``num_pads > 0``) is read as
   ``size - a``, the same cut where the side is taken;
@@ -41,7 +43,8 @@ more symbols are not tried), and at the sizes next to each integer the expressio
 built from ``%``, ``//`` and small polynomials of sizes repeat or grow with a period far below that.
 A grid of more than 200,000 points is not tried.
 
-Semantics: PyTorch ``torch.nn.functional.pad`` (a pad by 0 returns the input's values), basic
+Semantics: PyTorch ``torch.nn.functional.pad`` (a pad by 0 returns the input's values; so does
+``torch.roll`` by 0), basic
 slicing (``x[:n]`` with ``n >= x.shape[0]`` is all of ``x``; ``x[:-a]`` is ``x[:x.shape[0] - a]`` for
 ``0 < a <= x.shape[0]``) and ``torch.cat`` (an empty tensor adds nothing).
 """
@@ -289,6 +292,11 @@ class _IdentityWhereNotTaken(TorchFunctionMode):
         if func in (torch.nn.functional.pad, torch._C._nn.pad):
             x, pads = args[0], kwargs.pop("pad", None) if len(args) < 2 else args[1]
             amounts = tuple(_amount(self.grid, a) for a in pads)
+            out = func(x, amounts, *args[2:], **kwargs)
+        elif func in (torch.roll, torch.Tensor.roll):
+            x, shifts = args[0], kwargs.pop("shifts", None) if len(args) < 2 else args[1]
+            amounts = tuple(_amount(self.grid, a) for a in shifts) if isinstance(shifts, (tuple, list)) \
+                else _amount(self.grid, shifts)
             out = func(x, amounts, *args[2:], **kwargs)
         elif func is torch.Tensor.__getitem__:
             x = args[0]

@@ -246,3 +246,19 @@ def test_a_side_changing_the_dtype_is_not_run_at_every_size():
     with pytest.raises(onnxport.ExportError, match=rf"test_size_branches\.py:{line} in _align"):
         onnxport.to_onnx(PadOfAWiderDtype(), (torch.randn(2, 6),), dynamic_shapes={"x": {1: Dim("t")}},
                          rewrite_control_flow=True)
+
+
+class RollUnlessOneWindow(torch.nn.Module):
+    """Swin's cyclic shift: by a shift that is 0 where the map is one window of 4 (``h == 4``)."""
+
+    def forward(self, x):
+        shift = 2 * torch.sym_min(1, x.shape[1] - 4)
+        if shift > 0:
+            x = torch.roll(x, shifts=(-shift, -shift), dims=(1, 2))
+        return x * 2
+
+
+def test_a_roll_by_a_shift_zero_where_not_taken_runs_at_every_size():
+    r = check_export(RollUnlessOneWindow(), (torch.randn(2, 8, 6),), {"x": {1: Dim("h", min=4), 2: Dim("w")}},
+                     rewrite_control_flow=True, sizes=[{"h": 4, "w": 6}, {"h": 5, "w": 3}, {"h": 9, "w": 12}])
+    assert count_ops(r, "If") == 0 and not r.constraints
