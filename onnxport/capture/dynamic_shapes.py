@@ -31,6 +31,9 @@ class DeclaredDim:
     kind: str = "dim"  # "dim" (a Dim object), "string", "auto" (Dim.AUTO) or "dynamic" (Dim.DYNAMIC)
     min: int = 0  # the declared range (a Dim's min/max; 0..None otherwise)
     max: int | None = None
+    root: str | None = None  # a derived Dim's (``4*T``, ``T + 1``) root's name (``T``); None otherwise
+    root_min: int = 0  # the root's declared range (``Dim("T", min=2)``)
+    root_max: int | None = None
 
     @property
     def ranged(self) -> bool:
@@ -317,7 +320,7 @@ def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any],
                             f"dimension {d.__name__!r} (axis {axis} of input {prefix!r}) is declared in "
                             f"[{lo}, {hi if hi is not None else 'inf'}], but the example's size is {size}",
                             hint="give example inputs inside the declared range, or widen the range")
-                    declared.append(DeclaredDim(prefix, axis, d.__name__, True, "dim", lo, hi))
+                    declared.append(DeclaredDim(prefix, axis, d.__name__, True, "dim", lo, hi, *_root(d)))
             return
         if is_cache(value) and isinstance(spec, (list, tuple)):
             base = cache_input_name(prefix) if prefix in top_names else prefix
@@ -334,6 +337,15 @@ def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any],
         walk(name, value, per_input.get(name))
     check_same_name_same_size(declared, top)
     return declared
+
+
+def _root(d: Any) -> tuple[str | None, int, int | None]:
+    """A derived ``Dim``'s (``4 * T``: torch's ``_DerivedDim``) root's name and declared ``(min, max)``;
+    ``(None, 0, None)`` for any other ``Dim``."""
+    root = getattr(d, "root", None) if type(d).__name__ == "_DerivedDim" else None
+    if root is None or not hasattr(root, "__name__"):
+        return None, 0, None
+    return root.__name__, int(getattr(root, "min", 0) or 0), int_oo_or_none(getattr(root, "max", None))
 
 
 def int_oo_or_none(value: Any) -> int | None:

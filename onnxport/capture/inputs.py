@@ -59,7 +59,8 @@ class InputSpec:
         full: bools are all True (a mask the example keeps full).
         prefix: bools are True on a prefix of the last axis, per row (a mask made from lengths):
             1..size steps, one row for all of them.
-        lengths_of: integers are the lengths of this dim: 1..size, the longest equal to the size.
+        lengths_of: integers are the lengths of this dim (a name, or a sympy expression over dim names for
+            an axis of a derived size, ``4*T``): 1..size, the longest equal to the size.
         pad: ``(lengths input, batch axis, time axis)``: the steps past each length are zero.
         vocab: integers index the rows of a table this long (an embedding): ``"range"`` values
             span ``0..vocab - 1``.
@@ -76,22 +77,14 @@ class InputSpec:
     nonzero: bool = False
     full: bool = False
     prefix: bool = False
-    lengths_of: str | None = None
+    lengths_of: Any = None
     pad: tuple | None = None
     vocab: int | None = None
     declared: bool = False
 
     def shape(self, sizes: dict[str, int]) -> list[int]:
         """The shape at ``sizes`` (dim name -> size)."""
-        out = []
-        for d in self.dims:
-            if isinstance(d, int):
-                out.append(d)
-            elif isinstance(d, str):
-                out.append(int(sizes[d]))
-            else:
-                out.append(int(d.xreplace({s: sympy.Integer(sizes[str(s)]) for s in d.free_symbols})))
-        return out
+        return [size_at(d, sizes) for d in self.dims]
 
     def plausible_range(self) -> tuple[int, int]:
         """``(low, high)`` inclusive of the ``"range"`` values: the table's rows, the declared
@@ -103,6 +96,15 @@ class InputSpec:
             return self.low, self.high
         low = self.low * 4 if self.low < 0 else self.low
         return low, max(self.high * 4, self.high + 16)
+
+
+def size_at(d: Any, sizes: dict[str, int]) -> int:
+    """The size of one axis (an int, a dim name, or a sympy expression over dim names) at ``sizes``."""
+    if isinstance(d, int):
+        return d
+    if isinstance(d, str):
+        return int(sizes[d])
+    return int(d.xreplace({s: sympy.Integer(sizes[str(s)]) for s in d.free_symbols}))
 
 
 def as_input_set(extra: Any, example: str = "inputs=[(x2,), ((x3, lengths3), {})]") -> tuple[tuple, dict]:
@@ -184,7 +186,7 @@ def _make(s: InputSpec, shape: list[int], sizes: dict, gen: torch.Generator, val
             out[..., 0], out[..., -1] = False, True
         return out
     if s.lengths_of is not None:
-        n = int(sizes[s.lengths_of])
+        n = size_at(s.lengths_of, sizes)
         out = torch.randint(1, max(n, 1) + 1, shape, generator=gen)
         if out.numel():
             out[tuple(int(torch.randint(0, d, (1,), generator=gen)) for d in out.shape)] = n
@@ -254,12 +256,7 @@ def dim_examples(captured: Captured, names: dict) -> tuple[dict[str, int], dict[
             elif isinstance(expr, sympy.Expr) and len(expr.free_symbols) == 1:
                 derived.append((expr, int(real)))
     for expr, real in derived:
-        (sym,) = expr.free_symbols
-        name = names.get(sym, str(sym))
-        if name not in examples:
-            roots = [r for r in sympy.solve(sympy.Eq(expr, real), sym) if getattr(r, "is_Integer", False)]
-            if roots:
-                examples[name] = int(roots[0])
+        _solve_into(examples, expr, real, names)
     ranges = {}
     for sym, vr in captured.program.range_constraints.items():
         lo = int(vr.lower) if getattr(vr.lower, "is_Integer", False) else 0
@@ -272,15 +269,31 @@ def dim_examples(captured: Captured, names: dict) -> tuple[dict[str, int], dict[
 
 def sizes_of(captured: Captured, names: dict, inputs: tuple[tuple, dict]) -> dict[str, int]:
     """``{dim name: size}`` of the dynamic dims in an input set ``(args, kwargs)`` flattened as the
-    example is (the dims an input axis holds alone)."""
+    example is (the dims an input axis holds alone, or in a derived form: ``T`` of an axis ``4*T``)."""
     out: dict[str, int] = {}
+    derived = []
     for inp, leaf in zip(captured.inputs, pytree.tree_leaves(inputs)):
         if isinstance(inp.value, torch.Tensor) and isinstance(leaf, torch.Tensor) and inp.value.dim() == leaf.dim():
             for d, real in zip(inp.value.shape, leaf.shape):
                 expr = expr_of(d)
                 if isinstance(expr, sympy.Symbol):
                     out.setdefault(names.get(expr, str(expr)), int(real))
+                elif isinstance(expr, sympy.Expr) and len(expr.free_symbols) == 1:
+                    derived.append((expr, int(real)))
+    for expr, real in derived:
+        _solve_into(out, expr, real, names)
     return out
+
+
+def _solve_into(out: dict[str, int], expr: sympy.Expr, real: int, names: dict) -> None:
+    """``out[name]`` of the one symbol of ``expr`` (an axis ``4*T`` of size ``real``) when not yet
+    there and a whole size solves it."""
+    (sym,) = expr.free_symbols
+    name = names.get(sym, str(sym))
+    if name not in out:
+        roots = [r for r in sympy.solve(sympy.Eq(expr, real), sym) if getattr(r, "is_Integer", False)]
+        if roots:
+            out[name] = int(roots[0])
 
 
 def specs_from_captured(captured: Captured, names: dict) -> list[InputSpec]:
@@ -290,9 +303,15 @@ def specs_from_captured(captured: Captured, names: dict) -> list[InputSpec]:
     integers the program uses to index a table (an embedding) with that table's length
     (``capture.tables.indexed_tables``)."""
     examples, _ = dim_examples(captured, names)
-    by_size = {}
+    by_size: dict[int, Any] = {}
     for name, size in examples.items():
         by_size.setdefault(size, name)
+    for inp in captured.inputs:  # an axis of a derived size (``4*T``): lengths may be of it
+        if isinstance(inp.value, torch.Tensor) and isinstance(inp.example, torch.Tensor):
+            for d, real in zip(inp.value.shape, inp.example.shape):
+                expr = expr_of(d)
+                if isinstance(expr, sympy.Expr) and not isinstance(expr, sympy.Symbol) and expr.free_symbols:
+                    by_size.setdefault(int(real), _dim(expr, names))
     tables = indexed_tables(captured)
     specs = []
     for inp in captured.inputs:

@@ -123,6 +123,24 @@ def broken(relations: dict[str, sympy.Expr], sizes: dict[str, int]) -> list[str]
     return out
 
 
+def root_size(text: str, value: int, names: set[str]) -> tuple[str, int | None] | None:
+    """The dimension and its size a size given to a derived form of it stands for: ``"4*T"`` = 36 ->
+    ``("T", 9)``, ``"T + 1"`` = 10 -> ``("T", 9)``; ``(name, None)`` when no positive whole size of
+    the dimension gives ``value`` (``"4*T"`` = 37). None when ``text`` is not an expression over
+    exactly one of ``names`` (the dynamic dimensions)."""
+    found = [n for n in dict.fromkeys(re.findall(r"[A-Za-z_]\w*", text)) if n in names]
+    if len(found) != 1 or text.strip() == found[0] or "//" in text:  # a floor division has no one inverse
+        return None
+    try:
+        expr = sympy.sympify(text, locals={found[0]: symbol(found[0])})
+    except (sympy.SympifyError, SyntaxError, TypeError):
+        return None
+    if not isinstance(expr, sympy.Expr) or expr.free_symbols != {symbol(found[0])}:
+        return None
+    roots = [r for r in sympy.solve(sympy.Eq(expr, int(value)), symbol(found[0])) if r.is_Integer and r > 0]
+    return found[0], (int(roots[0]) if roots else None)
+
+
 def from_guards(guards: list) -> dict[str, sympy.Expr]:
     """The relations among the adopted constraints: a condition ``expression == name`` the model
     needs (``(p + s) == total``) defines ``name`` (``onnxport.capture.guards.Guard``)."""

@@ -195,6 +195,9 @@ def _inputs(ctx: TranslationContext, captured: Captured, input_names: list[str] 
                 expr = expr_of(d)
                 if isinstance(expr, sympy.Symbol) and expr not in namer.names:
                     namer.names[expr] = declared.get((name, axis), f"{name}_dim{axis}")
+    for sym, var in captured.variables.items():  # a derived Dim's root (``T`` of an input's ``4*T``)
+        if sym not in namer.names and var.name not in namer.names.values():
+            namer.names[sym] = var.name
     inputs: list[ir.Value] = []
     for name, inp in zip(names, user):
         val = inp.value

@@ -35,7 +35,7 @@ from torch.utils import _pytree as pytree
 from onnxport.capture.inputs import (LARGE, VALUE_KINDS, InputSpec, as_input_set, dim_examples, dim_names, elements,
                                      inputs_like_example, sizes_of, specs_from_captured)
 from onnxport.capture.patches import exclusive_capture
-from onnxport.capture.relations import broken, evaluate, from_guards, missing_hint
+from onnxport.capture.relations import broken, evaluate, from_guards, missing_hint, root_size
 from onnxport.errors import NegativeSizeError, ValidationError
 from onnxport.verify.eager import UPDATED, run_eager
 from onnxport.verify.judge import judge
@@ -335,11 +335,15 @@ def _lengths_sorted(args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
 
 
 def _resolve_sizes(result, sizes: dict, examples: dict, dims: dict) -> dict:
-    """``{dim name: size}`` completed with the example's sizes; names, ranges and constraints checked."""
+    """``{dim name: size}`` completed with the example's sizes; names, ranges and constraints checked.
+    A size of a derived form (``"4*T": 36``, an input declared ``4 * Dim("T")``) gives its dim's (``T = 9``)."""
+    sizes = _root_sizes(sizes, examples)
     unknown = [k for k in sizes if k not in examples]
     if unknown:
+        derived = sorted({d.name for d in getattr(result.captured, "declared", ()) if d.root is not None})
         raise ValidationError(f"sizes name {unknown}, which are not dynamic dimensions of the model",
-                              hint=f"the model's dynamic dimensions are {sorted(examples) or 'none'}")
+                              hint=f"the model's dynamic dimensions are {sorted(examples) or 'none'}"
+                                   + (f" (sizes of their derived forms {derived} are taken too)" if derived else ""))
     _, ranges = dim_examples(result.captured, dims)
     relations = getattr(result.captured, "relations", None) or {}
     out = dict(examples)
@@ -364,6 +368,30 @@ def _resolve_sizes(result, sizes: dict, examples: dict, dims: dict) -> dict:
         raise ValidationError(f"sizes {_fmt_sizes(out)} break the export's constraint "
                               f"{'; '.join(str(g) for g in broken_guards)}",
                               hint="choose sizes that satisfy result.constraints (the export holds only there)")
+    return out
+
+
+def _root_sizes(sizes: dict, examples: dict) -> dict:
+    """``sizes`` with each size given to a derived form of a dim (``"4*T": 36``) given to the dim
+    (``"T": 9``, ``capture.relations.root_size``); other names kept as they are.
+
+    Raises ``ValidationError`` when no whole size of the dim gives the derived size, or two sizes
+    given for one dim disagree."""
+    out: dict = {}
+    for name, value in sizes.items():
+        found = None if name in examples else root_size(str(name), int(value), set(examples))
+        if found is None:
+            root, size, said = name, value, name
+        else:
+            root, size = found
+            said = f"{name} = {value}"
+            if size is None:
+                raise ValidationError(f"sizes give {said}, which no whole size of {root!r} makes",
+                                      hint=f"give {root!r} its size, or a size of {name} it makes")
+        if root in out and int(out[root]) != int(size):
+            raise ValidationError(f"sizes give {root!r} two sizes, {out[root]} and {size} ({said})",
+                                  hint=f"give {root!r} one size, by its name or one derived form")
+        out[root] = size
     return out
 
 

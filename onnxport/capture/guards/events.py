@@ -68,6 +68,18 @@ def size_vars(placeholders: list, names: list[str], declared: list[DeclaredDim],
         expr = size.node.expr if isinstance(size, torch.SymInt) else None
         if isinstance(expr, sympy.Symbol) and expr not in out:
             out[expr] = declared_var(d, expr, promised)
+    for d in declared:  # a derived Dim's root (``T`` of ``4*T``), unless declared itself
+        node = by_input.get(d.input_name)
+        val = node.meta.get("val") if node is not None else None
+        if d.root is None or not isinstance(val, torch.Tensor) or d.axis >= val.dim():
+            continue
+        size = val.shape[d.axis]
+        expr = size.node.expr if isinstance(size, torch.SymInt) else None
+        if isinstance(expr, sympy.Expr) and len(expr.free_symbols) == 1:
+            (sym,) = expr.free_symbols
+            if sym not in out and d.root not in {v.name for v in out.values()}:
+                root = DeclaredDim(d.input_name, d.axis, d.root, True, "dim", d.root_min, d.root_max)
+                out[sym] = declared_var(root, sym, promised)
     return out
 
 
@@ -165,7 +177,7 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
         ceiling = min([h for h in (var.hi, given_hi) if h is not None], default=None)
         if not (lower > floor or (upper is not None and (ceiling is None or upper < ceiling))):
             continue
-        mine = [e for e in events if e.kind == "range" and e.symbol == sym]
+        mine = [_from_replaced(e, events) for e in events if e.kind == "range" and e.symbol == sym]
         if not mine:
             mine = [GuardEvent("range", symbol=sym, lower=lower, upper=vr.upper)]
         n = narrowing(var, mine)
@@ -192,6 +204,21 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
         error.event = origin.get(getattr(error, "condition_expr", None))  # the event to probe in eager PyTorch
         raise
     return decided + floor_guards(events, variables, decided, relations or {}), variables
+
+
+def _from_replaced(event: GuardEvent, events: list[GuardEvent]) -> GuardEvent:
+    """``event`` at the line of the narrowing it carries over: torch traces an input axis declared
+    ``4*T`` as a symbol of its own and replaces it by ``4*T`` after tracing (``event.cause``
+    ``Eq(s27, 4*s47)``), narrowing ``T``'s range then, at no line of the model; the axis's own last
+    narrowing has the line."""
+    cause = event.cause
+    if not isinstance(cause, sympy.Eq) or not isinstance(cause.lhs, sympy.Symbol) or cause.lhs == event.symbol:
+        return event
+    before = [e for e in events if e.kind == "range" and e.symbol == cause.lhs and e.where]
+    if not before:
+        return event
+    return dataclasses.replace(event, where=before[-1].where, branch=event.branch or before[-1].branch,
+                               layout=before[-1].layout)
 
 
 def floor_guards(events: list[GuardEvent], variables: dict[sympy.Symbol, G.SizeVar], decided: list[G.Guard],
