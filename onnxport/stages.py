@@ -123,7 +123,7 @@ def capture(job: Export) -> Export:
                 tried.append((strategy, cannot.summary))
                 continue
             try:
-                captured = _capture_with(job, model, strict, job.rewritten or strategy.rewrites)
+                captured = _capture_with(job, model, strict, job.rewritten or strategy.rewrites, strategy.remainders)
             except ExportError as again:
                 tried.append((strategy, f"the rewritten model failed too: {again.summary}" if strategy.rewrites
                                else again.summary))
@@ -138,16 +138,18 @@ def capture(job: Export) -> Export:
     return job.but(captured=captured)
 
 
-def _capture_with(job: Export, model: Any, strict: bool, rewritten: bool) -> Any:
-    """``capture.capture`` of ``model`` with the export's options, in ``strict`` mode or not; its
-    ``strategy`` says how: ``"non-strict"``, ``"strict"``, ``"rewritten"`` or ``"rewritten, strict"``."""
+def _capture_with(job: Export, model: Any, strict: bool, rewritten: bool, remainders: bool = False) -> Any:
+    """``capture.capture`` of ``model`` with the export's options, in ``strict`` mode or not, branches on
+    remainders adopted on trial or not; its ``strategy`` says how: ``"non-strict"``, ``"strict"``,
+    ``"rewritten"``, ``"rewritten, strict"``, ``"remainder adopted"``..."""
     from onnxport.capture import capture as capture_program
 
     o = job.options
     captured = capture_program(model, job.args, job.kwargs, o.dynamic_shapes, rewritten=rewritten, strict=strict,
                                other_axes=o.other_axes, ops=job.translations, hooks=o.capture_hooks,
-                               relations=o.relations, within=job.within)
-    how = ", ".join(name for name, used in (("rewritten", rewritten), ("strict", strict)) if used)
+                               relations=o.relations, within=job.within, remainders=remainders)
+    how = ", ".join(name for name, used in (("rewritten", rewritten), ("strict", strict),
+                                            ("remainder adopted", remainders)) if used)
     return dataclasses.replace(captured, strategy=how or "non-strict")
 
 
@@ -159,6 +161,8 @@ class Strategy:
     name: str
     rewrites: bool
     answers: tuple[type, ...]
+    remainders: bool = False  # the model as given, a branch on a remainder of sizes adopted on trial
+
 
     def applies(self, job: Export, error: ExportError) -> bool:
         """Whether this strategy may capture what ``error`` refused: a module (not a program), control
@@ -167,6 +171,10 @@ class Strategy:
         ``error`` is a branch on a size (exported in pieces instead)."""
         if not isinstance(error, self.answers) or not isinstance(job.model, torch.nn.Module):
             return False
+        if self.remainders:  # what the rewrite cannot carry as torch.cond (capture.steps.remainder_branch)
+            from onnxport.capture.steps import remainder_branch
+
+            return job.options.rewrite_control_flow is not False and remainder_branch(error)
         if self.rewrites:
             return job.options.rewrite_control_flow is None
         if job.options.strict or job.bound is not None:
@@ -183,11 +191,16 @@ class Strategy:
         if self.rewrites:
             model, notes = _rewritten_after(error, job.model, job.args, job.kwargs)
             return model, notes, job.options.strict
-        return job.model, [], True
+        return job.model, [], not self.remainders or job.options.strict
 
     def notice(self, error: ExportError, notes: list) -> str:
         """The warning saying how the model was captured after ``error``."""
         failed = str(error).splitlines()[0]
+        if self.remainders:
+            return (f"capture failed ({failed}); a branch on a remainder of sizes is no torch.cond onnxport's rewrite "
+                    "can make: onnxport read its condition as one the model needs, adopted on trial (dropped where "
+                    "onnxruntime matches eager PyTorch at the sizes it excludes, listed in result.constraints where "
+                    "it does not)")
         if self.rewrites:
             done = sorted((n for n in notes if n.rewritten), key=lambda n: n.construct == "if")  # loops first
             shown = "; ".join(f"the {n.construct} at {n.where}" for n in done[:3])
@@ -203,6 +216,7 @@ class Strategy:
 STRATEGIES = (  # after the model as given (non-strict, or strict=True), in the order retries() tries them
     Strategy("rewritten", rewrites=True, answers=(SpecializationError, DataDependentError)),
     Strategy("strict", rewrites=False, answers=(SpecializationError, DataDependentError)),
+    Strategy("remainder adopted", rewrites=False, answers=(SpecializationError,), remainders=True),
 )
 
 

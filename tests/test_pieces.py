@@ -90,9 +90,15 @@ class RemainderBranch(torch.nn.Module):
         return x[:, :1] * 2
 
 
-def test_a_condition_changing_at_every_few_sizes_stays_a_refusal():
-    with pytest.raises(onnxport.SpecializationError, match=r"(?s)branches on a size.*changes value more than 3 times"):
-        onnxport.to_onnx(RemainderBranch(), (torch.randn(2, 8),), dynamic_shapes={"x": {0: "batch", 1: "n"}})
+def test_a_condition_changing_at_every_few_sizes_is_no_piece_but_a_stated_constraint():
+    """A remainder cuts the range into more pieces than the export takes: it is adopted on trial
+    (``capture.steps.remainder_branch``) and stated, the other side differing in onnxruntime."""
+    with pytest.warns(UserWarning, match=r"the export holds for n % 4 == 0 only"):
+        r = onnxport.to_onnx(RemainderBranch(), (torch.randn(2, 8),), dynamic_shapes={"x": {0: "batch", 1: "n"}})
+    assert [str(c) for c in r.constraints] == ["n % 4 == 0"] and r.captured.strategy == "remainder adopted"
+    assert r.validate(sizes=[{"batch": 3, "n": 12}, {"batch": 1, "n": 4}]).ok
+    with pytest.raises(onnxport.ValidationError, match="n % 4 == 0"):
+        r.validate(sizes=[{"batch": 2, "n": 6}])
 
 
 def test_no_pieces_when_control_flow_is_left_as_written():

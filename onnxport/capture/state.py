@@ -63,6 +63,7 @@ class Request:
     dynamic_shapes: Any
     strict: bool = False
     rewritten: bool = False
+    remainders: bool = False  # a branch on a remainder of sizes adopted on trial (``steps.remainder_branch``)
     other_axes: str = "static"
     ops: OpSupport | None = None
     hooks: tuple[Patch, ...] = ()

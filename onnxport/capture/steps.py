@@ -526,7 +526,8 @@ def _unless_eager_refuses(state: CaptureState, decide) -> tuple[CaptureState, ob
     that branch read as a condition the model needs (the state's trace events changed accordingly). Where
     ``decide`` refuses a condition that cuts an explicit range and eager PyTorch runs at a size it excludes
     (``refused_sides.eager_runs_at``), decided again with that condition adopted on trial: the export is
-    judged in onnxruntime there after it is built (``settle``), not refused on the trace's word."""
+    judged in onnxruntime there after it is built (``settle``), not refused on the trace's word. A branch on
+    a remainder the rewrite left as Python (``_remainder_left``) is read as a condition the model needs too."""
     seen, probed = set(), []
     while True:
         try:
@@ -544,13 +545,34 @@ def _unless_eager_refuses(state: CaptureState, decide) -> tuple[CaptureState, ob
         except SpecializationError as error:
             branch = getattr(error, "branch", None)
             far = _far_bound(state, error) if branch is not None and branch not in seen else None
-            if far is None and (branch is None or branch in seen or other_side_refused(
-                    state.request.model, captured_of(state), error.excluded, branch) is None):
+            needed = far is not None or (branch is not None and branch not in seen and (
+                _remainder_left(state, error) or other_side_refused(
+                    state.request.model, captured_of(state), error.excluded, branch) is not None))
+            if not needed:
                 error.captured = captured_of(state)  # the other side's inputs are made like its example
                 raise
             seen.add(branch)
             events = without_branch(state.trace.events, branch, far)
             state = state.but(state.why, trace=dataclasses.replace(state.trace, events=events))
+
+
+def remainder_branch(error: BaseException) -> bool:
+    """``error`` refuses a branch of the model's code on a remainder of sizes (``if dim % 8 != 0:``)."""
+    condition = getattr(error, "condition", None)
+    return isinstance(error, SpecializationError) and condition is not None and "%" in condition[0]
+
+
+def _remainder_left(state: CaptureState, error: SpecializationError) -> bool:
+    """A branch on a remainder of sizes (``if dim % 8 != 0:``, diffusers' UNet forwarding its upsampling
+    sizes) once the rewrite of the model's control flow was tried (``request.rewritten``: it left the
+    branch as Python) or had nothing to rewrite (``request.remainders``): it cannot be carried both ways
+    as ``torch.cond`` (it sets a flag read far after it, leaves a loop, or is an expression), nor cut
+    into intervals (its value changes every few sizes). It is read as a condition the model needs,
+    adopted on trial where eager PyTorch runs the other side (``ProbeAdoptedInEager``): after the
+    export, onnxruntime is compared with eager PyTorch at the sizes it excludes (``settle``), and the
+    constraint dropped where the traced side is right there too (both sides compute the same), stated
+    where it is not."""
+    return (state.request.rewritten or state.request.remainders) and remainder_branch(error)
 
 
 def _far_bound(state: CaptureState, error: ExportError, adoptable: bool = True) -> FarBound | None:

@@ -24,7 +24,7 @@ from onnxport.errors import CaptureError, DynamicShapesError, user_source_line
 def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, strict: bool = False,
             rewritten: bool = False, other_axes: str = "static", ops: OpSupport | None = None,
             hooks: Callable[[], Any] | None = None, relations: dict | None = None,
-            within: dict | None = None) -> Captured:
+            within: dict | None = None, remainders: bool = False) -> Captured:
     """Capture ``model`` with torch.export and decide its shape guards: the steps of
     ``capture.steps.STEPS`` in order, back to the trace whenever a step changed what torch.export
     is asked. ``Captured.attempts`` lists the steps as they ran.
@@ -47,6 +47,8 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
             exported in pieces (``onnxport.pieces``): torch.export is given that range and the
             export holds there, the dim's conditions decided as for the declared dim (adopted where
             it was named without a range, a branch refused).
+        remainders: a branch on a remainder of sizes (``if h % 8 != 0:``) is read as a condition the model
+            needs, adopted on trial (``capture.steps.remainder_branch``), as it is once ``rewritten``.
 
     Raises:
         DynamicShapesError: the spec names unknown inputs or axes, or is malformed; a relation
@@ -62,7 +64,7 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         raise CaptureError(f"to_onnx takes a torch.nn.Module or an ExportedProgram, not {type(model).__name__}")
     register_caches()
     request = Request.make(model, args, dict(kwargs or {}), dynamic_shapes, relations=relations, strict=strict,
-                           rewritten=rewritten, other_axes=other_axes, ops=ops,
+                           rewritten=rewritten, remainders=remainders, other_axes=other_axes, ops=ops,
                            hooks=(user_hooks(hooks),) if hooks is not None else (), within=dict(within or {}))
     state = run_steps(start(request))
     return finish(state)

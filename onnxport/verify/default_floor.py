@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from onnxport.capture.guards.conditions import DEFAULT_FLOOR, Guard, GuardStatus
+from onnxport.capture.guards.conditions import DEFAULT_FLOOR, Guard, GuardStatus, adopted_of
 from onnxport.errors import ExportError
 from onnxport.verify.validate import validate
 
@@ -22,8 +22,12 @@ CHECKED = "onnxruntime matches eager PyTorch at size 1"
 
 
 def floors(guards: list[Guard]) -> list[Guard]:
-    """The kept guards ``n >= 2`` that only torch.export's default minimum made, not yet checked."""
-    return [g for g in guards if g.status is GuardStatus.KEPT and g.method == DEFAULT_FLOOR]
+    """The kept guards ``n >= 2`` that only torch.export's default minimum made, not yet checked, whose
+    size 1 no adopted constraint already excludes (``h % 2 == 0``: the export does not hold at
+    ``h = 1`` whatever it computes there)."""
+    adopted = adopted_of(guards)
+    return [g for g in guards if g.status is GuardStatus.KEPT and g.method == DEFAULT_FLOOR
+            and all(a.holds(e) for a in adopted for e in g.excluded)]
 
 
 def checked(guard: Guard) -> Guard:

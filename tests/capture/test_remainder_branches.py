@@ -1,0 +1,117 @@
+"""Branches on sizes whose two sides agree are not refused: the shapes of diffusers' UNet.
+
+* A side that differs from the other only by layout-only calls (diffusers' upsampling block,
+  ``if hidden_states.shape[0] >= 64: hidden_states = hidden_states.contiguous()``, and the same under
+  ``numel() * scale_factor > 2**31`` with a scale computed from the sizes asked for) is the shared
+  graph, no guard kept (``rewrite/size_branches.py``).
+* A branch on a remainder the rewrite leaves as Python (the UNet's ``for dim in sample.shape[-2:]: if dim
+  % default_overall_up_factor != 0: forward_upsample_size = True; break``) is adopted on trial
+  (``capture/steps.py``: ``_remainder_left``), never refused: dropped where onnxruntime matches eager
+  PyTorch on its other side, stated as a constraint where it does not.
+"""
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.export import Dim
+
+from exportcheck import check_export, count_ops
+from onnxport.capture.trace import ADOPTED_PREFIX
+
+
+class Upsample(torch.nn.Module):
+    """diffusers' ``Upsample2D.forward`` (interpolating, no convolution): contiguous before the
+    nearest-neighbour upsampling past a batch of 64 or past ``2**31`` output elements."""
+
+    def forward(self, x, output_size=None):
+        if x.shape[0] >= 64:
+            x = x.contiguous()
+        scale_factor = 2 if output_size is None else max([f / s for f, s in zip(output_size, x.shape[-2:])])
+        if x.numel() * scale_factor > pow(2, 31):
+            x = x.contiguous()
+        if output_size is None:
+            return F.interpolate(x, scale_factor=2.0, mode="nearest")
+        return F.interpolate(x, size=output_size, mode="nearest")
+
+
+class ForwardUpsampleSize(torch.nn.Module):
+    """The UNet's skeleton: a stride-2 convolution, the upsampling back, the skip concatenated. Where a
+    size is odd, the upsampling is asked for the skip's size (``forward_upsample_size``); where both
+    are even, a scale of 2 gives the same size."""
+
+    def __init__(self, given_size: bool = False):
+        super().__init__()
+        self.down = torch.nn.Conv2d(3, 3, 3, stride=2, padding=1)
+        self.up = Upsample()
+        self.out = torch.nn.Conv2d(6, 3, 1)
+        self.given_size = given_size
+
+    def forward(self, x):
+        forward_upsample_size = self.given_size
+        for dim in x.shape[-2:]:
+            if dim % 2 != 0:
+                forward_upsample_size = True
+                break
+        y = self.down(x)
+        y = self.up(y, x.shape[2:] if forward_upsample_size else None)
+        return self.out(torch.cat([x, y], 1))
+
+
+def _adopted(caught) -> list[str]:
+    return [str(w.message) for w in caught if str(w.message).startswith(ADOPTED_PREFIX)]
+
+
+def test_layout_only_sides_are_the_shared_graph_with_no_guard():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = check_export(ForwardUpsampleSize(given_size=True), (torch.randn(2, 3, 6, 8),),
+                         {"x": {0: Dim("batch"), 2: Dim("h"), 3: Dim("w")}},
+                         sizes=[{"batch": 70, "h": 4, "w": 6}, {"batch": 2, "h": 7, "w": 5}])
+    assert not r.constraints and not _adopted(caught)
+    assert count_ops(r, "If") == 0
+    assert not [g for g in r.guards if "batch" in g.names and g.status != "proved"]
+
+
+def test_a_remainder_branch_is_stated_where_its_other_side_differs():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = check_export(ForwardUpsampleSize(), (torch.randn(2, 3, 8, 10),),
+                         {"x": {0: Dim("batch"), 2: Dim("h"), 3: Dim("w")}},
+                         sizes=[{"batch": 1, "h": 12, "w": 2}])
+    assert sorted(str(g) for g in r.constraints) == ["h % 2 == 0", "w % 2 == 0"]
+    said = _adopted(caught)
+    assert len(said) == 2 and all("if dim % 2 != 0:" in s and "h = 1, 3, 5" in said[0] for s in said)
+    with pytest.raises(Exception, match="h % 2 == 0"):
+        r.validate(sizes=[{"batch": 2, "h": 7, "w": 6}])
+
+
+def test_a_remainder_branch_traced_on_its_general_side_holds_at_every_size():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = check_export(ForwardUpsampleSize(), (torch.randn(2, 3, 9, 11),),
+                         {"x": {0: Dim("batch"), 2: Dim("h"), 3: Dim("w")}},
+                         sizes=[{"batch": 70, "h": 4, "w": 6}, {"batch": 1, "h": 7, "w": 2}, {"batch": 3, "h": 5,
+                                                                                             "w": 12}])
+    assert not r.constraints and not _adopted(caught)
+
+
+class SameEitherWay(torch.nn.Module):
+    """A remainder branch whose sides compute the same values (``x * 2`` and ``x + x``)."""
+
+    def forward(self, x):
+        odd = False
+        for dim in x.shape[-2:]:
+            if dim % 4 != 0:
+                odd = True
+                break
+        return torch.tanh(x * 2 if odd else x + x)
+
+
+def test_a_remainder_branch_whose_sides_agree_is_no_constraint():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = check_export(SameEitherWay(), (torch.randn(2, 8, 12),), {"x": {1: Dim("h"), 2: Dim("w")}},
+                         sizes=[{"h": 5, "w": 6}, {"h": 16, "w": 3}])
+    assert not r.constraints and not _adopted(caught)
