@@ -236,14 +236,15 @@ def _chromium() -> str | None:
 
 @pytest.mark.skipif(_chromium() is None, reason="no Chromium or Chrome executable on PATH to render the page with")
 def test_chromium_renders_the_report(exported, tmp_path):
-    """Headless Chromium opens the page with the network off: no console error, a screenshot not blank."""
+    """Headless Chromium opens the page with the network off (a proxy nothing answers): no console
+    message, a screenshot not blank."""
     page = Path(exported.report(tmp_path / "r.html"))
     shot = tmp_path / "shot.png"
     proc = subprocess.run([_chromium(), "--headless", "--disable-gpu", "--no-sandbox", "--enable-logging=stderr",
                            "--v=0", "--proxy-server=127.0.0.1:9", "--window-size=1200,1600",
                            f"--screenshot={shot}", page.as_uri()], capture_output=True, text=True, timeout=120)
     assert shot.exists(), proc.stderr
-    console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line and "ERROR" in line.upper()]
+    console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line]  # no script runs: any is an error
     assert not console, console
     from PIL import Image
 
