@@ -31,6 +31,11 @@ SPEECH=("torchaudio==2.11.0" "speechbrain==1.1.2" "espnet==202511" "asteroid==0.
         "encodec==0.1.1" "hyperpyyaml==1.2.3" "ruamel.yaml==0.19.1" "joblib==1.6.0" "einops==0.8.2"
         "soundfile==0.14.0" "cffi==2.1.1" "requests==2.34.2" "urllib3==2.8.0" "certifi==2026.10.19.post1"
         "charset-normalizer==3.5.3")
+# diffusers for the UNet test (tests/models/test_unet_diffusers.py), with --no-deps as timm: its dependencies
+# (huggingface-hub, safetensors, Pillow, regex, filelock, numpy) come with the test extras, but for requests, whose
+# installation its import checks.
+DIFFUSERS=("diffusers==0.42.1" "requests==2.34.2" "urllib3==2.8.0" "certifi==2026.10.19.post1"
+           "charset-normalizer==3.5.3")
 speech_packages() {
   "$1/bin/pip" install -q --no-deps --no-build-isolation --upgrade --target "$1/speech-packages" "${SPEECH[@]}"
 }
@@ -43,8 +48,9 @@ case "$TORCH" in
     # torchvision for the tests and benchmarks, outside the venv's site-packages: the wheel the index serves
     # for torch 2.13 carries compiled ops this CPU build cannot load, so a plain `import torchvision` fails,
     # and so would transformers, which imports it when installed. tests/third_party.py imports it from here,
-    # and timm (its other dependencies come with transformers) beside it.
-    .venv/bin/pip install -q --no-deps --upgrade --target .venv/vision-packages "torchvision==0.28.0" "timm==1.0.31"
+    # and timm (its other dependencies come with transformers) beside it; diffusers too (DIFFUSERS above).
+    .venv/bin/pip install -q --no-deps --upgrade --target .venv/vision-packages "torchvision==0.28.0" "timm==1.0.31" \
+      "${DIFFUSERS[@]}"
     speech_packages .venv
     ;;
   2.15)
@@ -61,6 +67,7 @@ case "$TORCH" in
       .venv-torch2.15/bin/pip install -q --no-index --find-links "$WHEELS" "${TORCH_REQ[@]}"
     fi
     .venv-torch2.15/bin/pip install -q -e ".[test]" "timm==1.0.31"
+    .venv-torch2.15/bin/pip install -q --no-deps "${DIFFUSERS[@]}"
     speech_packages .venv-torch2.15
     ;;
   *) echo "setup.sh: --torch takes 2.13 or 2.15" >&2; exit 2 ;;

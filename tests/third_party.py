@@ -9,7 +9,8 @@ venv's site-packages, in ``<venv>/vision-packages``, so that transformers (which
 when it finds it) works for everything else. The model definitions do not need those ops:
 ``import_torchvision`` puts that folder on the path and imports the package without the meta
 registrations when they fail, so that torchvision and transformers both work in the tests and
-benchmarks. Nothing else is changed. timm, which imports torchvision, is installed in the same folder.
+benchmarks. Nothing else is changed. timm and diffusers, which import torchvision, are installed in the
+same folder (``import_timm``, ``import_diffusers``).
 
 The speech toolkits (torchaudio 2.11, SpeechBrain, ESPnet, asteroid, EnCodec) are installed by ``setup.sh``
 with ``--no-deps`` in ``<venv>/speech-packages``, with the few pure modules they import, so that the
@@ -73,6 +74,16 @@ def import_timm():
         return timm
     except ImportError:
         return None
+
+
+def import_diffusers():
+    """``diffusers`` (installed beside torchvision, which it imports when it finds it), or skip the calling
+    module when it is not installed (``bash setup.sh`` installs it)."""
+    if import_torchvision() is None or importlib.util.find_spec("diffusers") is None:
+        pytest.skip("diffusers is not installed: bash setup.sh installs it", allow_module_level=True)
+    import diffusers
+
+    return diffusers
 
 
 def torchvision_ops_load() -> bool:

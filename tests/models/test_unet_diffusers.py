@@ -1,0 +1,68 @@
+"""diffusers' ``UNet2DConditionModel`` (a tiny configuration, seeded random weights) exported with the
+latent batch, height, width and the text length dynamic.
+
+Its up blocks make the upsampling contiguous past a batch of 64 (a layout-only side: no guard), and its
+``forward`` reads ``for dim in sample.shape[-2:]: if dim % default_overall_up_factor != 0:
+forward_upsample_size = True; break``: traced at an even latent, the upsampling doubles the size, which
+is the skip's size only where the latent is even. That remainder is adopted and stated (onnxruntime
+differs from eager PyTorch at odd sizes, which eager runs), not refused."""
+
+import time
+
+import pytest
+import torch
+from torch.export import Dim
+
+import onnxport
+from third_party import import_diffusers
+
+diffusers = import_diffusers()
+
+pytestmark = pytest.mark.slow
+
+
+class Denoiser(torch.nn.Module):
+    """The UNet's noise prediction as one tensor."""
+
+    def __init__(self, unet):
+        super().__init__()
+        self.unet = unet
+
+    def forward(self, sample, timestep, encoder_hidden_states):
+        return self.unet(sample, timestep, encoder_hidden_states, return_dict=False)[0]
+
+
+def _tiny_unet():
+    torch.manual_seed(0)
+    return diffusers.UNet2DConditionModel(
+        sample_size=32, in_channels=4, out_channels=4, block_out_channels=(32, 64), layers_per_block=1,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=32, attention_head_dim=8, norm_num_groups=8).eval()
+
+
+def test_tiny_conditional_unet_exports_with_every_size_dynamic():
+    model = Denoiser(_tiny_unet()).eval()
+    args = (torch.randn(2, 4, 32, 32), torch.tensor([10.0, 500.0]), torch.randn(2, 7, 32))
+    batch, height, width, text = Dim("batch"), Dim("height"), Dim("width"), Dim("text")
+    spec = {"sample": {0: batch, 2: height, 3: width}, "timestep": {0: batch},
+            "encoder_hidden_states": {0: batch, 1: text}}
+    start = time.perf_counter()
+    with pytest.warns(UserWarning, match=r"the export holds for (height|width) % 2 == 0 only"):
+        result = onnxport.to_onnx(model, args, dynamic_shapes=spec)
+    seconds = time.perf_counter() - start
+    assert seconds < 240, f"the export took {seconds:.0f} s"
+    dims = {i.name: [d if isinstance(d, int) else str(d) for d in i.shape] for i in result.model.graph.inputs}
+    assert dims == {"sample": ["batch", 4, "height", "width"], "timestep": ["batch"],
+                    "encoder_hidden_states": ["batch", "text", 32]}
+    assert sorted(str(c) for c in result.constraints) == ["height % 2 == 0", "width % 2 == 0"]
+    assert all("if dim % default_overall_up_factor != 0:" in (c.where or "") for c in result.constraints)
+    report = result.validate(sizes=[{"batch": 1, "height": 40, "width": 48, "text": 5},
+                                    {"batch": 3, "height": 24, "width": 16, "text": 11}], values=[])
+    assert report.ok, str(report)
+    assert len({c.inputs for c in report.checks}) >= 3
+    # eager PyTorch runs an odd latent; the export states that it does not hold there
+    odd = (torch.randn(1, 4, 33, 40), torch.tensor([3.0]), torch.randn(1, 5, 32))
+    with torch.no_grad():
+        assert model(*odd).shape == (1, 4, 33, 40)
+    with pytest.raises(onnxport.ValidationError, match=r"height % 2 == 0"):
+        result.validate(sizes=[{"batch": 1, "height": 33, "width": 40, "text": 5}], values=[])
