@@ -20,6 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"onnxport {__version__}")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show what other libraries print (warnings, log lines), held back otherwise")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         path = f"onnxport.cli.{name.replace('-', '_')}"  # export-hf: onnxport.cli.export_hf
@@ -51,7 +53,9 @@ def error_text(e: Exception, debug: bool = False) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point. Exit codes: 0 success, 1 validation mismatch, 2 user error."""
+    """Entry point. Exit codes: 0 success, 1 validation mismatch, 2 user error. What other libraries
+    print while the command runs is held back (``cli.quiet``) unless ``--verbose`` or ``--debug``."""
+    from onnxport.cli.quiet import hold_foreign_output, terminal
     from onnxport.errors import ExportError
 
     parser = build_parser()
@@ -59,17 +63,18 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
-    try:
-        return int(args._run(args) or 0)
-    except ExportError as e:
-        if args.debug:
-            import traceback
+    with hold_foreign_output(show=args.verbose or args.debug, quiet=getattr(args, "quiet", False)):
+        try:
+            return int(args._run(args) or 0)
+        except ExportError as e:
+            if args.debug:
+                import traceback
 
-            traceback.print_exc()
-        print(error_text(e, args.debug), file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+                traceback.print_exc()
+            print(error_text(e, args.debug), file=terminal())
+            return 2
+        except KeyboardInterrupt:
+            return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

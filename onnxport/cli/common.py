@@ -13,17 +13,20 @@ import threading
 import time
 from typing import Any
 
+from onnxport.cli.quiet import terminal
+
 
 class Progress:
     """Step display, fed ``(step, seconds)`` as each step ends (an export door's ``on_step``): a rich
     live table on a terminal once a run lasts over a second, plain ``onnxport: STEP N.NNs`` lines on
-    stderr otherwise; nothing when ``quiet``."""
+    stderr otherwise (the terminal's: ``cli.quiet.terminal``); nothing when ``quiet``."""
 
     DELAY = 1.0
 
     def __init__(self, quiet: bool = False):
         self.quiet = quiet
-        self.tty = sys.stdout.isatty() and sys.stderr.isatty()
+        self.screen = terminal()
+        self.tty = sys.stdout.isatty() and self.screen.isatty()
         self.steps: dict[str, float | None] = {}
         self.live = None
         self.timer = None
@@ -55,8 +58,8 @@ class Progress:
 
         with self.lock:
             if self.live is None and self.timer is not None:
-                self.live = Live(self._render(), console=Console(stderr=True), refresh_per_second=8, transient=False,
-                                 redirect_stdout=False, redirect_stderr=False)
+                self.live = Live(self._render(), console=Console(file=self.screen), refresh_per_second=8,
+                                 transient=False, redirect_stdout=False, redirect_stderr=False)
                 self.live.start()
 
     def __call__(self, step: str, seconds: float) -> None:
@@ -67,7 +70,7 @@ class Progress:
             if self.live is not None:
                 self.live.update(self._render())
             elif not self.tty:
-                print(f"onnxport: {step} {seconds:.2f}s", file=sys.stderr, flush=True)
+                print(f"onnxport: {step} {seconds:.2f}s", file=self.screen, flush=True)
 
     def close(self) -> None:
         with self.lock:
@@ -82,7 +85,7 @@ class Progress:
 
 def add_result_arguments(p: argparse.ArgumentParser) -> None:
     """The options of what is done with one exported model: ``--quantize`` (with ``--keep-float``,
-    ``--block-size``), ``--report``, ``--quiet``, ``--debug``."""
+    ``--block-size``), ``--report``, ``--quiet``, ``--verbose``, ``--debug``."""
     p.add_argument("--quantize", metavar="MODE", choices=("int8", "int8-static", "int4"),
                    help="write the model quantized: int8 (dynamic, per-channel weights), int8-static (QDQ, "
                         "calibrated on generated example-like inputs) or int4 (weight-only MatMulNBits); "
@@ -94,8 +97,15 @@ def add_result_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --quantize int4: block size (default 32)")
     p.add_argument("--report", metavar="JSON", help="write the validation table as JSON")
     p.add_argument("--quiet", action="store_true", help="print neither progress nor the table")
+    add_verbose_argument(p)
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                    help="show full tracebacks and details on errors, and the capture steps as they ran")
+
+
+def add_verbose_argument(p: argparse.ArgumentParser) -> None:
+    """``--verbose``: show what other libraries print during the command (``cli.quiet``)."""
+    p.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                   help="show what other libraries print (their warnings and log lines), held back otherwise")
 
 
 def save_export(result: Any, args: argparse.Namespace, progress: Progress) -> Any:
@@ -141,7 +151,7 @@ def report_export(result: Any, args: argparse.Namespace, stream: Any = None) -> 
         bad = [c for c in report.checks if not c.ok and not c.rejected]
         print(f"onnxport: validation mismatch on {len(bad)} of {len(report.checks)} checks "
               f"(first: {bad[0].output} at {bad[0].sizes or bad[0].inputs}); {args.output} was written",
-              file=sys.stderr)
+              file=terminal())
         code = 1
     return max(code, _stream_code(stream, args))
 
@@ -167,7 +177,7 @@ def _stream_code(stream: Any, args: argparse.Namespace) -> int:
     first = stream.first_failure
     where = f"first: {first.output} at {first.inputs}, {first.sizes}" if first is not None else "no step compared"
     print(f"onnxport: streaming mismatch on {len(bad)} of {len(stream.checks)} checks ({where}); "
-          f"{args.output} was written", file=sys.stderr)
+          f"{args.output} was written", file=terminal())
     return 1
 
 
@@ -200,7 +210,7 @@ def _report_accuracy(result, args, stream=None) -> int:
     if report is not None and not report.ok:
         bad = [name for name, s in report.summary().items() if not s["ok"]]
         print(f"onnxport: the quantized model is below its accuracy tolerance on {', '.join(bad)}; "
-              f"{args.output} was written", file=sys.stderr)
+              f"{args.output} was written", file=terminal())
         code = 1
     return max(code, _stream_code(stream, args))
 

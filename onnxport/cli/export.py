@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from onnxport.cli import report_html
 
@@ -127,10 +126,11 @@ def _stream_check(result, args, progress):
 def _export_returnn(args, progress):
     """``--returnn-config``, deprecated: ``onnxport export-returnn`` (``cli.export_returnn``), said on stderr."""
     from onnxport.cli import export_returnn
+    from onnxport.cli.quiet import terminal
     from onnxport.errors import ConfigError
 
     print("onnxport: warning: onnxport export --returnn-config CONFIG is deprecated and will be removed: "
-          "use onnxport export-returnn CONFIG", file=sys.stderr, flush=True)
+          "use onnxport export-returnn CONFIG", file=terminal(), flush=True)
     given = [o for o, v in (("TARGET", args.target), ("--config", args.config), ("--input", args.inputs),
                             ("--model-arg", args.model_args)) if v]
     if given:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
 from onnxport.cli import report_html
+from onnxport.cli.common import add_verbose_argument
 
 EPILOG = """\
 tasks:
@@ -51,6 +51,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--report", metavar="JSON", help="write the checks as JSON")
     report_html.add_argument(p)
     p.add_argument("--quiet", action="store_true", help="print neither progress nor the tables")
+    add_verbose_argument(p)
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks on errors")
     return p
 
@@ -60,6 +61,7 @@ def run(args) -> int:
     """Export, save and report; returns 0 or 1 (a check failed, files written). Errors are
     ``onnxport.ExportError`` (exit code 2, nothing written)."""
     from onnxport.cli.common import Progress, write_json
+    from onnxport.cli.quiet import terminal
     from onnxport.cli.paths import check_output_paths
     from onnxport.errors import SaveError
     from onnxport.pretrained import export_pretrained
@@ -91,6 +93,6 @@ def run(args) -> int:
     if not result.ok:
         failed = [f"validation of {k}.onnx" for k, v in validation.items() if not v.ok]
         failed += [f"decoding ({label})" for label, g in result.generation if not g.ok]
-        print(f"onnxport: {', '.join(failed)} failed; {args.output} was written", file=sys.stderr)
+        print(f"onnxport: {', '.join(failed)} failed; {args.output} was written", file=terminal())
         return 1
     return 0
