@@ -165,6 +165,9 @@ def test_constraint_and_its_line_name_the_root():
         result.validate(sizes=[{"T": 3}])
     report = result.validate(sizes=[{"T": 4}, {"4*T": 40}], values=[])
     assert report.ok and {r.shape for r in given_rows(report)} == {(3, 8, 4), (3, 8, 28)}, report
+    outside = result.validate(inputs=[(torch.randn(2, 12, 8),)], values=[])  # 12 = 4*3: T = 3
+    assert [c.why for c in outside.checks if c.inputs == "inputs 1"] == [
+        "given inputs; outside the export's constraint T >= 4 (result.constraints)"]
 
 
 def test_refused_range_names_the_root():
