@@ -260,6 +260,11 @@ class TargetError(ExportError):
     """A model target cannot be imported, is not callable, or does not build a ``torch.nn.Module``."""
 
 
+class RuntimeTargetError(ExportError):
+    """A runtime target (``to_onnx(target=...)``, ``onnxport.targets``) is unknown, cannot hold the
+    model (a custom-domain node under ``portable``), or its rewritten model differs from eager PyTorch."""
+
+
 class CheckpointError(ExportError):
     """A checkpoint cannot be read, or its names, shapes or dtypes do not fit the model."""
 

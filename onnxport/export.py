@@ -43,6 +43,7 @@ def to_onnx(
     registry: Registry | None = None,
     weights: Any = None,
     cast_weights: bool = False,
+    target: str = "onnxruntime",
 ) -> ExportResult:
     """Export a PyTorch model to ONNX, keeping dynamic dimensions symbolic under the user's names.
 
@@ -100,13 +101,21 @@ def to_onnx(
             are taken from the model when it computed them.
         cast_weights: cast checkpoint tensors of another floating dtype to the model's dtype as
             they are written (default: a dtype mismatch is an error).
+        target: the runtime the model is for (``onnxport.targets``): ``"onnxruntime"`` (default,
+            the export as it is), ``"portable"`` (no local functions, no Scan/Loop body reading a
+            value of its enclosing graph but initializers, standard operators only) or
+            ``"openvino"`` (portable, and an LSTM, GRU or RNN with sequence lengths as masked Scans, which
+            OpenVINO computes right). A rewrite after the export (step ``"target"``), checked in
+            onnxruntime against eager PyTorch at the example; ``result.validate()`` then runs on
+            the target's runtime by default (``ExportResult.target``).
 
     Returns:
         ``ExportResult`` with ``.model`` (onnx_ir.Model), ``.model_proto``, ``.save()``, ``.validate()``.
 
     Raises:
         DynamicShapesError, SpecializationError, CaptureError, UnsupportedOpError,
-        TranslationError, ControlFlowError, CheckpointError (all ``onnxport.ExportError``).
+        TranslationError, ControlFlowError, CheckpointError, RuntimeTargetError (all
+        ``onnxport.ExportError``).
         ``CheckpointError`` names every parameter or buffer missing from ``weights``, unexpected
         in it, of another shape or dtype, and a model on the meta device given no ``weights``.
         ``CaptureError`` also for a model on the meta device with ``strict=True``, for an example
@@ -132,12 +141,13 @@ def to_onnx(
     """
     from onnxport.capture.patches import exclusive_capture, restore_leftovers
     from onnxport.capture.values import check_inputs
-    from onnxport.stages import Export, Run, export
+    from onnxport.stages import Export, Run, export, retarget
 
     options = ExportOptions(dynamic_shapes=dynamic_shapes, input_names=input_names, output_names=output_names,
                             output_dims=output_dims, opset=opset, optimize=optimize, inline=inline, strict=strict,
                             rewrite_control_flow=rewrite_control_flow, other_axes=other_axes, relations=relations,
                             capture_hooks=capture_hooks, registry=registry, weights=weights, cast_weights=cast_weights,
+                            target=target,
                             on_step=on_step if on_step is not None else (print_step if verbose else None))
     if isinstance(model, torch.export.ExportedProgram) and not args and not kwargs and model.example_inputs:
         args, kwargs = model.example_inputs
@@ -151,7 +161,7 @@ def to_onnx(
     # one export at a time; another thread's export waits here
     with exclusive_capture():
         restore_leftovers()
-        result = export(Export(options, run, model, model, args, kwargs, bound))
+        result = retarget(export(Export(options, run, model, model, args, kwargs, bound)), options, run)
     _warn(run.notices, result)
     return result
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping
 
-from onnxport.errors import ExportError
+from onnxport.errors import ExportError, RuntimeTargetError
 
 MIN_OPSET = 18
 MAX_OPSET = 23  # the newest opset whose operators onnxport emits and tests
 
+TARGET_NAMES = ("onnxruntime", "portable", "openvino")  # onnxport.targets.TARGETS, in that order
 StepCallback = Callable[[str, float], None]  # (step name, seconds), called as each step ends
 
 
@@ -22,7 +23,8 @@ class ExportOptions:
     """The keywords of ``to_onnx`` (see its docstring for each), checked when made.
 
     Raises:
-        ExportError: ``opset`` outside ``MIN_OPSET..MAX_OPSET``.
+        ExportError: ``opset`` outside ``MIN_OPSET..MAX_OPSET``, ``target`` not a runtime target
+            (``RuntimeTargetError``).
     """
 
     dynamic_shapes: Any = None
@@ -41,11 +43,15 @@ class ExportOptions:
     weights: Any = None
     cast_weights: bool = False
     on_step: StepCallback | None = None
+    target: str = "onnxruntime"
 
     def __post_init__(self) -> None:
         if not MIN_OPSET <= self.opset <= MAX_OPSET:
             raise ExportError(f"opset {self.opset} is not supported",
                               hint=f"use an opset from {MIN_OPSET} to {MAX_OPSET} (default 20)")
+        if self.target not in TARGET_NAMES:
+            raise RuntimeTargetError(f"target {self.target!r} is not a runtime target",
+                                     hint=f"choose one of {', '.join(TARGET_NAMES)} (default onnxruntime)")
         for name in ("input_names", "output_names"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, tuple):

@@ -299,10 +299,11 @@ STAGES = (
 
 
 def step_names() -> tuple[str, ...]:
-    """The names ``on_step`` reports, in order: ``STAGES``, then the constraints stage's checks."""
+    """The names ``on_step`` reports, in order: ``STAGES``, the constraints stage's checks, then the
+    runtime target's rewrite (``retarget``)."""
     from onnxport.settle import STEPS as SETTLE_STEPS
 
-    return tuple(s.name for s in STAGES) + SETTLE_STEPS
+    return tuple(s.name for s in STAGES) + SETTLE_STEPS + (TARGET_STEP,)
 
 
 def run_stages(job: Export, stages: tuple[Stage, ...] = STAGES) -> Export:
@@ -390,3 +391,35 @@ def _tried(error: ExportError, tried: list[tuple[Strategy, str]]) -> ExportError
     if not said:
         return error
     return error.with_hint(f"{hint}; {said}" if hint else said)
+
+
+# ------------------------------------------------------------------------------ the runtime target
+TARGET_STEP = "target"  # the on_step name of the target stage
+
+
+def retarget(result: ExportResult, options: ExportOptions, run: Run) -> ExportResult:
+    """``result`` rewritten for ``options.target`` (``onnxport.targets``; the default, onnxruntime,
+    changes nothing), timed as the step ``"target"``: a new result whose model is the rewritten one,
+    run in onnxruntime at the example against eager PyTorch (an eager module to run, not a model
+    exported from its checkpoint).
+
+    Raises:
+        RuntimeTargetError: the target cannot hold the model (``targets.apply_target``), or the
+            rewritten model differs from eager PyTorch at the example (an exporter bug).
+    """
+    if options.target == "onnxruntime" or result.model is None:
+        return result
+    from onnxport.errors import RuntimeTargetError
+    from onnxport.targets import apply_target
+    from onnxport.verify import validate
+
+    with run.step(TARGET_STEP):
+        rewritten = result.replace(model=apply_target(result.model, options.target))
+        if result.weights is None and isinstance(result.module, torch.nn.Module):
+            report = validate(rewritten, sizes=[], values=[], runtime="onnxruntime")
+            if not report.ok:
+                raise RuntimeTargetError(f"the model rewritten for target {options.target!r} differs from eager "
+                                         "PyTorch at the example", detail=str(report),
+                                         hint="this is an exporter bug: report it with the model; export with "
+                                              "target='onnxruntime' meanwhile")
+    return rewritten

@@ -177,7 +177,7 @@ def _export_example(target: Any, model_args: dict | None, checkpoint: Checkpoint
     example, where = example_inputs_of(target)
     t0 = time.perf_counter()
     module = load_weights(build_model(target, model_args or {}), checkpoint)
-    call = example_call(example, where)
+    call = example_call(example, where, module)
     report("build", time.perf_counter() - t0)
     result = to_onnx(module, call.get("args", ()), call.get("kwargs"), dynamic_shapes=call.get("dynamic_shapes"),
                      relations=call.get("relations"), opset=opset or 20, on_step=report,

@@ -7,7 +7,9 @@ A target's inputs come from, in order (``onnxport.config.export.export_target``)
 2. otherwise an ``example_inputs()`` function in the factory's module, returning
    ``(args, dynamic_shapes)`` as ``onnxport.to_onnx`` takes them, or a dict with any of ``args``,
    ``kwargs``, ``dynamic_shapes`` and ``relations`` (a Hugging Face call with its cache:
-   ``{"kwargs": {"input_ids": ..., "past_key_values": cache, "use_cache": True}, ...}``).
+   ``{"kwargs": {"input_ids": ..., "past_key_values": cache, "use_cache": True}, ...}``), or
+   ``{"calls": [...]}``: calls of the model at the sizes that vary, from which ``onnxport.observe``
+   writes the example, the dynamic shapes and the relations.
 """
 
 from __future__ import annotations
@@ -153,23 +155,58 @@ def example_inputs_of(target: Any) -> tuple[Callable[[], Any], str]:
     return example, where
 
 
-def example_call(example: Callable[[], Any], where: str) -> dict[str, Any]:
+def example_call(example: Callable[[], Any], where: str, model: torch.nn.Module | None = None) -> dict[str, Any]:
     """What ``example()`` (a target module's ``example_inputs``, defined in ``where``) returns, as
     ``to_onnx`` arguments: a dict with keys among ``args``, ``kwargs``, ``dynamic_shapes`` and
     ``relations``.
 
+    ``{"calls": [call, ...]}`` (each call a dict with ``args`` and/or ``kwargs``, a tuple of
+    positional inputs or one tensor) runs ``model`` on each call under ``onnxport.observe``, whose
+    example, dynamic shapes and relations are returned (``onnxport.observation``).
+
     Raises ``TargetError`` when it raises, or returns neither an ``(args, dynamic_shapes)`` pair nor
-    such a dict.
+    such a dict, when a call is of another form, or when the model raises on one.
     """
     try:
         pair = example()
     except Exception as e:  # noqa: BLE001 - the user's function raised
         raise TargetError(f"example_inputs() of {where} failed: {type(e).__name__}: {e}") from e
     keys = {"args", "kwargs", "dynamic_shapes", "relations"}
+    if isinstance(pair, dict) and set(pair) == {"calls"} and model is not None:
+        return observed_call(model, pair["calls"], where)
     if isinstance(pair, dict) and pair and set(pair) <= keys:
         return dict(pair)
     if isinstance(pair, tuple) and len(pair) == 2:
         return {"args": pair[0], "dynamic_shapes": pair[1]}
     raise TargetError(f"example_inputs() of {where} returned a {type(pair).__name__}, not (args, dynamic_shapes) "
-                      f"nor a dict with keys among {sorted(keys)}",
-                      hint="return a pair, e.g. ((torch.randn(2, 16),), {'x': {0: 'batch'}})")
+                      f"nor a dict with keys among {sorted(keys)} or 'calls'",
+                      hint="return a pair, e.g. ((torch.randn(2, 16),), {'x': {0: 'batch'}}), or "
+                           "{'calls': [(torch.randn(2, 16),), (torch.randn(3, 16),)]}")
+
+
+def observed_call(model: torch.nn.Module, calls: Any, where: str) -> dict[str, Any]:
+    """``to_onnx`` arguments from calls of ``model`` (``example_call``'s ``calls``), observed in
+    order under ``torch.no_grad()``. Raises ``TargetError`` for a call of another form or one the
+    model raises on."""
+    from onnxport.observation import observe
+
+    if not isinstance(calls, (list, tuple)) or not calls:
+        raise TargetError(f"example_inputs() of {where}: 'calls' must be a non-empty list of calls",
+                          hint="e.g. {'calls': [(torch.randn(2, 16),), (torch.randn(3, 16),)]}")
+    with torch.no_grad(), observe(model) as seen:
+        for i, call in enumerate(calls):
+            if isinstance(call, dict) and call and set(call) <= {"args", "kwargs"}:
+                args, kwargs = call.get("args", ()), call.get("kwargs") or {}
+            elif isinstance(call, (tuple, torch.Tensor)):
+                args, kwargs = call, {}
+            else:
+                raise TargetError(f"example_inputs() of {where}: call {i} is a {type(call).__name__}, not a tuple of "
+                                  "inputs, a tensor or a dict with 'args' and/or 'kwargs'",
+                                  hint="e.g. {'kwargs': {'input_ids': ids, 'attention_mask': mask}}")
+            args = (args,) if isinstance(args, torch.Tensor) else tuple(args)
+            try:
+                model(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 - the user's model raised
+                raise TargetError(f"the model raised on call {i} of example_inputs() of {where}: "
+                                  f"{type(e).__name__}: {e}", hint="give calls the model runs eagerly") from e
+    return seen.arguments
