@@ -44,7 +44,7 @@ case "$TORCH" in
     python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip
     .venv/bin/pip install -q "torch==2.13.0"
-    .venv/bin/pip install -q -e ".[test]"
+    .venv/bin/pip install -q -e ".[test,openvino]"
     # torchvision for the tests and benchmarks, outside the venv's site-packages: the wheel the index serves
     # for torch 2.13 carries compiled ops this CPU build cannot load, so a plain `import torchvision` fails,
     # and so would transformers, which imports it when installed. tests/third_party.py imports it from here,
@@ -66,7 +66,7 @@ case "$TORCH" in
       .venv-torch2.15/bin/pip download -q -d "$WHEELS" "${TORCH_REQ[@]}"
       .venv-torch2.15/bin/pip install -q --no-index --find-links "$WHEELS" "${TORCH_REQ[@]}"
     fi
-    .venv-torch2.15/bin/pip install -q -e ".[test]" "timm==1.0.31"
+    .venv-torch2.15/bin/pip install -q -e ".[test,openvino]" "timm==1.0.31"
     .venv-torch2.15/bin/pip install -q --no-deps "${DIFFUSERS[@]}"
     speech_packages .venv-torch2.15
     ;;

@@ -15,7 +15,7 @@ import onnx_ir as ir
 
 from onnxport.capture.guards import adopted_of
 from onnxport.metadata import FLOAT32_COMPUTE_KEY
-from onnxport.errors import ExportError, SaveError
+from onnxport.errors import ExportError, SaveError, ValidationError
 from onnxport.saving import PROTOBUF_LIMIT, needs_external_data, save_model, write_file
 from onnxport.weights import materialize, on_meta
 
@@ -215,8 +215,19 @@ class ExportResult:
 
         return quantize(self, mode, **options)
 
+    @property
+    def target(self) -> str:
+        """The runtime target the model was rewritten for (``to_onnx(target=...)``, ``onnxport.targets``):
+        ``"onnxruntime"`` (the export as it is), ``"portable"`` or ``"openvino"``, as its metadata
+        records it (``onnxport.target``); a result of ``parts``: that of its first part."""
+        from onnxport.metadata import TARGET_KEY
+
+        if self.model is None:
+            return next(iter(self.parts.values())).target
+        return self.model.metadata_props.get(TARGET_KEY, "onnxruntime")
+
     def validate(self, inputs: Any = None, sizes: Any = None, *, values: Any = None, atol: float | None = None,
-                 rtol: float | None = None, load_eager: bool = False):
+                 rtol: float | None = None, load_eager: bool = False, runtime: str | None = None):
         """Run eager PyTorch and onnxruntime on the example, other sizes, other values and
         ``inputs``, and compare every output (updated buffers and inputs included); see
         ``onnxport.verify.validate`` (``values``: the value kinds, default all). Returns a
@@ -236,21 +247,39 @@ class ExportResult:
         not compared.
 
         A result of ``parts`` validates each part at its own default sizes (the arguments passed to
-        each) and returns one ``ValidationReport`` whose rows say which part (``decoder: sizes 2``)."""
+        each) and returns one ``ValidationReport`` whose rows say which part (``decoder: sizes 2``).
+
+        ``runtime`` runs the ONNX model (``onnxport.verify.runtimes``): ``"onnxruntime"``,
+        ``"openvino"`` (CPU, float32 forced; ``pip install onnxport[openvino]``) or ``"reference"``
+        (``onnx.reference.ReferenceEvaluator``); default: the runtime of the result's ``target``
+        (OpenVINO for ``target="openvino"``, onnxruntime otherwise). A runtime computing the model
+        wrongly fails the validation, the report naming it. The quantized and checkpoint-only checks
+        run in onnxruntime only (``ValidationError`` for another runtime)."""
+        if runtime is None:
+            from onnxport.targets import target_runtime
+
+            runtime = target_runtime(self.target)
         if self.model is None:
             from onnxport.verify import ValidationReport
 
-            return ValidationReport(tuple(
-                dataclasses.replace(c, inputs=f"{name}: {c.inputs}") for name, part in self.parts.items()
-                for c in part.validate(inputs, sizes, values=values, atol=atol, rtol=rtol,
-                                       load_eager=load_eager).checks))
+            reports = [(name, part.validate(inputs, sizes, values=values, atol=atol, rtol=rtol, load_eager=load_eager,
+                                            runtime=runtime)) for name, part in self.parts.items()]
+            return ValidationReport(tuple(dataclasses.replace(c, inputs=f"{name}: {c.inputs}")
+                                          for name, report in reports for c in report.checks),
+                                    runtime=reports[0][1].runtime if reports else "onnxruntime")
+        eager_less = self.weights is not None and not load_eager
+        if runtime != "onnxruntime" and (self.quantization is not None or eager_less):
+            raise ValidationError(f"the {'quantized' if self.quantization is not None else 'checkpoint-only'} "
+                                  f"validation runs in onnxruntime only, not {runtime}",
+                                  hint="validate(runtime='onnxruntime')" + ("" if self.quantization is not None else
+                                                                             ", or load_eager=True"))
         if self.weights is not None and self.module is not None and on_meta(self.module):
             if not load_eager:
                 from onnxport.verify.weightless import check_without_eager
 
                 return check_without_eager(self, sizes=sizes, inputs=inputs)
             return self.replace(module=materialize(self.module, self.weights)).validate(
-                inputs, sizes, values=values, atol=atol, rtol=rtol)
+                inputs, sizes, values=values, atol=atol, rtol=rtol, runtime=runtime)
         if self.quantization is not None:
             from onnxport.verify.accuracy import validate_quantized
 
@@ -258,10 +287,11 @@ class ExportResult:
         if self.pieces:
             from onnxport.verify.pieces import validate_pieces
 
-            return validate_pieces(self, inputs=inputs, sizes=sizes, values=values, atol=atol, rtol=rtol)
+            return validate_pieces(self, inputs=inputs, sizes=sizes, values=values, atol=atol, rtol=rtol,
+                                   runtime=runtime)
         from onnxport.verify import validate
 
-        return validate(self, inputs=inputs, sizes=sizes, values=values, atol=atol, rtol=rtol)
+        return validate(self, inputs=inputs, sizes=sizes, values=values, atol=atol, rtol=rtol, runtime=runtime)
 
     def check_generation(self, model: Any, prompt_ids: Any = None, *, attention_mask: Any = None,
                          max_new_tokens: int = 16, atol: float | None = None, rtol: float | None = None,

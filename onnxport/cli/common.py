@@ -230,3 +230,15 @@ def finite(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return [finite(v) for v in x]
     return x
+
+
+def add_target_argument(p: argparse.ArgumentParser) -> None:
+    """``--target`` (``args.runtime_target``: ``TARGET`` is the model): the runtime an export is for
+    (``to_onnx``'s ``target``, ``onnxport.targets``)."""
+    from onnxport.options import TARGET_NAMES
+
+    p.add_argument("--target", dest="runtime_target", choices=TARGET_NAMES, default="onnxruntime",
+                   help="the runtime the model is for: onnxruntime (default: the export as it is), portable (no "
+                        "local functions, loop bodies reading only their inputs, standard operators: it loads in "
+                        "other runtimes) or openvino (portable, and the forms OpenVINO computes right); validation "
+                        "runs on that runtime")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from onnxport.cli import report_html
+from onnxport.cli.common import add_target_argument
 
 EPILOG = """\
 examples:
@@ -59,6 +60,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="keyword argument of TARGET, value read as a Python literal (repeatable; over [model])")
     p.add_argument("--opset", type=int, help="ONNX opset (18 or newer; default: config's, else 20)")
     p.add_argument("--inline", action="store_true", default=None, help="inline control-flow bodies")
+    add_target_argument(p)
     p.add_argument("--no-optimize", dest="optimize", action="store_false", default=None,
                    help="skip the optimization passes")
     p.add_argument("--strict", action="store_true", default=None, help="capture with torch.export's strict mode")
@@ -98,7 +100,7 @@ def run(args) -> int:
                 args.target, config=args.config, inputs=args.inputs, outputs=args.outputs, dims=args.dims,
                 model_args=parse_model_args(args.model_args), checkpoint=args.checkpoint, validate=args.validate,
                 on_step=progress, opset=args.opset, inline=args.inline, optimize=args.optimize, strict=args.strict,
-                atol=args.atol, rtol=args.rtol)
+                atol=args.atol, rtol=args.rtol, runtime_target=args.runtime_target)
         stream = _stream_check(result, args, progress)
         result = save_export(result, args, progress)
         report_html.write(args, result, f"onnxport export {args.target or args.config}")

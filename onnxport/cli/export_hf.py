@@ -8,7 +8,7 @@ import os
 import time
 
 from onnxport.cli import report_html
-from onnxport.cli.common import add_verbose_argument
+from onnxport.cli.common import add_target_argument, add_verbose_argument
 
 EPILOG = """\
 tasks:
@@ -44,6 +44,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT", required=True, help="directory to write the models into (created)")
     p.add_argument("--task", choices=list(TASKS), help="the task (default: the head config.json's architectures names)")
     p.add_argument("--opset", type=int, default=20, help="ONNX opset (18 or newer; default 20)")
+    add_target_argument(p)
     p.add_argument("--no-validate", dest="validate", action="store_false",
                    help="skip the comparison with eager PyTorch")
     p.add_argument("--generate", type=int, default=16, metavar="N",
@@ -72,7 +73,7 @@ def run(args) -> int:
             raise SaveError(f"-o {args.output} is a file: the output of export-hf is a directory")
         check_output_paths({"--report": args.report, "--report-html": args.report_html})
         result = export_pretrained(args.directory, args.task, validate=args.validate, generate=args.generate,
-                                   opset=args.opset, on_step=progress)
+                                   opset=args.opset, on_step=progress, target=args.runtime_target)
         start = time.perf_counter()
         paths = result.save(args.output)
         progress("save", time.perf_counter() - start)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from onnxport.cli.common import add_target_argument
+
 EPILOG = """\
 examples:
   onnxport export-returnn returnn.config --checkpoint epoch.100.pt -o model.onnx
@@ -37,6 +39,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--size", dest="sizes", action="append", default=[], metavar="NAME=N,...",
                    help="validation sizes, e.g. batch=1,time=9 (repeatable; default: generated)")
     p.add_argument("--opset", type=int, help="ONNX opset (18 or newer; default 20)")
+    add_target_argument(p)
     p.add_argument("--atol", type=float, help="judge every float output by |ONNX - eager| <= atol + rtol |eager| per "
                                                "element (default: float32 outputs against eager in float64)")
     p.add_argument("--rtol", type=float, help="relative tolerance of --atol's judgement")
@@ -68,7 +71,7 @@ def export(args: argparse.Namespace, progress) -> object:
 
     return export_returnn_config(args.returnn_config, checkpoint=args.checkpoint, validate=args.validate,
                                  sizes=parse_sizes(args.sizes) or None, opset=args.opset, atol=args.atol,
-                                 rtol=args.rtol, on_step=progress)
+                                 rtol=args.rtol, on_step=progress, target=args.runtime_target)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from onnxport.capture.relations import parse_relations
 from onnxport.errors import FIRST_LINE_LIMIT, ConfigError, ContractError
 from onnxport.export import to_onnx
 from onnxport.result import ExportResult
+from onnxport.targets import target_runtime
 from onnxport.verify import ValidationReport, respecting, validate as run_validation
 from onnxport.weights import bind, materialize, open_checkpoint
 
@@ -74,7 +75,8 @@ def export_target(target: Any = None, *, config: Any = None, inputs: list[str] |
                   outputs: list[str] | None = None, dims: list[str] | None = None, model_args: dict | None = None,
                   checkpoint: CheckpointPath | None = None, validate: bool = True, on_step: StepCallback | None = None,
                   opset: int | None = None, inline: bool | None = None, optimize: bool | None = None,
-                  strict: bool | None = None, atol: float | None = None, rtol: float | None = None) -> ExportResult:
+                  strict: bool | None = None, atol: float | None = None, rtol: float | None = None,
+                  runtime_target: str = "onnxruntime") -> ExportResult:
     """Build the model ``target`` names, load its checkpoint, export it and check it: the door of
     ``onnxport export`` (which only parses its arguments and calls this), and of the targets
     ``onnxport show`` / ``plot`` / ``validate`` export on the fly.
@@ -107,6 +109,8 @@ def export_target(target: Any = None, *, config: Any = None, inputs: list[str] |
         opset, inline, optimize, strict: ``to_onnx`` options, over the config's ``[export]``
             (default: the config's, else ``to_onnx``'s).
         atol, rtol: validation tolerances, over the config's ``[validate]``.
+        runtime_target: ``to_onnx``'s ``target``, the runtime the model is for (``onnxport.targets``:
+            ``"onnxruntime"``, ``"portable"``, ``"openvino"``); validation runs on its runtime.
 
     Returns:
         the ``ExportResult``, with ``.config`` (None without one) and ``.validation`` (a
@@ -133,7 +137,8 @@ def export_target(target: Any = None, *, config: Any = None, inputs: list[str] |
         raise ConfigError(f"config {cfg.source} names no model", hint="pass a model or set target = \"file.py:build\"")
     if cfg is None:
         return _export_example(target, model_args, checkpoint, validate, report, opset=opset, inline=inline,
-                               optimize=optimize, strict=strict, atol=atol, rtol=rtol)
+                               optimize=optimize, strict=strict, atol=atol, rtol=rtol,
+                               runtime_target=runtime_target)
     given = dict(opset=opset, inline=inline, optimize=optimize, strict=strict, atol=atol, rtol=rtol)
     cfg = dataclasses.replace(cfg, **{k: v for k, v in given.items() if v is not None})
     t0 = time.perf_counter()
@@ -147,7 +152,8 @@ def export_target(target: Any = None, *, config: Any = None, inputs: list[str] |
 
     exported = to_onnx(module, (), example, dynamic_shapes=dynamic_shapes(cfg), input_names=list(example),
                        output_names=[n for n, _ in pairs], opset=cfg.opset, optimize=cfg.optimize,
-                       inline=cfg.inline, strict=cfg.strict, relations=cfg.relations or None, on_step=report)
+                       inline=cfg.inline, strict=cfg.strict, relations=cfg.relations or None, on_step=report,
+                       target=runtime_target)
 
     def inputs_at(sizes: dict, seed: int) -> dict:
         return _forward_kwargs(module, cfg, make_inputs(cfg, sizes, seed=seed))
@@ -172,7 +178,7 @@ def _config(config: Any, inputs: list[str] | None, outputs: list[str] | None,
 
 def _export_example(target: Any, model_args: dict | None, checkpoint: CheckpointPath | None, validate: bool,
                     report: StepCallback, *, opset: int | None, atol: float | None, rtol: float | None,
-                    **options: Any) -> ExportResult:
+                    runtime_target: str = "onnxruntime", **options: Any) -> ExportResult:
     """``export_target`` of a target whose module's ``example_inputs()`` gives the inputs."""
     example, where = example_inputs_of(target)
     t0 = time.perf_counter()
@@ -180,7 +186,7 @@ def _export_example(target: Any, model_args: dict | None, checkpoint: Checkpoint
     call = example_call(example, where, module)
     report("build", time.perf_counter() - t0)
     result = to_onnx(module, call.get("args", ()), call.get("kwargs"), dynamic_shapes=call.get("dynamic_shapes"),
-                     relations=call.get("relations"), opset=opset or 20, on_step=report,
+                     relations=call.get("relations"), opset=opset or 20, on_step=report, target=runtime_target,
                      **{k: v for k, v in options.items() if v is not None})
     if not validate:
         return result
@@ -269,7 +275,7 @@ def _validate(result, cfg: ExportConfig, example_sizes: dict, sets: list) -> Val
     sizes, the other values of the declared inputs (``onnxport.capture.inputs.VALUE_KINDS``);
     sizes in the table."""
     report = run_validation(result, inputs=[((), kw) for _, kw in sets], sizes=[], atol=cfg.atol, rtol=cfg.rtol,
-                            specs=input_specs(cfg))
+                            specs=input_specs(cfg), runtime=target_runtime(result.target))
     texts = {f"inputs {i + 1}": sizes_text(s) for i, (s, _) in enumerate(sets)}
     checks = []
     for c in report.checks:
@@ -279,4 +285,4 @@ def _validate(result, cfg: ExportConfig, example_sizes: dict, sets: list) -> Val
         elif c.inputs == "example":
             c = dataclasses.replace(c, sizes=sizes_text(example_sizes))
         checks.append(c)
-    return ValidationReport(tuple(checks))
+    return ValidationReport(tuple(checks), runtime=report.runtime)

@@ -82,7 +82,7 @@ def build_returnn_model(rc: ReturnnConfig, checkpoint: str | os.PathLike | None 
 def export_returnn_config(config: str | os.PathLike, checkpoint: str | os.PathLike | None = None, *,
                           validate: bool = True, sizes: list[dict[str, int]] | None = None,
                           opset: int | None = None, atol: float | None = None, rtol: float | None = None,
-                          on_step: StepCallback | None = None):
+                          on_step: StepCallback | None = None, target: str = "onnxruntime"):
     """Export the model of a RETURNN config to ONNX and check it against RETURNN eager.
 
     Args:
@@ -95,6 +95,8 @@ def export_returnn_config(config: str | os.PathLike, checkpoint: str | os.PathLi
             both sides of every shape guard.
         opset, atol, rtol: ONNX opset (default 20) and validation tolerances.
         on_step: called ``(step, seconds)`` as each step ends: build, the export's steps, validate.
+        target: the runtime the model is for (``to_onnx``'s ``target``: ``"onnxruntime"``,
+            ``"portable"``, ``"openvino"``); validation runs on its runtime.
 
     Returns the ``ExportResult``: inputs named as RETURNN names them (``data``, ``data:size1``;
     no batch-size input), outputs as ``model_outputs`` declares them (``output``,
@@ -121,7 +123,7 @@ def export_returnn_config(config: str | os.PathLike, checkpoint: str | os.PathLi
     spec = dynamic_shapes(cfg)
     exported = to_onnx(module, (example,), dynamic_shapes=({n: spec[n] for n in example},),
                        input_names=list(example), output_names=[n for n, _ in pairs], opset=cfg.opset,
-                       on_step=report, capture_hooks=capture_hooks)
+                       on_step=report, capture_hooks=capture_hooks, target=target)
     return check_export(exported, cfg, module, lambda s, seed: make_inputs(cfg, s, seed=seed), validate=validate,
                         on_step=report)
 

@@ -16,12 +16,12 @@ from onnxport.verify.report import ValidationReport
 
 
 def validate_pieces(result, inputs: Any = None, sizes: Any = None, *, values: Any = None, atol: float | None = None,
-                    rtol: float | None = None) -> ValidationReport:
+                    rtol: float | None = None, runtime: str = "onnxruntime") -> ValidationReport:
     """``ValidationReport`` of ``result`` (an ``ExportResult`` with ``pieces``) over each piece.
 
     ``sizes`` (dicts ``{dim: size}``) go to the piece whose interval holds them (a size set that
     leaves the split dim out goes to the example's piece); ``inputs`` are compared once, with the
-    example's piece. Other arguments and errors: ``verify.validate.validate``."""
+    example's piece. Other arguments (``runtime``: what runs the model) and errors: ``verify.validate.validate``."""
     checks = []
     for k, (interval, piece) in enumerate(result.pieces):
         example = interval.own
@@ -32,7 +32,7 @@ def validate_pieces(result, inputs: Any = None, sizes: Any = None, *, values: An
         if mine is not None and interval.lower == interval.upper:  # the dim is static in a piece of one size
             mine = [{k: v for k, v in m.items() if k != interval.dim} for m in mine]
         report = piece.replace(model=result.model).validate(inputs if example else None, mine, values=values,
-                                                            atol=atol, rtol=rtol)
+                                                            atol=atol, rtol=rtol, runtime=runtime)
         checks += [dataclasses.replace(c, inputs=f"{c.inputs} p{k + 1}", why=f"{c.why}; piece {k + 1}: {interval}")
                    for c in report.checks]
-    return ValidationReport(tuple(checks))
+    return ValidationReport(tuple(checks), runtime=report.runtime if checks else "onnxruntime")

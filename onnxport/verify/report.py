@@ -47,9 +47,12 @@ class Check:
 class ValidationReport:
     """Every comparison made; ``ok`` is True when at least one comparison ran and every comparison
     passed (generated inputs eager PyTorch itself rejects, listed in ``rejected``, and outputs with
-    no defined answer are in ``not_compared``, not failures)."""
+    no defined answer are in ``not_compared``, not failures). ``runtime``: what ran the ONNX model
+    (``verify.runtimes``: ``"onnxruntime"``, ``"OpenVINO 2026.4.1"``...), named in the table's first
+    line when it is not onnxruntime, and in the line saying it failed."""
 
     checks: tuple[Check, ...]
+    runtime: str = "onnxruntime"
 
     @property
     def ok(self) -> bool:
@@ -73,10 +76,17 @@ class ValidationReport:
         return max(vals) if vals else float("nan")
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "checks": [dataclasses.asdict(c) for c in self.checks]}
+        return {"ok": self.ok, "runtime": self.runtime, "checks": [dataclasses.asdict(c) for c in self.checks]}
 
     def __str__(self) -> str:
-        return render(self.checks)
+        if self.runtime == "onnxruntime":
+            return render(self.checks)
+        failed = [c for c in self.checks if not c.ok and not c.rejected]
+        head = f"ONNX model run by {self.runtime}, against eager PyTorch"
+        if failed:
+            head += (f"\nFAILED in {self.runtime}: {len(failed)} of {len(self.checks)} checks differ from eager "
+                     f"PyTorch (the ONNX model as {self.runtime} computes it)")
+        return head + "\n" + render(self.checks)
 
     __repr__ = __str__
 

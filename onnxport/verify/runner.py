@@ -17,6 +17,8 @@ class OrtRunner:
     and read as ``to_numpy`` gives eager PyTorch's bfloat16 tensors, with the same values.
     """
 
+    label = "onnxruntime"  # the runtime's name in validation's notes (verify.runtimes)
+
     def __init__(self, proto, threads: int = 1):
         import onnxruntime as ort
 

@@ -41,7 +41,7 @@ from onnxport.verify.eager import UPDATED, run_eager
 from onnxport.verify.judge import judge
 from onnxport.verify.reference import Float64Reference, SetRuns
 from onnxport.verify.report import EAGER_FAILED, Check, ValidationReport
-from onnxport.verify.runner import OrtRunner
+from onnxport.verify.runtimes import runtime_runner
 from onnxport.verify.sizes import validation_sizes
 from onnxport.verify.ties import TIED_KINDS, TieWatch, index_outputs
 
@@ -114,8 +114,8 @@ def has_while_loop(program) -> bool:
 
 def validate(result, inputs: Any = None, sizes: Any = None, *, values: Any = None, atol: float | None = None,
              rtol: float | None = None, include_example: bool = True,
-             specs: list[InputSpec] | None = None) -> ValidationReport:
-    """Compare onnxruntime with eager PyTorch.
+             specs: list[InputSpec] | None = None, runtime: str = "onnxruntime") -> ValidationReport:
+    """Compare onnxruntime (or another ``runtime``) with eager PyTorch.
 
     Args:
         result: an ``ExportResult`` (needs its module or program and example inputs).
@@ -131,14 +131,18 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, values: Any = Non
         include_example: compare on the example inputs too.
         specs: how to make each input (``InputSpec`` by input name), instead of from the example
             (a config's declarations: integer ranges, lengths, padding).
+        runtime: what runs the ONNX model (``verify.runtimes``): ``"onnxruntime"`` (default),
+            ``"openvino"`` (CPU, float32 forced) or ``"reference"`` (``onnx.reference``). The
+            report names it (``ValidationReport.runtime``), and a runtime that computes a valid
+            model wrongly fails there like any other difference from eager PyTorch.
 
     Returns a ``ValidationReport`` (``.ok``, printable table, one row per output and input set,
     ``why`` saying which sizes or values the set used, ``basis`` what judged it: the float64
     reference, exact equality, or a dtype tolerance and why; ``verify.judge``). Eager PyTorch runs
     once more per set in float64 (a float64 copy of the module, made once) and, for an output that
     does not meet the bound at first, once more in float32 on the inputs moved by one ulp
-    (``verify.reference``). Raises ``ValidationError`` when the model cannot be loaded by
-    onnxruntime, ``sizes`` name unknown dims, leave the export's range or break its adopted
+    (``verify.reference``). Raises ``ValidationError`` when the model cannot be loaded by the
+    runtime (or OpenVINO is not installed), ``sizes`` name unknown dims, leave the export's range or break its adopted
     constraints, ``values`` names an unknown kind, or ``specs`` leave an input of the model out.
 
     Runs under the capture lock (``capture.patches.exclusive_capture``): an export in another
@@ -150,14 +154,15 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, values: Any = Non
         if result.needs_external_data():
             # over protobuf's 2 GiB: onnxruntime reads the model from a file with external weights
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="onnxport-validate-"))
-            runner = OrtRunner(result.save(os.path.join(tmp, "model.onnx"), external_data=True))
+            runner = runtime_runner(runtime, result.save(os.path.join(tmp, "model.onnx"), external_data=True))
         else:
-            runner = OrtRunner(result.model_proto)
+            runner = runtime_runner(runtime, result.model_proto)
         sets = _input_sets(result, inputs, sizes, values, include_example, specs)
         report = _compare_sets(result, module, runner, sets, atol, rtol)
     examples, _ = dim_examples(result.captured, dim_names(result.captured, result.dim_names))
     by_label = {label: s for label, s, *_ in sets if label.startswith("sizes")}
-    return ValidationReport(tuple(_relation_notes(list(report.checks), examples, by_label, result.captured)))
+    return ValidationReport(tuple(_relation_notes(list(report.checks), examples, by_label, result.captured)),
+                            runtime=runner.label)
 
 
 def _input_sets(result, inputs, sizes, values, include_example,
@@ -259,7 +264,7 @@ def _compare_sets(result, module, runner, sets, atol, rtol) -> ValidationReport:
         try:
             got = runner.run(tensor_leaves((args, kwargs)))
         except Exception as e:  # noqa: BLE001 - a runtime failure is a failed check, reported
-            failed(f"onnxruntime failed: {str(e).splitlines()[0][:200]}")
+            failed(f"{runner.label} failed: {str(e).splitlines()[0][:200]}")
             continue
         users = [(n, g) for n, g in zip(out_names, got) if not n.endswith(UPDATED)]
         if len(users) != len(expected):

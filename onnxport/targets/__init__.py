@@ -1,0 +1,107 @@
+"""Runtime targets: rewrites of a finished export toward the runtime that will run it.
+
+``to_onnx(target=...)`` names one of ``TARGETS``:
+
+* ``"onnxruntime"`` (the default): the export as it is; control-flow bodies are local functions
+  unless ``inline=True``.
+* ``"portable"``: a model any runtime implementing the ONNX standard should load: no local
+  functions (``targets.inline``), no Scan or Loop body reading a value of an enclosing graph other
+  than an initializer (``targets.outer_scope``: each passed in explicitly), operators of the
+  standard domains only (``targets.domains``). ``If`` branches still read their enclosing graph:
+  ONNX gives them no inputs.
+* ``"openvino"``: portable, plus the forms OpenVINO computes as the ONNX specification says
+  (``targets.recurrent_lengths``: an LSTM, GRU or RNN with ``sequence_lens``, which OpenVINO runs
+  as if every sequence had the full length).
+
+A target is a rewrite after the standard export (``stages.retarget`` runs it and checks the
+rewritten model against eager PyTorch); the model records its target in its metadata under
+``onnxport.target`` (``ExportResult.target``), and ``ExportResult.validate`` runs on the target's
+runtime by default (``Target.runtime``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import onnx_ir as ir
+
+from onnxport.errors import RuntimeTargetError
+from onnxport.metadata import TARGET_KEY
+from onnxport.options import TARGET_NAMES
+from onnxport.targets.domains import check_standard_domains
+from onnxport.targets.inline import inline_functions
+from onnxport.targets.recurrent_lengths import mask_sequence_lengths
+from onnxport.targets.outer_scope import pass_outer_values
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One runtime target: its name, the runtime ``validate()`` uses by default, and its rewrites
+    in order (each ``ir.Model -> None``, in place)."""
+
+    name: str
+    runtime: str
+    rewrites: tuple[Callable[[ir.Model], None], ...]
+    doc: str
+
+
+PORTABLE = (inline_functions, pass_outer_values, check_standard_domains)
+TARGETS = {t.name: t for t in (
+    Target("onnxruntime", "onnxruntime", (), "the export as it is (local functions kept)"),
+    Target("portable", "onnxruntime", PORTABLE,
+           "no local functions, loop bodies reading only their inputs and initializers, standard domains"),
+    # the recurrent rewrite makes Scans whose bodies read values of the main graph: the outer values are passed after it
+    Target("openvino", "openvino", (inline_functions, mask_sequence_lengths, pass_outer_values, check_standard_domains),
+           "portable, and an LSTM/GRU/RNN with sequence lengths written as a Scan masking each step"),
+)}
+
+
+def target(name: str) -> Target:
+    """The ``Target`` called ``name``. Raises ``RuntimeTargetError`` for an unknown name."""
+    if name not in TARGETS:
+        raise RuntimeTargetError(f"target {name!r} is not a runtime target",
+                                 hint=f"choose one of {', '.join(TARGET_NAMES)}")
+    return TARGETS[name]
+
+
+def target_runtime(name: str) -> str:
+    """The runtime ``validate()`` uses by default for a model of target ``name``."""
+    return target(name).runtime
+
+
+def apply_target(model: ir.Model, name: str) -> ir.Model:
+    """``model`` rewritten for the target ``name`` (in place; returned), its name recorded in the
+    model's metadata (``onnxport.target``), then sorted, named and checked as ``finalize`` does.
+
+    Raises:
+        RuntimeTargetError: an unknown target, a node the target cannot keep (a custom domain under
+            ``portable``), or a rewritten model the ONNX checker refuses.
+    """
+    chosen = target(name)
+    if not chosen.rewrites:
+        return model
+    for rewrite in chosen.rewrites:
+        rewrite(model)
+    model.metadata_props[TARGET_KEY] = name
+    _tidy(model, name)
+    return model
+
+
+def _tidy(model: ir.Model, name: str) -> None:
+    import onnx_ir.passes.common as common
+
+    common.RemoveUnusedFunctionsPass()(model)
+    common.RemoveUnusedNodesPass()(model)  # and the initializers a rewrite left unread
+    common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
+    common.LiftSubgraphInitializersToMainGraphPass()(model)
+    common.TopologicalSortPass()(model)
+    common.NameFixPass()(model)
+    common.RemoveUnusedOpsetsPass()(model)
+    try:
+        common.CheckerPass()(model)
+    except Exception as e:  # noqa: BLE001 - onnx.checker's ValidationError (and what wraps it)
+        raise RuntimeTargetError(f"the model rewritten for target {name!r} fails the ONNX checker: "
+                                 f"{str(e).splitlines()[0][:300]}",
+                                 hint="this is an exporter bug: report it with the model; export with "
+                                      "target='onnxruntime' meanwhile") from e

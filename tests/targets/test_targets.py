@@ -1,0 +1,50 @@
+"""``to_onnx(target=...)``: the names it takes, what the default leaves, what ``portable`` refuses,
+and the target recorded in the model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import onnxport
+from onnxport.errors import RuntimeTargetError
+from onnxport.translate.registry import override
+
+
+class Inv(torch.nn.Module):
+    def forward(self, x):
+        return torch.linalg.inv(x) + 1
+
+
+def _contrib_inverse(ctx, x, check_errors=False):  # onnxruntime's contrib Inverse: no standard operator
+    return ctx.op.Inverse(x, _domain="com.microsoft"), ctx.const(np.array(0, dtype=np.int32))
+
+
+def test_unknown_target_is_refused_with_the_choices():
+    with pytest.raises(RuntimeTargetError, match="'tensorrt' is not a runtime target") as caught:
+        onnxport.to_onnx(torch.nn.ReLU(), (torch.randn(2, 3),), target="tensorrt")
+    assert "portable" in str(caught.value) and "openvino" in str(caught.value)
+
+
+def test_default_target_is_the_export_as_it_is():
+    result = onnxport.to_onnx(torch.nn.ReLU(), (torch.randn(2, 3),))
+    assert result.target == "onnxruntime"
+    assert "onnxport.target" not in result.model.metadata_props
+
+
+def test_portable_refuses_a_custom_domain_naming_the_line():
+    x = torch.randn(3, 3) + 3 * torch.eye(3)
+    with override({torch.ops.aten.linalg_inv_ex.default: _contrib_inverse}):
+        assert onnxport.to_onnx(Inv(), (x,)).validate(sizes=[]).ok  # onnxruntime runs its contrib operator
+        with pytest.raises(RuntimeTargetError, match="'com.microsoft' is no standard ONNX operator") as caught:
+            onnxport.to_onnx(Inv(), (x,), target="portable")
+    assert "test_targets.py" in (caught.value.where or "")
+
+
+def test_target_is_recorded_and_timed():
+    steps = []
+    result = onnxport.to_onnx(torch.nn.ReLU(), (torch.randn(2, 3),), target="openvino",
+                              on_step=lambda name, seconds: steps.append(name))
+    assert result.target == "openvino" and result.model.metadata_props["onnxport.target"] == "openvino"
+    assert steps[-1] == "target"
