@@ -231,6 +231,28 @@ class TensorPredicate(ast.NodeTransformer):
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_Lambda
 
 
+def bound_condition(stmt: ast.stmt, rest: list[ast.stmt]) -> ast.stmt | None:
+    """``name = <a> or <b>`` (``and``; each operand a comparison, or ``not`` of one) that an ``if`` later
+    in the block tests (transformers' Swin v2 layers: ``was_padded = pad_values[3] > 0 or pad_values[5]
+    > 0`` then ``if was_padded:``), with ``and`` / ``or`` as in a condition (``TensorPredicate``): on
+    sizes, one symbolic condition the ``if`` keeps, where Python's operator would decide the first
+    operand by a guard. None for any other statement. The value is a comparison's either way: the
+    same truth (Python's ``or`` of two bools is one of them)."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.BoolOp)):
+        return None
+    operands = [v.operand if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not) else v
+                for v in stmt.value.values]
+    if not all(isinstance(v, ast.Compare) for v in operands) or _looks_static(stmt.value):
+        return None
+    name = stmt.targets[0].id
+    tested = any(isinstance(sub, ast.If) and name in N.loaded_names([sub.test]) for s in rest for sub in ast.walk(s))
+    if not tested or name in N.stored_names(rest):
+        return None
+    stmt.value = ast.fix_missing_locations(ast.copy_location(TensorPredicate().visit(stmt.value), stmt.value))
+    return stmt
+
+
 def _looks_static(test: ast.AST) -> bool:
     """Conditions that are never tensors: ``is None``, ``isinstance``, ``self.training``, constants
     (for ``and`` / ``or`` / ``not``: when every operand is)."""

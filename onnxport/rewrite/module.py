@@ -201,6 +201,9 @@ class _BlockRewriter:
                 s.orelse = self.block(s.orelse)
                 s.finalbody = self.block(s.finalbody)
                 out.append(s)
+            elif branches.bound_condition(s, stmts[k + 1:]) is not None:
+                self.ctx.note(s, "if", True, f"the condition bound to '{s.targets[0].id}' kept symbolic")
+                out.append(s)
             else:
                 out.append(s)
         return out

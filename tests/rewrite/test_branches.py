@@ -340,3 +340,25 @@ def test_a_name_rebound_only_under_an_except_inside_a_branch_passes_its_value():
     result = check_export(model, (x,), ({0: Dim("n")},), rewrite_control_flow=True,
                           inputs=[(torch.randn(7, 3).abs(),), (-torch.randn(2, 3).abs(),)])
     assert count_ops(result, "If") == 1
+
+
+class NamedPadCondition(torch.nn.Module):
+    """Swin v2's layer: the condition of its cut bound to a name first (``was_padded = a > 0 or b > 0``),
+    which Python's ``or`` would decide by a guard on ``a > 0``."""
+
+    def forward(self, x):
+        _, h, w, _ = x.shape
+        pad_right, pad_bottom = (4 - w % 4) % 4, (4 - h % 4) % 4
+        y = torch.nn.functional.pad(x, (0, 0, 0, pad_right, 0, pad_bottom)).cumsum(1)
+        was_padded = pad_right > 0 or pad_bottom > 0
+        if was_padded:
+            y = y[:, :h, :w, :]
+        return y * 2
+
+
+def test_a_size_condition_bound_to_a_name_stays_symbolic():
+    r = check_export(NamedPadCondition(), (torch.randn(2, 8, 6, 3),), {"x": {1: "h", 2: "w"}},
+                     rewrite_control_flow=True, sizes=[{"h": 8, "w": 8}, {"h": 5, "w": 8}, {"h": 8, "w": 7},
+                                                       {"h": 3, "w": 9}])
+    assert count_ops(r, "If") == 0 and not r.constraints
+    assert any("the condition bound to 'was_padded' kept symbolic" in n.detail for n in r.rewrite_notes)
