@@ -72,6 +72,27 @@ def test_axes_varying_together_share_a_name_and_constant_axes_stay_static():
     assert result.validate().ok
 
 
+class Tokens(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 8)
+
+    def forward(self, batch: dict):
+        return (self.embed(batch["input_ids"]) * batch["attention_mask"][..., None]).sum(1)
+
+
+def test_a_dict_input_is_spec_d_in_its_own_structure_with_token_names():
+    model = Tokens().eval()
+    with onnxport.observe(model) as seen:
+        for b, s in [(2, 5), (3, 7), (1, 9)]:
+            model({"input_ids": torch.randint(0, 50, (b, s)), "attention_mask": torch.ones(b, s)})
+    assert seen.dynamic_shapes == {"batch": {"input_ids": {0: "batch", 1: "seq"},
+                                             "attention_mask": {0: "batch", 1: "seq"}}}
+    result = onnxport.to_onnx(model, **seen.arguments)
+    assert [dims_of(i) for i in result.model_proto.graph.input] == [["batch", "seq"], ["batch", "seq"]]
+    assert result.validate().ok
+
+
 def test_the_example_is_the_least_degenerate_call_and_its_inputs_as_they_were():
     class Grows(torch.nn.Module):
         def forward(self, x, state: list):
