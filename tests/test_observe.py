@@ -4,10 +4,12 @@ constant axes stay static, and the spec exports and validates in onnxruntime aga
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
 import torch
+from torch.utils import _pytree as pytree
 
 import onnxport
 
@@ -90,6 +92,32 @@ def test_a_dict_input_is_spec_d_in_its_own_structure_with_token_names():
                                              "attention_mask": {0: "batch", 1: "seq"}}}
     result = onnxport.to_onnx(model, **seen.arguments)
     assert [dims_of(i) for i in result.model_proto.graph.input] == [["batch", "seq"], ["batch", "seq"]]
+    assert result.validate().ok
+
+
+@dataclasses.dataclass
+class Features:
+    feats: torch.Tensor
+    lengths: torch.Tensor
+
+
+pytree.register_dataclass(Features)
+
+
+class Pooled(torch.nn.Module):
+    def forward(self, batch: Features):
+        return batch.feats.sum(-1) * batch.lengths[:, None]
+
+
+def test_a_registered_dataclass_is_spec_d_as_its_children_and_keeps_the_names():
+    model = Pooled()
+    with onnxport.observe(model) as seen:
+        for b, t in [(2, 7), (3, 9), (4, 5)]:
+            model(Features(torch.randn(b, t, 10), torch.ones(b)))
+    assert seen.dynamic_shapes == {"batch": [{0: "batch", 1: "time"}, {0: "batch"}]}
+    result = onnxport.to_onnx(model, **seen.arguments)
+    inputs = {i.name: dims_of(i) for i in result.model_proto.graph.input}
+    assert inputs == {"batch_feats": ["batch", "time", 10], "batch_lengths": ["batch"]}
     assert result.validate().ok
 
 

@@ -332,6 +332,13 @@ def declared_dims(top: list[tuple[str, Any]], per_input: dict[str, Any],
         elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
             for i, (v, s) in enumerate(zip(value, spec)):
                 walk(f"{prefix}_{i}", v, s)
+        elif type(value) in pytree.SUPPORTED_NODES and isinstance(spec, (list, tuple)):
+            # a registered class (a dataclass): its spec lists its flattened children, as torch.export reads it
+            node = pytree.SUPPORTED_NODES[type(value)]
+            children = (node.flatten_with_keys_fn(value)[0] if node.flatten_with_keys_fn is not None else
+                        [(pytree.SequenceKey(i), c) for i, c in enumerate(node.flatten_fn(value)[0])])
+            for (k, v), s in zip(children, spec):
+                walk(f"{prefix}_{key_str(k)}", v, s)
 
     for name, value in top:
         walk(name, value, per_input.get(name))
