@@ -104,10 +104,10 @@ def to_onnx(
         target: the runtime the model is for (``onnxport.targets``): ``"onnxruntime"`` (default,
             the export as it is), ``"portable"`` (no local functions, no Scan/Loop body reading a
             value of its enclosing graph but initializers, standard operators only) or
-            ``"openvino"`` (portable, and an LSTM, GRU or RNN with sequence lengths as masked Scans, which
-            OpenVINO computes right). A rewrite after the export (step ``"target"``), checked in
-            onnxruntime against eager PyTorch at the example; ``result.validate()`` then runs on
-            the target's runtime by default (``ExportResult.target``).
+            ``"openvino"`` (portable, and an LSTM, GRU or RNN with sequence lengths masked and read at
+            the lengths explicitly, which OpenVINO computes right). A rewrite after the export (step
+            ``"target"``), checked in onnxruntime against eager PyTorch at the example;
+            ``result.validate()`` then runs on the target's runtime by default (``ExportResult.target``).
 
     Returns:
         ``ExportResult`` with ``.model`` (onnx_ir.Model), ``.model_proto``, ``.save()``, ``.validate()``.

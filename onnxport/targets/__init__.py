@@ -11,7 +11,8 @@
   ONNX gives them no inputs.
 * ``"openvino"``: portable, plus the forms OpenVINO computes as the ONNX specification says
   (``targets.recurrent_lengths``: an LSTM, GRU or RNN with ``sequence_lens``, which OpenVINO runs
-  as if every sequence had the full length).
+  as if every sequence had the full length, as the operator without lengths per direction, masked
+  and read at the lengths, or as a Scan masking each step where an LSTM's cell state is read).
 
 A target is a rewrite after the standard export (``stages.retarget`` runs it and checks the
 rewritten model against eager PyTorch); the model records its target in its metadata under
@@ -53,7 +54,7 @@ TARGETS = {t.name: t for t in (
            "no local functions, loop bodies reading only their inputs and initializers, standard domains"),
     # the recurrent rewrite makes Scans whose bodies read values of the main graph: the outer values are passed after it
     Target("openvino", "openvino", (inline_functions, mask_sequence_lengths, pass_outer_values, check_standard_domains),
-           "portable, and an LSTM/GRU/RNN with sequence lengths written as a Scan masking each step"),
+           "portable, and an LSTM/GRU/RNN with sequence lengths masked and read at the lengths"),
 )}
 
 

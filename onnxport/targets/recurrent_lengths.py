@@ -25,7 +25,9 @@ import numpy as np
 import onnx_ir as ir
 
 from onnxport.metadata import SOURCE_KEY
+from onnxport.targets.builder import Constants, Nodes, replace_node
 from onnxport.targets.names import FreshNames
+from onnxport.targets.recurrent_fused import cell_state_unread, fused_form
 from onnxport.targets.recurrent_cells import CELLS, GATES, STATES
 
 DIRECTIONS = {"forward": (0,), "reverse": (1,), "bidirectional": (0, 1)}
@@ -34,15 +36,21 @@ DEFAULT_ACTIVATIONS = {"LSTM": ["sigmoid", "tanh", "tanh"], "GRU": ["sigmoid", "
 
 def mask_sequence_lengths(model: ir.Model) -> None:
     """Every LSTM, GRU and RNN of ``model`` (in any subgraph) with ``sequence_lens`` replaced in
-    place by the masked Scan form (module docstring)."""
+    place: by the fused operator over each direction, masked and read at the lengths, where no node
+    reads an LSTM's final cell state (``targets.recurrent_fused``), else by the masked Scan form
+    (module docstring)."""
     fresh = FreshNames(model)
-    const = _Constants(model.graph, fresh)
+    const = Constants(model.graph, fresh, "sequence_lengths")
     graphs = [model.graph] + [attr.as_graph() for node in ir.traversal.RecursiveGraphIterator(model.graph)
                               for attr in node.attributes.values() if attr.type == ir.AttributeType.GRAPH]
     for graph in graphs:
         for node in list(graph):
             if node.op_type in CELLS and node.domain in ("", "ai.onnx") and _activation(node) is not None:
-                _replace(node, graph, const, fresh)
+                if cell_state_unread(node, graph):
+                    directions = DIRECTIONS[node.attributes.get_string("direction", "forward")]
+                    fused_form(node, graph, const, fresh, directions)
+                else:
+                    _replace(node, graph, const, fresh)
 
 
 def _activation(node: ir.Node) -> str | None:
@@ -63,42 +71,6 @@ def _activation(node: ir.Node) -> str | None:
     return "" if given in (default, default * directions) else None
 
 
-class _Constants:
-    """Initializers of the main graph made once per value (Scan bodies read them from there)."""
-
-    def __init__(self, graph: ir.Graph, fresh: FreshNames):
-        self.graph, self.fresh, self.made = graph, fresh, {}
-
-    def __call__(self, array: np.ndarray) -> ir.Value:
-        array = np.array(array, order="C")  # (np.ascontiguousarray makes a 0-d array 1-d)
-        key = (array.dtype.str, array.shape, array.tobytes())
-        if key not in self.made:
-            value = ir.Value(name=self.fresh("sequence_lengths_const"), const_value=ir.tensor(array),
-                             type=ir.TensorType(ir.DataType.from_numpy(array.dtype)), shape=ir.Shape(array.shape))
-            self.graph.register_initializer(value)
-            self.made[key] = value
-        return self.made[key]
-
-
-class _Nodes:
-    """Nodes appended to a list as they are made: ``nodes.op("Add", a, b)`` -> its output(s), named
-    ``<prefix>_<op>`` (``FreshNames``)."""
-
-    def __init__(self, source: str | None, fresh: FreshNames, prefix: str):
-        self.nodes: list[ir.Node] = []
-        self.meta = {SOURCE_KEY: source} if source else {}
-        self.fresh, self.prefix = fresh, prefix
-
-    def op(self, op_type: str, *inputs, outputs: int = 1, **attributes):
-        node = ir.Node("", op_type, list(inputs), attributes=[ir.convenience.convert_attribute(k, v)
-                                                                for k, v in attributes.items()],
-                       num_outputs=outputs, metadata_props=dict(self.meta))
-        for value in node.outputs:
-            value.name = self.fresh(f"{self.prefix}_{op_type.lower()}")
-        self.nodes.append(node)
-        return node.outputs[0] if outputs == 1 else list(node.outputs)
-
-
 def _replace(node: ir.Node, graph: ir.Graph, const, fresh: FreshNames) -> None:
     kind, activation = node.op_type, _activation(node)
     inputs = list(node.inputs) + [None] * (8 - len(node.inputs))
@@ -107,7 +79,7 @@ def _replace(node: ir.Node, graph: ir.Graph, const, fresh: FreshNames) -> None:
     hidden = node.attributes.get_int("hidden_size")
     width = GATES[kind] * hidden
     np_dtype = x.dtype.numpy()
-    nodes = _Nodes(node.metadata_props.get(SOURCE_KEY), fresh, kind.lower())
+    nodes = Nodes(node.metadata_props.get(SOURCE_KEY), fresh, kind.lower())
     op = nodes.op
     axis0, axis1 = const(np.array([0], np.int64)), const(np.array([1], np.int64))
     steps, batch = op("Shape", x, start=0, end=1), op("Shape", x, start=1, end=2)
@@ -135,13 +107,7 @@ def _replace(node: ir.Node, graph: ir.Graph, const, fresh: FreshNames) -> None:
             part.append(op("Unsqueeze", final, axis0))
     results = [op("Concat", *parts, axis=1 if i == 0 else 0) if len(parts) > 1 else parts[0]
                for i, parts in enumerate(outs)]
-    graph.insert_before(node, nodes.nodes)
-    for before, after in zip(node.outputs, results):
-        after.type, after.shape = before.type, before.shape
-        name = before.name
-        before.replace_all_uses_with(after, replace_graph_outputs=True)
-        before.name, after.name = None, name
-    graph.remove(node, safe=True)
+    replace_node(node, graph, nodes.nodes, results)
 
 
 def _weights(op, const, w, r, bias, k: int, width: int, np_dtype) -> tuple:
@@ -170,7 +136,7 @@ def _step_body(kind: str, activation: str, x: ir.Value, hidden: int, weights: tu
     states = [ir.Value(name=fresh(n), type=ir.TensorType(dtype), shape=ir.Shape([None, hidden])) for n in names]
     x_t = ir.Value(name=fresh("x_t"), type=ir.TensorType(dtype), shape=ir.Shape([None, features]))
     valid = ir.Value(name=fresh("valid"), type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([None, 1]))
-    nodes = _Nodes(None, fresh, f"{kind.lower()}_step")
+    nodes = Nodes(None, fresh, f"{kind.lower()}_step")
     op = nodes.op
     new = CELLS[kind](op, const, x_t, states, *weights, activation)
     kept = [op("Where", valid, n, s) for n, s in zip(new, states)]

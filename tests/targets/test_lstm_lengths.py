@@ -13,17 +13,19 @@ import onnxport
 
 
 class Packed(torch.nn.Module):
-    """pack_padded_sequence -> nn.LSTM -> pad_packed_sequence: the outputs and the final states."""
+    """pack_padded_sequence -> nn.LSTM -> pad_packed_sequence: the outputs and the final states (the
+    cell states too with ``cells``)."""
 
-    def __init__(self):
+    def __init__(self, cells: bool = True):
         super().__init__()
         self.rnn = torch.nn.LSTM(8, 16, num_layers=2, bidirectional=True, batch_first=True)
+        self.cells = cells
 
     def forward(self, x, lengths, h0, c0):
         packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
         out, (h, c) = self.rnn(packed, (h0, c0))
         out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
-        return out, h, c
+        return (out, h, c) if self.cells else (out, h)
 
 
 def _example(batch: int, time: int, lengths: list[int]):
@@ -40,15 +42,32 @@ def model():
     return Packed().eval()
 
 
+def _with_lengths(result, op_types=("LSTM", "GRU", "RNN")) -> list:
+    return [n for n in ir.traversal.RecursiveGraphIterator(result.model.graph)
+            if n.op_type in op_types and len(n.inputs) > 4 and n.inputs[4] is not None]
+
+
 def test_openvino_target_is_right_in_openvino(model, openvino):
+    """The final cell states are read: each layer and direction is a masked Scan."""
     result = onnxport.to_onnx(model, _example(3, 6, [4, 6, 1]), dynamic_shapes=DIMS, target="openvino")
     nodes = list(ir.traversal.RecursiveGraphIterator(result.model.graph))
-    assert not [n for n in nodes if n.op_type == "LSTM"]  # every LSTM had lengths: each is masked Scans now
+    assert not [n for n in nodes if n.op_type == "LSTM"]
     assert sum(n.op_type == "Scan" for n in nodes) == 4  # 2 layers x 2 directions
     report = result.validate(inputs=OTHERS, sizes=[], values=[])  # the target's runtime: OpenVINO
     assert report.runtime.startswith("OpenVINO") and report.ok, report
     assert {c.inputs for c in report.checks} == {"example", "inputs 1", "inputs 2"}
     assert result.validate(inputs=OTHERS, sizes=[], values=[], runtime="onnxruntime").ok
+
+
+def test_lstm_without_its_cell_states_keeps_the_fused_operator(openvino):
+    """No cell state read: each direction is an LSTM without sequence_lens, masked and read at the lengths."""
+    result = onnxport.to_onnx(Packed(cells=False).eval(), _example(3, 6, [4, 6, 1]), dynamic_shapes=DIMS,
+                              target="openvino")
+    nodes = list(ir.traversal.RecursiveGraphIterator(result.model.graph))
+    assert sum(n.op_type == "LSTM" for n in nodes) == 4 and not _with_lengths(result)
+    assert not [n for n in nodes if n.op_type == "Scan"]
+    report = result.validate(inputs=OTHERS, sizes=[], values=[])
+    assert report.runtime.startswith("OpenVINO") and report.ok, report
 
 
 def test_default_target_fails_in_openvino_naming_it(model, openvino):
@@ -81,7 +100,6 @@ def test_gru_and_rnn_with_lengths_are_right_in_openvino(layer, openvino):
     dims = {"x": {0: "batch", 1: "time"}, "lengths": {0: "batch"}}
     result = onnxport.to_onnx(PackedLayer().eval(), (torch.randn(3, 6, 8), torch.tensor([4, 6, 1])),
                               dynamic_shapes=dims, target="openvino")
-    nodes = list(ir.traversal.RecursiveGraphIterator(result.model.graph))
-    assert not [n for n in nodes if n.op_type in ("GRU", "RNN")]
+    assert not _with_lengths(result)  # the fused operator over each direction, masked and read at the lengths
     report = result.validate(inputs=others, sizes=[], values=[])
     assert report.runtime.startswith("OpenVINO") and report.ok, report
