@@ -9,6 +9,7 @@ calls of a model and gives ``to_onnx`` its example and dynamic shapes.
 
 from onnxport.errors import (
     CaptureError,
+    CaptureTimeoutError,
     CheckpointError,
     ConfigError,
     ContractError,
@@ -82,7 +83,8 @@ def plot_dot(model, **kwargs):
 
 
 __all__ = [
-    "AccuracyTolerance", "CaptureError", "CheckpointError", "ConfigError", "ContractError", "ControlFlowError",
+    "AccuracyTolerance", "CaptureError", "CaptureTimeoutError", "CheckpointError", "ConfigError", "ContractError",
+    "ControlFlowError",
     "DataDependentError", "DynamicShapesError", "ExportError", "ExportResult", "Registry", "RenderError",
     "ReturnnError",
     "NegativeSizeError", "RewriteError", "RuntimeTargetError", "SaveError", "ShowInputError",

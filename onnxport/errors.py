@@ -200,6 +200,12 @@ class DataDependentError(CaptureError):
     computed from data: a boolean mask's rows, ``nonzero``), which torch.export cannot trace."""
 
 
+class CaptureTimeoutError(CaptureError):
+    """A capture fallback (torch.export asked again after a failed capture) ran longer than its time
+    bound (``to_onnx(fallback_seconds=...)``) and was stopped; ``where`` is the user's line it was
+    tracing when stopped."""
+
+
 class DynamicShapesError(ExportError):
     """The ``dynamic_shapes`` argument is malformed or inconsistent with the inputs."""
 

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch
 
-from onnxport.options import MAX_OPSET, MIN_OPSET, ExportOptions, StepCallback
+from onnxport.options import FALLBACK_SECONDS, MAX_OPSET, MIN_OPSET, ExportOptions, StepCallback
 from onnxport.pieces import MAX_PIECES
 from onnxport.result import ExportResult
 from onnxport.stages import step_names
@@ -43,6 +43,7 @@ def to_onnx(
     registry: Registry | None = None,
     weights: Any = None,
     cast_weights: bool = False,
+    fallback_seconds: float | None = FALLBACK_SECONDS,
     target: str = "onnxruntime",
 ) -> ExportResult:
     """Export a PyTorch model to ONNX, keeping dynamic dimensions symbolic under the user's names.
@@ -101,6 +102,13 @@ def to_onnx(
             are taken from the model when it computed them.
         cast_weights: cast checkpoint tensors of another floating dtype to the model's dtype as
             they are written (default: a dtype mismatch is an error).
+        fallback_seconds: the time one capture fallback may take (default ``FALLBACK_SECONDS``,
+            120 s; None: no bound). After a failed capture, onnxport traces the model again
+            another way (a range narrowed or adopted, size-oblivious reasoning, a larger example,
+            the control flow rewritten, strict mode, one piece of a range: ``Captured.attempts``);
+            one such torch.export call that runs longer is stopped with a ``CaptureTimeoutError``
+            (a ``CaptureError``) naming the line of the model it was tracing and the failure it
+            answered. The first trace is not bounded.
         target: the runtime the model is for (``onnxport.targets``): ``"onnxruntime"`` (default,
             the export as it is), ``"portable"`` (no local functions, no Scan/Loop body reading a
             value of its enclosing graph but initializers, standard operators only) or
@@ -147,6 +155,7 @@ def to_onnx(
                             output_dims=output_dims, opset=opset, optimize=optimize, inline=inline, strict=strict,
                             rewrite_control_flow=rewrite_control_flow, other_axes=other_axes, relations=relations,
                             capture_hooks=capture_hooks, registry=registry, weights=weights, cast_weights=cast_weights,
+                            fallback_seconds=fallback_seconds,
                             target=target,
                             on_step=on_step if on_step is not None else (print_step if verbose else None))
     if isinstance(model, torch.export.ExportedProgram) and not args and not kwargs and model.example_inputs:

@@ -13,6 +13,7 @@ from onnxport.errors import ExportError, RuntimeTargetError
 
 MIN_OPSET = 18
 MAX_OPSET = 23  # the newest opset whose operators onnxport emits and tests
+FALLBACK_SECONDS = 120.0  # the default time bound of one capture fallback (to_onnx's fallback_seconds)
 
 TARGET_NAMES = ("onnxruntime", "portable", "openvino")  # onnxport.targets.TARGETS, in that order
 StepCallback = Callable[[str, float], None]  # (step name, seconds), called as each step ends
@@ -42,6 +43,7 @@ class ExportOptions:
     registry: Any = None
     weights: Any = None
     cast_weights: bool = False
+    fallback_seconds: float | None = FALLBACK_SECONDS  # seconds; None: no bound
     on_step: StepCallback | None = None
     target: str = "onnxruntime"
 
@@ -52,6 +54,10 @@ class ExportOptions:
         if self.target not in TARGET_NAMES:
             raise RuntimeTargetError(f"target {self.target!r} is not a runtime target",
                                      hint=f"choose one of {', '.join(TARGET_NAMES)} (default onnxruntime)")
+        if self.fallback_seconds is not None and not self.fallback_seconds > 0:
+            raise ExportError(f"fallback_seconds must be a positive number of seconds or None, not "
+                              f"{self.fallback_seconds!r}", hint="give the time one capture fallback may take "
+                              f"(default {FALLBACK_SECONDS:g}), or None for no bound")
         for name in ("input_names", "output_names"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, tuple):

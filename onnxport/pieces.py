@@ -27,7 +27,7 @@ from typing import Any, Callable
 import torch
 
 from onnxport.capture.guards.far_bounds import SCANNED  # sizes above the minimum where a condition is evaluated
-from onnxport.errors import ExportError, SpecializationError
+from onnxport.errors import CaptureTimeoutError, ExportError, SpecializationError
 
 MAX_PIECES = 4
 
@@ -188,6 +188,9 @@ def export_in_pieces(error: SpecializationError, args: tuple, kwargs: dict, with
             given = (args, kwargs) if interval.own else inputs_at(error, interval)
             ranges = {**within, interval.dim: (interval.lower, interval.upper)}
             out.append((interval, export(given[0], given[1], ranges)))
+        except CaptureTimeoutError as slow:  # said as it is: where the time went
+            raise slow.with_hint(f"the trace held on one side of a branch ({error.summary}) and the piece {interval} "
+                                 f"was exported on its own: {slow.hint}") from None
         except ExportError as failed:
             inner = getattr(failed, "split_why", None)  # the piece's own cut, where that failed
             raise not_split(error, f"the piece {interval} failed: {failed.summary}" +

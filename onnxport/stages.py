@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
-from onnxport.errors import DataDependentError, ExportError, SpecializationError
+from onnxport.errors import CaptureTimeoutError, DataDependentError, ExportError, SpecializationError
 from onnxport.options import ExportOptions
 from onnxport.result import ExportResult
 
@@ -113,6 +113,8 @@ def capture(job: Export) -> Export:
         captured = _capture_with(job, job.model, job.options.strict, job.rewritten)
     except ExportError as error:
         first = error
+    if isinstance(first, CaptureTimeoutError):  # a fallback of the capture ran out of time: no other strategy
+        raise first
     # each retry runs outside the handler: an exception raised while capturing again would otherwise carry
     # the first failure as its context, which classifying it reads
     if first is not None:
@@ -123,7 +125,11 @@ def capture(job: Export) -> Export:
                 tried.append((strategy, cannot.summary))
                 continue
             try:
-                captured = _capture_with(job, model, strict, job.rewritten or strategy.rewrites, strategy.remainders)
+                captured = _capture_with(job, model, strict, job.rewritten or strategy.rewrites, strategy.remainders,
+                                         fallback=True)
+            except CaptureTimeoutError as slow:
+                raise slow.with_hint(f"the capture failed first ({first.summary}) and this strategy ({strategy.name}) "
+                                     f"was tried after it: {slow.hint}") from None
             except ExportError as again:
                 tried.append((strategy, f"the rewritten model failed too: {again.summary}" if strategy.rewrites
                                else again.summary))
@@ -138,16 +144,20 @@ def capture(job: Export) -> Export:
     return job.but(captured=captured)
 
 
-def _capture_with(job: Export, model: Any, strict: bool, rewritten: bool, remainders: bool = False) -> Any:
+def _capture_with(job: Export, model: Any, strict: bool, rewritten: bool, remainders: bool = False,
+                  fallback: bool = False) -> Any:
     """``capture.capture`` of ``model`` with the export's options, in ``strict`` mode or not, branches on
     remainders adopted on trial or not; its ``strategy`` says how: ``"non-strict"``, ``"strict"``,
-    ``"rewritten"``, ``"rewritten, strict"``, ``"remainder adopted"``..."""
+    ``"rewritten"``, ``"rewritten, strict"``, ``"remainder adopted"``... A ``fallback`` capture (a strategy
+    tried after a failure) or one piece of a range has every torch.export call bounded by
+    ``options.fallback_seconds``, any other capture its retraces only."""
     from onnxport.capture import capture as capture_program
 
     o = job.options
     captured = capture_program(model, job.args, job.kwargs, o.dynamic_shapes, rewritten=rewritten, strict=strict,
                                other_axes=o.other_axes, ops=job.translations, hooks=o.capture_hooks,
-                               relations=o.relations, within=job.within, remainders=remainders)
+                               relations=o.relations, within=job.within, remainders=remainders,
+                               fallback_seconds=o.fallback_seconds, fallback=fallback or bool(job.within))
     how = ", ".join(name for name, used in (("rewritten", rewritten), ("strict", strict),
                                             ("remainder adopted", remainders)) if used)
     return dataclasses.replace(captured, strategy=how or "non-strict")

@@ -77,6 +77,8 @@ class Request:
     static: frozenset = frozenset()  # (input name, axis) of Dim.AUTO axes the model fixes: traced static
     given: tuple | None = None  # the user's (args, kwargs) when a larger example is traced (``enlarged``)
     within: Mapping[str, tuple] = dataclasses.field(default_factory=lambda: FROZEN)  # dim -> (min, max): one piece
+    fallback_seconds: float | None = None  # the time bound of a fallback's torch.export call (None: none)
+    fallback: bool = False  # the capture is itself a fallback: its first trace is bounded too
 
     @classmethod
     def make(cls, model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any, *, relations: dict | None,
@@ -255,6 +257,8 @@ class CaptureState:
             (the error raised when no step resolves the last one).
         guards, variables: the decisions once a program was captured (None before).
         attempts: the steps as they ran.
+        answered: the last failed trace a fallback retraced after (what a retrace stopped at its time
+            bound says it answered: ``capture.tracing.stopped``).
     """
 
     request: Request
@@ -273,6 +277,7 @@ class CaptureState:
     variables: Mapping[Any, SizeVar] | None = None
     attempts: tuple[Attempt, ...] = ()
     why: str = ""
+    answered: Traced | None = None
 
     @property
     def program(self) -> torch.export.ExportedProgram | None:
@@ -290,7 +295,8 @@ class CaptureState:
 
     def retrace(self, why: str, **changes: Any) -> "CaptureState":
         """``but(...)``, with torch.export to be called again (the loop goes back to ``Trace``)."""
-        return self.but(why, trace=None, **changes)
+        answered = self.trace if self.failed else self.answered
+        return self.but(why, trace=None, answered=answered, **changes)
 
     def after(self, step: str, outcome: "CaptureState | str") -> "CaptureState":
         """The state after the step named ``step`` ran: its new state, or this one with the reason

@@ -38,7 +38,7 @@ from onnxport.capture.relations import candidates, symbol
 from onnxport.capture.state import CaptureState, Traced
 from onnxport.capture.symbolic_builtins import SYMBOLIC_BUILTINS, shadowed, shadows_for
 from onnxport.capture.tracing import describe, failed, trace
-from onnxport.errors import DynamicShapesError, ExportError, SpecializationError
+from onnxport.errors import CaptureTimeoutError, DynamicShapesError, ExportError, SpecializationError
 
 MAX_TRACES = 6  # torch.export calls in one capture, the first included
 
@@ -61,6 +61,9 @@ class Trace(Step):
         if state.trace is not None:
             return "torch.export already ran for this state"
         traced = trace(state)
+        if isinstance(traced.error, CaptureTimeoutError):  # a fallback out of time: the capture stops there
+            done = state.after(self.name, state.but(describe(traced), trace=traced, traces=state.traces + 1))
+            raise traced.error.with_attempts(done.attempts) from None
         return state.but(describe(traced), trace=traced, traces=state.traces + 1)
 
 

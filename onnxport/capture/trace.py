@@ -24,7 +24,8 @@ from onnxport.errors import CaptureError, DynamicShapesError, user_source_line
 def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, strict: bool = False,
             rewritten: bool = False, other_axes: str = "static", ops: OpSupport | None = None,
             hooks: Callable[[], Any] | None = None, relations: dict | None = None,
-            within: dict | None = None, remainders: bool = False) -> Captured:
+            within: dict | None = None, remainders: bool = False, fallback_seconds: float | None = None,
+            fallback: bool = False) -> Captured:
     """Capture ``model`` with torch.export and decide its shape guards: the steps of
     ``capture.steps.STEPS`` in order, back to the trace whenever a step changed what torch.export
     is asked. ``Captured.attempts`` lists the steps as they ran.
@@ -49,6 +50,10 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
             it was named without a range, a branch refused).
         remainders: a branch on a remainder of sizes (``if h % 8 != 0:``) is read as a condition the model
             needs, adopted on trial (``capture.steps.remainder_branch``), as it is once ``rewritten``.
+        fallback_seconds: the time bound of one capture fallback (None: none): a retrace after a failed
+            trace (and with ``fallback``, every trace) longer than that is stopped (``capture.time_bound``).
+        fallback: this capture is itself a fallback (another strategy after a failed capture, one piece
+            of a range): its first trace is bounded too.
 
     Raises:
         DynamicShapesError: the spec names unknown inputs or axes, or is malformed; a relation
@@ -56,6 +61,8 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         SpecializationError: a declared dynamic axis came out constant (with the user's line).
         DataDependentError: the model's code needs a size known only from the data (names it).
         CaptureError: the model's forward raised or torch.export failed otherwise.
+        CaptureTimeoutError: a bounded trace ran longer than ``fallback_seconds`` (the user's line it
+            was tracing, the failure it answered).
     """
     args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
     if isinstance(model, torch.export.ExportedProgram):
@@ -65,7 +72,8 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
     register_caches()
     request = Request.make(model, args, dict(kwargs or {}), dynamic_shapes, relations=relations, strict=strict,
                            rewritten=rewritten, remainders=remainders, other_axes=other_axes, ops=ops,
-                           hooks=(user_hooks(hooks),) if hooks is not None else (), within=dict(within or {}))
+                           hooks=(user_hooks(hooks),) if hooks is not None else (), within=dict(within or {}),
+                           fallback_seconds=fallback_seconds, fallback=fallback)
     state = run_steps(start(request))
     return finish(state)
 

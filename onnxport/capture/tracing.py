@@ -21,7 +21,8 @@ from onnxport.capture.classify import REWRITTEN_HINT, classify
 from onnxport.capture.patches import (USER_HOOKS, Patch, SetAttribute, SetConfig, always, every_trace, installed,
                                       register)
 from onnxport.capture.state import CaptureState, Request, Traced
-from onnxport.errors import SpecializationError
+from onnxport.capture.time_bound import Expired, spent_at, time_bound
+from onnxport.errors import CaptureTimeoutError, SpecializationError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,27 +119,55 @@ def trace(state: CaptureState) -> Traced:
     """Call torch.export with the state's ranges and relations, under the trace's patches.
 
     Returns what it gave: the program (with a range violation torch found after tracing, if any),
-    or torch's exception and the ``ExportError`` it means (``classify``). KeyboardInterrupt and
-    other non-``Exception``s propagate, every patch restored.
+    or torch's exception and the ``ExportError`` it means (``classify``). A fallback's call (a retrace,
+    or any trace of a capture that is itself a fallback: ``bound``) stopped at its time bound is a
+    failure whose error is a ``CaptureTimeoutError`` (``stopped``). KeyboardInterrupt and other
+    non-``Exception``s propagate, every patch restored.
     """
     request = state.request
     torch._dynamo.reset()  # tracer state left by an earlier capture breaks nested control flow
     lists: dict[str, list] = {"records": [], "events": [], "unbacked": [], "violations": []}
     held = io.StringIO()
     spec = request.torch_spec(state.ranges, state.derived)
-    program, exception = None, None
+    program, exception, seconds = None, None, bound(state)
     try:
-        with installed(*trace_patches(state, lists, held)):
+        with installed(*trace_patches(state, lists, held)), time_bound(seconds):
             program = torch.export.export(request.model, request.args, request.kwargs, dynamic_shapes=spec,
                                           strict=request.strict, prefer_deferred_runtime_asserts_over_guards=True)
     except Exception as e:  # noqa: BLE001 - classified below, kept on the error
         exception = e
+    except Expired as e:
+        recorded = {k: tuple(v) for k, v in lists.items() if k != "violations"}
+        return Traced(exception=e, error=stopped(state, seconds, e), output=held.getvalue(), **recorded)
     recorded = {k: tuple(v) for k, v in lists.items() if k != "violations"}
     if program is not None:
         sys.stderr.write(held.getvalue())
         return Traced(program, violation=lists["violations"][0] if lists["violations"] else None, **recorded)
     traced = Traced(exception=exception, output=held.getvalue(), **recorded)
     return failed(state, traced, exception)
+
+
+def bound(state: CaptureState) -> float | None:
+    """The time bound of the state's next torch.export call: ``request.fallback_seconds`` for a
+    retrace (a capture step's fallback) or any trace of a capture that is a fallback itself
+    (``request.fallback``); None for the first trace of the export."""
+    request = state.request
+    return request.fallback_seconds if state.traces > 0 or request.fallback else None
+
+
+def stopped(state: CaptureState, seconds: float, expired: Expired) -> CaptureTimeoutError:
+    """The error of a trace stopped at its time bound: the fallback (``state.why``), the user's line
+    torch was tracing (``time_bound.spent_at``), the failure the fallback answered (``state.answered``)
+    and what to do."""
+    why = state.why or "traced as a fallback of the capture"
+    answered = state.answered.error if state.answered is not None else None
+    first = "" if answered is None else \
+        f"the trace before it failed ({answered.summary}{f', at {answered.where}' if answered.where else ''}); "
+    return CaptureTimeoutError(
+        f"a capture fallback ({why}) ran longer than {seconds:g} s and was stopped while torch traced the line below",
+        where=spent_at(expired),
+        hint=f"{first}make the model traceable where that failure says, so that no fallback is needed, or give "
+             f"to_onnx(fallback_seconds=...) more time (None: no bound)")
 
 
 def failed(state: CaptureState, traced: Traced, exception: BaseException) -> Traced:
