@@ -40,6 +40,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--prompt", action="append", default=[], metavar="IDS",
                    help='token ids of a prompt, e.g. "5 17 42" (repeatable: a batch, left-padded to the longest); '
                         "default: the target's example input_ids")
+    p.add_argument("--runtime", choices=("onnxruntime", "openvino", "reference"),
+                   help="what runs MODEL.onnx: onnxruntime, openvino (CPU, float32; pip install onnxport[openvino]) "
+                        "or reference (onnx.reference); default: the runtime of the target the file was exported for")
     p.add_argument("--report", metavar="JSON", help="write the comparison as JSON")
     report_html.add_argument(p)
     return p
@@ -55,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     # the positional after MODEL.onnx is the target (add_target_arguments names it "model")
     reference = export_from_args(args, checkpoint=args.checkpoint)
     report, found = validate_file(args.onnx_file, reference, atol=args.atol, rtol=args.rtol,
-                                  divergence=args.find_divergence)
+                                  divergence=args.find_divergence, runtime=args.runtime)
     print(report)
     _write_html(args, reference, report)
     payload = report.to_dict()

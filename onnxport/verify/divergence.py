@@ -132,10 +132,12 @@ def _run_fx(program: torch.export.ExportedProgram, args: tuple, kwargs: dict) ->
 
 
 def validate_file(path: str, reference: Any, *, atol: float | None = None, rtol: float | None = None,
-                  divergence: bool = False) -> tuple[Any, Divergence | None]:
+                  divergence: bool = False, runtime: str | None = None) -> tuple[Any, Divergence | None]:
     """Validate the ONNX model in the file ``path`` against ``reference``, an ``ExportResult`` of
     the same PyTorch model (its program, module and example inputs), and on a mismatch find the
-    first divergence when ``divergence``.
+    first divergence when ``divergence``. ``runtime`` runs the file (``verify.runtimes``); default:
+    the runtime of the target the file records (``onnxport.target``: OpenVINO for an ``openvino``
+    model, onnxruntime otherwise).
 
     Returns ``(ValidationReport, Divergence or None)``. Raises ``ValidationError`` when the file
     cannot be read.
@@ -148,7 +150,7 @@ def validate_file(path: str, reference: Any, *, atol: float | None = None, rtol:
         raise ValidationError(f"cannot read {path}: {type(e).__name__}: {e}",
                               hint="give the path of an .onnx file") from e
     candidate = reference.replace(model=loaded)
-    report = candidate.validate(atol=atol, rtol=rtol)
+    report = candidate.validate(atol=atol, rtol=rtol, runtime=runtime)
     found = None
     if not report.ok and divergence:
         found = find_divergence(reference.module, candidate, reference.example, atol=atol, rtol=rtol)

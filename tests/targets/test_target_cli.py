@@ -1,4 +1,5 @@
-"""``onnxport export TARGET --target portable``: the file written loads in OpenVINO and is right there."""
+"""``onnxport export TARGET --target portable``: the file written loads in OpenVINO and is right there
+(``onnxport validate --runtime openvino`` says so too)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def example_inputs():
 
 
 @pytest.mark.parametrize("target", ["portable", "onnxruntime"])
-def test_export_with_target_portable_loads_in_openvino(tmp_path, openvino, target):
+def test_export_with_target_portable_loads_in_openvino(tmp_path, openvino, target, capsys):
     (tmp_path / "target.py").write_text(TARGET)
     out = tmp_path / "m.onnx"
     assert main(["export", f"{tmp_path / 'target.py'}:build", "--target", target, "-o", str(out), "--quiet"]) == 0
@@ -49,3 +50,6 @@ def test_export_with_target_portable_loads_in_openvino(tmp_path, openvino, targe
     x, y = torch.randn(7, 5), torch.randn(2, 5)
     (got,) = compiled([x.numpy(), y.numpy()]).values()
     np.testing.assert_allclose(got, torch.cdist(x.double(), y.double()).numpy(), rtol=1e-5, atol=1e-5)
+    # onnxport validate runs the file on the runtime asked, against the target in eager PyTorch
+    assert main(["validate", str(out), f"{tmp_path / 'target.py'}:build", "--runtime", "openvino"]) == 0
+    assert "ONNX model run by OpenVINO" in capsys.readouterr().out
