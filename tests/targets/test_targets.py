@@ -3,12 +3,14 @@ and the target recorded in the model."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
 
 import onnxport
-from onnxport.errors import RuntimeTargetError
+from onnxport.errors import RuntimeTargetError, ValidationError
 from onnxport.translate.registry import override
 
 
@@ -48,3 +50,12 @@ def test_target_is_recorded_and_timed():
                               on_step=lambda name, seconds: steps.append(name))
     assert result.target == "openvino" and result.model.metadata_props["onnxport.target"] == "openvino"
     assert steps[-1] == "target"
+
+
+def test_validation_on_openvino_without_it_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino raises ImportError
+    result = onnxport.to_onnx(torch.nn.ReLU(), (torch.randn(2, 3),), target="openvino")
+    with pytest.raises(ValidationError, match="needs the openvino package") as caught:
+        result.validate()  # the target's runtime: OpenVINO
+    assert "onnxport[openvino]" in str(caught.value)
+    assert result.validate(runtime="onnxruntime").ok
