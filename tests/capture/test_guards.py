@@ -334,3 +334,34 @@ def test_size_one_is_probed_at_sizes_that_meet_the_adopted_equalities():
     constraints = [str(c) for c in r.constraints]
     assert "(p + s) == t" in constraints and "p >= 2" not in constraints and "s >= 2" not in constraints
     assert r.validate(sizes=[{"p": 1, "s": 5, "t": 6}, {"p": 4, "s": 1, "t": 5}]).ok
+
+
+class CutPaddedMap(torch.nn.Module):
+    """A feature map computed from the image (patches of 4), padded to whole windows of 4 and cut back
+    where it was padded (``x[:, :h, :w].contiguous()``, run at every size by the rewrite: a copy only
+    where something was padded), as Swin's layers do."""
+
+    def __init__(self):
+        super().__init__()
+        self.patches = torch.nn.Conv2d(3, 8, 4, 4)
+
+    def forward(self, x):
+        height, width = x.shape[2], x.shape[3]
+        x = torch.nn.functional.pad(x, (0, (4 - width % 4) % 4, 0, (4 - height % 4) % 4))
+        y = self.patches(x).permute(0, 2, 3, 1)
+        _, h, w, c = y.shape
+        pad_right, pad_bottom = (4 - w % 4) % 4, (4 - h % 4) % 4
+        z = torch.nn.functional.pad(y, (0, 0, 0, pad_right, 0, pad_bottom)).cumsum(2)
+        if pad_right > 0 or pad_bottom > 0:
+            z = z[:, :h, :w, :].contiguous()
+        return z.view(z.shape[0], h * w, c)
+
+
+def test_whether_a_cut_is_contiguous_decides_no_size():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing adopted, not even on trial
+        r = check_export(CutPaddedMap(), (torch.randn(2, 3, 64, 64),), {"x": {0: "batch", 2: "height", 3: "width"}},
+                         rewrite_control_flow=True, values=[],
+                         sizes=[{"batch": 1, "height": 96, "width": 80}, {"batch": 1, "height": 61, "width": 70},
+                                {"batch": 2, "height": 20, "width": 33}])
+    assert not r.constraints and count_ops(r, "If") == 0

@@ -109,15 +109,25 @@ _LAYOUT_FUNCTIONS = frozenset({
 
 
 def layout_only() -> bool:
-    """True while torch computes strides or contiguity (a function of ``torch/_prims_common``
-    listed above is on the stack): the condition being met decides a memory layout, which ONNX
+    """True while torch computes strides or contiguity: a function of ``torch/_prims_common`` listed
+    above is on the stack, or a torch-function handler is running ``Tensor.contiguous`` (whose C++
+    asks whether the tensor is contiguous already: a slice of a padded map, ``x[:, :h, :w].contiguous()``,
+    is only where nothing was padded). The condition being met decides a memory layout, which ONNX
     tensors do not have, and no value of the model."""
     f = sys._getframe(1)
     while f is not None:
-        if f.f_code.co_name in _LAYOUT_FUNCTIONS and f.f_code.co_filename.endswith(_PRIMS_COMMON):
+        name = f.f_code.co_name
+        if name in _LAYOUT_FUNCTIONS and f.f_code.co_filename.endswith(_PRIMS_COMMON):
+            return True
+        if name == "__torch_function__" and _is_contiguous_method(f.f_locals.get("func")):
             return True
         f = f.f_back
     return False
+
+
+def _is_contiguous_method(func: Any) -> bool:
+    tensor = sys.modules.get("torch")
+    return tensor is not None and func is tensor.Tensor.contiguous
 
 
 _DECIDING: contextvars.ContextVar[str | None] = contextvars.ContextVar("onnxport_deciding", default=None)
