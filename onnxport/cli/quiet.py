@@ -78,10 +78,9 @@ def hold_foreign_output(show: bool = False, quiet: bool = False) -> Iterator[Hel
         if saved is not None else io.TextIOWrapper(sink, encoding="utf-8", errors="backslashreplace",
                                                    line_buffering=True, write_through=True)
     _TERMINAL.append(screen)
-    sys.stderr = held_stream
     crashed = False
     try:
-        with warnings.catch_warnings():
+        with contextlib.redirect_stderr(held_stream), warnings.catch_warnings():
             _route_warnings(screen, held_stream, quiet)
             yield held
     except BaseException as e:
@@ -92,7 +91,6 @@ def hold_foreign_output(show: bool = False, quiet: bool = False) -> Iterator[Hel
     finally:
         with contextlib.suppress(Exception):
             held_stream.flush()
-        sys.stderr = original
         _TERMINAL.remove(screen)
         if saved is not None:
             os.dup2(saved, 2)
