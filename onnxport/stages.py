@@ -36,6 +36,7 @@ class Run:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     budget: list[int] = dataclasses.field(default_factory=lambda: [4])
     notices: list[str] = dataclasses.field(default_factory=list)
+    sides: list[int] = dataclasses.field(default_factory=lambda: [1])  # other sides of remainders left to trace
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -331,7 +332,9 @@ def export(job: Export) -> ExportResult:
     a branch on one size both sides of which eager PyTorch runs, or a piece adopts a condition on its
     dim whose other side eager runs (``pieces.adopted_split``), or the export differs from eager at a
     size 1 only torch.export's default minimum left out (``settle.size_one``), each side is exported on
-    its own by this function and the results joined (``onnxport.pieces``), while ``Run.budget`` lasts."""
+    its own by this function and the results joined (``onnxport.pieces``), while ``Run.budget`` lasts.
+    Where a branch on a remainder is kept as a constraint, its other side is traced too, and taken where
+    it holds at every size (``_either_side``)."""
     from onnxport.pieces import adopted_split, splittable
     from onnxport.settle import settle, size_one
 
@@ -346,8 +349,33 @@ def export(job: Export) -> ExportResult:
     if cut is None:
         result, cut, fallback = size_one(job.result, job.splits, job.run)
         if cut is None:
-            return settle(result, job.run)
+            return _either_side(job, settle(result, job.run))
     return _in_pieces(job, cut, fallback)
+
+
+def _either_side(job: Export, result: ExportResult) -> ExportResult:
+    """``result``, or the export at the other side of the remainder branches it keeps as constraints
+    (``onnxport.remainder_sides``), tried once per export (``Run.sides``): the model as captured (its
+    control flow rewritten where it was), the stages from capture on, size 1 and the constraints stage.
+    The notices of a trace not taken are dropped."""
+    from onnxport.remainder_sides import either_side, flipped
+    from onnxport.settle import settle, size_one
+
+    if job.within or job.run.sides[0] < 1 or not flipped(result):
+        return result
+    job.run.sides[0] -= 1
+    said = list(job.run.notices)
+
+    def export_at(args: tuple, kwargs: dict) -> ExportResult:
+        other = Export(job.options, job.run, job.model, job.module, args, kwargs, job.bound,
+                       rewritten=job.rewritten, rewrite_notes=job.rewrite_notes)
+        other = run_stages(other, tuple(s for s in STAGES if s.name != "rewrite"))
+        return settle(size_one(other.result, False, job.run)[0], job.run)
+
+    taken = either_side(result, export_at, job.run.notices)
+    if taken is result:
+        job.run.notices[:] = said
+    return taken
 
 
 def _in_pieces(job: Export, cut: SpecializationError, fallback: Callable | None) -> ExportResult:

@@ -7,7 +7,8 @@
 * A branch on a remainder the rewrite leaves as Python (the UNet's ``for dim in sample.shape[-2:]: if dim
   % default_overall_up_factor != 0: forward_upsample_size = True; break``) is adopted on trial
   (``capture/steps.py``: ``_remainder_left``), never refused: dropped where onnxruntime matches eager
-  PyTorch on its other side, stated as a constraint where it does not.
+  PyTorch on its other side; else the other side is traced, and taken where it holds at the example's
+  sizes too (``onnxport/remainder_sides.py``); else the constraint is stated.
 """
 
 import warnings
@@ -74,17 +75,19 @@ def test_layout_only_sides_are_the_shared_graph_with_no_guard():
     assert not [g for g in r.guards if "batch" in g.names and g.status != "proved"]
 
 
-def test_a_remainder_branch_is_stated_where_its_other_side_differs():
+def test_a_remainder_branch_is_traced_on_its_side_that_holds_at_every_size():
+    """Traced at an even example, the upsampling doubles sizes, wrong at odd ones: the other side, traced
+    at the next odd sizes, is right at even sizes too, and is taken (``onnxport/remainder_sides.py``)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         r = check_export(ForwardUpsampleSize(), (torch.randn(2, 3, 8, 10),),
                          {"x": {0: Dim("batch"), 2: Dim("h"), 3: Dim("w")}},
-                         sizes=[{"batch": 1, "h": 12, "w": 2}])
-    assert sorted(str(g) for g in r.constraints) == ["h % 2 == 0", "w % 2 == 0"]
-    said = _adopted(caught)
-    assert len(said) == 2 and all("if dim % 2 != 0:" in s and "h = 1, 3, 5" in said[0] for s in said)
-    with pytest.raises(Exception, match="h % 2 == 0"):
-        r.validate(sizes=[{"batch": 2, "h": 7, "w": 6}])
+                         sizes=[{"batch": 1, "h": 12, "w": 2}, {"batch": 3, "h": 7, "w": 8}, {"batch": 2, "h": 8,
+                                                                                             "w": 10}])
+    assert not r.constraints and not _adopted(caught)
+    said = [str(w.message) for w in caught if "on the other side of that branch" in str(w.message)]
+    assert len(said) == 1 and "h % 2 == 0 and w % 2 == 0" in said[0] and "traced at h=9, w=11" in said[0]
+    assert tuple(r.example[0][0].shape) == (2, 3, 9, 11)
 
 
 def test_a_remainder_branch_traced_on_its_general_side_holds_at_every_size():
@@ -95,6 +98,32 @@ def test_a_remainder_branch_traced_on_its_general_side_holds_at_every_size():
                          sizes=[{"batch": 70, "h": 4, "w": 6}, {"batch": 1, "h": 7, "w": 2}, {"batch": 3, "h": 5,
                                                                                              "w": 12}])
     assert not r.constraints and not _adopted(caught)
+
+
+class GroupsOfFour(torch.nn.Module):
+    """A remainder branch whose sides return other shapes: neither side holds on the other's sizes."""
+
+    def forward(self, x):
+        grouped = False
+        for dim in x.shape[1:]:
+            if dim % 4 == 0:
+                grouped = True
+                break
+        return x.reshape(x.shape[0], -1, 4).sum(2) if grouped else x[:, :1] * 2
+
+
+def test_a_remainder_branch_is_stated_where_neither_side_holds_on_the_other():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = check_export(GroupsOfFour(), (torch.randn(2, 8),), {"x": {0: Dim("batch"), 1: Dim("n")}},
+                         sizes=[{"batch": 3, "n": 12}, {"batch": 1, "n": 4}])
+    assert [str(g) for g in r.constraints] == ["n % 4 == 0"] and r.captured.strategy == "remainder adopted"
+    said = _adopted(caught)
+    assert len(said) == 1 and "if dim % 4 == 0:" in said[0] and "n = 1, 2, 3, 5" in said[0]
+    assert not [w for w in caught if "on the other side of that branch" in str(w.message)]
+    assert tuple(r.example[0][0].shape) == (2, 8)
+    with pytest.raises(Exception, match="n % 4 == 0"):
+        r.validate(sizes=[{"batch": 2, "n": 6}])
 
 
 class SameEitherWay(torch.nn.Module):
