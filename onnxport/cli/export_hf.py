@@ -45,6 +45,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--task", choices=list(TASKS), help="the task (default: the head config.json's architectures names)")
     p.add_argument("--opset", type=int, default=20, help="ONNX opset (18 or newer; default 20)")
     add_target_argument(p)
+    p.add_argument("--quantize", choices=["int4", "int8"],
+                   help="quantize the decoder for onnxruntime-genai on CPU: int4 MatMulNBits (accuracy level 4) or "
+                        "int8 dynamic (MatMulInteger), lm_head included; accuracy reported against the float model")
+    p.add_argument("--block-size", type=int, default=32, metavar="N", help="int4 block size (default 32)")
     p.add_argument("--no-validate", dest="validate", action="store_false",
                    help="skip the comparison with eager PyTorch")
     p.add_argument("--generate", type=int, default=16, metavar="N",
@@ -73,7 +77,8 @@ def run(args) -> int:
             raise SaveError(f"-o {args.output} is a file: the output of export-hf is a directory")
         check_output_paths({"--report": args.report, "--report-html": args.report_html})
         result = export_pretrained(args.directory, args.task, validate=args.validate, generate=args.generate,
-                                   opset=args.opset, on_step=progress, target=args.runtime_target)
+                                   opset=args.opset, on_step=progress, target=args.runtime_target,
+                                   quantize=args.quantize, block_size=args.block_size)
         start = time.perf_counter()
         paths = result.save(args.output)
         progress("save", time.perf_counter() - start)

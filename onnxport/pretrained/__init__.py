@@ -53,7 +53,7 @@ def _source(model: torch.nn.Module, batch: int, length: int, seed: int) -> dict:
 
 def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, validate: bool = True,
                       generate: int = 16, on_step: Callable[[str, float], None] | None = None,
-                      **options: Any) -> ExportResult:
+                      quantize: str | None = None, block_size: int = 32, **options: Any) -> ExportResult:
     """Export the model of a local ``save_pretrained`` directory for ``task``, validate it and,
     for a generation task, check its greedy decoding (see the module docstring).
 
@@ -67,7 +67,15 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
         generate: tokens of the decoding checks of a generation task (batch 1, and batch 2 with a
             padded row); 0 skips them.
         on_step: called ``(step, seconds)`` as each step ends: ``load``, the steps of ``to_onnx``,
-            ``validate``, ``generate``.
+            ``quantize``, ``validate``, ``generate``.
+        quantize: ``"int4"`` or ``"int8"``: the decoder of ``text-generation-with-past`` quantized
+            (``onnxport.pretrained.quantized``): every ``MatMul`` with a weight, the ``lm_head``
+            included, as ``MatMulNBits`` (int4, symmetric blocks of ``block_size``,
+            ``accuracy_level=4``) or dynamic int8 (``MatMulInteger``, weights per channel); an embedding tied
+            to the ``lm_head`` read from its int4 blocks (``GatherBlockQuantized``). Validation and
+            the decoding checks then report accuracy against the float model (top-1 agreement and
+            largest error of the logits, greedy-token agreement) with the tolerance they judge by.
+        block_size: int4's block size (a power of 2, at least 16; default 32).
         options: further ``onnxport.to_onnx`` arguments (``opset``, ``optimize``...).
 
     Returns an ``ExportResult`` of ``parts`` (file stem -> the model's result, its ``validation``
@@ -76,7 +84,8 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
     decoding check), ``task``, ``source``, ``.ok`` and ``.save(directory)``.
 
     Raises ``TargetError`` (no such directory, no config or weights, a task the model type does not
-    serve), ``ValidationError`` when a check cannot run, and the errors of ``to_onnx``.
+    serve, ``quantize`` for a task other than ``text-generation-with-past``), ``ExportError`` for an
+    unknown ``quantize`` mode or block size, ``ValidationError`` when a check cannot run, and the errors of ``to_onnx``.
     """
     directory = os.fspath(directory)
     step = on_step or (lambda name, seconds: None)
@@ -84,6 +93,10 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
     model, spec = load_model(directory, task)
     step("load", time.perf_counter() - start)
     form = form_of(spec, model)
+    if quantize is not None:
+        from onnxport.pretrained.quantized import check_quantize
+
+        check_quantize(quantize, block_size, form, spec.name)
     models: dict[str, ExportResult] = {}
     genai = pair = None
     if form == "single":
@@ -96,6 +109,12 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
         from onnxport.pretrained.genai import genai_config
 
         models["model"] = export_decoder_with_cache(model, on_step=on_step, **options)
+        if quantize is not None:
+            from onnxport.pretrained.quantized import quantize_decoder
+
+            start = time.perf_counter()
+            models["model"] = quantize_decoder(models["model"], quantize, block_size)
+            step("quantize", time.perf_counter() - start)
         genai = genai_config(models["model"], model)
     else:
         from onnxport.encoder_decoder import export_encoder_decoder

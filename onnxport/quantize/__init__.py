@@ -16,7 +16,7 @@ import onnx_ir as ir
 
 from onnxport.errors import ExportError
 from onnxport.metadata import QUANTIZATION_KEY
-from onnxport.quantize import calibration, ort
+from onnxport.quantize import calibration, ort, tied
 from onnxport.quantize.choose import WeightNode, output_kinds, weight_nodes
 from onnxport.quantize.info import MODES, AccuracyTolerance, Quantization
 
@@ -26,7 +26,7 @@ __all__ = ["MODES", "AccuracyTolerance", "Quantization", "WeightNode", "quantize
 def quantize(result, mode: str, *, keep_float: list[str] | tuple[str, ...] = (), embeddings: bool = True,
              final_projection: bool = True, calibration_inputs: Any = None, block_size: int = 32,
              accuracy_level: int = 4, tolerance: AccuracyTolerance | None = None,
-             kinds: dict[str, str] | None = None):
+             kinds: dict[str, str] | None = None, shared_embedding: bool = False):
     """A new ``ExportResult`` whose model is ``result``'s quantized; ``result`` is left as it is.
 
     Args:
@@ -51,6 +51,12 @@ def quantize(result, mode: str, *, keep_float: list[str] | tuple[str, ...] = (),
         kinds: output name -> ``"classes"`` (top-1 agreement) or ``"hidden"`` (cosine similarity),
             where the float graph's own reading (``choose.output_kinds``: scores computed directly by
             a projection are classes) is not wanted.
+        shared_embedding: quantize too the output projection tied to the token embedding (a
+            ``MatMul`` reading the embedding table through a ``Transpose``; ``quantize.tied``), which
+            ``embeddings`` would keep in float: in int4 the embedding ``Gather`` then reads the
+            projection's int4 blocks (``GatherBlockQuantized``), the table stored once; in the int8
+            modes the projection quantizes a transposed copy and the ``Gather`` keeps the float table
+            (no int8 gather reads a ``DynamicQuantizeMatMul``'s weight layout).
 
     Raises:
         ExportError: an unknown mode, a block size that is not a power of 2 >= 16, a result already
@@ -67,7 +73,13 @@ def quantize(result, mode: str, *, keep_float: list[str] | tuple[str, ...] = (),
     if any(k not in ("classes", "hidden") for k in (kinds or {}).values()):
         raise ExportError(f"output kinds must be 'classes' or 'hidden', got {kinds}",
                           hint='e.g. kinds={"logits": "classes"}')
-    nodes = weight_nodes(result.model, list(keep_float), embeddings=embeddings, final_projection=final_projection)
+    copied = onnx.ModelProto()
+    copied.CopyFrom(result.model_proto)  # onnx-ir reads tensors from the proto it is given: quantize a copy
+    model = ir.serde.deserialize_model(copied)
+    ties = tied.untie(model) if shared_embedding else {}
+    # the untied projections are quantized unless final_projection or the user's list keeps them
+    nodes = weight_nodes(model, list(keep_float), embeddings=embeddings and not ties,
+                         final_projection=final_projection)
     chosen = {n.node for n in nodes if not n.kept and (mode == "int8-static" or n.op_type != "Conv")}
     if not chosen:
         raise ExportError(f"nothing to quantize in {mode}: the model has no "
@@ -76,9 +88,6 @@ def quantize(result, mode: str, *, keep_float: list[str] | tuple[str, ...] = (),
                           hint="check keep_float, or pass final_projection=False / embeddings=False")
     nodes = [n if n.node in chosen or n.kept else WeightNode(n.node, n.op_type, n.weight, f"not quantized in {mode}")
              for n in nodes]
-    copied = onnx.ModelProto()
-    copied.CopyFrom(result.model_proto)  # onnx-ir reads tensors from the proto it is given: quantize a copy
-    model = ir.serde.deserialize_model(copied)
     chosen = ort.unfuse_gemms(model, chosen)
     proto = ir.serde.serialize_model(model)
     described = ""
@@ -98,11 +107,12 @@ def quantize(result, mode: str, *, keep_float: list[str] | tuple[str, ...] = (),
         raise ExportError(f"onnxruntime's {mode} quantization failed: "
                           f"{type(e).__name__}: {str(e).splitlines()[0][:200]}",
                           hint="keep the failing layer in float with keep_float=[...]", detail=str(e)) from e
+    shared = tied.share_embedding(quantized, ties, block_size) if mode == "int4" and ties else []
     quantized.producer_name = result.model_proto.producer_name
     quantized.producer_version = result.model_proto.producer_version
     out = ir.serde.deserialize_model(quantized)
     out.metadata_props[QUANTIZATION_KEY] = mode
     read = {**output_kinds(result.model), **(kinds or {})}  # on the float graph; the user's word wins
     info = Quantization(mode, tuple(nodes), tolerance or AccuracyTolerance(), block_size if mode == "int4" else 0,
-                        described, tuple(sorted(read.items())))
+                        described, tuple(sorted(read.items())), tuple(shared))
     return result.replace(model=out, quantization=info, validation=None)

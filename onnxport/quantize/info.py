@@ -43,6 +43,8 @@ class Quantization:
         calibration: how int8-static's activation ranges were found (``"given inputs (8 sets)"``).
         kinds: output name -> ``"classes"``, ``"hidden"`` or ``"exact"``: how the accuracy check
             judges each output (read on the float graph, or given by the user).
+        shared_embeddings: the embedding tables whose ``Gather`` reads the int4 blocks of the
+            projection tied to them (``GatherBlockQuantized``; ``quantize(shared_embedding=True)``).
     """
 
     mode: str
@@ -51,6 +53,7 @@ class Quantization:
     block_size: int = 0
     calibration: str = ""
     kinds: tuple[tuple[str, str], ...] = ()
+    shared_embeddings: tuple[str, ...] = ()
 
     @property
     def quantized(self) -> list[WeightNode]:
@@ -64,5 +67,7 @@ class Quantization:
         kept = ", ".join(f"{n.weight} ({n.kept})" for n in self.kept_float) or "none"
         extra = f", block size {self.block_size}" if self.block_size else ""
         extra += f", calibrated on {self.calibration}" if self.calibration else ""
+        extra += "".join(f", embedding {t} gathered from the tied projection's int4 blocks"
+                         for t in self.shared_embeddings)
         return (f"{self.mode}{extra}: {len(self.quantized)} of {len(self.nodes)} weight nodes quantized; "
                 f"kept in float: {kept}")
