@@ -125,7 +125,8 @@ def main() -> None:
         q = results["int4"].parts["model"]
         print(f"int4: {q.quantization}")
         logits = q.validation.summary()["logits"]
-        print(f"int4 validation against eager float (example and {len({c.inputs for c in q.validation.checks}) - 1} other sizes): "
+        sizes = len({c.inputs for c in q.validation.checks}) - 1
+        print(f"int4 validation against eager float (example and {sizes} other sizes, random tokens): "
               f"logits top-1 agreement {logits['top1']:.4f} (>= {q.validation.top1_min:g}), "
               f"max abs error {logits['max_abs']:.3g}")
         for label, g in results["int4"].generation:
