@@ -29,8 +29,9 @@ makes one); each layer's ``forward`` restores its own shift after the call, so n
 left on the model. A trace at static sizes, and eager PyTorch, run transformers' code as it is.
 
 Eager transformers keeps what the branch set: after one call at ``m <= w`` the layer keeps shift 0
-(and a smaller window) for every later call. The exported model clamps per call, as a layer not yet
-run at such a size does.
+(and a smaller window) for every later call. The exported model clamps per call from the shift the
+layer has when traced: the layer's own, or 0 where a call before the trace (an example of one window
+at the last stage, run by the export's eager checks too) set it, as eager PyTorch computes then.
 
 Semantics: transformers' ``models/swin/modeling_swin.py`` (``SwinLayer``), ``models/donut/
 modeling_donut_swin.py``, ``models/clap/modeling_clap.py``; ``torch.roll`` by 0 returns its input.
