@@ -19,6 +19,8 @@ tasks:
                                    model.onnx: logits (CTC models)
   text-generation-with-past        model.onnx with its cache + genai_config.json (onnxruntime-genai)
   text2text-generation-with-past   encoder_model.onnx + decoder_model.onnx with its cache (T5, BART)
+  image-text-to-text               vision_model.onnx + embedding_model.onnx + text_model.onnx with its
+                                   cache (Llava)
 
 examples:
   onnxport export-hf ./tiny-llama -o out/llama --task text-generation-with-past

@@ -62,7 +62,9 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
         task: one of ``TASKS``: ``feature-extraction``, ``text-classification``,
             ``image-classification``, ``automatic-speech-recognition`` (Whisper-like models as
             encoder + decoder with cache, CTC models as one model), ``text-generation-with-past``,
-            ``text2text-generation-with-past``; None: the task of ``config.architectures``.
+            ``text2text-generation-with-past``, ``image-text-to-text`` (Llava-like models as
+            ``vision_model``, ``embedding_model`` and ``text_model`` with its cache,
+            ``onnxport.pretrained.vision_language``); None: the task of ``config.architectures``.
         validate: compare every model with eager PyTorch at other sizes (``ExportResult.validate``).
         generate: tokens of the decoding checks of a generation task (batch 1, and batch 2 with a
             padded row); 0 skips them.
@@ -79,9 +81,10 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
         options: further ``onnxport.to_onnx`` arguments (``opset``, ``optimize``...).
 
     Returns an ``ExportResult`` of ``parts`` (file stem -> the model's result, its ``validation``
-    set when validated): ``model``, or ``encoder_model`` and ``decoder_model``; with ``files`` (the
-    source's config and tokenizer files, ``genai_config.json`` of a decoder), ``generation`` (each
-    decoding check), ``task``, ``source``, ``.ok`` and ``.save(directory)``.
+    set when validated): ``model``, or ``encoder_model`` and ``decoder_model``, or the three parts of
+    ``image-text-to-text``; with ``files`` (the source's config and tokenizer files,
+    ``genai_config.json`` of a decoder), ``generation`` (each decoding check), ``task``, ``source``,
+    ``.ok`` and ``.save(directory)``.
 
     Raises ``TargetError`` (no such directory, no config or weights, a task the model type does not
     serve, ``quantize`` for a task other than ``text-generation-with-past``), ``ExportError`` for an
@@ -116,6 +119,13 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
             models["model"] = quantize_decoder(models["model"], quantize, block_size)
             step("quantize", time.perf_counter() - start)
         genai = genai_config(models["model"], model)
+    elif form == "image-text-to-text":
+        from onnxport.pretrained.vision_language import export_image_text_to_text
+
+        models, generated = export_image_text_to_text(model, _preprocessor(directory), validate=validate,
+                                                      generate=generate, on_step=on_step, **options)
+        return ExportResult(None, parts=models, files={n: os.path.join(directory, n) for n in side_files(directory)},
+                            generation=generated, task=spec.name, source=directory)
     else:
         from onnxport.encoder_decoder import export_encoder_decoder
 

@@ -7,7 +7,9 @@ form of export:
   (``last_hidden_state``, ``logits``);
 * ``decoder``: a decoder taking and returning its key/value cache (``onnxport.pretrained.decoder``);
 * ``encoder-decoder``: the encoder (with the cross-attention cache) and the decoder-with-cache
-  (``onnxport.encoder_decoder``).
+  (``onnxport.encoder_decoder``);
+* ``image-text-to-text``: the vision encoder, the embedding merge and the decoder-with-cache taking
+  embeddings (``onnxport.pretrained.vision_language``).
 
 Dims are named as Optimum and onnxruntime-genai name them: ``batch_size``, ``sequence_length``,
 ``past_sequence_length``, ``total_sequence_length`` (a decoder's attention mask), and for an
@@ -54,6 +56,7 @@ TASKS = {t.name: t for t in (
          ("logits",)),
     Task("text-generation-with-past", ("AutoModelForCausalLM",), "decoder"),
     Task("text2text-generation-with-past", ("AutoModelForSeq2SeqLM",), "encoder-decoder"),
+    Task("image-text-to-text", ("AutoModelForImageTextToText",), "image-text-to-text"),
 )}
 
 

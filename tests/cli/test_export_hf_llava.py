@@ -1,0 +1,68 @@
+"""``onnxport export-hf`` on a tiny Llava written by ``save_pretrained`` (no hub access): the task
+``image-text-to-text``, inferred from ``config.architectures``, writes the vision encoder, the
+embedding merge and the decoder with its cache, each validated against eager PyTorch, and greedy
+decoding chained through the three in onnxruntime matches ``generate``."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from onnxport.cli import main
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    """No network: the hub offline, and any connection attempt an error."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def refuse(self, address):
+        raise OSError(f"network access attempted: {address}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+
+@pytest.fixture
+def llava(tmp_path):
+    """A tiny Llava (CLIP vision tower, Llama text model, 32x32 images: 16 image tokens) saved by
+    ``save_pretrained``, seeded."""
+    path = tmp_path / "llava"
+    torch.manual_seed(0)
+    vision = transformers.CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                           num_attention_heads=2, image_size=32, patch_size=8)
+    text = transformers.LlamaConfig(vocab_size=500, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                    pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    config = transformers.LlavaConfig(vision_config=vision, text_config=text, image_token_id=3)
+    transformers.LlavaForConditionalGeneration(config).save_pretrained(path)
+    return path
+
+
+@pytest.mark.slow
+def test_export_hf_image_text_to_text_writes_three_checked_parts(llava, tmp_path):
+    out, report = tmp_path / "out", tmp_path / "report.json"
+    assert main(["export-hf", str(llava), "-o", str(out), "--quiet", "--generate", "6", "--report", str(report)]) == 0
+    data = json.loads(report.read_text())
+    assert data["task"] == "image-text-to-text" and data["ok"]
+    assert set(data["validation"]) == {"vision_model", "embedding_model", "text_model"}
+    assert all(v["ok"] for v in data["validation"].values())
+    assert [g["ok"] for g in data["generation"]] == [True, True]
+    assert {p.name for p in out.iterdir()} >= {"vision_model.onnx", "embedding_model.onnx", "text_model.onnx",
+                                              "config.json"}
+    # the written parts chained by hand: images -> features -> embeddings of a prompt holding them
+    vision = ort.InferenceSession(str(out / "vision_model.onnx"), providers=["CPUExecutionProvider"])
+    merge = ort.InferenceSession(str(out / "embedding_model.onnx"), providers=["CPUExecutionProvider"])
+    features = vision.run(None, {"pixel_values": np.random.default_rng(0).standard_normal((3, 3, 32, 32),
+                                                                                       dtype=np.float32)})[0]
+    assert features.shape == (48, 64)
+    ids = np.full((3, 20), 7, dtype=np.int64)
+    ids[:, 2:18] = 3
+    embeds = merge.run(None, {"input_ids": ids, "image_features": features})[0]
+    np.testing.assert_array_equal(embeds[:, 2:18].reshape(48, 64), features)
