@@ -42,10 +42,16 @@ def tf_same_padding(features: torch.Tensor, conv_layer: nn.Conv2d) -> torch.Tens
 
 def _along(size, kernel: int, stride: int):
     """The padding along one axis, TensorFlow's ``max((ceil(size / stride) - 1) * stride + kernel - size, 0)``
-    (equal to both branches of transformers' code); constant for stride 1."""
+    (equal to both branches of transformers' code); constant for stride 1. Where ``kernel >= stride``
+    (every strided convolution of MobileNet: 3x3, stride 2) the difference is at least
+    ``ceil(size / stride) * stride - size >= 0`` at every size, so the max is the difference itself: the
+    convolution's output size is then ``ceil(size / stride)`` by its form, where a ``Max`` of the size
+    nested in every later layer's size made torch's size reasoning grow layer by layer (a tiny
+    MobileNetV2 captured in minutes instead of seconds)."""
     if stride == 1:
         return max(kernel - 1, 0)
-    return torch.sym_max(((size + stride - 1) // stride - 1) * stride + kernel - size, 0)
+    along = ((size + stride - 1) // stride - 1) * stride + kernel - size
+    return along if kernel >= stride else torch.sym_max(along, 0)
 
 
 def _changes() -> list:
