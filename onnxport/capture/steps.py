@@ -421,7 +421,9 @@ class ObliviousForEqualities(Decision):
             return "no equality of sizes was adopted"
         if state.traces >= MAX_TRACES:
             return f"torch.export was called {MAX_TRACES} times"
-        trial = run_steps(state.retrace("size-oblivious", oblivious=True, guards=None, variables=None))
+        trial = _trial(state.retrace("size-oblivious", oblivious=True, guards=None, variables=None))
+        if isinstance(trial, CaptureTimeoutError):
+            return f"the size-oblivious capture ran out of time ({trial.summary}): the first one kept"
         if trial.program is None or trial.guards is None:
             return "the size-oblivious capture failed: the first one kept"
         fewer = sum(g.adopted for g in trial.guards)
@@ -463,9 +465,11 @@ class LargerExampleForNarrowedRange(Decision):
                 ranges[d.name] = state.implied[d.name]
             promised = {k: v for k, v in state.promised.items() if k != d.name}  # as the range: dropped
             narrowed = {k: v for k, v in state.narrowed.items() if k != d.name}
-            trial = run_steps(state.retrace(f"traced at {d.name} = {2 * example} (a range narrowed above "
-                                            f"{example})", request=larger, ranges=ranges, promised=promised,
-                                            narrowed=narrowed, oblivious=False, guards=None, variables=None))
+            trial = _trial(state.retrace(f"traced at {d.name} = {2 * example} (a range narrowed above "
+                                         f"{example})", request=larger, ranges=ranges, promised=promised,
+                                         narrowed=narrowed, oblivious=False, guards=None, variables=None))
+            if isinstance(trial, CaptureTimeoutError):
+                return f"the capture at the larger example ran out of time ({trial.summary}): the first one kept"
             if trial.program is None or trial.guards is None:
                 return "the capture at the larger example failed: the first one kept"
             fewer = sum(t.adopted for t in trial.guards)
@@ -506,6 +510,15 @@ def run_steps(state: CaptureState, steps: tuple = STEPS) -> CaptureState:
 
 
 # ------------------------------------------------------------------------------ helpers
+def _trial(state: CaptureState) -> CaptureState | CaptureTimeoutError:
+    """``run_steps(state)`` for a decision's trial capture (the program captured already is kept where it
+    fails): a trial stopped at its time bound (``capture.time_bound``) is such a failure, its error returned."""
+    try:
+        return run_steps(state)
+    except CaptureTimeoutError as slow:
+        return slow
+
+
 def captured_of(state: CaptureState) -> Captured:
     """The ``Captured`` the state describes (its program, decisions and attempts)."""
     request = state.request
