@@ -262,3 +262,20 @@ def test_a_roll_by_a_shift_zero_where_not_taken_runs_at_every_size():
     r = check_export(RollUnlessOneWindow(), (torch.randn(2, 8, 6),), {"x": {1: Dim("h", min=4), 2: Dim("w")}},
                      rewrite_control_flow=True, sizes=[{"h": 4, "w": 6}, {"h": 5, "w": 3}, {"h": 9, "w": 12}])
     assert count_ops(r, "If") == 0 and not r.constraints
+
+
+def test_the_grid_evaluates_size_expressions_as_sympy_does():
+    import sympy
+    from torch.utils._sympy.functions import FloorDiv, Max, Min, Mod, PythonMod
+
+    from onnxport.rewrite.size_branches import _evaluator
+
+    h, w = sympy.symbols("h w", integer=True, positive=True)
+    pad = Mod(4 - Mod(h, 4), 4)
+    exprs = [FloorDiv(h + pad, 4), 2 * Min(1, Min(FloorDiv(h + 3, 4), FloorDiv(w + 3, 4)) - 4),
+             Max(0, w - 5) * PythonMod(-h, 3), sympy.Or(pad > 0, sympy.Eq(Mod(w, 2), 1)),
+             sympy.And(h >= 3, sympy.Ne(w, 4)), sympy.Rational(1, 2) * h, h ** 2 - w]
+    for expr in exprs:
+        at = _evaluator(expr)
+        for point in ({h: a, w: b} for a in range(1, 13) for b in (1, 2, 4, 7, 16)):
+            assert at(point) == expr.xreplace(point), (expr, point)
