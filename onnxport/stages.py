@@ -448,16 +448,19 @@ def retarget(result: ExportResult, options: ExportOptions, run: Run) -> ExportRe
     if options.target == "onnxruntime" or result.model is None:
         return result
     from onnxport.errors import RuntimeTargetError
-    from onnxport.targets import apply_target
+    from onnxport.targets import apply_target, target
     from onnxport.verify import validate
 
+    chosen = target(options.target)
     with run.step(TARGET_STEP):
         rewritten = result.replace(model=apply_target(result.model, options.target))
         if result.weights is None and isinstance(result.module, torch.nn.Module):
-            report = validate(rewritten, sizes=[], values=[], runtime="onnxruntime")
+            sizes = chosen.check_sizes(rewritten.model) if chosen.check_sizes is not None else None
+            report = validate(rewritten, sizes=sizes or [], values=[], runtime="onnxruntime",
+                              include_example=sizes is None)
             if not report.ok:
                 raise RuntimeTargetError(f"the model rewritten for target {options.target!r} differs from eager "
-                                         "PyTorch at the example", detail=str(report),
+                                         f"PyTorch at {'the example' if sizes is None else sizes}", detail=str(report),
                                          hint="this is an exporter bug: report it with the model; export with "
                                               "target='onnxruntime' meanwhile")
     return rewritten

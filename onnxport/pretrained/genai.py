@@ -3,7 +3,10 @@
 The decoder is the one ``onnxport.pretrained.decoder`` exports: its input and output names are
 onnxruntime-genai's defaults (``input_ids``, ``attention_mask``, ``position_ids``,
 ``past_key_values.%d.key``, ``present.%d.key``, ``logits``). Its present cache is a new tensor each
-step (a Concat, not a buffer shared with the past), hence ``past_present_share_buffer: false``.
+step (a Concat, not a buffer shared with the past), hence ``past_present_share_buffer: false``,
+unless the decoder was rewritten for target ``genai-cpu`` and its cache is read by
+``GroupQueryAttention`` alone (``onnxport.targets.genai_cpu``): then ``true``, one buffer of
+``max_length`` written in place.
 
 Semantics: onnxruntime-genai's configuration reference (``genai_config.json``: ``model``,
 ``model.decoder``, ``search``) and its ``src/config.cpp``; the model type picks the runtime's
@@ -35,6 +38,14 @@ def _first(config: Any, *names: str, default: Any = None) -> Any:
 
 def _ids(value: Any) -> list[int]:
     return [] if value is None else [int(value)] if isinstance(value, int) else [int(v) for v in value]
+
+
+def _shares_buffer(result: ExportResult) -> bool:
+    """Whether the decoder's past and present cache may be one buffer of ``max_length``: target
+    ``genai-cpu``'s shared-buffer fusion applied (``onnxport.targets.genai_cpu``)."""
+    from onnxport.targets.genai_cpu import APPLIED, genai_fusions
+
+    return genai_fusions(result.model).get("shared_buffer") == APPLIED
 
 
 def genai_config(result: ExportResult, model: Any, filename: str = "model.onnx") -> dict:
@@ -85,7 +96,7 @@ def genai_config(result: ExportResult, model: Any, filename: str = "model.onnx")
         },
         "search": {
             "do_sample": False, "num_beams": 1, "num_return_sequences": 1, "max_length": context, "min_length": 0,
-            "past_present_share_buffer": False, "early_stopping": True, "length_penalty": 1.0,
+            "past_present_share_buffer": _shares_buffer(result), "early_stopping": True, "length_penalty": 1.0,
             "no_repeat_ngram_size": 0, "diversity_penalty": 0.0, "repetition_penalty": 1.0, "temperature": 1.0,
             "top_k": 1, "top_p": 1.0,
         },

@@ -13,6 +13,10 @@
   (``targets.recurrent_lengths``: an LSTM, GRU or RNN with ``sequence_lens``, which OpenVINO runs
   as if every sequence had the full length, as the operator without lengths per direction, masked
   and read at the lengths, or as a Scan masking each step where an LSTM's cell state is read).
+* ``"genai-cpu"``: a decoder with its cache (``export-hf``'s ``text-generation-with-past``) in the
+  forms onnxruntime-genai's model builder writes for CPU (``targets.genai_cpu``): attention as
+  ``com.microsoft.GroupQueryAttention``, the cache one buffer shared by past and present; each
+  fusion that does not match is skipped with its reason (``targets.genai_cpu.genai_fusions``).
 
 A target is a rewrite after the standard export (``stages.retarget`` runs it and checks the
 rewritten model against eager PyTorch); the model records its target in its metadata under
@@ -31,6 +35,7 @@ from onnxport.errors import RuntimeTargetError
 from onnxport.metadata import TARGET_KEY
 from onnxport.options import TARGET_NAMES
 from onnxport.targets.domains import check_standard_domains
+from onnxport.targets.genai_cpu import check_sizes as genai_check_sizes, rewrite_for_genai_cpu
 from onnxport.targets.inline import inline_functions
 from onnxport.targets.recurrent_lengths import mask_sequence_lengths
 from onnxport.targets.outer_scope import pass_outer_values
@@ -45,6 +50,8 @@ class Target:
     runtime: str
     rewrites: tuple[Callable[[ir.Model], None], ...]
     doc: str
+    # the sizes of the check against eager for a rewritten model whose runtime form does not run at the example
+    check_sizes: Callable[[ir.Model], list[dict] | None] | None = None
 
 
 PORTABLE = (inline_functions, pass_outer_values, check_standard_domains)
@@ -55,6 +62,9 @@ TARGETS = {t.name: t for t in (
     # the recurrent rewrite makes Scans whose bodies read values of the main graph: the outer values are passed after it
     Target("openvino", "openvino", (inline_functions, mask_sequence_lengths, pass_outer_values, check_standard_domains),
            "portable, and an LSTM/GRU/RNN with sequence lengths masked and read at the lengths"),
+    Target("genai-cpu", "onnxruntime", (rewrite_for_genai_cpu,),
+           "a decoder with its cache in onnxruntime-genai's CPU forms: GroupQueryAttention, a shared cache buffer",
+           check_sizes=genai_check_sizes),
 )}
 
 

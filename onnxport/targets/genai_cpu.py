@@ -1,0 +1,68 @@
+"""Target ``genai-cpu``: a decoder exported with its cache rewritten into the forms onnxruntime-genai's
+model builder writes for CPU, one rewrite per fusion, each matched on the standard graph and
+skipped, with its reason recorded, where it does not match:
+
+1. ``attention``: each attention with its concatenated cache as ``com.microsoft.GroupQueryAttention``
+   (``onnxport.targets.genai_attention``);
+2. ``shared_buffer``: when no node but ``GroupQueryAttention`` reads a past cache input, the cache
+   may be one buffer of ``max_length`` shared by past and present, written in place
+   (``genai_config.json``'s ``past_present_share_buffer: true``, ``onnxport.pretrained.genai``).
+
+What applied and why a fusion did not is the model's metadata ``onnxport.genai_cpu`` (JSON:
+fusion -> ``"applied"`` or the reason), read by ``genai_fusions``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import onnx_ir as ir
+
+from onnxport.targets.genai_attention import fuse_group_query_attention, shares_cache_buffer
+
+FUSIONS_KEY = "onnxport.genai_cpu"  # model metadata: fusion -> "applied" or why not (JSON)
+APPLIED = "applied"
+
+
+def rewrite_for_genai_cpu(model: ir.Model) -> None:
+    """``model`` rewritten for onnxruntime-genai on CPU (module docstring), in place; a fusion that
+    does not match leaves the graph as it is and records its reason."""
+    import onnx_ir.passes.common as common
+
+    fusions: dict[str, str] = {}
+    reasons = fuse_group_query_attention(model)
+    fused = any(n.op_type == "GroupQueryAttention" for n in model.graph)
+    if fused and reasons:
+        fusions["attention"] = f"{APPLIED} (not to every Softmax: {'; '.join(sorted(set(reasons)))})"
+    else:
+        fusions["attention"] = APPLIED if fused else "; ".join(sorted(set(reasons)))
+    common.RemoveUnusedNodesPass()(model)  # the standard attention's mask and cache reads, now unread
+    if shares_cache_buffer(model):
+        fusions["shared_buffer"] = APPLIED
+    else:
+        fusions["shared_buffer"] = ("the past cache is read by other nodes than GroupQueryAttention (its length "
+                                    "would be max_length in a shared buffer)" if fused else
+                                    "the attention is not GroupQueryAttention")
+    model.metadata_props[FUSIONS_KEY] = json.dumps(fusions)
+
+
+def genai_fusions(model: ir.Model) -> dict[str, str]:
+    """The fusions of a model of target ``genai-cpu`` (fusion -> ``"applied"`` or why not); ``{}``
+    for a model of another target."""
+    return json.loads(model.metadata_props.get(FUSIONS_KEY, "{}"))
+
+
+def check_sizes(model: ir.Model) -> list[dict] | None:
+    """The sizes at which the rewritten ``model`` is checked against eager PyTorch instead of the
+    example, or None (the example) when no ``GroupQueryAttention`` was made: onnxruntime's operator
+    refuses a batch of more than one row taking several new tokens after a past (the example of a
+    decoder export: batch 2, 3 new tokens after 5), so each of batch, new tokens and past is brought
+    to its smallest in turn (1, 1, 0)."""
+    if not any(n.op_type == "GroupQueryAttention" for n in model.graph):
+        return None
+    inputs = {v.name: v for v in model.graph.inputs}
+    past = next(v for name, v in inputs.items() if name.startswith("past_key_values."))
+    batch, _, past_len, _ = (str(d) for d in past.shape)
+    seq = str(inputs["input_ids"].shape[1])
+    return [{batch: 1}, {seq: 1}, {past_len: 0}]
+

@@ -1,0 +1,128 @@
+"""Target ``genai-cpu``: a tiny Llama (``export-hf --target genai-cpu``) and a tiny Qwen2
+(``export_pretrained(target="genai-cpu")``), two architectures written by ``save_pretrained``, have
+their attention fused as ``com.microsoft.GroupQueryAttention`` with a cache buffer shared by past and
+present; the rewritten decoder is validated against eager PyTorch, its greedy tokens equal
+``generate``'s in onnxruntime (batch 1, and batch 2 with a left-padded row) and in onnxruntime-genai.
+A model whose attention does not match keeps its standard graph and says why."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from onnxport import to_onnx
+from onnxport.cli import main
+from onnxport.targets.genai_cpu import APPLIED, genai_fusions
+from tests.cli.test_export_hf_files import llama, offline  # noqa: F401 - fixtures: a saved tiny Llama, no network
+
+og = pytest.importorskip("onnxruntime_genai")
+transformers = pytest.importorskip("transformers")
+
+GENERATE = 6
+PROMPT = [5, 17, 42, 99, 7, 3, 250]
+
+
+@pytest.fixture(scope="module")
+def qwen2(tmp_path_factory):
+    """A tiny Qwen2 (biased q/k/v projections, grouped-query attention) written by ``save_pretrained`` (seeded)."""
+    path = tmp_path_factory.mktemp("hf") / "qwen2"
+    torch.manual_seed(1)
+    config = transformers.Qwen2Config(vocab_size=500, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                      pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    transformers.Qwen2ForCausalLM(config).save_pretrained(path)
+    return path
+
+
+def _eager_tokens(directory, steps: int) -> list[int]:
+    model = transformers.AutoModelForCausalLM.from_pretrained(directory).eval()
+    with torch.no_grad():
+        out = model.generate(torch.tensor([PROMPT]), max_new_tokens=steps, do_sample=False)
+    return out[0, len(PROMPT):].tolist()
+
+
+def _genai_tokens(directory, steps: int) -> list[int]:
+    model = og.Model(str(directory))
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(PROMPT) + steps, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(np.array([PROMPT], dtype=np.int32))
+    tokens = []
+    while not generator.is_done():
+        generator.generate_next_token()
+        tokens.append(int(generator.get_next_tokens()[0]))
+    return tokens
+
+
+def _check_fused(out, layers: int = 2):
+    proto = onnx.load(str(out / "model.onnx"))
+    ops = [n.op_type for n in proto.graph.node]
+    assert ops.count("GroupQueryAttention") == layers and "Softmax" not in ops
+    gqa = next(n for n in proto.graph.node if n.op_type == "GroupQueryAttention")
+    assert gqa.domain == "com.microsoft"
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in gqa.attribute if a.name.endswith("heads")} == \
+        {"num_heads": 4, "kv_num_heads": 2}
+    config = json.loads((out / "genai_config.json").read_text())
+    assert config["search"]["past_present_share_buffer"] is True
+
+
+@pytest.mark.slow
+def test_llama_export_hf_target_genai_cpu(llama, tmp_path):  # noqa: F811 - the fixture's value
+    out, report = tmp_path / "out", tmp_path / "report.json"
+    code = main(["export-hf", str(llama), "-o", str(out), "--quiet", "--target", "genai-cpu",
+                 "--generate", str(GENERATE), "--report", str(report)])
+    data = json.loads(report.read_text())
+    assert code == 0 and data["ok"]
+    assert {c["inputs"] for c in data["validation"]["model"]["checks"]} == {"sizes 1", "sizes 2", "sizes 3"}
+    assert [g["label"] for g in data["generation"]] == ["batch 1", "batch 2, the second prompt left-padded"]
+    _check_fused(out)
+    tokens = _genai_tokens(out, GENERATE)
+    assert len(tokens) >= 2 and tokens == _eager_tokens(llama, GENERATE)
+
+
+@pytest.mark.slow
+def test_qwen2_export_pretrained_target_genai_cpu(qwen2, tmp_path):
+    from onnxport.pretrained import export_pretrained
+
+    result = export_pretrained(qwen2, target="genai-cpu", generate=GENERATE)
+    decoder = result.parts["model"]
+    assert decoder.target == "genai-cpu"
+    assert genai_fusions(decoder.model) == {"attention": APPLIED, "shared_buffer": APPLIED}
+    assert decoder.validation.ok and all(g.ok for _, g in result.generation) and result.ok
+    result.save(tmp_path / "out")
+    _check_fused(tmp_path / "out")
+    tokens = _genai_tokens(tmp_path / "out", GENERATE)
+    assert len(tokens) >= 2 and tokens == _eager_tokens(qwen2, GENERATE)
+
+
+class NoCacheAttention(torch.nn.Module):
+    """Masked self-attention over its own tokens, no cache: its key, read as [batch, seq, heads, size] and
+    transposed once (0, 2, 3, 1), is not a cache the fusion matches."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 16)
+        self.qkv = torch.nn.Linear(16, 48)
+
+    def forward(self, input_ids, attention_mask):
+        batch, seq = input_ids.shape
+        q, k, v = (t.view(batch, seq, 2, 8).transpose(1, 2) for t in self.qkv(self.embed(input_ids)).chunk(3, dim=-1))
+        bias = (1.0 - attention_mask[:, None, None, :].float()) * -1e4
+        return torch.softmax((q * 0.25) @ k.transpose(2, 3) + bias, dim=-1) @ v
+
+
+def test_unmatched_attention_keeps_the_standard_graph():
+    inputs = {"input_ids": torch.tensor([[3, 4, 5, 6]]), "attention_mask": torch.tensor([[0, 1, 1, 1]])}
+    dims = {"input_ids": {1: torch.export.Dim("seq")}, "attention_mask": {1: torch.export.Dim("seq")}}
+    model = NoCacheAttention().eval()
+    standard = to_onnx(model, kwargs=inputs, dynamic_shapes=dims)
+    result = to_onnx(model, kwargs=inputs, dynamic_shapes=dims, target="genai-cpu")
+    assert [n.op_type for n in result.model.graph] == [n.op_type for n in standard.model.graph]
+    fusions = genai_fusions(result.model)
+    assert fusions["attention"] == "the scores are not the scaled query times the transposed key"
+    assert fusions["shared_buffer"] == "the attention is not GroupQueryAttention"
+    assert result.validate().ok
