@@ -4,7 +4,8 @@ skipped, with its reason recorded, where it does not match:
 
 1. ``attention``: each attention with its concatenated cache as ``com.microsoft.GroupQueryAttention``
    (``onnxport.targets.genai_attention``);
-2. ``shared_buffer``: when no node but ``GroupQueryAttention`` reads a past cache input, the cache
+2. ``rotary``: not applied: the rotary embedding stays outside the operator (``ROTARY_OUTSIDE``);
+3. ``shared_buffer``: when no node but ``GroupQueryAttention`` reads a past cache input, the cache
    may be one buffer of ``max_length`` shared by past and present, written in place
    (``genai_config.json``'s ``past_present_share_buffer: true``, ``onnxport.pretrained.genai``).
 
@@ -22,6 +23,10 @@ from onnxport.targets.genai_attention import fuse_group_query_attention, shares_
 
 FUSIONS_KEY = "onnxport.genai_cpu"  # model metadata: fusion -> "applied" or why not (JSON)
 APPLIED = "applied"
+# GroupQueryAttention's own rotary (do_rotary) rotates a first prompt's keys at 0..S-1 whatever position_ids say:
+# a left-padded row's cache, hence its later tokens, would differ from the model's
+ROTARY_OUTSIDE = ("kept outside GroupQueryAttention: the operator's rotary rotates a first prompt at positions "
+                  "0..S-1, not at position_ids (a left-padded row would differ)")
 
 
 def rewrite_for_genai_cpu(model: ir.Model) -> None:
@@ -36,6 +41,7 @@ def rewrite_for_genai_cpu(model: ir.Model) -> None:
         fusions["attention"] = f"{APPLIED} (not to every Softmax: {'; '.join(sorted(set(reasons)))})"
     else:
         fusions["attention"] = APPLIED if fused else "; ".join(sorted(set(reasons)))
+    fusions["rotary"] = ROTARY_OUTSIDE if fused else "the attention is not GroupQueryAttention"
     common.RemoveUnusedNodesPass()(model)  # the standard attention's mask and cache reads, now unread
     if shares_cache_buffer(model):
         fusions["shared_buffer"] = APPLIED

@@ -16,7 +16,7 @@ import torch
 
 from onnxport import to_onnx
 from onnxport.cli import main
-from onnxport.targets.genai_cpu import APPLIED, genai_fusions
+from onnxport.targets.genai_cpu import APPLIED, ROTARY_OUTSIDE, genai_fusions
 from tests.cli.test_export_hf_files import llama, offline  # noqa: F401 - fixtures: a saved tiny Llama, no network
 
 og = pytest.importorskip("onnxruntime_genai")
@@ -91,7 +91,7 @@ def test_qwen2_export_pretrained_target_genai_cpu(qwen2, tmp_path):
     result = export_pretrained(qwen2, target="genai-cpu", generate=GENERATE)
     decoder = result.parts["model"]
     assert decoder.target == "genai-cpu"
-    assert genai_fusions(decoder.model) == {"attention": APPLIED, "shared_buffer": APPLIED}
+    assert genai_fusions(decoder.model) == {"attention": APPLIED, "rotary": ROTARY_OUTSIDE, "shared_buffer": APPLIED}
     assert decoder.validation.ok and all(g.ok for _, g in result.generation) and result.ok
     result.save(tmp_path / "out")
     _check_fused(tmp_path / "out")
@@ -124,5 +124,5 @@ def test_unmatched_attention_keeps_the_standard_graph():
     assert [n.op_type for n in result.model.graph] == [n.op_type for n in standard.model.graph]
     fusions = genai_fusions(result.model)
     assert fusions["attention"] == "the scores are not the scaled query times the transposed key"
-    assert fusions["shared_buffer"] == "the attention is not GroupQueryAttention"
+    assert fusions["shared_buffer"] == fusions["rotary"] == "the attention is not GroupQueryAttention"
     assert result.validate().ok
