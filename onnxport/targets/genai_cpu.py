@@ -7,7 +7,9 @@ skipped, with its reason recorded, where it does not match:
 2. ``rotary``: not applied: the rotary embedding stays outside the operator (``ROTARY_OUTSIDE``);
 3. ``shared_buffer``: when no node but ``GroupQueryAttention`` reads a past cache input, the cache
    may be one buffer of ``max_length`` shared by past and present, written in place
-   (``genai_config.json``'s ``past_present_share_buffer: true``, ``onnxport.pretrained.genai``).
+   (``genai_config.json``'s ``past_present_share_buffer: true``, ``onnxport.pretrained.genai``);
+4. ``packed_qkv``: the query, key and value projections of each attention as one ``MatMul`` and a
+   ``Split`` (``onnxport.targets.genai_packed``).
 
 What applied and why a fusion did not is the model's metadata ``onnxport.genai_cpu`` (JSON:
 fusion -> ``"applied"`` or the reason), read by ``genai_fusions``.
@@ -20,6 +22,7 @@ import json
 import onnx_ir as ir
 
 from onnxport.targets.genai_attention import fuse_group_query_attention, shares_cache_buffer
+from onnxport.targets.genai_packed import pack_qkv
 
 FUSIONS_KEY = "onnxport.genai_cpu"  # model metadata: fusion -> "applied" or why not (JSON)
 APPLIED = "applied"
@@ -49,6 +52,14 @@ def rewrite_for_genai_cpu(model: ir.Model) -> None:
         fusions["shared_buffer"] = ("the past cache is read by other nodes than GroupQueryAttention (its length "
                                     "would be max_length in a shared buffer)" if fused else
                                     "the attention is not GroupQueryAttention")
+    if fused:
+        unpacked = pack_qkv(model)
+        packed = sum(n.op_type == "Split" and (n.outputs[0].name or "").startswith("qkv_split") for n in model.graph)
+        fusions["packed_qkv"] = (APPLIED if not unpacked else
+                                 f"{APPLIED} to {packed} attentions, not to {len(unpacked)}: "
+                                 f"{'; '.join(sorted(set(unpacked)))}" if packed else "; ".join(sorted(set(unpacked))))
+    else:
+        fusions["packed_qkv"] = "the attention is not GroupQueryAttention"
     model.metadata_props[FUSIONS_KEY] = json.dumps(fusions)
 
 

@@ -1,8 +1,9 @@
 """Target ``genai-cpu``: a tiny Llama (``export-hf --target genai-cpu``) and a tiny Qwen2
 (``export_pretrained(target="genai-cpu")``), two architectures written by ``save_pretrained``, have
 their attention fused as ``com.microsoft.GroupQueryAttention`` with a cache buffer shared by past and
-present; the rewritten decoder is validated against eager PyTorch, its greedy tokens equal
-``generate``'s in onnxruntime (batch 1, and batch 2 with a left-padded row) and in onnxruntime-genai.
+present and their q/k/v projections packed into one MatMul; the rewritten decoder is validated
+against eager PyTorch, its greedy tokens equal ``generate``'s in onnxruntime (batch 1, and batch 2
+with a left-padded row) and in onnxruntime-genai.
 A model whose attention does not match keeps its standard graph and says why."""
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def _check_fused(out, layers: int = 2):
     proto = onnx.load(str(out / "model.onnx"))
     ops = [n.op_type for n in proto.graph.node]
     assert ops.count("GroupQueryAttention") == layers and "Softmax" not in ops
+    assert ops.count("MatMul") == 5 * layers + 1  # q/k/v packed, output, gate, up, down; lm_head
     gqa = next(n for n in proto.graph.node if n.op_type == "GroupQueryAttention")
     assert gqa.domain == "com.microsoft"
     assert {a.name: onnx.helper.get_attribute_value(a) for a in gqa.attribute if a.name.endswith("heads")} == \
@@ -91,7 +93,8 @@ def test_qwen2_export_pretrained_target_genai_cpu(qwen2, tmp_path):
     result = export_pretrained(qwen2, target="genai-cpu", generate=GENERATE)
     decoder = result.parts["model"]
     assert decoder.target == "genai-cpu"
-    assert genai_fusions(decoder.model) == {"attention": APPLIED, "rotary": ROTARY_OUTSIDE, "shared_buffer": APPLIED}
+    assert genai_fusions(decoder.model) == {"attention": APPLIED, "rotary": ROTARY_OUTSIDE, "shared_buffer": APPLIED,
+                                            "packed_qkv": APPLIED}
     assert decoder.validation.ok and all(g.ok for _, g in result.generation) and result.ok
     result.save(tmp_path / "out")
     _check_fused(tmp_path / "out")
@@ -124,5 +127,6 @@ def test_unmatched_attention_keeps_the_standard_graph():
     assert [n.op_type for n in result.model.graph] == [n.op_type for n in standard.model.graph]
     fusions = genai_fusions(result.model)
     assert fusions["attention"] == "the scores are not the scaled query times the transposed key"
-    assert fusions["shared_buffer"] == fusions["rotary"] == "the attention is not GroupQueryAttention"
+    assert fusions["shared_buffer"] == fusions["rotary"] == fusions["packed_qkv"] == \
+        "the attention is not GroupQueryAttention"
     assert result.validate().ok
