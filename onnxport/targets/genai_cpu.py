@@ -9,7 +9,9 @@ skipped, with its reason recorded, where it does not match:
    may be one buffer of ``max_length`` shared by past and present, written in place
    (``genai_config.json``'s ``past_present_share_buffer: true``, ``onnxport.pretrained.genai``);
 4. ``packed_qkv``: the query, key and value projections of each attention as one ``MatMul`` and a
-   ``Split`` (``onnxport.targets.genai_packed``).
+   ``Split`` (``onnxport.targets.genai_packed``);
+5. ``skip_norm``: each RMS norm of a residual sum as ``com.microsoft.SkipSimplifiedLayerNormalization``
+   (``onnxport.targets.genai_norm``; the first layer's norm, of the embedding alone, stays).
 
 What applied and why a fusion did not is the model's metadata ``onnxport.genai_cpu`` (JSON:
 fusion -> ``"applied"`` or the reason), read by ``genai_fusions``.
@@ -22,6 +24,7 @@ import json
 import onnx_ir as ir
 
 from onnxport.targets.genai_attention import fuse_group_query_attention, shares_cache_buffer
+from onnxport.targets.genai_norm import fuse_skip_rms_norm
 from onnxport.targets.genai_packed import pack_qkv
 
 FUSIONS_KEY = "onnxport.genai_cpu"  # model metadata: fusion -> "applied" or why not (JSON)
@@ -60,6 +63,8 @@ def rewrite_for_genai_cpu(model: ir.Model) -> None:
                                  f"{'; '.join(sorted(set(unpacked)))}" if packed else "; ".join(sorted(set(unpacked))))
     else:
         fusions["packed_qkv"] = "the attention is not GroupQueryAttention"
+    norms = fuse_skip_rms_norm(model)
+    fusions["skip_norm"] = APPLIED if norms else "no RMS norm (Pow, ReduceMean, Sqrt, Reciprocal) of a residual sum"
     model.metadata_props[FUSIONS_KEY] = json.dumps(fusions)
 
 

@@ -1,7 +1,8 @@
 """Target ``genai-cpu``: a tiny Llama (``export-hf --target genai-cpu``) and a tiny Qwen2
 (``export_pretrained(target="genai-cpu")``), two architectures written by ``save_pretrained``, have
 their attention fused as ``com.microsoft.GroupQueryAttention`` with a cache buffer shared by past and
-present and their q/k/v projections packed into one MatMul; the rewritten decoder is validated
+present, their q/k/v projections packed into one MatMul and the norms of residual sums as
+SkipSimplifiedLayerNormalization; the rewritten decoder is validated
 against eager PyTorch, its greedy tokens equal ``generate``'s in onnxruntime (batch 1, and batch 2
 with a left-padded row) and in onnxruntime-genai.
 A model whose attention does not match keeps its standard graph and says why."""
@@ -64,6 +65,8 @@ def _check_fused(out, layers: int = 2):
     ops = [n.op_type for n in proto.graph.node]
     assert ops.count("GroupQueryAttention") == layers and "Softmax" not in ops
     assert ops.count("MatMul") == 5 * layers + 1  # q/k/v packed, output, gate, up, down; lm_head
+    # the norms of residual sums: after each attention and each MLP (the next layer's, the final one)
+    assert ops.count("SkipSimplifiedLayerNormalization") == 2 * layers
     gqa = next(n for n in proto.graph.node if n.op_type == "GroupQueryAttention")
     assert gqa.domain == "com.microsoft"
     assert {a.name: onnx.helper.get_attribute_value(a) for a in gqa.attribute if a.name.endswith("heads")} == \
@@ -94,7 +97,7 @@ def test_qwen2_export_pretrained_target_genai_cpu(qwen2, tmp_path):
     decoder = result.parts["model"]
     assert decoder.target == "genai-cpu"
     assert genai_fusions(decoder.model) == {"attention": APPLIED, "rotary": ROTARY_OUTSIDE, "shared_buffer": APPLIED,
-                                            "packed_qkv": APPLIED}
+                                            "packed_qkv": APPLIED, "skip_norm": APPLIED}
     assert decoder.validation.ok and all(g.ok for _, g in result.generation) and result.ok
     result.save(tmp_path / "out")
     _check_fused(tmp_path / "out")
@@ -129,4 +132,5 @@ def test_unmatched_attention_keeps_the_standard_graph():
     assert fusions["attention"] == "the scores are not the scaled query times the transposed key"
     assert fusions["shared_buffer"] == fusions["rotary"] == fusions["packed_qkv"] == \
         "the attention is not GroupQueryAttention"
+    assert fusions["skip_norm"].startswith("no RMS norm")
     assert result.validate().ok
