@@ -63,6 +63,9 @@ class TranslationContext:
         self.dim_namer = dim_namer if dim_namer is not None or parent is None else parent.dim_namer
         self.registry = registry if registry is not None or parent is None else parent.registry
         self.size_floors = size_floors if size_floors is not None or parent is None else parent.size_floors
+        # size expressions never 0 where eager runs (a convolution's spatial sizes: ``note_nonempty``); a body
+        # reads its graph's, and what it notes holds only where it runs
+        self.nonempty: set = set() if parent is None else set(parent.nonempty)
         self.op = _OpBuilder(self)
         self.current_node: torch.fx.Node | None = None
         self._source: str | None = None
@@ -157,6 +160,8 @@ class TranslationContext:
             return size == 0
         expr = getattr(getattr(size, "node", None), "expr", None)
         floors = self.size_floors or {}
+        if expr is not None and expr in self.nonempty:
+            return False
         if expr is None or not expr.free_symbols or not expr.free_symbols <= floors.keys():
             return True
         try:
@@ -164,6 +169,16 @@ class TranslationContext:
         except Exception:  # noqa: BLE001 - an expression torch cannot bound may be 0
             return True
         return not (low.is_number and low >= 1)
+
+    def note_nonempty(self, sizes: Any) -> None:
+        """Record traced sizes (ints or ``torch.SymInt``) that are at least 1 wherever eager PyTorch
+        runs the model, though the export's floors allow 0: ``may_be_empty`` is then False for each
+        (a convolution's spatial output sizes: eager raises where the padded input is smaller than
+        the dilated kernel, so each is at least 1)."""
+        for size in sizes:
+            expr = getattr(getattr(size, "node", None), "expr", None)
+            if expr is not None and expr.free_symbols:
+                self.nonempty.add(expr)
 
     # ------------------------------------------------------------------ metadata of the FX node
     def set_current(self, node: torch.fx.Node | None, source: str | None) -> None:

@@ -126,8 +126,38 @@ def mean_over(ctx, x: ir.Value, axes: list[int], keepdim: bool, like: ir.Value |
     if wide(like, axes):  # a dynamic run: the mean accumulated in float64, no count to compute
         return ctx.op.Cast(ctx.op.ReduceMean(ctx.op.Cast(x, to=F64), ctx.const(axes), keepdims=int(keepdim)),
                            to=like.dtype)
+    by_axis = _mean_by_axis(ctx, x, axes, keepdim, list(like.shape))
+    if by_axis is not None:
+        return by_axis
     total = sum_over(ctx, x, axes, keepdim, like)
     return ctx.op.Div(total, count(ctx, x, total, axes, like))
+
+
+def _mean_by_axis(ctx, x: ir.Value, axes: list[int], keepdim: bool, dims: list) -> ir.Value | None:
+    """The mean over ``axes`` as means of means, last run first: one ReduceMean for each short static
+    run, one for each axis of a contiguous run of dynamic sizes (as ``_sum_run`` sums it, each axis a
+    level), so no count is computed at run time (a mean of equal-length means is the mean); None when
+    some run needs levels (a long static run or a dynamic one that is not contiguous). An image's
+    mean over its dynamic height and width is two nodes rather than two sums, the count's
+    Size/Max/Div/Cast and a Div."""
+    dims = list(dims)
+    steps: list[list[int]] = []
+    for run in reversed(_runs(axes)):
+        if _short(run, dims):
+            steps.append(run)
+        elif _length(run, dims) is None and len(run) > 1 and _contiguous(run, dims):
+            for a in reversed(run):
+                if isinstance(dims[a], int) and not _short([a], dims):
+                    return None
+                steps.append([a])
+                dims[a] = 1
+        else:
+            return None
+        for a in run:
+            dims[a] = 1
+    for step in steps:  # the last axes first: the earlier axes keep their index without keepdims
+        x = ctx.op.ReduceMean(x, ctx.const(step), keepdims=int(keepdim))
+    return x
 
 
 def count(ctx, x: ir.Value, total: ir.Value, axes: list[int], like: ir.Value | None = None) -> ir.Value:

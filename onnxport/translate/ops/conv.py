@@ -98,6 +98,9 @@ def convolution_nd(ctx, x, weight, bias, stride, padding, dilation, groups: int)
     x, added = _batched(ctx, x, n)
     y = ctx.op.Conv(x, weight, bias, kernel_shape=kernel, strides=stride, pads=pads, dilations=dilation,
                     group=int(groups))
+    traced = ctx.meta_val
+    if isinstance(traced, torch.Tensor) and traced.dim() >= n:  # eager raises where one would be 0
+        ctx.note_nonempty(list(traced.shape)[-n:])
     return _unbatched(ctx, y, added)
 
 

@@ -258,3 +258,33 @@ def test_a_dynamic_plane_is_summed_axis_by_axis_without_a_copy():
     # the batch, a dynamic axis of its own, accumulates in float64
     result = check_export(Fn(lambda t: t.sum([0, 2, 3])), (x,), dims, sizes=sizes)
     assert _casts_to_double(result) == 1 and count_ops(result, "Pad") == 0
+
+
+class _ConvMeans(torch.nn.Module):
+    """A convolution's output averaged over its plane, kept and not (squeeze-and-excitation, global pooling)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y.mean((2, 3), keepdim=True), y.mean((-2, -1)), y.mean((1, 2, 3))
+
+
+def test_a_convolved_dynamic_plane_is_averaged_per_axis_with_no_count():
+    # eager raises on a convolution whose spatial output would be empty: no NaN guard, no count computed
+    # at run time; a mean of the means of equal rows is the mean (each axis one node, as accurate as its sum)
+    x = torch.randn(2, 3, 20, 24) * 100 + 30
+    result = check_export(_ConvMeans(), (x,), {"x": {0: "batch", 2: "h", 3: "w"}},
+                          sizes=[{"batch": 1, "h": 1, "w": 1}, {"batch": 3, "h": 37, "w": 300}])
+    # 2 + 2 + 3, the last mean's first two shared with the second's
+    assert count_ops(result, "ReduceMean") == 5
+    assert sum(count_ops(result, op) for op in ("ReduceSum", "Size", "Max", "Div")) == 0
+
+
+def test_a_plane_no_convolution_produced_keeps_its_empty_guard():
+    h = torch.export.Dim("h", min=0)
+    result = check_export(Fn(lambda t: t.mean((2, 3))), (torch.randn(2, 3, 5, 6),), {"x": {2: h}},
+                          sizes=[{"h": 0}, {"h": 9}])
+    assert count_ops(result, "ReduceSum") >= 1
