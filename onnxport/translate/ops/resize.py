@@ -8,8 +8,9 @@ Semantics (PyTorch's source-index rules, ``aten/src/ATen/native/UpSample.h``) on
   ``in / out``: Resize ``coordinate_transformation_mode="asymmetric"``, ``nearest_mode="floor"``.
 * nearest-exact: ``src = floor((dst + 0.5) * s)``: ``"half_pixel"`` + ``"round_prefer_ceil"``.
 * Both compute ``s`` and the product in float32; Resize divides by the scale instead, which picks
-  another source index at some positions unless the scale factor is an integer. Other sizes and
-  factors use PyTorch's arithmetic itself (index computation + Gather).
+  another source index at some positions unless the scale factor is an integer. An output size
+  that is a whole multiple ``k`` of the input's (as traced) is scale factor ``k`` (``_whole_factors``).
+  Other sizes and factors use PyTorch's arithmetic itself (index computation + Gather).
 * linear / bilinear / trilinear / bicubic, ``align_corners=False``:
   ``src = (dst + 0.5) * s - 0.5`` (negative clamped to 0 for linear): ``"half_pixel"``;
   ``align_corners=True``: ``src = dst * (in - 1) / (out - 1)``: ``"align_corners"``.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
+import sympy
 import torch
 
 from onnxport.errors import TranslationError, UnsupportedOpError
@@ -80,6 +82,9 @@ def resize(ctx, x: ir.Value, mode: str, spatial: int, output_size=None, scales=N
         if any(isinstance(i, int) and isinstance(o, int) and int(i * s) != o for i, o, s in zip(sizes, outs, scales)):
             raise TranslationError(f"interpolation to size {outs} with scale factors {list(scales)} that give "
                                    "another size", hint="pass either the size or the scale factors")
+    if output_size is not None and not align_corners and not mode.endswith("-aa") and \
+            (scales is None or any(s is None for s in scales)):
+        scales = _whole_factors(ctx, spatial) or scales
     if onnx_mode == "nearest" and not _resize_matches_nearest(scales, spatial):
         return nearest_by_gather(ctx, x, spatial, output_size, scales, exact=mode == "nearest-exact")
     if scales is not None and all(s is not None for s in scales) and len(scales) == spatial:
@@ -98,6 +103,31 @@ def resize(ctx, x: ir.Value, mode: str, spatial: int, output_size=None, scales=N
     lead = ctx.op.Shape(x, start=0, end=rank - spatial)
     sizes = ctx.op.Concat(lead, ctx.shape_list(list(output_size)), axis=0)
     return ctx.op.Resize(x, None, None, sizes, mode=onnx_mode, **attrs)
+
+
+def _whole_factors(ctx, spatial: int) -> list[int] | None:
+    """The scale factors of an interpolation given by its output size, where each spatial output size
+    is a whole multiple ``k`` of the input's (as traced: ``2 * h`` from ``h``, a decoder resizing to
+    its skip's size), else None. PyTorch's scale ``float32(in) / float32(out)`` is then
+    ``float32(1 / k)`` (exact division of sizes below 2**24, correctly rounded) as for
+    ``scale_factor=k``, and ``floor(in * k)`` is the output size: Resize takes the constant scales,
+    no size computed at run time."""
+    node = ctx.current_node
+    out = ctx.meta_val
+    src = node.args[0].meta.get("val") if node is not None and node.args and hasattr(node.args[0], "meta") else None
+    if not isinstance(out, torch.Tensor) or not isinstance(src, torch.Tensor) or src.dim() != out.dim():
+        return None
+    factors = []
+    for i, o in zip(list(src.shape)[-spatial:], list(out.shape)[-spatial:]):
+        i_expr = getattr(getattr(i, "node", None), "expr", i)
+        o_expr = getattr(getattr(o, "node", None), "expr", o)
+        if isinstance(i, int) and i == 0:
+            return None
+        k = sympy.simplify(sympy.sympify(o_expr) / sympy.sympify(i_expr))
+        if not (k.is_Integer and 1 <= int(k) <= 2**10):
+            return None
+        factors.append(int(k))
+    return factors
 
 
 def _resize_matches_nearest(scales, spatial: int) -> bool:

@@ -84,8 +84,8 @@ def test_upsample_default_overloads(name, align, scales):
             return op(x, size, align, *scales)
 
     r = check_export(M(), (torch.randn(2, 3, *([4] * dims)),), _dyn(dims))
-    by_size = "nearest" in name and None in scales  # nearest to a size: PyTorch's index arithmetic
-    assert count_ops(r, "Resize") == (0 if by_size else 1)
+    # nearest to a size too: a whole multiple of the input's, PyTorch's in / out scale is float32(1 / k)
+    assert count_ops(r, "Resize") == 1
 
 
 SIZE_CASES = [
@@ -177,3 +177,26 @@ def test_antialias_with_align_corners_is_refused():
     with pytest.raises(onnxport.UnsupportedOpError, match="align_corners"):
         onnxport.to_onnx(Interp(size=(4, 4), mode="bilinear", antialias=True, align_corners=True),
                          (torch.randn(1, 2, 9, 9),))
+
+
+class _ToWholeMultiples(torch.nn.Module):
+    """Interpolation to sizes given as whole multiples of the input's (a decoder resizing to its skip)."""
+
+    def __init__(self, mode: str):
+        super().__init__()
+        self.mode = mode
+
+    def forward(self, x):
+        size = (2 * x.shape[2], 3 * x.shape[3])
+        return torch.nn.functional.interpolate(x, size=size, mode=self.mode)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "nearest-exact"])
+def test_a_size_a_whole_multiple_of_the_input_is_resized_by_constant_scales(mode):
+    # PyTorch's in / out scale is float32(1 / k) there, as for scale_factor=k: one Resize, no index
+    # computed and gathered, no size computed at run time
+    x = torch.randn(2, 3, 5, 7)
+    result = check_export(_ToWholeMultiples(mode), (x,), {"x": {0: "batch", 2: "h", 3: "w"}},
+                          sizes=[{"batch": 1, "h": 1, "w": 2}, {"batch": 3, "h": 17, "w": 11}])
+    assert count_ops(result, "Resize") == 1
+    assert sum(count_ops(result, op) for op in ("Gather", "Shape", "Concat", "Range")) == 0
