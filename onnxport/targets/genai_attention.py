@@ -14,11 +14,12 @@ and replaced by ``GroupQueryAttention(q, k, v [B, S, *·d], past_key, past_value
 total_sequence_length, attention_bias=...)`` (``num_heads`` H, ``kv_num_heads`` kv, ``scale``),
 whose outputs become the attention's output and ``present.i.key``/``present.i.value``. The rotary
 embedding stays outside the operator (``do_rotary=0``: it reads ``position_ids``, which a
-left-padded row needs). ``total_sequence_length`` is ``attention_mask``'s length and
-``seqlens_k`` that length minus 1 for every row: the decoder's rows are left-padded (the key
-positions of every row end at the same place; the builder's ``ReduceSum(attention_mask) - 1`` is the
-same for unpadded rows and places right-padded ones), the padding masked by ``attention_bias``
-(the lowest float where ``attention_mask`` is 0); the causal mask is the operator's own.
+left-padded row needs; ``onnxport.targets.genai_rotary`` fuses it apart).
+``total_sequence_length`` is ``attention_mask``'s length and ``seqlens_k`` that length minus 1 for
+every row: the decoder's rows are left-padded (the key positions of every row end at the same
+place; the builder's ``ReduceSum(attention_mask) - 1`` is the same for unpadded rows and places
+right-padded ones), the padding masked by ``attention_bias`` (the lowest float where
+``attention_mask`` is 0); the causal mask is the operator's own.
 
 Semantics: onnxruntime's ``docs/ContribOperators.md`` (``com.microsoft.GroupQueryAttention``) and
 onnxruntime-genai's ``src/python/py/models/builders/base.py`` (``make_group_query_attention``).
@@ -179,6 +180,16 @@ def _to_bsd(x: ir.Value, name: str, fresh: FreshNames, const: Constants, nodes: 
     return r.outputs[0]
 
 
+def _unsplit(value: ir.Value) -> ir.Value | None:
+    """The projection ``[B, S, N*d]`` of ``value`` = ``Transpose(Reshape(projection), (0, 2, 1, 3))``, or None."""
+    transpose = _producer(value, "Transpose")
+    reshape = _producer(transpose.inputs[0], "Reshape") if transpose is not None else None
+    if reshape is None or _ints(transpose, "perm") != (0, 2, 1, 3):
+        return None
+    shape = reshape.inputs[0].shape
+    return reshape.inputs[0] if shape is not None and len(shape) == 3 else None
+
+
 def _take_place(before: ir.Value, after: ir.Value) -> None:
     after.type, after.shape = before.type, before.shape
     name = before.name
@@ -212,7 +223,8 @@ def fuse_group_query_attention(model: ir.Model) -> list[str]:
         nodes: list[ir.Node] = []
         q = _to_bsd(m.query, "gqa_query", fresh, const, nodes)
         k = _to_bsd(m.key_concat.inputs[1], "gqa_key", fresh, const, nodes)
-        v = _to_bsd(m.value_concat.inputs[1], "gqa_value", fresh, const, nodes)
+        v = _unsplit(m.value_concat.inputs[1])
+        v = v if v is not None else _to_bsd(m.value_concat.inputs[1], "gqa_value", fresh, const, nodes)
         gqa = ir.Node(MS_DOMAIN, "GroupQueryAttention",
                       [q, k, v, m.key_concat.inputs[0], m.value_concat.inputs[0], shared.seqlens, shared.total,
                        None, None, None, shared.bias],

@@ -4,7 +4,8 @@ skipped, with its reason recorded, where it does not match:
 
 1. ``attention``: each attention with its concatenated cache as ``com.microsoft.GroupQueryAttention``
    (``onnxport.targets.genai_attention``);
-2. ``rotary``: not applied: the rotary embedding stays outside the operator (``ROTARY_OUTSIDE``);
+2. ``rotary``: the rotary embedding of the query and key as ``com.microsoft.RotaryEmbedding`` on the
+   projections (``onnxport.targets.genai_rotary``), outside ``GroupQueryAttention`` (``ROTARY_OUTSIDE``);
 3. ``shared_buffer``: when no node but ``GroupQueryAttention`` reads a past cache input, the cache
    may be one buffer of ``max_length`` shared by past and present, written in place
    (``genai_config.json``'s ``past_present_share_buffer: true``, ``onnxport.pretrained.genai``);
@@ -26,12 +27,13 @@ import onnx_ir as ir
 from onnxport.targets.genai_attention import fuse_group_query_attention, shares_cache_buffer
 from onnxport.targets.genai_norm import fuse_skip_rms_norm
 from onnxport.targets.genai_packed import pack_qkv
+from onnxport.targets.genai_rotary import fuse_rotary
 
 FUSIONS_KEY = "onnxport.genai_cpu"  # model metadata: fusion -> "applied" or why not (JSON)
 APPLIED = "applied"
 # GroupQueryAttention's own rotary (do_rotary) rotates a first prompt's keys at 0..S-1 whatever position_ids say:
 # a left-padded row's cache, hence its later tokens, would differ from the model's
-ROTARY_OUTSIDE = ("kept outside GroupQueryAttention: the operator's rotary rotates a first prompt at positions "
+ROTARY_OUTSIDE = ("outside GroupQueryAttention: the operator's rotary rotates a first prompt at positions "
                   "0..S-1, not at position_ids (a left-padded row would differ)")
 
 
@@ -47,7 +49,14 @@ def rewrite_for_genai_cpu(model: ir.Model) -> None:
         fusions["attention"] = f"{APPLIED} (not to every Softmax: {'; '.join(sorted(set(reasons)))})"
     else:
         fusions["attention"] = APPLIED if fused else "; ".join(sorted(set(reasons)))
-    fusions["rotary"] = ROTARY_OUTSIDE if fused else "the attention is not GroupQueryAttention"
+    if fused:
+        unrotated = fuse_rotary(model)
+        rotaries = sum(n.op_type == "RotaryEmbedding" for n in model.graph)
+        fusions["rotary"] = (f"{APPLIED} (com.microsoft.RotaryEmbedding; {ROTARY_OUTSIDE})" if not unrotated else
+                             f"{APPLIED} to {rotaries} of the queries and keys, not to {len(unrotated)}: "
+                             f"{'; '.join(sorted(set(unrotated)))}" if rotaries else "; ".join(sorted(set(unrotated))))
+    else:
+        fusions["rotary"] = "the attention is not GroupQueryAttention"
     common.RemoveUnusedNodesPass()(model)  # the standard attention's mask and cache reads, now unread
     if shares_cache_buffer(model):
         fusions["shared_buffer"] = APPLIED

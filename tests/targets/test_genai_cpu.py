@@ -1,8 +1,8 @@
 """Target ``genai-cpu``: a tiny Llama (``export-hf --target genai-cpu``) and a tiny Qwen2
 (``export_pretrained(target="genai-cpu")``), two architectures written by ``save_pretrained``, have
 their attention fused as ``com.microsoft.GroupQueryAttention`` with a cache buffer shared by past and
-present, their q/k/v projections packed into one MatMul and the norms of residual sums as
-SkipSimplifiedLayerNormalization; the rewritten decoder is validated
+present, their rotary embedding as RotaryEmbedding, their q/k/v projections packed into one MatMul
+and the norms of residual sums as SkipSimplifiedLayerNormalization; the rewritten decoder is validated
 against eager PyTorch, its greedy tokens equal ``generate``'s in onnxruntime (batch 1, and batch 2
 with a left-padded row) and in onnxruntime-genai.
 A model whose attention does not match keeps its standard graph and says why."""
@@ -64,6 +64,7 @@ def _check_fused(out, layers: int = 2):
     proto = onnx.load(str(out / "model.onnx"))
     ops = [n.op_type for n in proto.graph.node]
     assert ops.count("GroupQueryAttention") == layers and "Softmax" not in ops
+    assert ops.count("RotaryEmbedding") == 2 * layers and "Sin" in ops  # query and key; the caches computed
     assert ops.count("MatMul") == 5 * layers + 1  # q/k/v packed, output, gate, up, down; lm_head
     # the norms of residual sums: after each attention and each MLP (the next layer's, the final one)
     assert ops.count("SkipSimplifiedLayerNormalization") == 2 * layers
@@ -96,8 +97,9 @@ def test_qwen2_export_pretrained_target_genai_cpu(qwen2, tmp_path):
     result = export_pretrained(qwen2, target="genai-cpu", generate=GENERATE)
     decoder = result.parts["model"]
     assert decoder.target == "genai-cpu"
-    assert genai_fusions(decoder.model) == {"attention": APPLIED, "rotary": ROTARY_OUTSIDE, "shared_buffer": APPLIED,
-                                            "packed_qkv": APPLIED, "skip_norm": APPLIED}
+    assert genai_fusions(decoder.model) == {
+        "attention": APPLIED, "rotary": f"{APPLIED} (com.microsoft.RotaryEmbedding; {ROTARY_OUTSIDE})",
+        "shared_buffer": APPLIED, "packed_qkv": APPLIED, "skip_norm": APPLIED}
     assert decoder.validation.ok and all(g.ok for _, g in result.generation) and result.ok
     result.save(tmp_path / "out")
     _check_fused(tmp_path / "out")
