@@ -36,6 +36,9 @@ SPEECH=("torchaudio==2.11.0" "speechbrain==1.1.2" "espnet==202511" "asteroid==0.
 # installation its import checks.
 DIFFUSERS=("diffusers==0.42.1" "requests==2.34.2" "urllib3==2.8.0" "certifi==2026.10.19.post1"
            "charset-normalizer==3.5.3")
+# segmentation-models-pytorch for benchmarks/graph_size.py, with --no-deps as timm: its dependencies (timm,
+# torchvision, huggingface-hub, safetensors, Pillow, tqdm, numpy) are installed already.
+SMP=("segmentation-models-pytorch==0.6.0")
 speech_packages() {
   "$1/bin/pip" install -q --no-deps --no-build-isolation --upgrade --target "$1/speech-packages" "${SPEECH[@]}"
 }
@@ -50,7 +53,7 @@ case "$TORCH" in
     # and so would transformers, which imports it when installed. tests/third_party.py imports it from here,
     # and timm (its other dependencies come with transformers) beside it; diffusers too (DIFFUSERS above).
     .venv/bin/pip install -q --no-deps --upgrade --target .venv/vision-packages "torchvision==0.28.0" "timm==1.0.31" \
-      "${DIFFUSERS[@]}"
+      "${DIFFUSERS[@]}" "${SMP[@]}"
     speech_packages .venv
     ;;
   2.15)
@@ -67,7 +70,7 @@ case "$TORCH" in
       .venv-torch2.15/bin/pip install -q --no-index --find-links "$WHEELS" "${TORCH_REQ[@]}"
     fi
     .venv-torch2.15/bin/pip install -q -e ".[test,openvino]" "timm==1.0.31"
-    .venv-torch2.15/bin/pip install -q --no-deps "${DIFFUSERS[@]}"
+    .venv-torch2.15/bin/pip install -q --no-deps "${DIFFUSERS[@]}" "${SMP[@]}"
     speech_packages .venv-torch2.15
     ;;
   *) echo "setup.sh: --torch takes 2.13 or 2.15" >&2; exit 2 ;;
