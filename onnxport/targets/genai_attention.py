@@ -92,6 +92,23 @@ def _cache_concat(value: ir.Value, kind: str) -> ir.Node | str:
     return concat
 
 
+COMPARISONS = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual"}
+
+
+def _comparisons(mask: ir.Value) -> list[str]:
+    """The comparison nodes (``COMPARISONS``) among the ancestors of ``mask``, by op type, sorted."""
+    seen, stack, found = set(), [mask], []
+    while stack:
+        node = stack.pop().producer()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op_type in COMPARISONS:
+            found.append(node.op_type)
+        stack.extend(v for v in node.inputs if v is not None)
+    return sorted(found)
+
+
 def match_attention(softmax: ir.Node) -> AttentionMatch | str:
     """The attention around ``softmax`` (module docstring), or the reason it does not match."""
     add = _producer(softmax.inputs[0], "Add")
@@ -100,6 +117,11 @@ def match_attention(softmax: ir.Node) -> AttentionMatch | str:
     scores = next((_producer(v, "MatMul") for v in add.inputs if _producer(v, "MatMul") is not None), None)
     if scores is None:
         return "the Softmax does not read a MatMul of query and key plus a mask"
+    mask = add.inputs[1] if add.inputs[0] is scores.outputs[0] else add.inputs[0]
+    compared = _comparisons(mask)
+    if compared != ["LessOrEqual"]:
+        return (f"the mask compares positions by {', '.join(compared) or 'nothing'}, not by one causal LessOrEqual "
+                "(a sliding window or another pattern the operator does not compute)")
     scaled, key_t = scores.inputs
     scale_node = _producer(scaled, "Mul", "Div")
     transpose = _producer(key_t, "Transpose")

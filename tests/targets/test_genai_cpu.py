@@ -108,8 +108,8 @@ def test_qwen2_export_pretrained_target_genai_cpu(qwen2, tmp_path):
 
 
 class NoCacheAttention(torch.nn.Module):
-    """Masked self-attention over its own tokens, no cache: its key, read as [batch, seq, heads, size] and
-    transposed once (0, 2, 3, 1), is not a cache the fusion matches."""
+    """Self-attention over its own tokens, no cache, masked by padding alone (not causal): no attention
+    the fusion matches."""
 
     def __init__(self):
         super().__init__()
@@ -131,7 +131,8 @@ def test_unmatched_attention_keeps_the_standard_graph():
     result = to_onnx(model, kwargs=inputs, dynamic_shapes=dims, target="genai-cpu")
     assert [n.op_type for n in result.model.graph] == [n.op_type for n in standard.model.graph]
     fusions = genai_fusions(result.model)
-    assert fusions["attention"] == "the scores are not the scaled query times the transposed key"
+    assert fusions["attention"] == ("the mask compares positions by nothing, not by one causal LessOrEqual (a sliding "
+                                    "window or another pattern the operator does not compute)")
     assert fusions["shared_buffer"] == fusions["rotary"] == fusions["packed_qkv"] == \
         "the attention is not GroupQueryAttention"
     assert fusions["skip_norm"].startswith("no RMS norm")
