@@ -21,7 +21,9 @@ from typing import Any, Callable
 
 import torch
 
+from onnxport.errors import ExportError
 from onnxport.export import to_onnx
+from onnxport.pretrained.fixed_cache import FIXED_CACHE_OPSET
 from onnxport.pretrained.load import load_model, side_files
 from onnxport.pretrained.tasks import TASKS, BATCH, DECODER_SEQ, ENCODER_SEQ, PAST_DECODER, EXAMPLE_BATCH, \
     EXAMPLE_SEQ, TaskOutputs, form_of, single_inputs, speech_features, text_inputs
@@ -78,7 +80,9 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
             the decoding checks then report accuracy against the float model (top-1 agreement and
             largest error of the logits, greedy-token agreement) with the tolerance they judge by.
         block_size: int4's block size (a power of 2, at least 16; default 32).
-        options: further ``onnxport.to_onnx`` arguments (``opset``, ``optimize``...).
+        options: further ``onnxport.to_onnx`` arguments (``opset``, ``optimize``...). ``opset=24``: a
+            decoder with opset 24's fixed-buffer cache (``TensorScatter`` and ``Attention``,
+            ``onnxport.pretrained.fixed_cache``), checked by the decoding checks rather than ``validate``.
 
     Returns an ``ExportResult`` of ``parts`` (file stem -> the model's result, its ``validation``
     set when validated): ``model``, or ``encoder_model`` and ``decoder_model``, or the three parts of
@@ -96,6 +100,11 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
     model, spec = load_model(directory, task)
     step("load", time.perf_counter() - start)
     form = form_of(spec, model)
+    if options.get("opset") == FIXED_CACHE_OPSET and (form != "decoder" or quantize is not None):
+        what = spec.name + (f" quantized {quantize}" if quantize else "")
+        raise ExportError(f"opset {FIXED_CACHE_OPSET} is the fixed-buffer key/value cache of a decoder "
+                          f"(text-generation-with-past, not quantized); this is {what}",
+                          hint="export at opset 23 or lower (default 20)")
     if quantize is not None:
         from onnxport.pretrained.quantized import check_quantize
 
@@ -111,6 +120,8 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
         from onnxport.pretrained.decoder import export_decoder_with_cache
         from onnxport.pretrained.genai import genai_config
 
+        if options.get("opset") == FIXED_CACHE_OPSET:  # the fixed-buffer cache (onnxport.pretrained.fixed_cache)
+            from onnxport.pretrained.fixed_cache import export_fixed_cache_decoder as export_decoder_with_cache
         models["model"] = export_decoder_with_cache(model, on_step=on_step, **options)
         if quantize is not None:
             from onnxport.pretrained.quantized import quantize_decoder
@@ -137,7 +148,8 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
 
     if validate:
         start = time.perf_counter()
-        models = {stem: r.replace(validation=r.validate()) for stem, r in models.items()}
+        models = {stem: r if options.get("opset") == FIXED_CACHE_OPSET else r.replace(validation=r.validate())
+                  for stem, r in models.items()}  # the fixed-buffer cache: checked by decoding (fixed_cache)
         step("validate", time.perf_counter() - start)
     generation: list = []
     if generate and form == "decoder":

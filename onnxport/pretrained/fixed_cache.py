@@ -36,9 +36,9 @@ from onnxport.capture.caches import INPUT_PREFIX
 from onnxport.errors import ExportError
 from onnxport.targets.builder import Constants, Nodes
 from onnxport.targets.names import FreshNames
+from onnxport.verify.decoding import MAX_LENGTH  # the dim name of the cache buffers' sequence axis
 
 FIXED_CACHE_OPSET = 24
-MAX_LENGTH = "max_length"  # the dim name of the cache buffers' sequence axis
 
 
 def _std(node: ir.Node | None, *op_types: str) -> bool:
@@ -172,3 +172,25 @@ def _tidy(model: ir.Model) -> None:
     model.opset_imports[""] = FIXED_CACHE_OPSET
     common.TopologicalSortPass()(model)
     common.CheckerPass()(model)
+
+
+def export_fixed_cache_decoder(model, **options):
+    """``model`` (a transformers ``*ForCausalLM`` in eval mode) exported with its cache at opset 23
+    (``export_decoder_with_cache``), then rewritten to opset 24's fixed-buffer form
+    (``fixed_buffer_cache``). ``options``: further ``onnxport.to_onnx`` arguments, ``opset`` ignored.
+
+    The result's example and module are the standard export's: its ``validate()`` does not apply
+    (the inputs differ); greedy decoding (``ExportResult.check_generation``) checks it against
+    eager's ``generate``, logits of every step included.
+
+    Raises ``ExportError`` (the decoder's attention or cache not of the form the rewrite reads;
+    a target other than ``onnxruntime``) and the errors of ``export_decoder_with_cache``."""
+    from onnxport.pretrained.decoder import export_decoder_with_cache
+
+    if options.get("target", "onnxruntime") != "onnxruntime":
+        raise ExportError(f"opset 24's fixed-buffer cache is written for target onnxruntime, not {options['target']!r}",
+                          hint="drop --target (genai-cpu writes its own shared buffer with GroupQueryAttention), "
+                               "or export at opset 23 or lower")
+    result = export_decoder_with_cache(model, **{**options, "opset": FIXED_CACHE_OPSET - 1})
+    fixed_buffer_cache(result.model)
+    return result.replace(model=result.model)

@@ -13,8 +13,9 @@ gives a Hugging Face call, ``onnxport.capture.caches``):
 * outputs ``logits`` ``[batch, seq, vocab]`` and ``present.<i>...`` for each ``past_key_values.<i>...``.
 
 Each step feeds the ``present.*`` outputs back as ``past_key_values.*``, as onnxruntime-genai and
-optimum do. Positions follow Hugging Face's ``generate``: ``cumsum(attention_mask) - 1`` on the
-prompt (padding at position 0), then one more per step
+optimum do. A fixed-buffer cache (axis ``max_length``: opset 24's ``TensorScatter`` form) starts as zeros of
+prompt + new tokens and is fed back the same way. Positions follow Hugging Face's ``generate``:
+``cumsum(attention_mask) - 1`` on the prompt (padding at position 0), then one more per step
 (``transformers.GenerationMixin._prepare_position_ids_for_generation``).
 """
 
@@ -31,6 +32,7 @@ from onnxport.errors import ValidationError
 from onnxport.verify.runner import OrtRunner
 
 TOKEN_INPUTS = ("input_ids", "decoder_input_ids")
+MAX_LENGTH = "max_length"  # the axis of a fixed-buffer cache (opset 24, onnxport.pretrained.fixed_cache)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,10 +88,12 @@ def _dtype(ort_type: str) -> np.dtype:
     return np.dtype(table.get(ort_type, np.float32))
 
 
-def empty_cache(runner: OrtRunner, layout: Layout, batch: int, given: dict | None = None) -> dict[str, np.ndarray]:
+def empty_cache(runner: OrtRunner, layout: Layout, batch: int, given: dict | None = None,
+                max_length: int = 0) -> dict[str, np.ndarray]:
     """The cache inputs of the first step: keys and values of length 0 (axes named like the batch
-    take ``batch``, other named axes 0), recurrent states zero; ``given`` (name -> array: the
-    cross-attention cache an encoder computed) as given."""
+    take ``batch``, axes named ``max_length``, a fixed-buffer cache's, ``max_length`` zeros, other
+    named axes 0), recurrent states zero; ``given`` (name -> array: the cross-attention cache an
+    encoder computed) as given."""
     given = given or {}
     inputs = {i.name: i for i in runner.session.get_inputs()}
     out = {}
@@ -97,7 +101,8 @@ def empty_cache(runner: OrtRunner, layout: Layout, batch: int, given: dict | Non
         if name in given:
             out[name] = given[name]
             continue
-        shape = [d if isinstance(d, int) else (batch if d == layout.batch_dim else 0) for d in inputs[name].shape]
+        shape = [d if isinstance(d, int) else batch if d == layout.batch_dim else max_length if d == MAX_LENGTH else 0
+                 for d in inputs[name].shape]
         out[name] = np.zeros(shape, dtype=_dtype(inputs[name].type))
     return out
 
@@ -152,7 +157,7 @@ def greedy(runner: OrtRunner, start: np.ndarray, max_new_tokens: int, *, mask: n
     mask_of_new = layout.mask is not None and inputs[layout.mask].shape[1] == inputs[layout.tokens].shape[1]
     batch = start.shape[0]
     mask = np.ones(start.shape, dtype=np.int64) if mask is None else mask.astype(np.int64)
-    feeds: dict[str, np.ndarray] = empty_cache(runner, layout, batch, cross)
+    feeds: dict[str, np.ndarray] = empty_cache(runner, layout, batch, cross, max_length=start.shape[1] + max_new_tokens)
     positions = first_positions(mask)
     state = {"past": 0}
 
