@@ -20,6 +20,11 @@ if ! command -v dot >/dev/null 2>&1; then
     (apt-get update -qq && apt-get install -y -qq graphviz >/dev/null) || echo "setup: could not install graphviz (plots will not render)"
   fi
 fi
+# Chromium, where the system's package manager has it: the report test renders the HTML report headless
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  (apt-get install -y -qq chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)) \
+    || echo "setup: could not install chromium (the report's rendering test will skip)"
+fi
 # The speech toolkits for the speech tests and benchmarks/speech.py, with --no-deps (each would bring its own
 # torch, lightning, librosa...) in <venv>/speech-packages, outside site-packages: torchaudio 2.11 (its last
 # release) ships a compiled extension built for CUDA and torch 2.11 that does not load beside this torch, so a
