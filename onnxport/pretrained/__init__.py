@@ -82,7 +82,8 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
         block_size: int4's block size (a power of 2, at least 16; default 32).
         options: further ``onnxport.to_onnx`` arguments (``opset``, ``optimize``...). ``opset=24``: a
             decoder with opset 24's fixed-buffer cache (``TensorScatter`` and ``Attention``,
-            ``onnxport.pretrained.fixed_cache``), checked by the decoding checks rather than ``validate``.
+            ``onnxport.pretrained.fixed_cache``), checked by the decoding checks rather than ``validate``,
+            written without ``genai_config.json``.
 
     Returns an ``ExportResult`` of ``parts`` (file stem -> the model's result, its ``validation``
     set when validated): ``model``, or ``encoder_model`` and ``decoder_model``, or the three parts of
@@ -129,7 +130,8 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
             start = time.perf_counter()
             models["model"] = quantize_decoder(models["model"], quantize, block_size)
             step("quantize", time.perf_counter() - start)
-        genai = genai_config(models["model"], model)
+        if options.get("opset") != FIXED_CACHE_OPSET:  # onnxruntime-genai would feed a growing cache to its buffers
+            genai = genai_config(models["model"], model)
     elif form == "image-text-to-text":
         from onnxport.pretrained.vision_language import export_image_text_to_text
 
