@@ -282,20 +282,22 @@ class ExportResult:
                 return check_without_eager(self, sizes=sizes, inputs=inputs)
             return self.replace(module=materialize(self.module, self.weights)).validate(
                 inputs, sizes, values=values, atol=atol, rtol=rtol, runtime=runtime)
+        from onnxport.targets import target
+
+        check = target(self.target).check_sizes
+        fixed = check(self.model) if check is not None and sizes is None else None
         if self.quantization is not None:
             from onnxport.verify.accuracy import validate_quantized
 
-            return validate_quantized(self, inputs=inputs, sizes=sizes)
+            return validate_quantized(self, inputs=inputs, sizes=fixed if fixed is not None else sizes,
+                                      include_example=fixed is None)
         if self.pieces:
             from onnxport.verify.pieces import validate_pieces
 
             return validate_pieces(self, inputs=inputs, sizes=sizes, values=values, atol=atol, rtol=rtol,
                                    runtime=runtime)
-        from onnxport.targets import target
         from onnxport.verify import validate
 
-        check = target(self.target).check_sizes
-        fixed = check(self.model) if check is not None and sizes is None else None
         if fixed is not None:  # a runtime form refusing the example's sizes (targets.genai_cpu.check_sizes)
             return validate(self, inputs=inputs, sizes=fixed, values=[], atol=atol, rtol=rtol, runtime=runtime,
                             include_example=False)

@@ -88,12 +88,12 @@ def check_sizes(model: ir.Model) -> list[dict] | None:
     example, or None (the example) when no ``GroupQueryAttention`` was made: onnxruntime's operator
     refuses a batch of more than one row taking several new tokens after a past (the example of a
     decoder export: batch 2, 3 new tokens after 5), so each of batch, new tokens and past is brought
-    to its smallest in turn (1, 1, 0)."""
+    to its smallest in turn (1, 1, 0), every dim given (the total is the past plus the new tokens)."""
     if not any(n.op_type == "GroupQueryAttention" for n in model.graph):
         return None
     inputs = {v.name: v for v in model.graph.inputs}
     past = next(v for name, v in inputs.items() if name.startswith("past_key_values."))
     batch, _, past_len, _ = (str(d) for d in past.shape)
-    seq = str(inputs["input_ids"].shape[1])
-    return [{batch: 1}, {seq: 1}, {past_len: 0}]
+    seq, total = str(inputs["input_ids"].shape[1]), str(inputs["attention_mask"].shape[1])
+    return [{batch: b, seq: s, past_len: p, total: p + s} for b, s, p in ((1, 3, 5), (2, 1, 5), (2, 3, 0))]
 

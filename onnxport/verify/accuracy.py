@@ -172,12 +172,13 @@ def _leaves(x: Any) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
 
 
-def _sets(result, inputs: Any, sizes: Any) -> list[tuple[str, str, tuple]]:
-    """``(label, sizes text, (args, kwargs))``: the example, the default sizes (or ``sizes``), ``inputs``."""
+def _sets(result, inputs: Any, sizes: Any, include_example: bool = True) -> list[tuple[str, str, tuple]]:
+    """``(label, sizes text, (args, kwargs))``: the example (unless not ``include_example``), the
+    default sizes (or ``sizes``), ``inputs``."""
     from onnxport.capture.inputs import as_input_set
     from onnxport.verify.validate import default_size_sets
 
-    out = [("example", "", result.example)]
+    out = [("example", "", result.example)] if include_example else []
     if result.captured is not None:
         names = dim_names(result.captured, result.dim_names)
         examples, _ = dim_examples(result.captured, names)
@@ -213,7 +214,7 @@ def compare_output(name: str, kind: str, expected: torch.Tensor, got: np.ndarray
     return AccuracyCheck(label, sizes, name, kind, shape, max_abs, float(cos.mean()), top1, rows, note)
 
 
-def validate_quantized(result, inputs: Any = None, sizes: Any = None) -> AccuracyReport:
+def validate_quantized(result, inputs: Any = None, sizes: Any = None, include_example: bool = True) -> AccuracyReport:
     """Compare the quantized ``result`` (its ``quantization`` set) with eager PyTorch's float model.
 
     Args:
@@ -221,6 +222,8 @@ def validate_quantized(result, inputs: Any = None, sizes: Any = None) -> Accurac
         inputs: extra input sets (each ``(args, kwargs)``, an args tuple or a tensor): real data
             makes agreement mean most.
         sizes: size assignments ``{dim name: size}`` instead of the default validation sizes.
+        include_example: compare on the example inputs too (not for a model whose runtime form
+            refuses them: ``onnxport.targets.genai_cpu.check_sizes``).
 
     Returns an ``AccuracyReport`` judged by ``result.quantization.tolerance``. Raises
     ``ValidationError`` when onnxruntime cannot load the model or an input set is malformed.
@@ -233,7 +236,7 @@ def validate_quantized(result, inputs: Any = None, sizes: Any = None) -> Accurac
     with exclusive_capture():
         runner = OrtRunner(proto)
         users = [n for n in runner.output_names if not n.endswith(UPDATED)]
-        for label, sizes_text, (args, kwargs) in _sets(result, inputs, sizes):
+        for label, sizes_text, (args, kwargs) in _sets(result, inputs, sizes, include_example):
             try:
                 expected, _ = run_eager(module, False, args, kwargs, runner.input_names, [])
                 got = runner.run(_leaves((args, kwargs)))

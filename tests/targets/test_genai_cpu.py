@@ -137,3 +137,18 @@ def test_unmatched_attention_keeps_the_standard_graph():
         "the attention is not GroupQueryAttention"
     assert fusions["skip_norm"].startswith("no RMS norm")
     assert result.validate().ok
+
+
+@pytest.mark.slow
+def test_genai_cpu_quantized_int4_validated_at_the_operator_sizes(qwen2, tmp_path):
+    """``--quantize int4`` after the rewrite: MatMulNBits beside GroupQueryAttention, the accuracy
+    checked at the sizes the operator runs (not the example, which it refuses), every set compared."""
+    from onnxport.pretrained import export_pretrained
+
+    result = export_pretrained(qwen2, target="genai-cpu", quantize="int4", generate=0)
+    decoder = result.parts["model"]
+    ops = [n.op_type for n in decoder.model.graph]
+    assert ops.count("GroupQueryAttention") == 2 and ops.count("MatMulNBits") == 11 and "MatMul" not in ops
+    checks = decoder.validation.checks
+    assert sorted({c.inputs for c in checks}) == ["sizes 1", "sizes 2", "sizes 3"]
+    assert len(checks) == 15 and all(np.isfinite(c.max_abs) and np.isfinite(c.cosine) for c in checks), checks
