@@ -15,8 +15,10 @@
   and read at the lengths, or as a Scan masking each step where an LSTM's cell state is read).
 * ``"genai-cpu"``: a decoder with its cache (``export-hf``'s ``text-generation-with-past``) in the
   forms onnxruntime-genai's model builder writes for CPU (``targets.genai_cpu``): attention as
-  ``com.microsoft.GroupQueryAttention``, the cache one buffer shared by past and present; each
-  fusion that does not match is skipped with its reason (``targets.genai_cpu.genai_fusions``).
+  ``com.microsoft.GroupQueryAttention``, rotary as ``RotaryEmbedding``, packed QKV,
+  ``SkipSimplifiedLayerNormalization``, the cache one buffer shared by past and present; each
+  fusion that does not match is skipped with its reason (``targets.genai_cpu.genai_fusions``);
+  checked against eager at the sizes the operator runs (``Target.check_sizes``).
 
 A target is a rewrite after the standard export (``stages.retarget`` runs it and checks the
 rewritten model against eager PyTorch); the model records its target in its metadata under
@@ -63,7 +65,8 @@ TARGETS = {t.name: t for t in (
     Target("openvino", "openvino", (inline_functions, mask_sequence_lengths, pass_outer_values, check_standard_domains),
            "portable, and an LSTM/GRU/RNN with sequence lengths masked and read at the lengths"),
     Target("genai-cpu", "onnxruntime", (rewrite_for_genai_cpu,),
-           "a decoder with its cache in onnxruntime-genai's CPU forms: GroupQueryAttention, a shared cache buffer",
+           "a decoder with its cache in onnxruntime-genai's CPU forms: GroupQueryAttention, RotaryEmbedding, "
+           "packed QKV, SkipSimplifiedLayerNormalization, a shared cache buffer",
            check_sizes=genai_check_sizes),
 )}
 
