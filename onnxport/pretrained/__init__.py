@@ -82,8 +82,8 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
         block_size: int4's block size (a power of 2, at least 16; default 32).
         options: further ``onnxport.to_onnx`` arguments (``opset``, ``optimize``...). ``opset=24``: a
             decoder with opset 24's fixed-buffer cache (``TensorScatter`` and ``Attention``,
-            ``onnxport.pretrained.fixed_cache``), checked by the decoding checks rather than ``validate``,
-            written without ``genai_config.json``.
+            ``onnxport.pretrained.fixed_cache``), validated by steps against eager at other sizes
+            (``onnxport.pretrained.fixed_cache_check``), written without ``genai_config.json``.
 
     Returns an ``ExportResult`` of ``parts`` (file stem -> the model's result, its ``validation``
     set when validated): ``model``, or ``encoder_model`` and ``decoder_model``, or the three parts of
@@ -150,8 +150,12 @@ def export_pretrained(directory: str | os.PathLike, task: str | None = None, *, 
 
     if validate:
         start = time.perf_counter()
-        models = {stem: r if options.get("opset") == FIXED_CACHE_OPSET else r.replace(validation=r.validate())
-                  for stem, r in models.items()}  # the fixed-buffer cache: checked by decoding (fixed_cache)
+        if options.get("opset") == FIXED_CACHE_OPSET:  # inputs other than the eager call's: its own step check
+            from onnxport.pretrained.fixed_cache_check import check_fixed_cache
+
+            models = {stem: r.replace(validation=check_fixed_cache(r.model_proto, model)) for stem, r in models.items()}
+        else:
+            models = {stem: r.replace(validation=r.validate()) for stem, r in models.items()}
         step("validate", time.perf_counter() - start)
     generation: list = []
     if generate and form == "decoder":

@@ -180,8 +180,9 @@ def export_fixed_cache_decoder(model, **options):
     (``fixed_buffer_cache``). ``options``: further ``onnxport.to_onnx`` arguments, ``opset`` ignored.
 
     The result's example and module are the standard export's: its ``validate()`` does not apply
-    (the inputs differ); greedy decoding (``ExportResult.check_generation``) checks it against
-    eager's ``generate``, logits of every step included.
+    (the inputs differ); ``onnxport.pretrained.fixed_cache_check.check_fixed_cache`` compares steps
+    with eager at other sizes, and greedy decoding (``ExportResult.check_generation``) with eager's
+    ``generate``, logits of every step included.
 
     Raises ``ExportError`` (the decoder's attention or cache not of the form the rewrite reads;
     a target other than ``onnxruntime``) and the errors of ``export_decoder_with_cache``."""

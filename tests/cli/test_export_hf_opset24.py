@@ -41,6 +41,9 @@ def test_opset24_writes_scatter_and_attention_and_decodes_as_generate(exported):
     labels = [g["label"] for g in report["generation"]]
     assert labels == ["batch 1", "batch 2, the second prompt left-padded"]
     assert all(g["ok"] and len(g["got"][0]) == 8 for g in report["generation"])
+    checks = report["validation"]["model"]["checks"]
+    assert report["validation"]["model"]["ok"] and len(checks) == 4 * 5  # 4 sizes x logits and 4 caches
+    assert {c["inputs"] for c in checks} == {"example", "one row", "padded step", "padded past"}
     assert not (out / "model" / "genai_config.json").exists()  # onnxruntime-genai would feed it a growing cache
     model = onnx.load(out / "model" / "model.onnx")
     assert {o.version for o in model.opset_import if o.domain in ("", "ai.onnx")} == {24}
@@ -91,3 +94,18 @@ def test_opset24_decodes_a_padded_batch_in_a_longer_buffer(exported, llama):  # 
 def test_opset24_refuses_a_task_other_than_decoding(llama):  # noqa: F811
     with pytest.raises(ExportError, match="fixed-buffer key/value cache of a decoder"):
         export_pretrained(llama, "feature-extraction", opset=24)
+
+
+def test_opset24_validation_fails_a_cache_written_at_the_wrong_place(exported, llama):  # noqa: F811
+    """The step check against eager catches new keys and values written at position 0 (no write_indices)."""
+    from onnxport.pretrained.fixed_cache_check import check_fixed_cache
+
+    _, out = exported
+    proto = onnx.load(out / "model" / "model.onnx")
+    for node in proto.graph.node:
+        if node.op_type == "TensorScatter":
+            del node.input[2]
+    model = transformers.AutoModelForCausalLM.from_pretrained(llama).eval()
+    report = check_fixed_cache(proto, model)
+    assert not report.ok
+    assert {c.inputs for c in report.checks if not c.ok} == {"example", "one row", "padded step", "padded past"}
