@@ -50,7 +50,10 @@ class ExportOptions:
     def __post_init__(self) -> None:
         if not MIN_OPSET <= self.opset <= MAX_OPSET:
             raise ExportError(f"opset {self.opset} is not supported",
-                              hint=f"use an opset from {MIN_OPSET} to {MAX_OPSET} (default 20)")
+                              hint=f"use an opset from {MIN_OPSET} to {MAX_OPSET} (default 20)" +
+                                   ("; opset 24's fixed-buffer key/value cache is written for a decoder by "
+                                    "export_pretrained(..., opset=24) / export-hf --opset 24"
+                                    if self.opset == MAX_OPSET + 1 else ""))
         if self.target not in TARGET_NAMES:
             raise RuntimeTargetError(f"target {self.target!r} is not a runtime target",
                                      hint=f"choose one of {', '.join(TARGET_NAMES)} (default onnxruntime)")

@@ -47,7 +47,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--task", choices=list(TASKS), help="the task (default: the head config.json's architectures names)")
     p.add_argument("--opset", type=int, default=20,
                    help="ONNX opset (18 to 23; default 20); 24: a decoder with a fixed-buffer cache (TensorScatter, "
-                        "Attention with nonpad_kv_seqlen), checked by decoding)")
+                        "Attention with nonpad_kv_seqlen), checked against eager by steps and by decoding")
     add_target_argument(p)
     p.add_argument("--quantize", choices=["int4", "int8"],
                    help="quantize the decoder for onnxruntime-genai on CPU: int4 MatMulNBits (accuracy level 4) or "

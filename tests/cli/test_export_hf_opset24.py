@@ -109,3 +109,16 @@ def test_opset24_validation_fails_a_cache_written_at_the_wrong_place(exported, l
     report = check_fixed_cache(proto, model)
     assert not report.ok
     assert {c.inputs for c in report.checks if not c.ok} == {"example", "one row", "padded step", "padded past"}
+
+
+def test_opset24_gpt2_multi_head_attention(tmp_path):
+    """GPT-2: as many key/value heads as query heads (no repeat_kv), its own attention code."""
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=128,
+                                     pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "gpt2")
+    result = export_pretrained(tmp_path / "gpt2", generate=6, opset=24)
+    assert result.ok, (result.parts["model"].validation, result.generation)
+    ops = [n.op_type for n in result.parts["model"].model.graph]
+    assert ops.count("TensorScatter") == 4 and ops.count("Attention") == 2
+    assert [label for label, _ in result.generation] == ["batch 1", "batch 2, the second prompt left-padded"]
