@@ -1,9 +1,10 @@
 """Decode speed in onnxruntime (CPU, one thread) of opset 24's fixed-buffer cache against the default
 export's growing cache: a small Llama-style decoder (8 layers, hidden 256, 8 heads, 2 key/value heads,
 vocabulary 1024, untrained: speed does not depend on the weights), written by ``save_pretrained`` and
-exported by ``export_pretrained`` at the default opset (20: the cache grows by ``Concat`` each step) and at
-opset 24 (``onnxport.pretrained.fixed_cache``: ``TensorScatter`` into buffers of ``max_length`` =
-prompt + tokens, ``Attention`` with ``nonpad_kv_seqlen``).
+exported by ``export_pretrained`` at the default opset (20: the cache grows by ``Concat`` each step), at
+opset 23 (the same cache, attention as the standard ``Attention``) and at opset 24
+(``onnxport.pretrained.fixed_cache``: ``TensorScatter`` into buffers of ``max_length`` = prompt + tokens,
+``Attention`` with ``nonpad_kv_seqlen``).
 
 Prints decode ms/token of each form: each round decodes ``--tokens`` tokens greedily after a prompt of
 ``--prompt`` tokens, the first step (the prompt's) left out; rounds alternate the forms; the median over
@@ -91,12 +92,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         save_llama(f"{tmp}/llama")
         paths = {}
-        for opset in (20, 24):
+        for opset in (20, 23, 24):
             result = export_pretrained(f"{tmp}/llama", validate=False, generate=8, opset=opset)
             assert result.ok, result.generation
             result.save(f"{tmp}/opset{opset}")
             paths[opset] = f"{tmp}/opset{opset}/model.onnx"
         forms = {"default export (opset 20, growing cache)": (session(paths[20]), False, False),
+                 "opset 23 (Attention, growing cache)": (session(paths[23]), False, False),
                  "opset 24 fixed buffer, present fed back": (session(paths[24]), True, False),
                  "opset 24 fixed buffer, I/O bound in place": (session(paths[24]), True, True)}
         prompt = np.random.default_rng(0).integers(3, 1024, (1, args.prompt)).astype(np.int64)
