@@ -58,15 +58,17 @@ def size_one(result: ExportResult, splits: bool, run: Any) -> tuple[ExportResult
     """``result`` run at size 1 of each dim whose comparison with a number torch.export decided from its
     default minimum of 2 alone (the kept ``n >= 2`` guards of ``verify.default_floor``), in onnxruntime
     against eager PyTorch (the step timed on ``run``): ``(result, None, None)`` where it matches there
-    (each such guard marked checked); else, where ``splits``, the branch ``pieces.export_in_pieces`` cuts at 1
-    (``pieces.floor_branch``) and the fallback ``failed -> result`` taking ``n >= 2`` as a constraint
-    should that fail; without ``splits``, the result with that constraint.
+    (each such guard marked checked) or where eager PyTorch refuses the made-up inputs there as at the
+    example's sizes (marked ``default_floor.untested``: their values, not size 1, are refused); else, where
+    ``splits``, the branch ``pieces.export_in_pieces`` cuts at 1 (``pieces.floor_branch``) and the fallback
+    ``failed -> result`` taking ``n >= 2`` as a constraint should that fail; without ``splits``, the result
+    with that constraint.
 
     Raises:
         DynamicShapesError: without ``splits``, for a dim whose explicit range holds 1.
     """
     from onnxport.pieces import floor_branch
-    from onnxport.verify.default_floor import checked, floors, wrong_below
+    from onnxport.verify.default_floor import REFUSED_ALIKE, checked, floors, untested, wrong_below
 
     if not _eager(result) or not floors(result.guards):
         return result, None, None
@@ -76,6 +78,8 @@ def size_one(result: ExportResult, splits: bool, run: Any) -> tuple[ExportResult
             why = wrong_below(result, guard)
             if why is None:
                 marked[id(guard)] = checked(guard)
+            elif why == REFUSED_ALIKE:
+                marked[id(guard)] = untested(guard)
             else:
                 wrong[id(guard)] = (guard, why)
     if marked:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from onnxport.capture.guards.conditions import DEFAULT_FLOOR, LAYOUT, SHOWN, Guard, GuardStatus
-from onnxport.capture.guards.probe import eager_refusal, refusal_at
+from onnxport.capture.guards.probe import eager_refusal, refusal_at, same_refusal
 from onnxport.capture.inputs import dim_examples, dim_names
 
 _MIN_TEXT = " >= "
@@ -56,7 +56,8 @@ def smallest_taken(model, captured, name: str, first: int, allowed=lambda sizes:
     eager PyTorch runs ``model`` (the other dims at their example sizes, inputs made like the
     example's), and its error at ``start``, the first size from ``first`` on that ``allowed``
     (``{dim name: size} -> bool``: the adopted constraints) keeps; None when eager runs at ``start``
-    (or the inputs cannot be made, or no size up to the example is allowed).
+    (or the inputs cannot be made, or no size up to the example is allowed, or eager PyTorch refuses the
+    made-up inputs at the example's size as at ``start``: ``guards.probe.same_refusal``).
 
     The allowed sizes are tried one by one up to ``start + LINEAR``, then bisected up to the example's
     size (which runs), on fake tensors (``shapes_refusal``); eager PyTorch confirms that it raises
@@ -79,6 +80,9 @@ def smallest_taken(model, captured, name: str, first: int, allowed=lambda sizes:
 
     error = eager(0)
     if error is None:
+        return None
+    at_example = eager(len(sizes) - 1)
+    if at_example is not None and same_refusal(error, at_example):  # the made-up values refused, not the size
         return None
     found = _search(fake, len(sizes) - 1)
     if found == 1 or eager(found - 1) is not None:

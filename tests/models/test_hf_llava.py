@@ -55,13 +55,28 @@ def test_llava_for_conditional_generation_exports_with_dynamic_batch_and_sequenc
     model = tiny_llava()
     dims = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}, "pixel_values": {0: "batch"}}
     sets = [((), prompt(1, 20, 1)), ((), prompt(3, 31, 2)), ((), prompt(4, 16, 3))]
-    check_export(Logits(model), (), dims, kwargs=prompt(2, 24, 0), inputs=sets, sizes=[], values=[], min_sets=4,
-                 expect_inputs={"input_ids": ["batch", "seq"], "pixel_values": ["batch", 3, 32, 32]},
-                 expect_outputs={"output": ["batch", "seq", 1000]})
+    result = check_export(Logits(model), (), dims, kwargs=prompt(2, 24, 0), inputs=sets, sizes=[], values=[],
+                          min_sets=4, expect_inputs={"input_ids": ["batch", "seq"],
+                                                     "pixel_values": ["batch", 3, 32, 32]},
+                          expect_outputs={"output": ["batch", "seq", 1000]})
+    # the image-token count check refuses the made-up inputs at every size, not size 1: it excludes none
+    assert result.constraints == []
     with torch.no_grad():  # the image features reach the logits: other images, other logits
         base = model(**prompt(2, 24, 0)).logits
         other = prompt(2, 24, 0) | {"pixel_values": torch.randn(2, 3, 32, 32)}
         assert not torch.allclose(base, model(**other).logits)
+
+
+@pytest.mark.slow
+def test_llava_exports_with_batch_and_sequence_declared_from_1():
+    from torch.export import Dim
+
+    batch, seq = Dim("batch", min=1), Dim("seq", min=1)
+    dims = {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}, "pixel_values": {0: batch}}
+    sets = [((), prompt(1, PER_IMAGE, 4)), ((), prompt(1, 17, 5)), ((), prompt(3, PER_IMAGE, 6))]
+    result = check_export(Logits(tiny_llava()), (), dims, kwargs=prompt(2, 24, 0), inputs=sets, sizes=[], values=[],
+                          min_sets=4)
+    assert result.constraints == [] and not result.pieces
 
 
 @pytest.mark.slow

@@ -7,7 +7,9 @@ assumption and never recorded as a guard. For every dimension the export would p
 on, the model runs once in eager PyTorch at size 1 (the other dimensions at the example's sizes,
 inputs made like the example's, ``capture.inputs``): when PyTorch itself refuses, the dimension
 starts at 2 (adopted with a warning naming the error and the user's line, or refused for an
-explicit range), so the export never promises sizes the model does not take.
+explicit range), so the export never promises sizes the model does not take. A refusal eager PyTorch
+also makes on the made-up inputs at the example's own sizes (same line, same exception type) is of
+their values, not of size 1 (a count of special tokens in random ids), and excludes nothing.
 """
 
 from __future__ import annotations
@@ -62,8 +64,9 @@ def probe_size_one(model: Any, captured: Captured) -> tuple[list[Guard], dict]:
 
     if runs(*small) is not None:
         errors = {s: runs(s) for s in small}
+    control = eager_refusal(model, captured, names, examples) if any(errors.values()) else None
     for symbol, error in errors.items():
-        if error is None:
+        if error is None or same_refusal(error, control):
             continue
         var = variables[symbol]
         where, message = error
@@ -74,6 +77,16 @@ def probe_size_one(model: Any, captured: Captured) -> tuple[list[Guard], dict]:
                             f"{REFUSES} {var.name} = 1: {message}", text, (var.name,)))
         variables[symbol] = dataclasses.replace(var, lo=2)
     return guards, variables
+
+
+def same_refusal(error: tuple[str | None, str], control: tuple[str | None, str] | None) -> bool:
+    """Whether eager PyTorch refused the made-up inputs at the example's sizes (``control``) where and as
+    it refused them at size 1 (``error``): the same line and exception type. Such a refusal is of the
+    inputs' values (``len(image_features) != (input_ids == image_token).sum()``: a count in random token
+    ids), not of size 1, so it excludes nothing."""
+    if control is None:
+        return False
+    return control[0] == error[0] and control[1].split(":")[0] == error[1].split(":")[0]
 
 
 def satisfying(sizes: dict[str, int], adopted: list[Guard], fixed: set[str]) -> dict[str, int] | None:
