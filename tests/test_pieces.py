@@ -73,6 +73,17 @@ def test_a_branch_whose_sides_differ_in_length_is_exported_in_two_pieces():
     assert [d for d in result.model.graph.inputs[0].shape] == [ir.SymbolicDim("batch"), ir.SymbolicDim("time"), 8]
 
 
+def test_given_inputs_with_no_sizes_are_compared_in_a_model_of_pieces():
+    """``validate(inputs=..., sizes=[])`` compares the given inputs (and each piece's example), not nothing."""
+    with pytest.warns(UserWarning):
+        result = onnxport.to_onnx(PoolsLongInputs(), (torch.randn(2, 10, 8),),
+                                  dynamic_shapes=({0: "batch", 1: "time"},))
+    report = result.validate(inputs=[(torch.randn(3, 25, 8),), (torch.randn(1, 4, 8),)], sizes=[], values=[])
+    given = [c for c in report.checks if c.inputs.startswith("inputs")]
+    assert report.ok and len({c.inputs for c in given}) == 2, report
+    assert {c.why.split("piece ")[-1] for c in report.checks} == {"1: 1 <= time <= 16", "2: time >= 17"}
+
+
 @pytest.mark.slow
 def test_two_branches_give_three_pieces_each_compared_with_eager():
     result = check_export(WindowsOfFour(), (torch.randn(2, 6, 4),), {"x": {0: "batch", 1: "time"}}, values=[],

@@ -27,7 +27,7 @@ def validate_pieces(result, inputs: Any = None, sizes: Any = None, *, values: An
         example = interval.own
         mine = None if sizes is None else [s for s in sizes if (s.get(interval.dim) in interval if interval.dim in s
                                                                 else example)]
-        if sizes is not None and not mine:
+        if sizes and not mine:  # sizes were given, none of them in this piece (an empty list: none asked anywhere)
             continue
         if mine is not None and interval.lower == interval.upper:  # the dim is static in a piece of one size
             mine = [{k: v for k, v in m.items() if k != interval.dim} for m in mine]
