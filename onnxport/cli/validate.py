@@ -18,7 +18,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                     "--find-divergence, a mismatch is traced to the first FX node / ONNX node pair that differs. "
                     "With --generate N, a decoder exported with its cache (past_key_values.* in, present.* out) "
                     "also decodes N tokens greedily in onnxruntime, compared step by step with the model's own "
-                    "generate. Exit codes: 0 all match, 1 mismatch, 2 user error.",
+                    "generate. With a config's [stream] section (-c), the file also runs chunk after chunk from the "
+                    "initial state, its state outputs fed back, compared with eager doing the same. Exit codes: "
+                    "0 all match, 1 mismatch, 2 user error.",
     )
     p.add_argument("onnx_file", metavar="MODEL.onnx", help="the ONNX file to check")
     add_target_arguments(p)
@@ -75,11 +77,30 @@ def run(args: argparse.Namespace) -> int:
         print(generated)
         payload["generation"] = generated.to_dict()
         ok = ok and generated.ok
+    stream = _stream(args, reference)
+    if stream is not None:
+        print()
+        print(stream)
+        payload["stream"] = stream.to_dict()
+        ok = ok and stream.ok
     if args.report:
         with open(args.report, "w") as f:
             json.dump(payload, f, indent=2, default=str)
     print("\nall outputs match" if ok else "\nMISMATCH")
     return 0 if ok else 1
+
+
+def _stream(args: argparse.Namespace, reference):
+    """The streaming check of the config's ``[stream]`` section (``config.stream.check_config_stream``) run on
+    MODEL.onnx, as ``onnxport export`` runs it on its export; None without a config or a ``[stream]``."""
+    cfg = getattr(reference, "config", None)
+    if cfg is None or getattr(cfg, "stream", None) is None:
+        return None
+    import onnx_ir as ir
+
+    from onnxport.config.stream import check_config_stream
+
+    return check_config_stream(reference.replace(model=ir.load(args.onnx_file)), cfg)
 
 
 def _write_html(args: argparse.Namespace, reference, report) -> None:

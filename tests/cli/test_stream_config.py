@@ -195,3 +195,24 @@ def _written(tmp_path: Path, text: str) -> str:
     path = tmp_path / "parse.toml"
     path.write_text(text)
     return str(path)
+
+
+def test_validate_runs_the_configs_stream_on_the_file(tmp_path, models, capsys):
+    """``onnxport validate MODEL.onnx TARGET -c CONFIG`` runs the config's ``[stream]`` check on the file: a model
+    wrong from an empty cache fails it (exit 1) though every single call the validation makes is right."""
+    config = PAST + STREAM + "start = { cache = 0 }\n"
+    code, out, _ = export(tmp_path, f"{models}:build_cache", config)
+    assert code == 0, capsys.readouterr().err
+    cfg, report = tmp_path / "stream.toml", tmp_path / "v.json"
+    code = main(["validate", str(out), f"{models}:build_cache", "-c", str(cfg), "--report", str(report)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "states fed back: next_cache -> cache" in captured.out and "stream matches" in captured.out
+    assert json.loads(report.read_text())["stream"]["ok"] is True
+    # the file of a model right at every call but wrong from an empty cache, checked against that model
+    code, wrong, _ = export(tmp_path, f"{models}:build_start_frame", config, "--no-validate")
+    code = main(["validate", str(wrong), f"{models}:build_start_frame", "-c", str(cfg), "--report", str(report)])
+    captured = capsys.readouterr()
+    assert code == 1 and "STREAM MISMATCH" in captured.out
+    data = json.loads(report.read_text())
+    assert data["stream"]["ok"] is False and data["ok"] is True
