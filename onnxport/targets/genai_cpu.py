@@ -5,7 +5,9 @@ skipped, with its reason recorded, where it does not match:
 1. ``attention``: each attention with its concatenated cache as ``com.microsoft.GroupQueryAttention``
    (``onnxport.targets.genai_attention``);
 2. ``rotary``: the rotary embedding of the query and key as ``com.microsoft.RotaryEmbedding`` on the
-   projections (``onnxport.targets.genai_rotary``), outside ``GroupQueryAttention`` (``ROTARY_OUTSIDE``);
+   projections (``onnxport.targets.genai_rotary``), outside ``GroupQueryAttention`` (``ROTARY_OUTSIDE``),
+   its cos/sin initializers of ``max_position_embeddings`` rows where the export recorded that number
+   (``CACHES_HELD``; else computed each step, the reason recorded);
 3. ``shared_buffer``: when no node but ``GroupQueryAttention`` reads a past cache input, the cache
    may be one buffer of ``max_length`` shared by past and present, written in place
    (``genai_config.json``'s ``past_present_share_buffer: true``, ``onnxport.pretrained.genai``);
@@ -27,7 +29,7 @@ import onnx_ir as ir
 from onnxport.targets.genai_attention import fuse_group_query_attention, shares_cache_buffer
 from onnxport.targets.genai_norm import fuse_skip_rms_norm
 from onnxport.targets.genai_packed import pack_qkv
-from onnxport.targets.genai_rotary import fuse_rotary
+from onnxport.targets.genai_rotary import MAX_POSITIONS_KEY, fuse_rotary
 
 FUSIONS_KEY = "onnxport.genai_cpu"  # model metadata: fusion -> "applied" or why not (JSON)
 APPLIED = "applied"
@@ -35,6 +37,9 @@ APPLIED = "applied"
 # a left-padded row's cache, hence its later tokens, would differ from the model's
 ROTARY_OUTSIDE = ("outside GroupQueryAttention: the operator's rotary rotates a first prompt at positions "
                   "0..S-1, not at position_ids (a left-padded row would differ)")
+
+# the rotary's cos/sin read by position from initializers of max_position_embeddings rows (genai_rotary)
+CACHES_HELD = "cos/sin caches of max_position_embeddings rows"
 
 
 def rewrite_for_genai_cpu(model: ir.Model) -> None:
@@ -50,11 +55,14 @@ def rewrite_for_genai_cpu(model: ir.Model) -> None:
     else:
         fusions["attention"] = APPLIED if fused else "; ".join(sorted(set(reasons)))
     if fused:
-        unrotated = fuse_rotary(model)
+        unrotated, per_step = fuse_rotary(model)
         rotaries = sum(n.op_type == "RotaryEmbedding" for n in model.graph)
-        fusions["rotary"] = (f"{APPLIED} (com.microsoft.RotaryEmbedding; {ROTARY_OUTSIDE})" if not unrotated else
+        caches = f"cos/sin computed each step: {per_step}" if per_step else CACHES_HELD
+        whole = f"{APPLIED} (com.microsoft.RotaryEmbedding, {caches}; {ROTARY_OUTSIDE})"
+        fusions["rotary"] = (whole if not unrotated else
                              f"{APPLIED} to {rotaries} of the queries and keys, not to {len(unrotated)}: "
-                             f"{'; '.join(sorted(set(unrotated)))}" if rotaries else "; ".join(sorted(set(unrotated))))
+                             f"{'; '.join(sorted(set(unrotated)))} ({caches})" if rotaries else
+                             "; ".join(sorted(set(unrotated))))
     else:
         fusions["rotary"] = "the attention is not GroupQueryAttention"
     common.RemoveUnusedNodesPass()(model)  # the standard attention's mask and cache reads, now unread
@@ -74,6 +82,7 @@ def rewrite_for_genai_cpu(model: ir.Model) -> None:
         fusions["packed_qkv"] = "the attention is not GroupQueryAttention"
     norms = fuse_skip_rms_norm(model)
     fusions["skip_norm"] = APPLIED if norms else "no RMS norm (Pow, ReduceMean, Sqrt, Reciprocal) of a residual sum"
+    model.metadata_props.pop(MAX_POSITIONS_KEY, None)  # (fuse_rotary's input, not a property of the model)
     model.metadata_props[FUSIONS_KEY] = json.dumps(fusions)
 
 

@@ -5,9 +5,18 @@ key, as the standard export writes it on ``[B, N, S, d]`` heads,
     f = Mul(Cast(Unsqueeze(position_ids, -1)), inv_freq),  x = Transpose(Reshape(projection), (0, 2, 1, 3))
 
 as ``com.microsoft.RotaryEmbedding(projection [B, S, N*d], position_ids, cos_cache, sin_cache)`` on
-the projection itself (no transposes), the caches ``[L, d/2]`` computed once per step from
-``inv_freq`` for positions ``0..L-1``, ``L`` the largest position + 1 or ``attention_mask``'s length
-(onnxruntime-genai's builder stores them for ``max_position_embeddings``; the graph does not know it).
+the projection itself (no transposes). The caches ``[P, d/2]`` are initializers for positions
+``0..P-1``, ``P`` the decoder's ``max_position_embeddings``, as onnxruntime-genai's builder stores
+them, where the export recorded it (``record_max_positions``: transformers' rotary modules whose
+cos/sin are a function of the position alone, ``onnxport.library.transformers.rotary_positions``):
+each row ``cos(float32(p * inv_freq))`` computed in float64 and rounded to ``inv_freq``'s dtype, so
+within one ulp of eager's float32 ``cos``/``sin`` (equal for most). A position ``>= P`` has no row:
+onnxruntime's operator refuses the run (``position_ids`` out of range) where eager PyTorch would go
+on computing angles; the decoder is meant for ``P`` positions and onnxruntime-genai's ``max_length``
+stays within them. Where ``P`` is not known (no eager module, ``dynamic``/``longrope`` scaling whose
+angles depend on the sequence length), the caches are computed each step from ``inv_freq`` for
+positions ``0..L-1``, ``L`` the largest position + 1 or ``attention_mask``'s length, and the reason
+is recorded (``fuse_rotary``).
 Not ``GroupQueryAttention``'s own ``do_rotary``: that rotates a first prompt at positions ``0..S-1``
 whatever ``position_ids`` say, which a left-padded row contradicts.
 
@@ -23,6 +32,27 @@ import onnx_ir as ir
 from onnxport.targets.builder import Constants
 from onnxport.targets.genai_attention import MS_DOMAIN, _ints, _producer
 from onnxport.targets.names import FreshNames
+
+
+MAX_POSITIONS_KEY = "onnxport.max_positions"  # metadata during the rewrite: P, or why it is not known
+
+
+def record_max_positions(model: ir.Model, module: object) -> None:
+    """``model``'s metadata ``onnxport.max_positions``: the number of positions of ``module``'s
+    rotary embedding (module docstring), or why it is not known; read (and removed) by ``fuse_rotary``."""
+    from onnxport.library.transformers.rotary_positions import max_positions
+
+    found, why = max_positions(module) if module is not None else (None, "the export has no eager module")
+    model.metadata_props[MAX_POSITIONS_KEY] = str(found) if found is not None else why
+
+
+def position_caches(inv_freq: np.ndarray, positions: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(cos, sin)`` ``[positions, len(inv_freq)]`` in ``inv_freq``'s dtype: the angle ``p * inv_freq``
+    rounded to that dtype as eager PyTorch's float32 product is, its cos and sin computed in float64
+    then rounded (within one ulp of eager's float32 ``torch.cos``/``torch.sin``)."""
+    angles = np.arange(positions, dtype=inv_freq.dtype)[:, None] * inv_freq.reshape(1, -1)
+    return (np.cos(angles.astype(np.float64)).astype(inv_freq.dtype),
+            np.sin(angles.astype(np.float64)).astype(inv_freq.dtype))
 
 
 def _other(node: ir.Node, value: ir.Value) -> ir.Value | None:
@@ -88,11 +118,15 @@ def match_rotary(value: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value, int] | 
     return "the query or key is not rotated heads (x * cos + rotate_half(x) * sin)"
 
 
-def fuse_rotary(model: ir.Model) -> list[str]:
+def fuse_rotary(model: ir.Model) -> tuple[list[str], str]:
     """The rotary embedding of each ``GroupQueryAttention``'s query and key as
     ``com.microsoft.RotaryEmbedding`` (module docstring), in place; the old nodes left unread.
-    Returns why a query or key was not fused (empty: all fused)."""
+    Returns why a query or key was not fused (empty: all fused), and why the cos/sin are computed
+    each step instead of being initializers of ``max_position_embeddings`` rows (empty: initializers)."""
     graph = model.graph
+    recorded = model.metadata_props.pop(MAX_POSITIONS_KEY, "the maximum position is not known (not recorded)")
+    max_positions = int(recorded) if recorded.isdigit() else None
+    per_step = "" if max_positions is not None else recorded
     fresh = FreshNames(model)
     const = Constants(graph, fresh, "rotary")
     caches: dict[int, tuple[ir.Value, ir.Value]] = {}
@@ -105,7 +139,17 @@ def fuse_rotary(model: ir.Model) -> list[str]:
         made.append(node)
         return node.outputs[0]
 
+    def initializer(name: str, array: np.ndarray) -> ir.Value:
+        value = ir.Value(name=fresh(name), const_value=ir.tensor(array), shape=ir.Shape(array.shape),
+                         type=ir.TensorType(ir.DataType.from_numpy(array.dtype)))
+        graph.register_initializer(value)
+        return value
+
     def cache(inv_freq: ir.Value, position_ids: ir.Value) -> tuple[ir.Value, ir.Value]:
+        if id(inv_freq) not in caches and max_positions is not None:
+            tables = position_caches(inv_freq.const_value.numpy(), max_positions)
+            caches[id(inv_freq)] = tuple(initializer(name, table) for name, table in zip(("cos_cache", "sin_cache"),
+                                                                                            tables))
         if id(inv_freq) not in caches:
             mask = next(v for v in graph.inputs if v.name == "attention_mask")
             largest = op("Add", [op("ReduceMax", [position_ids], keepdims=0), const(np.array(1, np.int64))])
@@ -120,7 +164,7 @@ def fuse_rotary(model: ir.Model) -> list[str]:
 
     reasons = []
     if "attention_mask" not in {v.name for v in graph.inputs}:
-        return ["the model has no attention_mask input"]
+        return ["the model has no attention_mask input"], per_step
     for node in [n for n in graph if n.op_type == "GroupQueryAttention" and n.domain == MS_DOMAIN]:
         for index in (0, 1):
             found = match_rotary(node.inputs[index])
@@ -136,4 +180,4 @@ def fuse_rotary(model: ir.Model) -> list[str]:
             graph.append(rotary)
             node.replace_input_with(index, rotary.outputs[0])
     graph.extend(made)
-    return reasons
+    return reasons, per_step

@@ -1,7 +1,8 @@
 """Target ``genai-cpu``: a tiny Llama (``export-hf --target genai-cpu``) and a tiny Qwen2
 (``export_pretrained(target="genai-cpu")``), two architectures written by ``save_pretrained``, have
 their attention fused as ``com.microsoft.GroupQueryAttention`` with a cache buffer shared by past and
-present, their rotary embedding as RotaryEmbedding, their q/k/v projections packed into one MatMul
+present, their rotary embedding as RotaryEmbedding reading cos/sin caches of max_position_embeddings rows (right
+up to the last position, refused beyond it), their q/k/v projections packed into one MatMul
 and the norms of residual sums as SkipSimplifiedLayerNormalization; the rewritten decoder is validated
 against eager PyTorch, its greedy tokens equal ``generate``'s in onnxruntime (batch 1, and batch 2
 with a left-padded row) and in onnxruntime-genai.
@@ -18,7 +19,8 @@ import torch
 
 from onnxport import to_onnx
 from onnxport.cli import main
-from onnxport.targets.genai_cpu import APPLIED, ROTARY_OUTSIDE, genai_fusions
+from onnxport.targets.genai_cpu import APPLIED, CACHES_HELD, ROTARY_OUTSIDE, genai_fusions
+from onnxport.targets.genai_rotary import position_caches
 from tests.cli.test_export_hf_files import llama, offline  # noqa: F401 - fixtures: a saved tiny Llama, no network
 
 og = pytest.importorskip("onnxruntime_genai")
@@ -64,7 +66,12 @@ def _check_fused(out, layers: int = 2):
     proto = onnx.load(str(out / "model.onnx"))
     ops = [n.op_type for n in proto.graph.node]
     assert ops.count("GroupQueryAttention") == layers and "Softmax" not in ops
-    assert ops.count("RotaryEmbedding") == 2 * layers and "Sin" in ops  # query and key; the caches computed
+    # query and key, the cos/sin caches initializers of max_position_embeddings rows: no angle computed per step
+    assert ops.count("RotaryEmbedding") == 2 * layers and not {"Sin", "Cos", "Range"} & set(ops)
+    positions = json.loads((out / "config.json").read_text())["max_position_embeddings"]
+    caches = {i.name: i for i in proto.graph.initializer if i.name.endswith("_cache")}
+    assert sorted(caches) == ["cos_cache", "sin_cache"]
+    assert [tuple(i.dims) for i in caches.values()] == [(positions, 8)] * 2  # head size 16
     assert ops.count("MatMul") == 5 * layers + 1  # q/k/v packed, output, gate, up, down; lm_head
     # the norms of residual sums: after each attention and each MLP (the next layer's, the final one)
     assert ops.count("SkipSimplifiedLayerNormalization") == 2 * layers
@@ -98,13 +105,56 @@ def test_qwen2_export_pretrained_target_genai_cpu(qwen2, tmp_path):
     decoder = result.parts["model"]
     assert decoder.target == "genai-cpu"
     assert genai_fusions(decoder.model) == {
-        "attention": APPLIED, "rotary": f"{APPLIED} (com.microsoft.RotaryEmbedding; {ROTARY_OUTSIDE})",
+        "attention": APPLIED, "rotary": f"{APPLIED} (com.microsoft.RotaryEmbedding, {CACHES_HELD}; {ROTARY_OUTSIDE})",
         "shared_buffer": APPLIED, "packed_qkv": APPLIED, "skip_norm": APPLIED}
     assert decoder.validation.ok and all(g.ok for _, g in result.generation) and result.ok
     result.save(tmp_path / "out")
     _check_fused(tmp_path / "out")
     tokens = _genai_tokens(tmp_path / "out", GENERATE)
     assert len(tokens) >= 2 and tokens == _eager_tokens(qwen2, GENERATE)
+    _check_last_positions(qwen2, tmp_path / "out" / "model.onnx")
+
+
+def _check_last_positions(directory, path):
+    """The decoder's logits at the last positions of its caches (max_position_embeddings - 3 .. - 1)
+    and a row of a left-padded batch equal eager's; a position beyond them is refused by onnxruntime."""
+    import onnxruntime as ort
+
+    eager = transformers.AutoModelForCausalLM.from_pretrained(directory).eval()
+    last = eager.config.max_position_embeddings
+    session = ort.InferenceSession(str(path))
+    ids = np.array([[5, 17, 42], [0, 9, 11]], np.int64)
+    mask = np.array([[1, 1, 1], [0, 1, 1]], np.int64)
+
+    def run(positions):
+        feed = {"input_ids": ids, "attention_mask": mask, "position_ids": np.array(positions, np.int64)}
+        feed |= {i.name: np.zeros((2, 2, 0, 16), np.float32) for i in session.get_inputs()
+                 if i.name.startswith("past_key_values.")}
+        return session.run(["logits"], feed)[0]
+
+    for start in (0, last - 3):
+        positions = [[start, start + 1, start + 2], [start + 1, start + 1, start + 2]]
+        with torch.no_grad():
+            expected = eager(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
+                             position_ids=torch.tensor(positions)).logits.numpy()
+        got = run(positions)
+        np.testing.assert_allclose(got[0], expected[0], atol=1e-5)
+        np.testing.assert_allclose(got[1, 1:], expected[1, 1:], atol=1e-5)  # (the padded token's logits: any)
+    with pytest.raises(Exception, match="out of range"):
+        run([[last - 2, last - 1, last]] * 2)
+
+
+def test_position_caches_within_one_ulp_of_eager():
+    """The cos/sin caches (float64, rounded) against eager's float32 cos/sin of the angles transformers
+    computes (``inv_freq @ position_ids`` in float32), at 32768 positions of a 128-wide head."""
+    dim, positions = 128, 32768
+    inv_freq = 1.0 / (1e6 ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    angles = (inv_freq[None, :, None] @ torch.arange(positions)[None, None, :].float()).transpose(1, 2)[0]
+    for ours, eager in zip(position_caches(inv_freq.numpy(), positions), (angles.cos(), angles.sin())):
+        eager = eager.numpy()
+        assert ours.dtype == np.float32 and ours.shape == (positions, dim // 2)
+        ulps = np.abs(ours.astype(np.float64) - eager) / np.spacing(np.abs(eager))
+        assert ulps.max() <= 1 and (ours == eager).mean() > 0.9
 
 
 class NoCacheAttention(torch.nn.Module):
@@ -152,3 +202,37 @@ def test_genai_cpu_quantized_int4_validated_at_the_operator_sizes(qwen2, tmp_pat
     checks = decoder.validation.checks
     assert sorted({c.inputs for c in checks}) == ["sizes 1", "sizes 2", "sizes 3"]
     assert len(checks) == 15 and all(np.isfinite(c.max_abs) and np.isfinite(c.cosine) for c in checks), checks
+
+
+def test_max_positions_only_where_the_angles_depend_on_the_position_alone():
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    from onnxport.library.transformers.rotary_positions import max_positions
+
+    def rotary(**rope):
+        config = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4, max_position_embeddings=96,
+                                          **({"rope_parameters": rope | {"rope_theta": 1e4}} if rope else {}))
+        return torch.nn.Sequential(LlamaRotaryEmbedding(config))
+
+    assert max_positions(rotary()) == max_positions(rotary(rope_type="linear", factor=2.0)) == (96, "")
+    assert max_positions(rotary(rope_type="dynamic", factor=2.0)) == \
+        (None, "the rotary scaling (dynamic) depends on more than the position")
+    assert max_positions(torch.nn.Linear(2, 2))[0] is None
+
+
+@pytest.mark.slow
+def test_rotary_without_known_positions_computes_its_caches_each_step(qwen2, monkeypatch):
+    """Where the number of positions is not known, the cos/sin are computed from position_ids each
+    step (the reason recorded), still equal to eager."""
+    import onnxport.library.transformers.rotary_positions as rotary_positions
+    from onnxport.pretrained import export_pretrained
+
+    monkeypatch.setattr(rotary_positions, "max_positions", lambda module: (None, "not known here"))
+    decoder = export_pretrained(qwen2, target="genai-cpu", generate=GENERATE)
+    model = decoder.parts["model"].model
+    assert genai_fusions(model)["rotary"] == \
+        f"{APPLIED} (com.microsoft.RotaryEmbedding, cos/sin computed each step: not known here; {ROTARY_OUTSIDE})"
+    ops = [n.op_type for n in model.graph]
+    assert ops.count("RotaryEmbedding") == 4 and {"Sin", "Cos", "Range"} <= set(ops)
+    assert "onnxport.max_positions" not in model.metadata_props
+    assert decoder.parts["model"].validation.ok and all(g.ok for _, g in decoder.generation)
