@@ -278,11 +278,13 @@ def main() -> None:
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     import onnxruntime
 
+    chosen = "".join(f" --{k} {getattr(args, k)}" for k in ("families", "sizes")
+                     if getattr(args, k) != parser.get_default(k))
     head = [
         "# onnxport against onnxruntime-genai's model builder",
         "",
         f"One run of `python benchmarks/genai_parity.py --rounds {args.rounds} --tokens {args.tokens} "
-        f"--prompt {args.prompt}` on {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
+        f"--prompt {args.prompt}{chosen}` on {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
         f"{minutes:.1f} min (method: the script's docstring). Machine: {cpu}, {os.cpu_count()} cores, "
         f"{platform.system()} {platform.release()}, load average {load[0]:.1f} during the run (shared: absolute "
         f"times are inflated, the ratios are paired within rounds); onnxruntime {onnxruntime.__version__}, "
