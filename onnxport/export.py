@@ -103,7 +103,7 @@ def to_onnx(
         cast_weights: cast checkpoint tensors of another floating dtype to the model's dtype as
             they are written (default: a dtype mismatch is an error).
         fallback_seconds: the time one capture fallback may take (default ``FALLBACK_SECONDS``,
-            120 s; None: no bound). After a failed capture, onnxport traces the model again
+            300 s; None: no bound). After a failed capture, onnxport traces the model again
             another way (a range narrowed or adopted, size-oblivious reasoning, a larger example,
             the control flow rewritten, strict mode, one piece of a range: ``Captured.attempts``);
             one such torch.export call that runs longer is stopped with a ``CaptureTimeoutError``

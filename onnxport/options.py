@@ -13,7 +13,7 @@ from onnxport.errors import ExportError, RuntimeTargetError
 
 MIN_OPSET = 18
 MAX_OPSET = 23  # the newest opset whose operators onnxport emits and tests
-FALLBACK_SECONDS = 120.0  # the default time bound of one capture fallback (to_onnx's fallback_seconds)
+FALLBACK_SECONDS = 300.0  # the default time bound of one capture fallback (to_onnx's fallback_seconds)
 
 TARGET_NAMES = ("onnxruntime", "portable", "openvino", "genai-cpu")  # onnxport.targets.TARGETS, in that order
 StepCallback = Callable[[str, float], None]  # (step name, seconds), called as each step ends
