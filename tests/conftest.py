@@ -39,3 +39,17 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """No network: the hub offline (``HF_HUB_OFFLINE=1``), and any connection attempt an error. Used by the
+    tests of models read from saved directories (``pytestmark = pytest.mark.usefixtures("offline")``)."""
+    import socket
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def refuse(self, address):
+        raise OSError(f"network access attempted: {address}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)

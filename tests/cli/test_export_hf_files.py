@@ -6,7 +6,6 @@ mode of the source's files."""
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 import torch
@@ -18,15 +17,7 @@ transformers = pytest.importorskip("transformers")
 TOKENIZER_FILES = {"tokenizer_config.json": b'{"model_max_length": 128}', "vocab.json": b'{"a": 3, "b": 4}'}
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    """No network: the hub offline, and any connection attempt an error."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-    def refuse(self, address):
-        raise OSError(f"network access attempted: {address}")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
+pytestmark = pytest.mark.usefixtures("offline")  # the hub offline, no connection (conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ decoding chained through the three in onnxruntime matches ``generate``."""
 from __future__ import annotations
 
 import json
-import socket
 
 import numpy as np
 import onnxruntime as ort
@@ -18,15 +17,7 @@ from onnxport.cli import main
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    """No network: the hub offline, and any connection attempt an error."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-    def refuse(self, address):
-        raise OSError(f"network access attempted: {address}")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
+pytestmark = pytest.mark.usefixtures("offline")  # the hub offline, no connection (conftest.py)
 
 
 @pytest.fixture

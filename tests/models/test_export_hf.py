@@ -12,7 +12,6 @@ tokens must be those of ``generate``.
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import numpy as np
@@ -29,15 +28,7 @@ VOCAB, WIDTH, LAYERS, HEADS, FF = 1000, 64, 2, 4, 128
 IDS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    """No network: the hub offline, and any connection attempt an error."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-    def refuse(self, address):
-        raise OSError(f"network access attempted: {address}")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
+pytestmark = pytest.mark.usefixtures("offline")  # the hub offline, no connection (conftest.py)
 
 
 def _save(path, model) -> str:
