@@ -19,11 +19,11 @@ from onnxport.errors import ExportError
 from onnxport.pretrained import export_pretrained
 from onnxport.verify.decoding import first_positions
 
-from tests.cli.test_export_hf_files import llama, offline  # noqa: F401 - fixtures
+from tests.cli.test_export_hf_files import llama  # noqa: F401 - fixture: a saved tiny Llama
 
 transformers = pytest.importorskip("transformers")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("offline")]  # no network (conftest.py)
 
 
 @pytest.fixture(scope="module")

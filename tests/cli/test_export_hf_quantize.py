@@ -16,7 +16,9 @@ from onnx import helper
 
 from onnxport.cli import main
 from onnxport.metadata import QUANTIZATION_KEY
-from tests.cli.test_export_hf_files import llama, offline  # noqa: F401 - fixtures: a saved tiny Llama, no network
+from tests.cli.test_export_hf_files import llama  # noqa: F401 - fixture: a saved tiny Llama
+
+pytestmark = pytest.mark.usefixtures("offline")  # the hub offline, no connection (conftest.py)
 
 og = pytest.importorskip("onnxruntime_genai")
 transformers = pytest.importorskip("transformers")

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_export_hf_files import llama, offline  # noqa: F401 - fixtures: a saved tiny Llama, no network
+from tests.cli.test_export_hf_files import llama  # noqa: F401 - fixture: a saved tiny Llama
+
+pytestmark = pytest.mark.usefixtures("offline")  # the hub offline, no connection (conftest.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 FOREIGN = re.compile(r"Failed to load|deprecated|FutureWarning|UserWarning|^W\d{4} ", re.MULTILINE)

@@ -21,7 +21,9 @@ from onnxport import to_onnx
 from onnxport.cli import main
 from onnxport.targets.genai_cpu import APPLIED, CACHES_HELD, ROTARY_OUTSIDE, genai_fusions
 from onnxport.targets.genai_rotary import position_caches
-from tests.cli.test_export_hf_files import llama, offline  # noqa: F401 - fixtures: a saved tiny Llama, no network
+from tests.cli.test_export_hf_files import llama  # noqa: F401 - fixture: a saved tiny Llama
+
+pytestmark = pytest.mark.usefixtures("offline")  # the hub offline, no connection (conftest.py)
 
 og = pytest.importorskip("onnxruntime_genai")
 transformers = pytest.importorskip("transformers")
