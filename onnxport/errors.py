@@ -166,15 +166,11 @@ class ExportError(Exception):
         again.__cause__, again.__traceback__ = self.__cause__, self.__traceback__
         return self._carried(again)
 
-
     def with_attempts(self, attempts: tuple) -> "ExportError":
         """This error again, carrying ``attempts`` (see the class)."""
-        node, detail = self._given
-        again = type(self)(self.what, node=node, where=self.where, hint=self.hint, detail=detail)
-        again.detail = self.detail
+        again = self.with_hint(self.hint)
         again.attempts = tuple(attempts)
-        again.__cause__, again.__traceback__ = self.__cause__, self.__traceback__
-        return self._carried(again)
+        return again
 
     def with_hint(self, hint: str | None) -> "ExportError":
         """This error again, with ``hint`` as its fix."""
