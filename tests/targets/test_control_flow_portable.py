@@ -14,17 +14,7 @@ from torch.export import Dim
 import onnxport
 from onnxport.errors import ValidationError
 from ovload import compile_in_openvino
-
-
-class ScanDistances(torch.nn.Module):
-    """Pairwise distances with ``higher_order.scan``: one row of ``x`` per step against all of ``y``."""
-
-    def forward(self, x, y):
-        def combine_fn(y, xi):
-            return [y.clone(), torch.sqrt(((y - xi.reshape(1, -1)) ** 2).sum(1))]
-
-        _, out = torch.ops.higher_order.scan(combine_fn, [y], [x], additional_inputs=[])
-        return out
+from tests.translate.ops.test_scan import PairwiseDistance as ScanDistances
 
 
 class LoopDistances(torch.nn.Module):
