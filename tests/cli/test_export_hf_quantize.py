@@ -17,6 +17,7 @@ from onnx import helper
 from onnxport.cli import main
 from onnxport.metadata import QUANTIZATION_KEY
 from tests.cli.test_export_hf_files import llama  # noqa: F401 - fixture: a saved tiny Llama
+from tests.targets.test_genai_cpu import _genai_tokens
 
 pytestmark = pytest.mark.usefixtures("offline")  # the hub offline, no connection (conftest.py)
 
@@ -45,20 +46,6 @@ def _export(llama, tmp_path, *extra):  # noqa: F811 - the fixture's value
                  "--report", str(report), *extra])
     data = json.loads(report.read_text())
     return code, out, data
-
-
-def _genai_tokens(directory, prompt: list[int], steps: int) -> list[int]:
-    """Greedy decoding in onnxruntime-genai of ``steps`` tokens after ``prompt``."""
-    model = og.Model(str(directory))
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(prompt) + steps, do_sample=False)
-    generator = og.Generator(model, params)
-    generator.append_tokens(np.array([prompt], dtype=np.int32))
-    tokens = []
-    while not generator.is_done():
-        generator.generate_next_token()
-        tokens.append(int(generator.get_next_tokens()[0]))
-    return tokens
 
 
 def _check_report(code, data):
@@ -133,7 +120,7 @@ def _check_genai(out, data):
     model, _ = load_model(str(data["source"]))
     ids, _ = prompts(model)
     free = data["generation"][0]["free"][0]
-    assert _genai_tokens(out, ids[0].tolist(), GENERATE) == free
+    assert _genai_tokens(out, GENERATE, ids[0].tolist()) == free
 
 
 @pytest.mark.parametrize("extra, says", [

@@ -51,12 +51,13 @@ def _eager_tokens(directory, steps: int) -> list[int]:
     return out[0, len(PROMPT):].tolist()
 
 
-def _genai_tokens(directory, steps: int) -> list[int]:
+def _genai_tokens(directory, steps: int, prompt: list[int] = PROMPT) -> list[int]:
+    """Greedy decoding in onnxruntime-genai of ``steps`` tokens after ``prompt``."""
     model = og.Model(str(directory))
     params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(PROMPT) + steps, do_sample=False)
+    params.set_search_options(max_length=len(prompt) + steps, do_sample=False)
     generator = og.Generator(model, params)
-    generator.append_tokens(np.array([PROMPT], dtype=np.int32))
+    generator.append_tokens(np.array([prompt], dtype=np.int32))
     tokens = []
     while not generator.is_done():
         generator.generate_next_token()
