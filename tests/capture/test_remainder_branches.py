@@ -64,12 +64,19 @@ def _adopted(caught) -> list[str]:
     return [str(w.message) for w in caught if str(w.message).startswith(ADOPTED_PREFIX)]
 
 
-def test_layout_only_sides_are_the_shared_graph_with_no_guard():
+def _export_upsample(model, shape, sizes):
+    """``model`` exported at an example of ``shape`` with dynamic batch, h and w, checked at ``sizes``;
+    the result and the warnings it gave."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        r = check_export(ForwardUpsampleSize(given_size=True), (torch.randn(2, 3, 6, 8),),
-                         {"x": {0: Dim("batch"), 2: Dim("h"), 3: Dim("w")}},
-                         sizes=[{"batch": 70, "h": 4, "w": 6}, {"batch": 2, "h": 7, "w": 5}])
+        r = check_export(model, (torch.randn(*shape),), {"x": {0: Dim("batch"), 2: Dim("h"), 3: Dim("w")}},
+                         sizes=sizes)
+    return r, caught
+
+
+def test_layout_only_sides_are_the_shared_graph_with_no_guard():
+    r, caught = _export_upsample(ForwardUpsampleSize(given_size=True), (2, 3, 6, 8),
+                                 [{"batch": 70, "h": 4, "w": 6}, {"batch": 2, "h": 7, "w": 5}])
     assert not r.constraints and not _adopted(caught)
     assert count_ops(r, "If") == 0
     assert not [g for g in r.guards if "batch" in g.names and g.status != "proved"]
@@ -78,12 +85,9 @@ def test_layout_only_sides_are_the_shared_graph_with_no_guard():
 def test_a_remainder_branch_is_traced_on_its_side_that_holds_at_every_size():
     """Traced at an even example, the upsampling doubles sizes, wrong at odd ones: the other side, traced
     at the next odd sizes, is right at even sizes too, and is taken (``onnxport/remainder_sides.py``)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        r = check_export(ForwardUpsampleSize(), (torch.randn(2, 3, 8, 10),),
-                         {"x": {0: Dim("batch"), 2: Dim("h"), 3: Dim("w")}},
-                         sizes=[{"batch": 1, "h": 12, "w": 2}, {"batch": 3, "h": 7, "w": 8}, {"batch": 2, "h": 8,
-                                                                                             "w": 10}])
+    r, caught = _export_upsample(ForwardUpsampleSize(), (2, 3, 8, 10),
+                                 [{"batch": 1, "h": 12, "w": 2}, {"batch": 3, "h": 7, "w": 8},
+                                  {"batch": 2, "h": 8, "w": 10}])
     assert not r.constraints and not _adopted(caught)
     said = [str(w.message) for w in caught if "on the other side of that branch" in str(w.message)]
     assert len(said) == 1 and "h % 2 == 0 and w % 2 == 0" in said[0] and "traced at h=9, w=11" in said[0]
@@ -91,12 +95,9 @@ def test_a_remainder_branch_is_traced_on_its_side_that_holds_at_every_size():
 
 
 def test_a_remainder_branch_traced_on_its_general_side_holds_at_every_size():
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        r = check_export(ForwardUpsampleSize(), (torch.randn(2, 3, 9, 11),),
-                         {"x": {0: Dim("batch"), 2: Dim("h"), 3: Dim("w")}},
-                         sizes=[{"batch": 70, "h": 4, "w": 6}, {"batch": 1, "h": 7, "w": 2}, {"batch": 3, "h": 5,
-                                                                                             "w": 12}])
+    r, caught = _export_upsample(ForwardUpsampleSize(), (2, 3, 9, 11),
+                                 [{"batch": 70, "h": 4, "w": 6}, {"batch": 1, "h": 7, "w": 2},
+                                  {"batch": 3, "h": 5, "w": 12}])
     assert not r.constraints and not _adopted(caught)
 
 
