@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from genai_int4 import PATTERN, cycle, decode, one_thread, train_qwen2  # noqa: E402
+from genai_int4 import decode, one_thread, time_decoding, trained_model  # noqa: E402
 
 
 def builder_model(source: str, out: str) -> str | None:
@@ -60,10 +59,7 @@ def main() -> None:
     from onnxport.targets.genai_cpu import genai_fusions
 
     torch.set_num_threads(1)
-    model, steps, loss = train_qwen2(args.train_seconds)
-    print(f"Qwen2-style decoder, 8 layers, hidden 256, 8 heads / 2 key-value heads, tied embeddings; "
-          f"trained {steps} steps ({args.train_seconds:g} s), last loss {loss:.3f}")
-    prompts = [cycle(i, 8) for i in range(0, len(PATTERN), 3)]
+    model, prompts = trained_model(args.train_seconds)
     with tempfile.TemporaryDirectory(prefix="onnxport-genai-cpu-") as tmp:
         source = os.path.join(tmp, "qwen2")
         model.save_pretrained(source)
@@ -96,21 +92,7 @@ def main() -> None:
             same = [decode(og, models[name], p, 32)[0] == decode(og, models["standard"], p, 32)[0] for p in prompts]
             print(f"onnxruntime-genai greedy tokens, {name} equal to standard: {sum(same)} of {len(prompts)} prompts "
                   f"(32 tokens each)")
-        timings: dict[str, list[float]] = {name: [] for name in models}
-        for name in models:
-            decode(og, models[name], prompts[0], 8)  # warm-up
-        order = list(models)
-        for r in range(args.rounds):
-            for name in (order if r % 2 == 0 else order[::-1]):
-                _, times = decode(og, models[name], prompts[r % len(prompts)], args.tokens)
-                timings[name].append(1000 * statistics.mean(times))
-        med = {name: statistics.median(v) for name, v in timings.items()}
-        for name, v in timings.items():
-            print(f"decode {name}: median {med[name]:.3f} ms/token over {args.rounds} rounds of {args.tokens} tokens "
-                  f"(rounds: {', '.join(f'{t:.3f}' for t in v)})")
-        for name in med:
-            if name != "standard":
-                print(f"{name} / standard: {med[name] / med['standard']:.2f}")
+        time_decoding(og, models, prompts, args.rounds, args.tokens)
 
 
 if __name__ == "__main__":

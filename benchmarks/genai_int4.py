@@ -90,6 +90,36 @@ def decode(og, model, prompt: list[int], tokens: int) -> tuple[list[int], list[f
     return out, times[1:]
 
 
+def trained_model(seconds: float):
+    """``train_qwen2(seconds)``, its description printed; ``(model, prompts)``, the prompts 8 tokens cut from the
+    cycle every 3 positions."""
+    model, steps, loss = train_qwen2(seconds)
+    print(f"Qwen2-style decoder, 8 layers, hidden 256, 8 heads / 2 key-value heads, vocab {VOCAB}, tied embeddings; "
+          f"trained {steps} steps ({seconds:g} s), last loss {loss:.3f}")
+    return model, [cycle(i, 8) for i in range(0, len(PATTERN), 3)]
+
+
+def time_decoding(og, models: dict, prompts: list[list[int]], rounds: int, tokens: int) -> dict[str, float]:
+    """Decode ms/token of each of ``models`` (name -> ``og.Model``): one warm-up each, then ``rounds`` rounds of
+    ``tokens`` tokens, the order of the models reversed every other round; prints each model's median and rounds
+    and each model's median over the first model's; returns the medians."""
+    for m in models.values():
+        decode(og, m, prompts[0], 8)  # warm-up
+    timings: dict[str, list[float]] = {name: [] for name in models}
+    order = list(models)
+    for r in range(rounds):
+        for name in (order if r % 2 == 0 else order[::-1]):
+            _, times = decode(og, models[name], prompts[r % len(prompts)], tokens)
+            timings[name].append(1000 * statistics.mean(times))
+    med = {name: statistics.median(v) for name, v in timings.items()}
+    for name, v in timings.items():
+        print(f"decode {name}: median {med[name]:.3f} ms/token over {rounds} rounds of {tokens} tokens "
+              f"(rounds: {', '.join(f'{t:.3f}' for t in v)})")
+    for name in order[1:]:
+        print(f"{name} / {order[0]}: {med[name] / med[order[0]]:.2f}")
+    return med
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--train-seconds", type=float, default=40.0)
@@ -103,10 +133,7 @@ def main() -> None:
     from onnxport.verify.accuracy import generation_agreement
 
     torch.set_num_threads(1)
-    model, steps, loss = train_qwen2(args.train_seconds)
-    print(f"Qwen2-style decoder, 8 layers, hidden 256, 8 heads / 2 key-value heads, vocab {VOCAB}, tied embeddings; "
-          f"trained {steps} steps ({args.train_seconds:g} s), last loss {loss:.3f}")
-    prompts = [cycle(i, 8) for i in range(0, len(PATTERN), 3)]
+    model, prompts = trained_model(args.train_seconds)
     with tempfile.TemporaryDirectory(prefix="onnxport-genai-int4-") as tmp:
         source = os.path.join(tmp, "qwen2")
         model.save_pretrained(source)
@@ -150,17 +177,7 @@ def main() -> None:
             same.append(next((i for i, (a, b) in enumerate(zip(f_tokens, q_tokens)) if a != b), len(f_tokens)))
         print(f"onnxruntime-genai free greedy decoding, int4 against float: tokens before the first difference "
               f"{same} (of {args.tokens})")
-        timings: dict[str, list[float]] = {"float": [], "int4": []}
-        decode(og, models["float"], prompts[0], 8), decode(og, models["int4"], prompts[0], 8)  # warm-up
-        for r in range(args.rounds):
-            for mode in (("float", "int4") if r % 2 == 0 else ("int4", "float")):
-                _, times = decode(og, models[mode], prompts[r % len(prompts)], args.tokens)
-                timings[mode].append(1000 * statistics.mean(times))
-        med = {mode: statistics.median(v) for mode, v in timings.items()}
-        for mode, v in timings.items():
-            print(f"decode {mode}: median {med[mode]:.3f} ms/token over {args.rounds} rounds of {args.tokens} tokens "
-                  f"(rounds: {', '.join(f'{t:.3f}' for t in v)})")
-        print(f"int4 / float: {med['int4'] / med['float']:.2f}")
+        time_decoding(og, models, prompts, args.rounds, args.tokens)
 
 
 if __name__ == "__main__":
