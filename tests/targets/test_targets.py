@@ -59,3 +59,11 @@ def test_validation_on_openvino_without_it_says_how_to_install(monkeypatch):
         result.validate()  # the target's runtime: OpenVINO
     assert "onnxport[openvino]" in str(caught.value)
     assert result.validate(runtime="onnxruntime").ok
+
+
+def test_quantized_validation_on_another_runtime_is_refused():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+    result = onnxport.to_onnx(model, (torch.randn(2, 8),)).quantize("int8", final_projection=False)
+    with pytest.raises(ValidationError, match="quantized validation runs in onnxruntime only, not reference") as caught:
+        result.validate(runtime="reference")
+    assert "runtime='onnxruntime'" in caught.value.hint
