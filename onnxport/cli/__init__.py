@@ -54,8 +54,9 @@ def error_text(e: Exception, debug: bool = False) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point. Exit codes: 0 success, 1 validation mismatch, 2 user error. What other libraries
-    print while the command runs is held back (``cli.quiet``) unless ``--verbose`` or ``--debug``."""
-    from onnxport.cli.quiet import hold_foreign_output, terminal
+    print while the command runs is held back (``cli.quiet``) unless ``--verbose`` or ``--debug``; after an
+    ``ExportError``, the error says how many of their lines were held."""
+    from onnxport.cli.quiet import hold_foreign_output
     from onnxport.errors import ExportError
 
     parser = build_parser()
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
-    with hold_foreign_output(show=args.verbose or args.debug, quiet=getattr(args, "quiet", False)):
+    with hold_foreign_output(show=args.verbose or args.debug, quiet=getattr(args, "quiet", False)) as held:
         try:
             return int(args._run(args) or 0)
         except ExportError as e:
@@ -71,10 +72,13 @@ def main(argv: list[str] | None = None) -> int:
                 import traceback
 
                 traceback.print_exc()
-            print(error_text(e, args.debug), file=terminal())
-            return 2
+            text = error_text(e, args.debug)
         except KeyboardInterrupt:
             return 130
+    if held.lines:  # torch's warnings and log lines may say why: where to see them
+        text += f"\n  ({len(held.lines)} lines other libraries printed were held back; --verbose shows them)"
+    print(text, file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover
