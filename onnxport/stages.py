@@ -453,10 +453,8 @@ def retarget(result: ExportResult, options: ExportOptions, run: Run) -> ExportRe
 
     chosen = target(options.target)
     with run.step(TARGET_STEP):
-        if options.target == "genai-cpu":  # the rotary's cos/sin caches need the decoder's number of positions
-            from onnxport.targets.genai_rotary import record_max_positions
-
-            record_max_positions(result.model, result.module)
+        if chosen.prepare is not None:  # genai-cpu: the rotary's cos/sin caches need the decoder's positions
+            chosen.prepare(result.model, result.module)
         rewritten = result.replace(model=apply_target(result.model, options.target))
         if result.weights is None and isinstance(result.module, torch.nn.Module):
             sizes = chosen.check_sizes(rewritten.model) if chosen.check_sizes is not None else None

@@ -29,7 +29,7 @@ runtime by default (``Target.runtime``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Any, Callable
 
 import onnx_ir as ir
 
@@ -38,6 +38,7 @@ from onnxport.metadata import TARGET_KEY
 from onnxport.options import TARGET_NAMES
 from onnxport.targets.domains import check_standard_domains
 from onnxport.targets.genai_cpu import check_sizes as genai_check_sizes, rewrite_for_genai_cpu
+from onnxport.targets.genai_rotary import record_max_positions
 from onnxport.targets.inline import inline_functions
 from onnxport.targets.recurrent_lengths import mask_sequence_lengths
 from onnxport.targets.outer_scope import pass_outer_values
@@ -54,6 +55,8 @@ class Target:
     doc: str
     # the sizes of the check against eager for a rewritten model whose runtime form does not run at the example
     check_sizes: Callable[[ir.Model], list[dict] | None] | None = None
+    # what the rewrites read of the eager module, recorded in the model first (``(model, module) -> None``)
+    prepare: Callable[[ir.Model, Any], None] | None = None
 
 
 PORTABLE = (inline_functions, pass_outer_values, check_standard_domains)
@@ -67,7 +70,7 @@ TARGETS = {t.name: t for t in (
     Target("genai-cpu", "onnxruntime", (rewrite_for_genai_cpu,),
            "a decoder with its cache in onnxruntime-genai's CPU forms: GroupQueryAttention, RotaryEmbedding, "
            "packed QKV, SkipSimplifiedLayerNormalization, a shared cache buffer",
-           check_sizes=genai_check_sizes),
+           check_sizes=genai_check_sizes, prepare=record_max_positions),
 )}
 
 
