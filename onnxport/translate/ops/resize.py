@@ -123,7 +123,9 @@ def _whole_factors(ctx, spatial: int) -> list[int] | None:
         o_expr = getattr(getattr(o, "node", None), "expr", o)
         if isinstance(i, int) and i == 0:
             return None
-        k = sympy.simplify(sympy.sympify(o_expr) / sympy.sympify(i_expr))
+        k = sympy.sympify(o_expr) / sympy.sympify(i_expr)  # 2*s / s is 2 as built
+        if not k.is_Integer:  # (2*s + 2) / (s + 1): common factors cancelled, no full simplify on each resize
+            k = sympy.cancel(k)
         if not (k.is_Integer and 1 <= int(k) <= 2**10):
             return None
         factors.append(int(k))
