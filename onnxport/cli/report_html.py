@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
 from typing import Any, Callable
 
 
@@ -46,7 +45,9 @@ def on_failure(title: Callable[[argparse.Namespace], str]) -> Callable:
 
 
 def _write_failure(path: str, error: BaseException, title: str) -> None:
-    """The failure's page to ``path``; a failure to write it is said on stderr, the error stays the one shown."""
+    """The failure's page to ``path``; a failure to write it is said on the terminal (``cli.quiet.terminal``: not
+    held with other libraries' output), the error stays the one shown."""
+    from onnxport.cli.quiet import terminal
     from onnxport.errors import ExportError
     from onnxport.saving import write_file
     from onnxport.show.report_html import failure_html
@@ -55,4 +56,4 @@ def _write_failure(path: str, error: BaseException, title: str) -> None:
     try:
         write_file(path, lambda f: f.write(text))
     except ExportError as cannot:
-        print(f"onnxport: --report-html {path} not written: {cannot.summary}", file=sys.stderr)
+        print(f"onnxport: --report-html {path} not written: {cannot.summary}", file=terminal())

@@ -251,3 +251,21 @@ def test_chromium_renders_the_report(exported, tmp_path):
     image = Image.open(shot).convert("L")
     low, high = image.getextrema()
     assert high - low > 64, "the screenshot is blank"
+
+
+def test_cli_failure_page_not_written_is_said_on_the_terminal(tmp_path, capsys, monkeypatch):
+    import onnxport.saving
+    from onnxport.errors import SaveError
+
+    def refuse(path, write):
+        raise SaveError(f"cannot write {path}")
+
+    monkeypatch.setattr(onnxport.saving, "write_file", refuse)
+    (tmp_path / "bad.py").write_text(BAD)
+    out = tmp_path / "bad.html"
+    code = main(["export", str(tmp_path / "bad.py") + ":build", "-o", str(tmp_path / "bad.onnx"), "--quiet",
+                 "--report-html", str(out)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"onnxport: --report-html {out} not written: cannot write" in err, err
+    assert "onnxport: error:" in err
