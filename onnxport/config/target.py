@@ -155,7 +155,7 @@ def example_inputs_of(target: Any) -> tuple[Callable[[], Any], str]:
     return example, where
 
 
-def example_call(example: Callable[[], Any], where: str, model: torch.nn.Module | None = None) -> dict[str, Any]:
+def example_call(example: Callable[[], Any], where: str, model: torch.nn.Module) -> dict[str, Any]:
     """What ``example()`` (a target module's ``example_inputs``, defined in ``where``) returns, as
     ``to_onnx`` arguments: a dict with keys among ``args``, ``kwargs``, ``dynamic_shapes`` and
     ``relations``.
@@ -172,7 +172,7 @@ def example_call(example: Callable[[], Any], where: str, model: torch.nn.Module 
     except Exception as e:  # noqa: BLE001 - the user's function raised
         raise TargetError(f"example_inputs() of {where} failed: {type(e).__name__}: {e}") from e
     keys = {"args", "kwargs", "dynamic_shapes", "relations"}
-    if isinstance(pair, dict) and set(pair) == {"calls"} and model is not None:
+    if isinstance(pair, dict) and set(pair) == {"calls"}:
         return observed_call(model, pair["calls"], where)
     if isinstance(pair, dict) and pair and set(pair) <= keys:
         return dict(pair)
