@@ -174,7 +174,6 @@ class Strategy:
     answers: tuple[type, ...]
     remainders: bool = False  # the model as given, a branch on a remainder of sizes adopted on trial
 
-
     def applies(self, job: Export, error: ExportError) -> bool:
         """Whether this strategy may capture what ``error`` refused: a module (not a program), control
         flow rewritten unless the user said (``rewrite_control_flow``), strict mode unless asked already,

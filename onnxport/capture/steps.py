@@ -588,7 +588,7 @@ def _remainder_left(state: CaptureState, error: SpecializationError) -> bool:
     export, onnxruntime is compared with eager PyTorch at the sizes it excludes (``settle``), and the
     constraint dropped where the traced side is right there too (both sides compute the same), stated
     where it is not."""
-    return (state.request.rewritten or state.request.remainders) and remainder_branch(error)
+    return bool(state.request.rewritten or state.request.remainders) and remainder_branch(error)
 
 
 def _far_bound(state: CaptureState, error: ExportError, adoptable: bool = True) -> FarBound | None:
