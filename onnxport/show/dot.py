@@ -86,19 +86,8 @@ def render(dot_text: str, path: str | os.PathLike, *, format: str = "png", timeo
     path = os.fspath(path)
     if format not in FORMATS:
         raise RenderError(f"cannot render to format {format!r}", hint=f"use one of {', '.join(FORMATS)}")
-    exe = shutil.which("dot")
-    if exe is None:
-        raise RenderError(f"cannot render {path}: the graphviz program `dot` is not installed", hint=INSTALL_HINT)
-    try:
-        proc = subprocess.run([exe, f"-T{format}", "-o", path], input=dot_text.encode("utf-8"),
-                              capture_output=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise RenderError(f"graphviz `dot` could not render {path}: {e}",
-                          hint="check graphviz works (`dot -V`) and the graph is not huge") from e
-    if proc.returncode != 0:
-        err = proc.stderr.decode("utf-8", "replace").strip()
-        raise RenderError(f"graphviz `dot` failed to render {path}: {err}",
-                          hint="check the destination is writable and graphviz works (`dot -V`)")
+    _run_dot(dot_text, [f"-T{format}", "-o", path], f"render {path}", timeout,
+             failed_hint="check the destination is writable and graphviz works (`dot -V`)")
     return path
 
 
@@ -109,19 +98,26 @@ def svg_text(dot_text: str, *, timeout: float = 120.0) -> str:
         RenderError: ``dot`` is not on PATH (the message says how to install graphviz), or it
             failed or took longer than ``timeout`` seconds.
     """
+    out = _run_dot(dot_text, ["-Tsvg"], "draw the graph", timeout, failed_hint="check graphviz works (`dot -V`)")
+    return out.decode("utf-8", "replace")
+
+
+def _run_dot(dot_text: str, options: list[str], what: str, timeout: float, *, failed_hint: str) -> bytes:
+    """Run graphviz ``dot`` with ``options`` on ``dot_text``; its stdout. ``what`` ("render PATH", "draw
+    the graph") is said in the ``RenderError`` raised when ``dot`` is missing, fails or times out."""
     exe = shutil.which("dot")
     if exe is None:
-        raise RenderError("cannot draw the graph: the graphviz program `dot` is not installed", hint=INSTALL_HINT)
+        raise RenderError(f"cannot {what}: the graphviz program `dot` is not installed", hint=INSTALL_HINT)
     try:
-        proc = subprocess.run([exe, "-Tsvg"], input=dot_text.encode("utf-8"), capture_output=True, timeout=timeout,
+        proc = subprocess.run([exe, *options], input=dot_text.encode("utf-8"), capture_output=True, timeout=timeout,
                               check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise RenderError(f"graphviz `dot` could not draw the graph: {e}",
+        raise RenderError(f"graphviz `dot` could not {what}: {e}",
                           hint="check graphviz works (`dot -V`) and the graph is not huge") from e
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip()
-        raise RenderError(f"graphviz `dot` failed to draw the graph: {err}", hint="check graphviz works (`dot -V`)")
-    return proc.stdout.decode("utf-8", "replace")
+        raise RenderError(f"graphviz `dot` failed to {what}: {err}", hint=failed_hint)
+    return proc.stdout
 
 
 def graph_dot(graph: Any, *, calls: frozenset = frozenset(), names: dict | None = None) -> str:
