@@ -35,4 +35,4 @@ def validate_pieces(result, inputs: Any = None, sizes: Any = None, *, values: An
                                                             atol=atol, rtol=rtol, runtime=runtime)
         checks += [dataclasses.replace(c, inputs=f"{c.inputs} p{k + 1}", why=f"{c.why}; piece {k + 1}: {interval}")
                    for c in report.checks]
-    return ValidationReport(tuple(checks), runtime=report.runtime if checks else "onnxruntime")
+    return ValidationReport(tuple(checks), runtime=report.runtime if checks else runtime)
