@@ -10,9 +10,9 @@ import json
 import numpy as np
 import onnxruntime as ort
 import pytest
-import torch
 
 from onnxport.cli import main
+from tests.models.test_hf_llava import tiny_llava
 
 transformers = pytest.importorskip("transformers")
 
@@ -25,14 +25,7 @@ def llava(tmp_path):
     """A tiny Llava (CLIP vision tower, Llama text model, 32x32 images: 16 image tokens) saved by
     ``save_pretrained``, seeded."""
     path = tmp_path / "llava"
-    torch.manual_seed(0)
-    vision = transformers.CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                           num_attention_heads=2, image_size=32, patch_size=8)
-    text = transformers.LlamaConfig(vocab_size=500, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                                    pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    config = transformers.LlavaConfig(vision_config=vision, text_config=text, image_token_id=3)
-    transformers.LlavaForConditionalGeneration(config).save_pretrained(path)
+    tiny_llava().save_pretrained(path)
     return path
 
 
