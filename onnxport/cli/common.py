@@ -237,8 +237,9 @@ def add_target_argument(p: argparse.ArgumentParser) -> None:
     (``to_onnx``'s ``target``, ``onnxport.targets``)."""
     from onnxport.options import TARGET_NAMES
 
-    p.add_argument("--target", dest="runtime_target", choices=TARGET_NAMES, default="onnxruntime",
-                   help="the runtime the model is for: onnxruntime (default: the export as it is), portable (no "
+    p.add_argument("--target", dest="runtime_target", choices=TARGET_NAMES, default=None,
+                   help="the runtime the model is for (default: a config's [export] target, else onnxruntime): "
+                        "onnxruntime (the export as it is), portable (no "
                         "local functions, loop bodies reading only their inputs, standard operators: it loads in "
                         "other runtimes) or openvino (portable, and the forms OpenVINO computes right); validation "
                         "runs on that runtime")

@@ -71,7 +71,7 @@ def export(args: argparse.Namespace, progress) -> object:
 
     return export_returnn_config(args.returnn_config, checkpoint=args.checkpoint, validate=args.validate,
                                  sizes=parse_sizes(args.sizes) or None, opset=args.opset, atol=args.atol,
-                                 rtol=args.rtol, on_step=progress, target=args.runtime_target)
+                                 rtol=args.rtol, on_step=progress, target=args.runtime_target or "onnxruntime")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -76,7 +76,7 @@ def export_target(target: Any = None, *, config: Any = None, inputs: list[str] |
                   checkpoint: CheckpointPath | None = None, validate: bool = True, on_step: StepCallback | None = None,
                   opset: int | None = None, inline: bool | None = None, optimize: bool | None = None,
                   strict: bool | None = None, atol: float | None = None, rtol: float | None = None,
-                  runtime_target: str = "onnxruntime") -> ExportResult:
+                  runtime_target: str | None = None) -> ExportResult:
     """Build the model ``target`` names, load its checkpoint, export it and check it: the door of
     ``onnxport export`` (which only parses its arguments and calls this), and of the targets
     ``onnxport show`` / ``plot`` / ``validate`` export on the fly.
@@ -110,7 +110,9 @@ def export_target(target: Any = None, *, config: Any = None, inputs: list[str] |
             (default: the config's, else ``to_onnx``'s).
         atol, rtol: validation tolerances, over the config's ``[validate]``.
         runtime_target: ``to_onnx``'s ``target``, the runtime the model is for (``onnxport.targets``:
-            ``"onnxruntime"``, ``"portable"``, ``"openvino"``); validation runs on its runtime.
+            ``"onnxruntime"``, ``"portable"``, ``"openvino"``, ``"genai-cpu"``), over the config's
+            ``[export] target`` (default: the config's, else ``"onnxruntime"``); validation runs on its
+            runtime.
 
     Returns:
         the ``ExportResult``, with ``.config`` (None without one) and ``.validation`` (a
@@ -138,7 +140,7 @@ def export_target(target: Any = None, *, config: Any = None, inputs: list[str] |
     if cfg is None:
         return _export_example(target, model_args, checkpoint, validate, report, opset=opset, inline=inline,
                                optimize=optimize, strict=strict, atol=atol, rtol=rtol,
-                               runtime_target=runtime_target)
+                               runtime_target=runtime_target or "onnxruntime")
     given = dict(opset=opset, inline=inline, optimize=optimize, strict=strict, atol=atol, rtol=rtol)
     cfg = dataclasses.replace(cfg, **{k: v for k, v in given.items() if v is not None})
     t0 = time.perf_counter()
@@ -153,7 +155,7 @@ def export_target(target: Any = None, *, config: Any = None, inputs: list[str] |
     exported = to_onnx(module, (), example, dynamic_shapes=dynamic_shapes(cfg), input_names=list(example),
                        output_names=[n for n, _ in pairs], opset=cfg.opset, optimize=cfg.optimize,
                        inline=cfg.inline, strict=cfg.strict, relations=cfg.relations or None, on_step=report,
-                       target=runtime_target)
+                       target=runtime_target or cfg.runtime_target or "onnxruntime")
 
     def inputs_at(sizes: dict, seed: int) -> dict:
         return _forward_kwargs(module, cfg, make_inputs(cfg, sizes, seed=seed))

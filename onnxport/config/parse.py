@@ -17,7 +17,8 @@ from onnxport.config.stream import parse_stream
 from onnxport.errors import ConfigError, DynamicShapesError
 
 _TOP_KEYS = {"target", "model", "inputs", "outputs", "dims", "export", "validate", "stream"}
-_EXPORT_KEYS = {"opset": int, "inline": bool, "optimize": bool, "strict": bool}
+_EXPORT_KEYS = {"opset": int, "inline": bool, "optimize": bool, "strict": bool, "target": str}
+_EXPORT_FIELDS = {"target": "runtime_target"}  # [export] keys whose ExportConfig field has another name
 
 
 def load_config(config: str | os.PathLike | dict) -> ExportConfig:
@@ -200,7 +201,14 @@ def _parse_export(cfg: ExportConfig, table: Any, where: str) -> None:
             raise ConfigError(f"{where}: [export] unknown key {key!r}", hint=f"keys are {sorted(_EXPORT_KEYS)}")
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise ConfigError(f"{where}: [export] {key} must be {kind.__name__}, not {value!r}")
-        setattr(cfg, key, value)
+        setattr(cfg, _EXPORT_FIELDS.get(key, key), value)
+    if cfg.runtime_target is not None:
+        from onnxport.options import TARGET_NAMES
+
+        if cfg.runtime_target not in TARGET_NAMES:
+            raise ConfigError(f"{where}: [export] target {cfg.runtime_target!r} is not a runtime target",
+                              hint=f"choose one of {', '.join(TARGET_NAMES)} (the runtime the model is for; "
+                                   "the model itself is the top-level target)")
     if cfg.opset < 18:
         raise ConfigError(f"{where}: [export] opset {cfg.opset} is below 18", hint="use opset 18 or newer (default 20)")
 

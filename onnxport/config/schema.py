@@ -33,6 +33,7 @@ A config is a TOML file (read with ``tomllib``) or the equivalent dict::
     inline = false
     optimize = true
     strict = false
+    target = "onnxruntime"        # the runtime the model is for (to_onnx's target; --target overrides)
 
     [validate]
     sizes = [{ batch = 3, time = 37 }, { batch = 1, time = 200 }, { batch = 5, time = 16 }]
@@ -146,6 +147,7 @@ class ExportConfig:
     inline: bool = False
     optimize: bool = True
     strict: bool = False
+    runtime_target: str | None = None  # [export] target: to_onnx's target (None: the command's, else onnxruntime)
     sizes: list[dict[str, int]] = dataclasses.field(default_factory=list)
     sizes_given: bool = False  # the [validate] table lists the sizes (else they are generated)
     relations: dict[str, str] = dataclasses.field(default_factory=dict)  # dim -> expression ([dims] total = "...")

@@ -53,3 +53,42 @@ def test_export_with_target_portable_loads_in_openvino(tmp_path, openvino, targe
     # onnxport validate runs the file on the runtime asked, against the target in eager PyTorch
     assert main(["validate", str(out), f"{tmp_path / 'target.py'}:build", "--runtime", "openvino"]) == 0
     assert "ONNX model run by OpenVINO" in capsys.readouterr().out
+
+
+CONFIG = '''
+target = "{target}"
+[inputs.x]
+dtype = "float32"
+dims = ["x_rows", "dim"]
+[inputs.y]
+dtype = "float32"
+dims = ["y_rows", "dim"]
+[outputs.distances]
+dtype = "float32"
+dims = ["x_rows", "y_rows"]
+[export]
+target = "{runtime}"
+'''
+
+
+@pytest.mark.parametrize("flag", [[], ["--target", "onnxruntime"]])
+def test_the_configs_export_target_is_the_runtime_unless_the_command_says(tmp_path, flag):
+    (tmp_path / "target.py").write_text(TARGET)
+    config, out = tmp_path / "export.toml", tmp_path / "m.onnx"
+    config.write_text(CONFIG.format(target=f"{tmp_path / 'target.py'}:build", runtime="portable"))
+    assert main(["export", "-c", str(config), *flag, "-o", str(out), "--quiet"]) == 0
+    proto = onnx.load(str(out))
+    runtime = flag[-1] if flag else "portable"
+    assert {p.key: p.value for p in proto.metadata_props}.get("onnxport.target", "onnxruntime") == runtime
+    assert bool(proto.functions) == (runtime == "onnxruntime")
+    assert [i.name for i in proto.graph.input] == ["x", "y"]
+
+
+def test_an_unknown_export_target_in_the_config_is_a_config_error(tmp_path, capsys):
+    (tmp_path / "target.py").write_text(TARGET)
+    config, out = tmp_path / "export.toml", tmp_path / "m.onnx"
+    config.write_text(CONFIG.format(target=f"{tmp_path / 'target.py'}:build", runtime="tensorrt"))
+    assert main(["export", "-c", str(config), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "[export] target 'tensorrt' is not a runtime target" in err and "portable" in err
+    assert not out.exists()
