@@ -625,7 +625,7 @@ INTRO = {
     "efficientnet_b0, 224x224":
         "torchvision efficientnet_b0 (random weights, BatchNorm calibrated as in `tests/calibrated.py`), batch 1, "
         "normal inputs, whole model: its 17 global poolings as onnxport translates them (static: one ReduceMean "
-        "each; dynamic height and width: one ReduceSum per axis, then the count) against GlobalAveragePool.",
+        "each; dynamic height and width: one ReduceMean per axis of the plane) against GlobalAveragePool.",
     "STFT, by n_fft":
         "`torch.stft` (hop 160, Hann window, centred with reflection, `view_as_real`) of 4 x 16,000 samples, and "
         "the front ends at n_fft 400 built on it (torchaudio's `MelSpectrogram`, its log `log(mel + 1e-6)`, 80 mels; "
