@@ -213,3 +213,45 @@ def test_a_tiny_llama_with_a_cache_gets_batch_seq_past_and_the_mask_relation():
     assert inputs["input_ids"] == ["batch", "seq"] and inputs["past_key_values.0.key"] == ["batch", 2, "past", 16]
     report = result.validate()
     assert report.ok, report
+
+
+def test_generate_holds_one_copy_the_example_s_inputs_as_its_call_began():
+    transformers = pytest.importorskip("transformers")
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
+                                      pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    model = transformers.LlamaForCausalLM(config).eval()
+    began = []  # each call's input_ids and cache tensors, copied here as the call begins
+
+    def copy_inputs(module, args, kwargs):
+        cache = kwargs.get("cache")
+        leaves = [t.clone() for layer in getattr(cache, "layers", []) for t in (layer.keys, layer.values)
+                  if isinstance(t, torch.Tensor)]
+        began.append((kwargs["input_ids"].clone(), leaves))
+
+    held = []  # how many calls' inputs the observation holds after each call
+
+    def count(module, args, output):
+        held.append(sum(c.args is not None for c in seen.calls))
+
+    ids = torch.randint(3, 100, (2, 5))
+    hooks = [model.register_forward_pre_hook(copy_inputs, with_kwargs=True)]
+    with torch.no_grad(), onnxport.observe(model) as seen:
+        hooks.append(model.register_forward_hook(count))
+        model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, min_new_tokens=12,
+                       do_sample=False)
+    for hook in hooks:
+        hook.remove()
+    assert len(seen.calls) == len(began) == 12 and held == [1] * 12
+    # the example: the first call with the cache's tensors (the prompt's call has none), the others have seq 1
+    first = next(i for i, (_, leaves) in enumerate(began) if leaves)
+    assert seen.decision.example == first and seen.calls[first].args is not None
+    ids_then, leaves_then = began[first]
+    assert torch.equal(seen.kwargs["input_ids"], ids_then)
+    cache = seen.kwargs["cache"]
+    kept = [t for layer in cache.layers for t in (layer.keys, layer.values)]
+    assert [t.shape for t in kept] == [t.shape for t in leaves_then]  # as the call began, before it grew them
+    assert all(torch.equal(a, b) for a, b in zip(kept, leaves_then))
+    assert cache.get_seq_length() == 5 < seen.sizes["past"][-1]

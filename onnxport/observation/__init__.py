@@ -28,7 +28,7 @@ from torch.utils import _pytree as pytree
 from onnxport.capture.caches import cache_input_name, cache_leaves, is_cache, register_caches
 from onnxport.capture.dynamic_shapes import key_str, leaf_name, signature_names
 from onnxport.errors import DynamicShapesError
-from onnxport.observation.axes import Decision, Shapes, decide
+from onnxport.observation.axes import Decision, Shapes, best, decide
 from onnxport.observation.names import config_sizes
 
 __all__ = ["Call", "Observed", "observe"]
@@ -37,8 +37,8 @@ __all__ = ["Call", "Observed", "observe"]
 @dataclasses.dataclass(frozen=True)
 class Call:
     """One observed call: its inputs as they were when the call began (tensors copied, so that a cache
-    the call grows in place is seen at its size then; ``None`` for a call whose tensor shapes repeat
-    an earlier call's, which stands for it), and each input tensor's flat name, key and shape."""
+    the call grows in place is seen at its size then; ``None`` but for the call taken as the example,
+    the best when it was made and not bettered since), and each input tensor's flat name, key and shape."""
 
     args: tuple | None
     kwargs: dict | None
@@ -59,18 +59,25 @@ class Observed:
         self.calls: list[Call] = []
         self.where = where
         self._decided: tuple[int, Decision] | None = None
+        self._held: int | None = None  # the index of the one call whose inputs are kept
 
     # ------------------------------------------------------------------ recording
     def record(self, args: tuple, kwargs: dict) -> None:
-        """Record one call of the model with these inputs (copied)."""
+        """Record one call of the model with these inputs: their shapes, and a copy of them when the
+        call is the best example so far (``axes.best``), which drops the copy of the one it replaces.
+        One copy is held at a time: ``generate``'s steps, each with a longer cache, cost one copy."""
         register_caches()
         shapes = self._shapes(args, kwargs)
-        repeated = any(c.shapes == shapes and c.args is not None for c in self.calls)
-        if repeated:
-            self.calls.append(Call(None, None, shapes))
+        self.calls.append(Call(None, None, shapes))
+        new = len(self.calls) - 1
+        held = self._held
+        if held is not None and best([c.shapes for c in self.calls], [held, new]) == held:
             return
         copy = pytree.tree_map(lambda x: x.detach().clone() if isinstance(x, torch.Tensor) else x, (args, kwargs))
-        self.calls.append(Call(tuple(copy[0]), dict(copy[1]), shapes))
+        if held is not None:
+            self.calls[held] = Call(None, None, self.calls[held].shapes)
+        self.calls[new] = Call(tuple(copy[0]), dict(copy[1]), shapes)
+        self._held = new
 
     def _shapes(self, args: tuple, kwargs: dict) -> Shapes:
         out: Shapes = {}
@@ -101,7 +108,7 @@ class Observed:
     @property
     def example(self) -> Call:
         """The call taken as the example: the least degenerate (no size 0 or 1 where a dim varies,
-        when a call has none)."""
+        when a call has none) when it was made, and not bettered by a later call."""
         return self.calls[self.decision.example]
 
     @property
@@ -192,7 +199,8 @@ def observe(model: torch.nn.Module) -> Iterator[Observed]:
     ``args``, ``kwargs``, ``dynamic_shapes`` and ``relations`` for ``onnxport.to_onnx``.
 
     Every top-level call is recorded (``model(...)``, and each step of ``model.generate(...)``);
-    calls the model makes to itself are not. Each call's inputs are copied as the call begins.
+    calls the model makes to itself are not. The example's inputs are copied as its call begins
+    (one copy is held: a later call that is better replaces it).
     After the block:
 
     * an axis is dynamic when the calls gave it more than one size, static otherwise (vary every
@@ -207,7 +215,8 @@ def observe(model: torch.nn.Module) -> Iterator[Observed]:
       is known;
     * a dimension equal to the sum of two others in every call is stated as a relation
       (``seen.relations``, ``{"total": "past + seq"}``);
-    * the example is the call with the most input tensors and the fewest dynamic sizes of 0 or 1.
+    * the example is the call with the most input tensors and the fewest dynamic sizes of 0 or 1,
+      judged as each call comes (a later call replaces it when the calls so far say it is better).
 
     Args:
         model: a ``torch.nn.Module``, called in the block as it is used (eval mode is the caller's).

@@ -41,10 +41,7 @@ def decide(calls: list[Shapes], candidates: list[int], config: dict[str, int]) -
     """Decide the dynamic axes, their names and relations, and the example, from the tensor shapes
     of each call (``calls``); the example is one of ``candidates`` (indices of calls whose inputs
     were kept). ``config``: the model's channel and feature counts (``names.config_sizes``)."""
-    leaves = _leaves(calls)
-    axes = [(leaf, a) for leaf in leaves.values() for a in range(leaf.rank) if leaf.constant(a) is None]
-    groups = _groups(axes)
-    sizes = [_group_sizes(g, len(calls)) for g in groups]
+    groups, sizes = _dimensions(calls)
     example = _example(calls, candidates, sizes)
     present = [any(leaf.flat in calls[example] for leaf, _ in g) for g in groups]
     relations = _relations(sizes, present, groups, config)
@@ -58,6 +55,20 @@ def decide(calls: list[Shapes], candidates: list[int], config: dict[str, int]) -
            for t, (a, b) in relations.items()}
     return Decision({k: dict(sorted(v.items())) for k, v in dims.items()}, rel,
                     {names[i]: tuple(s) for i, s in enumerate(sizes) if present[i]}, example)
+
+
+def best(calls: list[Shapes], candidates: list[int]) -> int:
+    """The index, of ``candidates``, of the call the calls so far (``calls``) make the best example:
+    the one ``decide`` would take from these calls and candidates."""
+    return _example(calls, candidates, _dimensions(calls)[1])
+
+
+def _dimensions(calls: list[Shapes]) -> tuple[list[list[tuple[Leaf, int]]], list[list[int | None]]]:
+    """The calls' dimensions (their dynamic axes joined: ``_groups``) and each one's size per call."""
+    leaves = _leaves(calls)
+    axes = [(leaf, a) for leaf in leaves.values() for a in range(leaf.rank) if leaf.constant(a) is None]
+    groups = _groups(axes)
+    return groups, [_group_sizes(g, len(calls)) for g in groups]
 
 
 def _cached(group: list[tuple[Leaf, int]]) -> bool:
@@ -74,8 +85,9 @@ def _leaves(calls: list[Shapes]) -> dict[str, Leaf]:
             first.setdefault(flat, (key, len(shape)))
     out = {}
     for flat, (key, rank) in first.items():
-        per_axis = tuple(tuple(call[flat][1][a] if flat in call and len(call[flat][1]) == rank else None
-                               for call in calls) for a in range(rank))
+        absent = (None,) * rank
+        shapes = [call[flat][1] if flat in call and len(call[flat][1]) == rank else absent for call in calls]
+        per_axis = tuple(zip(*shapes)) if rank else ()
         out[flat] = Leaf(flat, key, rank, per_axis)
     return out
 
@@ -88,8 +100,10 @@ def _same(x: tuple, y: tuple) -> bool:
 
 def _groups(axes: list[tuple[Leaf, int]]) -> list[list[tuple[Leaf, int]]]:
     """The dynamic axes joined into dimensions (axes of one size in every call), in order of first
-    appearance."""
-    parent = list(range(len(axes)))
+    appearance. Axes with the very same sizes (a cache's layers) are one dimension before any
+    comparison (each varies, so ``_same`` holds), so the pairs compared are those of distinct sizes."""
+    first: dict[tuple, int] = {}
+    parent = [first.setdefault(leaf.sizes[a], i) for i, (leaf, a) in enumerate(axes)]
 
     def root(i: int) -> int:
         while parent[i] != i:
@@ -97,7 +111,7 @@ def _groups(axes: list[tuple[Leaf, int]]) -> list[list[tuple[Leaf, int]]]:
             i = parent[i]
         return i
 
-    for i, j in itertools.combinations(range(len(axes)), 2):
+    for i, j in itertools.combinations(list(first.values()), 2):
         if _same(axes[i][0].sizes[axes[i][1]], axes[j][0].sizes[axes[j][1]]):
             parent[root(j)] = root(i)
     out: dict[int, list] = {}
