@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from onnxport.cli import report_html
 from onnxport.cli.common import add_target_argument
 
 EPILOG = """\
@@ -46,6 +47,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-validate", dest="validate", action="store_false",
                    help="skip the comparison with onnxruntime (the outputs are still checked)")
     add_result_arguments(p)
+    report_html.add_argument(p)
     return p
 
 
@@ -74,6 +76,7 @@ def export(args: argparse.Namespace, progress) -> object:
                                  rtol=args.rtol, on_step=progress, target=args.runtime_target or "onnxruntime")
 
 
+@report_html.on_failure(lambda args: f"onnxport export-returnn {args.returnn_config}")
 def run(args: argparse.Namespace) -> int:
     """Export, save and report; returns 0 or 1 (validation mismatch, file kept). Errors are
     ``onnxport.ExportError`` (exit code 2, nothing written)."""
@@ -82,8 +85,9 @@ def run(args: argparse.Namespace) -> int:
 
     progress = Progress(quiet=args.quiet)
     try:
-        check_output_paths({"-o": args.output, "--report": args.report})
+        check_output_paths({"-o": args.output, "--report": args.report, "--report-html": args.report_html})
         result = save_export(export(args, progress), args, progress)
+        report_html.write(args, result, f"onnxport export-returnn {args.returnn_config}")
     finally:
         progress.close()
     return report_export(result, args)

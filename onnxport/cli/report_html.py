@@ -1,4 +1,4 @@
-"""``--report-html PATH`` of ``onnxport export``, ``export-hf`` and ``validate``: the HTML report of
+"""``--report-html PATH`` of ``onnxport export``, ``export-hf``, ``export-returnn`` and ``validate``: the HTML report of
 the export (``ExportResult.report``), and of its failure: a command that fails with an
 ``ExportError`` writes the page of the error (``onnxport.show.report_html.failure_html``: what
 failed, the user's line, the fix, the capture steps tried) before the error is printed."""

@@ -55,10 +55,13 @@ def test_demo_rf_config(tmp_path, capsys):
 
 
 def test_demo_torch_config_a_pure_pytorch_model(tmp_path, capsys):
-    ckpt, out = tmp_path / "epoch.001.pt", tmp_path / "demo_torch.onnx"
+    ckpt, out, html = tmp_path / "epoch.001.pt", tmp_path / "demo_torch.onnx", tmp_path / "report.html"
     save_checkpoint(DEMO_TORCH, ckpt, seed=4)
-    assert main(["export-returnn", str(DEMO_TORCH), "--checkpoint", str(ckpt), "-o", str(out), *SIZES]) == 0
+    assert main(["export-returnn", str(DEMO_TORCH), "--checkpoint", str(ckpt), "-o", str(out), *SIZES,
+                 "--report-html", str(html)]) == 0
     assert "time=301" in capsys.readouterr().out
+    page = html.read_text()  # the report: the command, the dims by name, the validation table's sizes
+    assert "onnxport export-returnn" in page and "out_time" in page and "time=301" in page
     assert _signature(out) == [("data", ["batch", "time", 9]), ("data:size1", ["batch"]),
                                ("output", ["batch", "out_time", 2]), ("output:size1", ["batch"])]
     inputs = _inputs(2, 40, 9, seed=2)
@@ -86,10 +89,11 @@ def _refused(capsys, out, *args, command: str = "export-returnn") -> str:
 
 
 def test_config_without_model_outputs(tmp_path, capsys):
-    config = tmp_path / "no_outputs.py"
+    config, html = tmp_path / "no_outputs.py", tmp_path / "failed.html"
     config.write_text(DEMO_RF.read_text().replace("model_outputs = ", "declared_outputs = "))
-    err = _refused(capsys, tmp_path / "m.onnx", str(config))
+    err = _refused(capsys, tmp_path / "m.onnx", str(config), "--report-html", str(html))
     assert "defines no model_outputs" in err and "fix:" in err
+    assert "defines no model_outputs" in html.read_text()  # the failure's page
 
 
 def test_forward_step_marking_another_output(tmp_path, capsys):
