@@ -11,13 +11,17 @@ applied to sub-configs too):
   defaults;
 * ``narrow``: ``tiny`` with the default number of layers and stage depths (a config class whose
   validators tie per-layer patterns to the layer count: GPT-Neo's ``attention_types``);
-* a config with more than ``MAX_PARAMETERS`` parameters (counted on the meta device) is not built.
+* a config with more than ``MAX_PARAMETERS`` parameters (counted on the meta device) is not built;
+* a forecaster's ``prediction_length`` the config leaves unset is ``PREDICTION``;
+* where a config's validators refuse the changes, those its error message names are left at their
+  defaults (``construct``).
 
 ``build(model_type, attempt)`` makes the base model (``AutoModel``'s class for the type, seeded; weight
 matrices the model's own initialization leaves all zero, a mixture-of-experts router's gate for one,
 drawn from N(0, 0.02) so that the router's scores do not tie and which experts eager PyTorch picks is
 defined);
-``probe`` finds the first attempt whose model runs in eager on generic inputs (``Inputs``) and which
+``probe`` finds the first attempt whose model runs in eager on generic inputs (``Inputs``; the input
+sets of families past text, image and audio, and the required parameters they fill, in ``hf_inputs.py``) and which
 dims eager also runs at another size: batch always tried, the text length, the decoder's length, the
 image size, the audio length each kept dynamic only where eager runs at another size.
 """
@@ -32,8 +36,11 @@ from typing import Any
 
 import torch
 
+import hf_inputs
+
 MAX_PARAMETERS = 40_000_000
 WIDTH, HEADS, KV_HEADS, HEAD_DIM, FFN, LAYERS, VOCAB, EXPERTS, POSITIONS = 128, 2, 1, 64, 256, 2, 1000, 4, 256
+PREDICTION = 8  # time steps a forecaster predicts where its config names none
 SIZES = {"batch": (2, 3), "seq": (7, 11), "decoder_seq": (5, 9)}  # example size, other size
 
 _LAYERS = re.compile(r"^(num_(hidden_|encoder_|decoder_|text_|vision_|audio_|transformer_|)layers|n_layers?|"
@@ -116,9 +123,11 @@ def overrides(config: Any, rules: Rules) -> dict:
                 out[name] = HEAD_DIM
             elif rules.widths and _KV.match(name):
                 out[name] = HEADS
+            elif name == "prediction_length":  # time series: a horizon the config requires
+                out[name] = PREDICTION
             continue
         if isinstance(value, PretrainedConfig):
-            out[name] = type(value)(**(_current(value) | overrides(value, rules)))
+            out[name] = construct(type(value), _current(value), overrides(value, rules))
             continue
         if isinstance(value, bool):
             if name == "use_timm_backbone" and value:  # a backbone the installed transformers ships
@@ -289,7 +298,22 @@ def make_config(model_type: str, rules: Rules) -> Any:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     cls = CONFIG_MAPPING[model_type]
-    return cls(**overrides(cls(), rules))
+    return construct(cls, {}, overrides(cls(), rules))
+
+
+def construct(cls: type, base: dict, changes: dict, tries: int = 6) -> Any:
+    """``cls(**base, **changes)``; where the config's validators refuse it, the changes the error
+    message names (``hidden_size_per_layer_input must be 0``) left at their defaults, again, until it
+    builds or no change is named."""
+    for _ in range(tries):
+        try:
+            return cls(**(base | changes))
+        except Exception as e:  # noqa: BLE001 - a validator's refusal names the fields it ties
+            named = [n for n in changes if re.search(rf"(?<![A-Za-z_]){re.escape(n)}(?![A-Za-z_])", str(e))]
+            if not named:
+                raise
+            changes = {n: v for n, v in changes.items() if n not in named}
+    return cls(**(base | changes))
 
 
 def model_class(model_type: str) -> type:
@@ -444,14 +468,14 @@ MAKERS = {
     "input_ids": lambda m, s, g: _ids(m, s, g),
     "attention_mask": lambda m, s, g: torch.ones(s["batch"], s["seq"], dtype=torch.int64),
     "decoder_input_ids": lambda m, s, g: _ids(m, s, g, "decoder_seq"),
-    "pixel_values": lambda m, s, g: torch.randn(s["batch"], s["channels"], s["image"], s["image"], generator=g),
+    "pixel_values": hf_inputs.pixels,
     "input_values": lambda m, s, g: torch.randn(s["batch"], *_values_shape(s), generator=g),
     "input_features": lambda m, s, g: torch.randn(s["batch"], *((s["bins"], s["frames"]) if s["bins_first"]
                                                                else (s["frames"], s["bins"])), generator=g),
     "noise": lambda m, s, g: torch.rand(s["batch"], _patches(m, s["image"]), generator=g),
     "bbox": lambda m, s, g: torch.sort(torch.randint(0, 1000, (s["batch"], s["seq"], 4), generator=g), -1)[0][
         ..., [0, 1, 2, 3]],
-}
+} | {n: f for n, f in hf_inputs.MAKERS.items() if n != "pixel_values"}
 AXES = {
     "input_ids": {0: "batch", 1: "seq"},
     "attention_mask": {0: "batch", 1: "seq"},
@@ -476,7 +500,8 @@ def _axes(name: str, fixed: dict) -> dict:
     samples is axis 2)."""
     if name == "input_values" and fixed.get("layout") == "channels":
         return {0: "batch", 2: "samples"}
-    return AXES[name]
+    family = hf_inputs.axes(name, fixed)
+    return AXES[name] if family is None else family
 
 
 def _vision(config) -> Any:
@@ -541,6 +566,8 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
             out.append(Inputs(names + ["pixel_values"], dims | image, fixed))
         if "attention_mask" in names:
             out.append(Inputs([n for n in names if n != "attention_mask"], dims, {}))
+    image, fixed = _image_dims(model) if "pixel_values" in params or "pixel_values_videos" in params else ({}, {})
+    out += [Inputs(*s) for s in hf_inputs.family_sets(model, image, fixed)]
     return out
 
 
@@ -583,6 +610,9 @@ def probe(model_type: str) -> dict:
             errors.append(f"{rules.name}: build: {type(e).__name__}: {_line(e)}")
             continue
         for inputs in candidates(model):
+            filled = hf_inputs.fill(model, inputs.names, inputs.dims, MAKERS)
+            if filled is not None:
+                inputs = Inputs(filled[0], filled[1], inputs.fixed)
             need = missing_required(model, inputs.names)
             if need:
                 errors.append(f"{rules.name}: forward requires {need}")

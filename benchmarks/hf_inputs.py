@@ -1,0 +1,242 @@
+"""Example inputs of the model families whose forward takes more than text, an image or audio.
+
+``hf_tiny.candidates`` tries its generic input sets first (token ids, a square image, a waveform or
+a spectrogram), then the sets of this module, each chosen by the forward's parameter names and the
+config's fields, the same rule for every class of a family:
+
+* patch sequences with a grid (Qwen2-VL's vision tower and its kin: ``forward(hidden_states |
+  pixel_values, grid_thw)``): one image of ``2 * merge`` by ``2 * merge`` patches, ``[patches,
+  channels * temporal_patch_size * patch_size**2]`` (then without the temporal factor), its grid
+  ``[[1, h, w]]``;
+* videos (``num_frames`` in the config, or ``pixel_values_videos`` in the forward): ``[batch,
+  frames, channels, side, side]``, then ``[batch, channels, frames, side, side]``;
+* image pairs (keypoint matchers: SuperGlue, LightGlue): ``[batch, 2, channels, side, side]``;
+* time series (``past_values``): ``[batch, context (+ the largest lag)]`` (or ``[..., channels]``)
+  with the time features, observed mask and future values the forward takes, the lengths from the
+  config;
+* patch sequences with their shapes (SigLIP2's ``pixel_attention_mask`` and ``spatial_shapes``):
+  ``[batch, patches, channels * patch_size**2]`` of a square grid;
+* spectrogram vocoders (``spectrogram``): ``[batch, frames, model_in_dim]``.
+
+``fill(model, names, dims)`` then gives a forward's required parameters the set leaves out where a
+maker of this module knows them by name (BLIP-2's ``input_ids`` beside its image, InstructBLIP's
+``qformer_input_ids``), token ids at the text length.
+
+A maker is ``maker(model, sizes, generator) -> tensor``; ``sizes`` holds the dims at the size being
+made and the set's fixed sizes.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+VOCAB = 1000
+
+
+def _first(config: Any, names: tuple, default: Any = None) -> Any:
+    for name in names:
+        value = getattr(config, name, None)
+        if value is not None:
+            return value
+    return default
+
+
+def _int(value: Any) -> Any:
+    return value[0] if isinstance(value, (list, tuple)) else value
+
+
+def _vision(config: Any) -> Any:
+    return getattr(config, "vision_config", None) or config
+
+
+def _vocab(model: torch.nn.Module) -> int:
+    config = model.config
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    return int(getattr(text, "vocab_size", None) or getattr(config, "vocab_size", None) or VOCAB)
+
+
+# ------------------------------------------------------------------------------------ families
+def _grid_sets(model: torch.nn.Module, params: dict) -> list:
+    grid = next((n for n in ("grid_thw", "image_grid_thw") if n in params), None)
+    if grid is None or "input_ids" in params:
+        return []
+    vision = _vision(model.config)
+    patch = int(_int(_first(vision, ("patch_size",), 14)))
+    temporal = int(_first(vision, ("temporal_patch_size",), 1))
+    channels = int(_first(vision, ("in_channels", "num_channels", "in_chans"), 3))
+    merge = int(_int(_first(vision, ("spatial_merge_size", "merge_size", "merge_kernel_size"), 2)))
+    main = "hidden_states" if "hidden_states" in params else "pixel_values"
+    names = [main, grid] + (["merge_sizes"] if "merge_sizes" in params else [])
+    fixed = {"grid": 2 * max(merge, 1), "t": 1, "merge": merge, "channels": channels, "patch": patch}
+    widths = dict.fromkeys((channels * temporal * patch * patch, channels * patch * patch))
+    return [(names, {}, fixed | {"pixels": "patches", "width": w}) for w in widths] + [
+        (names, {}, fixed | {"pixels": "patch_images"})]
+
+
+def _video_sets(model: torch.nn.Module, params: dict, image: dict, fixed: dict) -> list:
+    config = _vision(model.config)
+    frames = _first(config, ("num_frames", "frames_per_clip", "num_frames_per_video"))
+    name = next((n for n in ("pixel_values_videos", "pixel_values") if n in params), None)
+    if name is None or (frames is None and name != "pixel_values_videos"):
+        return []
+    tubelet = _int(_first(config, ("tubelet_size",), 1))
+    frames = int(frames) if isinstance(frames, int) else 2 * int(tubelet)
+    names = [name] + (["input_ids"] if "input_ids" in params and "input_ids" in _required(model) else [])
+    dims = {"batch": (2, 3)} | image | ({"seq": (7, 11)} if "input_ids" in names else {})
+    return [(names, dims, fixed | {"pixels": layout, "frames": frames}) for layout in ("video", "video_cf")]
+
+
+def _pair_sets(model: torch.nn.Module, params: dict, image: dict, fixed: dict) -> list:
+    """Keypoint matchers (SuperGlue, LightGlue): two images of one scene, ``[batch, 2, channels, side, side]``."""
+    if "pixel_values" not in params or "input_ids" in params or not image:
+        return []
+    return [(["pixel_values"], {"batch": (2, 3)} | image, fixed | {"pixels": "pair"})]
+
+
+def _series_sets(model: torch.nn.Module, params: dict) -> list:
+    if "past_values" not in params:
+        return []
+    config = model.config
+    context = int(_first(config, ("context_length",), 32))
+    lags = _first(config, ("lags_sequence",))
+    length = context + (max(lags) if isinstance(lags, (list, tuple)) and lags else 0)
+    channels = _first(config, ("num_input_channels", "input_size"))
+    fixed = {"length": length, "prediction": int(_first(config, ("prediction_length", "horizon_length"), 8)),
+             "ts_channels": int(channels) if isinstance(channels, int) and channels > 1 else 0,
+             "time_features": int(_first(config, ("num_time_features",), 0)) + int(
+                 _first(config, ("num_dynamic_real_features",), 0))}
+    names = ["past_values"] + [n for n in ("past_time_features", "past_observed_mask", "future_values",
+                                           "future_time_features", "past_values_padding", "freq")
+                               if n in params and (n in _required(model) or n in ("past_time_features",
+                                                                                 "past_observed_mask"))]
+    out = [(names, {"batch": (2, 3)}, fixed)]
+    if fixed["ts_channels"] == 0:
+        out.append((names, {"batch": (2, 3)}, fixed | {"ts_channels": 1}))
+    return out
+
+
+def _navit_sets(model: torch.nn.Module, params: dict) -> list:
+    if "spatial_shapes" not in params or "pixel_attention_mask" not in params:
+        return []
+    vision = _vision(model.config)
+    patch = int(_int(_first(vision, ("patch_size",), 16)))
+    channels = int(_first(vision, ("num_channels",), 3))
+    side = int(int(_first(vision, ("num_patches",), 16)) ** 0.5)
+    names = ["pixel_values", "pixel_attention_mask", "spatial_shapes"]
+    names += [n for n in ("input_ids",) if n in params]
+    dims = {"batch": (2, 3)} | ({"seq": (7, 11)} if "input_ids" in names else {})
+    return [(names, dims, {"pixels": "navit", "grid": side, "width": channels * patch * patch})]
+
+
+def _vocoder_sets(model: torch.nn.Module, params: dict) -> list:
+    if "spectrogram" not in params:
+        return []
+    bins = int(_first(model.config, ("model_in_dim", "num_mel_bins"), 80))
+    return [(["spectrogram"], {"batch": (2, 3), "frames": (16, 24)}, {"bins": bins})]
+
+
+def family_sets(model: torch.nn.Module, image: dict, fixed: dict) -> list:
+    """``(names, dims, fixed)`` of the input sets of the families ``model``'s forward belongs to."""
+    params = inspect.signature(model.forward).parameters
+    return (_grid_sets(model, params) + _video_sets(model, params, image, fixed) + _series_sets(model, params)
+            + _pair_sets(model, params, image, fixed)
+            + _navit_sets(model, params) + _vocoder_sets(model, params))
+
+
+def _required(model: torch.nn.Module) -> set:
+    params = inspect.signature(model.forward).parameters
+    return {n for n, p in params.items() if p.default is inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+IDS = ("input_ids", "qformer_input_ids", "audio_input_ids", "task_inputs", "decoder_input_ids")
+
+
+def fill(model: torch.nn.Module, names: list, dims: dict, known: Any) -> tuple[list, dict] | None:
+    """``names`` with the forward's required parameters it leaves out, where a maker of ``known``
+    makes them (token ids at the text length ``seq``); None where one is left that no maker knows."""
+    missing = [n for n in sorted(_required(model)) if n not in names]
+    if not missing:
+        return names, dims
+    if any(n not in known for n in missing):
+        return None
+    dims = dict(dims)
+    if any(n in IDS for n in missing):
+        dims.setdefault("seq", (7, 11))
+    return names + missing, dims
+
+
+# ------------------------------------------------------------------------------------ makers
+def _grid(s: dict) -> torch.Tensor:
+    return torch.tensor([[s.get("t", 1), s.get("grid", 4), s.get("grid", 4)]], dtype=torch.int64)
+
+
+def pixels(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
+    """Pixels in the set's layout: a square image ``[batch, channels, side, side]``, a video, patches."""
+    layout = s.get("pixels", "image")
+    if layout == "patches":
+        return torch.randn(s["t"] * s["grid"] ** 2, s["width"], generator=g)
+    if layout == "patch_images":
+        return torch.randn(s["t"] * s["grid"] ** 2, s["channels"], s["patch"], s["patch"], generator=g)
+    if layout == "pair":
+        return torch.randn(s["batch"], 2, s["channels"], s["image"], s["image"], generator=g)
+    if layout == "navit":
+        return torch.randn(s["batch"], s["grid"] ** 2, s["width"], generator=g)
+    if layout == "video":
+        return torch.randn(s["batch"], s["frames"], s["channels"], s["image"], s["image"], generator=g)
+    if layout == "video_cf":
+        return torch.randn(s["batch"], s["channels"], s["frames"], s["image"], s["image"], generator=g)
+    return torch.randn(s["batch"], s["channels"], s["image"], s["image"], generator=g)
+
+
+def _series(s: dict, length: str, g: torch.Generator) -> torch.Tensor:
+    shape = (s["batch"], s[length]) + ((s["ts_channels"],) if s["ts_channels"] else ())
+    return torch.randn(*shape, generator=g)
+
+
+def _ids(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
+    return torch.randint(3, max(4, min(_vocab(m), VOCAB)), (s["batch"], s["seq"]), generator=g)
+
+
+MAKERS = {
+    "pixel_values_videos": pixels,
+    "hidden_states": pixels,
+    "grid_thw": lambda m, s, g: _grid(s),
+    "image_grid_thw": lambda m, s, g: _grid(s),
+    "merge_sizes": lambda m, s, g: torch.tensor([s["merge"]], dtype=torch.int64),
+    "pixel_attention_mask": lambda m, s, g: torch.ones(s["batch"], s["grid"] ** 2, dtype=torch.int64),
+    "spatial_shapes": lambda m, s, g: torch.tensor([[s["grid"], s["grid"]]] * s["batch"], dtype=torch.int64),
+    "past_values": lambda m, s, g: _series(s, "length", g),
+    "past_observed_mask": lambda m, s, g: torch.ones_like(_series(s, "length", g)),
+    "future_values": lambda m, s, g: _series(s, "prediction", g),
+    "past_time_features": lambda m, s, g: torch.randn(s["batch"], s["length"], s["time_features"], generator=g),
+    "future_time_features": lambda m, s, g: torch.randn(s["batch"], s["prediction"], s["time_features"],
+                                                        generator=g),
+    "past_values_padding": lambda m, s, g: torch.zeros(s["batch"], s["length"]),
+    "freq": lambda m, s, g: torch.zeros(s["batch"], 1, dtype=torch.int64),
+    "spectrogram": lambda m, s, g: torch.randn(s["batch"], s["frames"], s["bins"], generator=g),
+    "qformer_input_ids": _ids,
+    "audio_input_ids": _ids,
+    "task_inputs": _ids,
+}
+
+
+def axes(name: str, fixed: dict) -> dict | None:
+    """``{axis: dim name}`` of an input this module lays out, else None."""
+    layout = fixed.get("pixels")
+    if name in ("pixel_values", "pixel_values_videos", "hidden_states") and layout:
+        return {"video": {0: "batch", 3: "image", 4: "image"}, "video_cf": {0: "batch", 3: "image", 4: "image"},
+                "pair": {0: "batch", 3: "image", 4: "image"}, "navit": {0: "batch"}}.get(layout, {})
+    if name in ("pixel_attention_mask", "spatial_shapes", "past_values", "past_observed_mask", "future_values",
+                "past_time_features", "future_time_features", "past_values_padding", "freq"):
+        return {0: "batch"}
+    if name == "spectrogram":
+        return {0: "batch", 1: "frames"}
+    if name in ("qformer_input_ids", "audio_input_ids", "task_inputs"):
+        return {0: "batch", 1: "seq"}
+    if name in ("grid_thw", "image_grid_thw", "merge_sizes"):
+        return {}
+    return None
