@@ -542,9 +542,10 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
         out.append(Inputs(["input_values"], batch, {"layout": "frames", "bins": bins,
                                                     "frames": frames if isinstance(frames, int) else 1024}))
     elif main == "input_features":
-        bins = next((getattr(config, n) for n in ("num_mel_bins", "feature_size", "input_feat_per_channel", "n_mels",
-                                                   "num_mel_bins_encoder")
-                     if isinstance(getattr(config, n, None), int)), 80)
+        bins = next((getattr(c, n) for c in _configs(config) for n in ("num_mel_bins", "feature_size",
+                                                                        "input_feat_per_channel", "n_mels",
+                                                                        "num_mel_bins_encoder")
+                     if isinstance(getattr(c, n, None), int)), 80)  # the model's or its audio encoder's
         source = getattr(config, "max_source_positions", None)
         frames = 2 * source if isinstance(source, int) else 64
         names = ["input_features"] + (["decoder_input_ids"] if getattr(config, "is_encoder_decoder", False)
