@@ -14,8 +14,9 @@ computes the special one too.
 once more at the first sizes above the example where each of them is false (``other_side_sizes``),
 and that export is taken where it adopts fewer constraints (its own remainder constraints dropped:
 onnxruntime matched eager PyTorch on the example's side too) and onnxruntime matches eager PyTorch at
-the example's sizes, with a notice saying so; otherwise the first
-export stands, its constraints stated. One try per export.
+the example's sizes, with a notice saying so (its ``example`` is the user's inputs, as the first
+export's: ``export_at`` builds it so); otherwise the first export stands, its constraints stated. One
+try per export.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ SEARCHED = 64  # sizes above the example tried for each dim of a flipped constra
 def flipped(result: Any) -> list[Guard]:
     """The remainder constraints (``h % 2 == 0``) ``result`` adopts though eager PyTorch runs beyond them
     (adopted on trial, ``EAGER_RUNS``): after ``settle``, those where onnxruntime differs from eager
-    PyTorch there (the others it has dropped)."""
-    return [g for g in result.constraints if g.method == EAGER_RUNS and "%" in g.python]
+    PyTorch there (the others it has dropped). A remainder constraint is one whose condition takes a
+    remainder of sizes (``Guard.remainder``: a ``Mod`` in torch's expression)."""
+    return [g for g in result.constraints if g.method == EAGER_RUNS and g.remainder]
 
 
 def other_side_sizes(result: Any, guards: list[Guard]) -> dict[str, int] | None:
@@ -73,7 +75,8 @@ def _right_on_this_side(other: Any, result: Any) -> bool:
 def either_side(result: Any, export_at: Callable[[tuple, dict], Any], notices: list[str]) -> Any:
     """``result``, or the export at the other side of its flipped remainder constraints where that one
     adopts fewer constraints (see the module's docstring). ``export_at(args, kwargs)`` exports the model
-    at other inputs (the same stages and constraints stage); a failure there leaves ``result``."""
+    traced at other inputs (the same stages and constraints stage), its result's ``example`` the user's
+    inputs (``result.example``); a failure there leaves ``result``."""
     from onnxport.capture.inputs import dim_names, inputs_like_example
 
     guards = flipped(result)
@@ -91,6 +94,5 @@ def either_side(result: Any, export_at: Callable[[tuple, dict], Any], notices: l
     notices.append(f"the trace at the example holds only where {' and '.join(g.text for g in guards)} (at "
                    f"{guards[0].where}), and onnxruntime differs from eager PyTorch beyond; traced at {shown}, on "
                    "the other side of that branch, the export holds there and at the example's sizes alike "
-                   "(onnxruntime matches eager PyTorch on both sides): onnxport took that trace "
-                   "(ExportResult.example holds its inputs)")
+                   "(onnxruntime matches eager PyTorch on both sides): onnxport took that trace")
     return other

@@ -75,6 +75,9 @@ class Export:
     onnx: Any = None  # the onnx_ir.Model from translate on
     optimization: Mapping[str, int] = dataclasses.field(default_factory=dict)  # nodes before and after optimize
     result: ExportResult | None = None
+    # ``(args, kwargs)`` the result states as its example where the trace's are others: the user's, for a
+    # trace at other sizes (``_either_side``); None: ``args, kwargs``
+    example: tuple | None = None
 
     def but(self, **changes: Any) -> "Export":
         return dataclasses.replace(self, **changes)
@@ -279,8 +282,8 @@ def finalize(job: Export) -> Export:
 
     finalize_model(job.onnx, inline=job.options.inline, constraints=[str(g) for g in job.captured.adopted()])
     module = job.module.module() if isinstance(job.module, torch.export.ExportedProgram) else job.module
-    result = ExportResult(job.onnx, program=job.captured.program, module=module, example=(job.args, job.kwargs),
-                          captured=job.captured, timings=job.run.timings,
+    result = ExportResult(job.onnx, program=job.captured.program, module=module,
+                          example=job.example or (job.args, job.kwargs), captured=job.captured, timings=job.run.timings,
                           dim_names=dict(job.onnx.meta.get("dim_names", {})), rewrite_notes=list(job.rewrite_notes),
                           weights=job.bound, decomposed={"local": list(job.decomposed.local),
                                                          "whole_program": list(job.decomposed.whole_program)},
@@ -355,8 +358,9 @@ def export(job: Export) -> ExportResult:
 def _either_side(job: Export, result: ExportResult) -> ExportResult:
     """``result``, or the export at the other side of the remainder branches it keeps as constraints
     (``onnxport.remainder_sides``), tried once per export (``Run.sides``): the model as captured (its
-    control flow rewritten where it was), the stages from capture on, size 1 and the constraints stage.
-    The notices of a trace not taken are dropped."""
+    control flow rewritten where it was), the stages from capture on, size 1 and the constraints stage;
+    the other trace's result states the user's inputs as its example. The notices of a trace not taken
+    are dropped."""
     from onnxport.remainder_sides import either_side, flipped
     from onnxport.settle import settle, size_one
 
@@ -367,7 +371,7 @@ def _either_side(job: Export, result: ExportResult) -> ExportResult:
 
     def export_at(args: tuple, kwargs: dict) -> ExportResult:
         other = Export(job.options, job.run, job.model, job.module, args, kwargs, job.bound,
-                       rewritten=job.rewritten, rewrite_notes=job.rewrite_notes)
+                       rewritten=job.rewritten, rewrite_notes=job.rewrite_notes, example=(job.args, job.kwargs))
         other = run_stages(other, tuple(s for s in STAGES if s.name != "rewrite"))
         return settle(size_one(other.result, False, job.run)[0], job.run)
 

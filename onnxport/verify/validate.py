@@ -172,8 +172,10 @@ def _input_sets(result, inputs, sizes, values, include_example,
     examples, _ = dim_examples(result.captured, dims)
     specs = _named_as_captured(result, specs) if specs is not None else specs_from_captured(result.captured, dims)
     sets = []
-    if include_example:
-        sets.append(("example", examples, "the example", "example", result.example))
+    if include_example:  # its sizes those of the inputs run (the user's, where the trace was at others)
+        own = dataclasses.replace(result.captured, example=result.example) if result.example is not None else None
+        sets.append(("example", dim_examples(own, dims)[0] if own is not None else examples, "the example", "example",
+                     result.example))
     size_sets = default_size_sets(result, specs) if sizes is None else \
         [("given sizes", _resolve_sizes(result, s, examples, dims)) for s in sizes]
     for i, (why, s) in enumerate(size_sets):

@@ -64,13 +64,13 @@ def _adopted(caught) -> list[str]:
     return [str(w.message) for w in caught if str(w.message).startswith(ADOPTED_PREFIX)]
 
 
-def _export_upsample(model, shape, sizes):
-    """``model`` exported at an example of ``shape`` with dynamic batch, h and w, checked at ``sizes``;
-    the result and the warnings it gave."""
+def _export_upsample(model, shape, sizes, x=None):
+    """``model`` exported at an example of ``shape`` (or ``x``) with dynamic batch, h and w, checked at
+    ``sizes``; the result and the warnings it gave."""
+    x = torch.randn(*shape) if x is None else x
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        r = check_export(model, (torch.randn(*shape),), {"x": {0: Dim("batch"), 2: Dim("h"), 3: Dim("w")}},
-                         sizes=sizes)
+        r = check_export(model, (x,), {"x": {0: Dim("batch"), 2: Dim("h"), 3: Dim("w")}}, sizes=sizes)
     return r, caught
 
 
@@ -85,13 +85,18 @@ def test_layout_only_sides_are_the_shared_graph_with_no_guard():
 def test_a_remainder_branch_is_traced_on_its_side_that_holds_at_every_size():
     """Traced at an even example, the upsampling doubles sizes, wrong at odd ones: the other side, traced
     at the next odd sizes, is right at even sizes too, and is taken (``onnxport/remainder_sides.py``)."""
-    r, caught = _export_upsample(ForwardUpsampleSize(), (2, 3, 8, 10),
+    x = torch.randn(2, 3, 8, 10)
+    r, caught = _export_upsample(ForwardUpsampleSize(), None,
                                  [{"batch": 1, "h": 12, "w": 2}, {"batch": 3, "h": 7, "w": 8},
-                                  {"batch": 2, "h": 8, "w": 10}])
+                                  {"batch": 2, "h": 8, "w": 10}], x=x)
     assert not r.constraints and not _adopted(caught)
     said = [str(w.message) for w in caught if "on the other side of that branch" in str(w.message)]
     assert len(said) == 1 and "h % 2 == 0 and w % 2 == 0" in said[0] and "traced at h=9, w=11" in said[0]
-    assert tuple(r.example[0][0].shape) == (2, 3, 9, 11)
+    # traced at h=9, w=11, the result's example is still the user's input, and the model holds there
+    assert torch.equal(r.example[0][0], x) and r.example[1] == {}
+    report = r.validate(sizes=[], values=[])
+    assert report.ok and report.checks and {(c.inputs, c.sizes) for c in report.checks} == {
+        ("example", "batch=2, h=8, w=10")}, report
 
 
 def test_a_remainder_branch_traced_on_its_general_side_holds_at_every_size():
@@ -145,3 +150,29 @@ def test_a_remainder_branch_whose_sides_agree_is_no_constraint():
         r = check_export(SameEitherWay(), (torch.randn(2, 8, 12),), {"x": {1: Dim("h"), 2: Dim("w")}},
                          sizes=[{"h": 5, "w": 6}, {"h": 16, "w": 3}])
     assert not r.constraints and not _adopted(caught)
+
+
+def test_remainder_constraints_are_found_by_their_expression():
+    """``flipped`` takes the constraints whose expression holds a ``Mod`` (``Guard.remainder``), not
+    those whose text shows a ``%``."""
+    import sympy
+    from torch.utils._sympy import functions as F
+
+    from onnxport.capture.guards.conditions import EAGER_RUNS, Guard, GuardStatus, takes_remainder
+    from onnxport.remainder_sides import flipped
+
+    h = sympy.Symbol("s0", integer=True, positive=True)
+    assert takes_remainder(sympy.Eq(F.Mod(h, 2), 0)) and takes_remainder(sympy.Ne(F.PythonMod(h + 1, 4), 0))
+    assert takes_remainder(sympy.Eq(sympy.Mod(h, 8), 0))
+    assert not takes_remainder(h >= 4) and not takes_remainder(sympy.Eq(F.FloorDiv(h, 2), 3))
+
+    def guard(text, remainder, method=EAGER_RUNS):
+        return Guard(text, GuardStatus.ADOPTED, None, ({"h": 1},), (), method, text, ("h",), remainder=remainder)
+
+    kept = [guard("h % 2 == 0", True), guard("h >= 4", False), guard("h % 4 == 0", False),
+            guard("h % 8 == 0", True, method="adopted")]
+
+    class Result:
+        constraints = kept
+
+    assert flipped(Result()) == [kept[0]]

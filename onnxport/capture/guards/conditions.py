@@ -98,6 +98,7 @@ class Guard:
     python: str = "True"
     names: tuple = ()
     note: str = ""  # said after the constraint in its warning (why it was adopted, where that is not the trace)
+    remainder: bool = False  # the condition takes a remainder of sizes (a ``Mod`` in torch's expression)
 
     def __str__(self) -> str:
         return self.text
@@ -466,17 +467,19 @@ def decide(conditions: list[tuple],
         if not points:
             method = outcome.method + (" with the adopted constraints" if adopted and outcome.checked else "")
             guards.append(Guard(python, GuardStatus.PROVED, where, (),
-                                boundary_of(expr, outcome, GuardStatus.PROVED, variables), method, python, names))
+                                boundary_of(expr, outcome, GuardStatus.PROVED, variables), method, python, names,
+                                remainder=takes_remainder(expr)))
             continue
         if layout:  # a memory layout torch picked (strides): no value depends on it
             guards.append(Guard(python, GuardStatus.KEPT, where, excluded,
-                                boundary_of(expr, outcome, GuardStatus.KEPT, variables), LAYOUT, python, names))
+                                boundary_of(expr, outcome, GuardStatus.KEPT, variables), LAYOUT, python, names,
+                                remainder=takes_remainder(expr)))
             continue
         if branch and not (kept_kind(expr, outcome) and in_installed_package(branch)):
             raise branch_error(text, excluded, branch, python, names)
         if far is not None and far.sets(python, names, variables[outcome.symbols[0]].lo):  # guards.far_bounds
             guards.append(far.mark(Guard(text, GuardStatus.ADOPTED, where, excluded, (), outcome.method, python,
-                                         names)))
+                                         names, remainder=takes_remainder(expr))))
             continue
         method = outcome.method
         if kept_kind(expr, outcome):
@@ -490,8 +493,17 @@ def decide(conditions: list[tuple],
             error.condition_expr, error.excluded = given, excluded
             raise error
         guards.append(Guard(text, status, where, excluded, boundary_of(expr, outcome, status, variables),
-                            method, python, names))
+                            method, python, names, remainder=takes_remainder(expr)))
     return guards
+
+
+def takes_remainder(expr: sympy.Basic) -> bool:
+    """Whether ``expr`` takes a remainder of sizes: a ``Mod`` (sympy's, or torch's ``Mod``,
+    ``PythonMod``, ``ModularIndexing`` of ``torch.utils._sympy.functions``) anywhere in it."""
+    from torch.utils._sympy import functions as F
+
+    kinds = (sympy.Mod, F.Mod, F.PythonMod, F.ModularIndexing)
+    return any(isinstance(node, kinds) for node in sympy.preorder_traversal(expr))
 
 
 def same_name_substitutions(variables: dict[sympy.Symbol, SizeVar]) -> dict[sympy.Symbol, sympy.Symbol]:
