@@ -10,6 +10,9 @@ Every ``MatMul`` with a weight is quantized, the ``lm_head`` included (``final_p
 - ``int8``: onnxruntime's dynamic quantization (``DynamicQuantizeLinear`` + ``MatMulInteger``,
   which onnxruntime fuses into ``DynamicQuantizeMatMul`` when it loads the model): weights int8 per
   output channel, activations per tensor at run time; a tied embedding keeps its float ``Gather``.
+  Not the builder's weight-only ``MatMulNBits`` with ``bits=8``: on the projections of a 0.5B
+  decoder, one thread, that form is 1.12x slower per decoding step and 7.7x slower on a 64-token
+  prompt, for 0.6x the error (``benchmarks/INT8_FORMS.md``, ``benchmarks/int8_forms.py``).
 
 The arithmetic is ``onnxport.quantize``'s; the accuracy checks are the quantized result's
 ``validate()`` and ``check_generation`` (``onnxport.verify.accuracy``), against eager PyTorch's

@@ -100,7 +100,7 @@ def quantize(result, mode: str, *, keep_float: list[str] | tuple[str, ...] = (),
             reader = calibration.Reader([calibration.feeds(names, s) for s in sets])
             quantized = ort.static_int8(proto, sorted(chosen), reader)
         else:
-            quantized = ort.int4(proto, sorted(chosen), block_size, accuracy_level)
+            quantized = ort.nbits(proto, sorted(chosen), block_size, accuracy_level)
     except ExportError:
         raise
     except Exception as e:  # noqa: BLE001 - onnxruntime's quantizer failing is reported with its words

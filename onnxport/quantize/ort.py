@@ -108,16 +108,20 @@ def static_int8(proto: onnx.ModelProto, nodes: list[str], reader) -> onnx.ModelP
         return onnx.load(out)
 
 
-def int4(proto: onnx.ModelProto, nodes: list[str], block_size: int, accuracy_level: int) -> onnx.ModelProto:
-    """Weight-only int4: each ``MatMul`` of ``nodes`` with a 2-D initializer weight becomes
-    ``MatMulNBits`` (symmetric blocks of ``block_size`` along the input dimension); activations stay
-    float (``accuracy_level`` 4 lets onnxruntime compute in int8 on the fly, 0 in float)."""
+def nbits(proto: onnx.ModelProto, nodes: list[str], block_size: int, accuracy_level: int,
+          bits: int = 4) -> onnx.ModelProto:
+    """Weight-only ``bits``-bit (4 or 8) quantization: each ``MatMul`` of ``nodes`` with a 2-D
+    initializer weight becomes ``MatMulNBits`` (symmetric blocks of ``block_size`` along the input
+    dimension); activations stay float (``accuracy_level`` 4 lets onnxruntime compute in int8 on the
+    fly, 0 in float)."""
     from onnxruntime.quantization.matmul_nbits_quantizer import (DefaultWeightOnlyQuantConfig,
                                                                  MatMulNBitsQuantizer)
 
     all_matmuls = [n.name for n in proto.graph.node if n.op_type == "MatMul"]
-    config = DefaultWeightOnlyQuantConfig(block_size=block_size, is_symmetric=True, accuracy_level=accuracy_level)
-    quantizer = MatMulNBitsQuantizer(proto, block_size=block_size, is_symmetric=True, accuracy_level=accuracy_level,
+    config = DefaultWeightOnlyQuantConfig(block_size=block_size, is_symmetric=True, accuracy_level=accuracy_level,
+                                          bits=bits)
+    quantizer = MatMulNBitsQuantizer(proto, bits=bits, block_size=block_size, is_symmetric=True,
+                                     accuracy_level=accuracy_level,
                                      nodes_to_exclude=[n for n in all_matmuls if n not in set(nodes)],
                                      algo_config=config)
     with _quiet():
