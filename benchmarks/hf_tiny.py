@@ -170,10 +170,26 @@ def overrides(config: Any, rules: Rules) -> dict:
                 for n in ("num_hidden_layers", "num_layers", "n_layer"):
                     if n in out:
                         out[n] = len(trimmed)
+    _fit_out_indices(config, params, out)
     if "width_coefficient" in out and isinstance(_value(config, "hidden_dim"), int):  # EfficientNet's last width
         out["hidden_dim"] = int(_value(config, "hidden_dim") * out["width_coefficient"] / config.width_coefficient)
     _fix_ids(config, params, out)
     return out
+
+
+def _fit_out_indices(config: Any, params: Any, out: dict) -> None:
+    """A backbone's ``out_indices`` kept as many as they were (a DPT neck takes one feature map per
+    index) within its new layer count: the last layers, more layers where there are fewer than
+    indices."""
+    indices, layers = _value(config, "out_indices"), out.get("num_hidden_layers")
+    if not isinstance(indices, (list, tuple)) or not isinstance(layers, int) \
+            or all(isinstance(i, int) and i <= layers for i in indices):
+        return
+    count = len(indices)
+    out["num_hidden_layers"] = max(layers, count)
+    out["out_indices"] = list(range(out["num_hidden_layers"] - count + 1, out["num_hidden_layers"] + 1))
+    if isinstance(_value(config, "out_features"), (list, tuple)):
+        out["out_features"] = [f"stage{i}" for i in out["out_indices"]]
 
 
 def _current(config: Any) -> dict:
