@@ -20,7 +20,8 @@ config's fields, the same rule for every class of a family:
 
 ``fill(model, names, dims)`` then gives a forward's required parameters the set leaves out where a
 maker of this module knows them by name (BLIP-2's ``input_ids`` beside its image, InstructBLIP's
-``qformer_input_ids``), token ids at the text length.
+``qformer_input_ids``; a tower's ``hidden_states`` or ``inputs_embeds`` fed by another,
+``[batch, seq, hidden_size]``), at the text length.
 
 A maker is ``maker(model, sizes, generator) -> tensor``; ``sizes`` holds the dims at the size being
 made and the set's fixed sizes.
@@ -65,7 +66,7 @@ def _grid_sets(model: torch.nn.Module, params: dict) -> list:
         return []
     vision = _vision(model.config)
     patch = int(_int(_first(vision, ("patch_size",), 14)))
-    temporal = int(_first(vision, ("temporal_patch_size",), 1))
+    temporal = int(_first(vision, ("temporal_patch_size", "patch_temporal"), 1))
     channels = int(_first(vision, ("in_channels", "num_channels", "in_chans"), 3))
     merge = int(_int(_first(vision, ("spatial_merge_size", "merge_size", "merge_kernel_size"), 2)))
     main = "hidden_states" if "hidden_states" in params else "pixel_values"
@@ -163,8 +164,10 @@ def fill(model: torch.nn.Module, names: list, dims: dict, known: Any) -> tuple[l
         return names, dims
     if any(n not in known for n in missing):
         return None
+    params = inspect.signature(model.forward).parameters
+    names = [n for n in names if n in params]  # not the generic token ids a ``**kwargs`` would swallow
     dims = dict(dims)
-    if any(n in IDS for n in missing):
+    if any(n in IDS or n in EMBEDS for n in missing):
         dims.setdefault("seq", (7, 11))
     return names + missing, dims
 
@@ -201,9 +204,23 @@ def _ids(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
     return torch.randint(3, max(4, min(_vocab(m), VOCAB)), (s["batch"], s["seq"]), generator=g)
 
 
-MAKERS = {
+def _width(m: torch.nn.Module) -> int:
+    config = m.config
+    return int(_first(config, ("hidden_size", "d_model", "embed_dim", "dim"), 128))
+
+
+def embeds(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
+    """Hidden states ``[batch, seq, hidden_size]`` (a tower fed by another: a multimodal encoder's
+    ``hidden_states``, a Q-Former's ``query_embeds``), or the set's pixels where it lays them out."""
+    if s.get("pixels") in ("patches", "patch_images"):
+        return pixels(m, s, g)
+    return torch.randn(s["batch"], s["seq"], _width(m), generator=g)
+
+
+EMBEDS = ("hidden_states", "inputs_embeds", "query_embeds", "context", "encoder_hidden_states", "action_embeds")
+
+MAKERS = {n: embeds for n in EMBEDS} | {
     "pixel_values_videos": pixels,
-    "hidden_states": pixels,
     "grid_thw": lambda m, s, g: _grid(s),
     "image_grid_thw": lambda m, s, g: _grid(s),
     "merge_sizes": lambda m, s, g: torch.tensor([s["merge"]], dtype=torch.int64),
@@ -235,7 +252,7 @@ def axes(name: str, fixed: dict) -> dict | None:
         return {0: "batch"}
     if name == "spectrogram":
         return {0: "batch", 1: "frames"}
-    if name in ("qformer_input_ids", "audio_input_ids", "task_inputs"):
+    if name in ("qformer_input_ids", "audio_input_ids", "task_inputs") or name in EMBEDS:
         return {0: "batch", 1: "seq"}
     if name in ("grid_thw", "image_grid_thw", "merge_sizes"):
         return {}
