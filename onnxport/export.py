@@ -150,6 +150,7 @@ def to_onnx(
     from onnxport.capture.patches import exclusive_capture, restore_leftovers
     from onnxport.capture.values import check_inputs
     from onnxport.stages import Export, Run, export, retarget
+    from onnxport.targets import target as runtime_target
 
     options = ExportOptions(dynamic_shapes=dynamic_shapes, input_names=input_names, output_names=output_names,
                             output_dims=output_dims, opset=opset, optimize=optimize, inline=inline, strict=strict,
@@ -158,6 +159,7 @@ def to_onnx(
                             fallback_seconds=fallback_seconds,
                             target=target,
                             on_step=on_step if on_step is not None else (print_step if verbose else None))
+    runtime_target(options.target)  # an unknown name: RuntimeTargetError, with the names of TARGETS
     if isinstance(model, torch.export.ExportedProgram) and not args and not kwargs and model.example_inputs:
         args, kwargs = model.example_inputs
     args = (args,) if isinstance(args, torch.Tensor) else tuple(args)

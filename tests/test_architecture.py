@@ -83,6 +83,18 @@ def test_importing_onnxport_loads_no_translation():
 
 
 @pytest.mark.slow
+def test_importing_onnxport_loads_no_target_rewrite():
+    """``onnxport.targets.TARGETS`` names its rewrites (``targets.Later``): imported when a target is applied."""
+    code = ("import sys, onnxport; from onnxport.targets import TARGETS; "
+            "named = {f.where.partition(':')[0] for t in TARGETS.values() "
+            "for f in (*t.rewrites, t.check_sizes, t.prepare) if f is not None}; "
+            "print(len(named), sorted(n for n in named if 'onnxport.targets.' + n in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    count, loaded = out.strip().split(" ", 1)
+    assert int(count) >= 6 and loaded == "[]", out
+
+
+@pytest.mark.slow
 def test_every_error_class_is_in_errors_and_exported():
     import onnxport
     from onnxport import errors

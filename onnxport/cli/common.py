@@ -235,7 +235,7 @@ def finite(x: Any) -> Any:
 def add_target_argument(p: argparse.ArgumentParser) -> None:
     """``--target`` (``args.runtime_target``: ``TARGET`` is the model): the runtime an export is for
     (``to_onnx``'s ``target``, ``onnxport.targets``)."""
-    from onnxport.options import TARGET_NAMES
+    from onnxport.targets import TARGET_NAMES
 
     p.add_argument("--target", dest="runtime_target", choices=TARGET_NAMES, default=None,
                    help="the runtime the model is for (default: a config's [export] target, else onnxruntime): "

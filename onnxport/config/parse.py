@@ -203,7 +203,7 @@ def _parse_export(cfg: ExportConfig, table: Any, where: str) -> None:
             raise ConfigError(f"{where}: [export] {key} must be {kind.__name__}, not {value!r}")
         setattr(cfg, _EXPORT_FIELDS.get(key, key), value)
     if cfg.runtime_target is not None:
-        from onnxport.options import TARGET_NAMES
+        from onnxport.targets import TARGET_NAMES
 
         if cfg.runtime_target not in TARGET_NAMES:
             raise ConfigError(f"{where}: [export] target {cfg.runtime_target!r} is not a runtime target",

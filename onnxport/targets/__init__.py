@@ -29,19 +29,25 @@ runtime by default (``Target.runtime``).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from typing import Any, Callable
 
 import onnx_ir as ir
 
 from onnxport.errors import RuntimeTargetError
 from onnxport.metadata import TARGET_KEY
-from onnxport.options import TARGET_NAMES
-from onnxport.targets.domains import check_standard_domains
-from onnxport.targets.genai_cpu import check_sizes as genai_check_sizes, rewrite_for_genai_cpu
-from onnxport.targets.genai_rotary import record_max_positions
-from onnxport.targets.inline import inline_functions
-from onnxport.targets.recurrent_lengths import mask_sequence_lengths
-from onnxport.targets.outer_scope import pass_outer_values
+
+
+@dataclasses.dataclass(frozen=True)
+class Later:
+    """A function of a module of ``onnxport.targets`` (``"inline:inline_functions"``), imported when
+    first called: ``import onnxport`` (and ``TARGETS``) imports no rewrite."""
+
+    where: str
+
+    def __call__(self, *args: Any) -> Any:
+        module, _, name = self.where.partition(":")
+        return getattr(importlib.import_module(f"onnxport.targets.{module}"), name)(*args)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +65,9 @@ class Target:
     prepare: Callable[[ir.Model, Any], None] | None = None
 
 
+inline_functions, pass_outer_values = Later("inline:inline_functions"), Later("outer_scope:pass_outer_values")
+check_standard_domains = Later("domains:check_standard_domains")
+mask_sequence_lengths = Later("recurrent_lengths:mask_sequence_lengths")
 PORTABLE = (inline_functions, pass_outer_values, check_standard_domains)
 TARGETS = {t.name: t for t in (
     Target("onnxruntime", "onnxruntime", (), "the export as it is (local functions kept)"),
@@ -67,18 +76,19 @@ TARGETS = {t.name: t for t in (
     # the recurrent rewrite makes Scans whose bodies read values of the main graph: the outer values are passed after it
     Target("openvino", "openvino", (inline_functions, mask_sequence_lengths, pass_outer_values, check_standard_domains),
            "portable, and an LSTM/GRU/RNN with sequence lengths masked and read at the lengths"),
-    Target("genai-cpu", "onnxruntime", (rewrite_for_genai_cpu,),
+    Target("genai-cpu", "onnxruntime", (Later("genai_cpu:rewrite_for_genai_cpu"),),
            "a decoder with its cache in onnxruntime-genai's CPU forms: GroupQueryAttention, RotaryEmbedding, "
            "packed QKV, SkipSimplifiedLayerNormalization, a shared cache buffer",
-           check_sizes=genai_check_sizes, prepare=record_max_positions),
+           check_sizes=Later("genai_cpu:check_sizes"), prepare=Later("genai_rotary:record_max_positions")),
 )}
+TARGET_NAMES = tuple(TARGETS)  # to_onnx's target, a config's [export] target, the CLI's --target
 
 
 def target(name: str) -> Target:
     """The ``Target`` called ``name``. Raises ``RuntimeTargetError`` for an unknown name."""
     if name not in TARGETS:
         raise RuntimeTargetError(f"target {name!r} is not a runtime target",
-                                 hint=f"choose one of {', '.join(TARGET_NAMES)}")
+                                 hint=f"choose one of {', '.join(TARGET_NAMES)} (default onnxruntime)")
     return TARGETS[name]
 
 
