@@ -1,6 +1,7 @@
 """What a target's rewrite uses to write nodes: initializers made once per value (``Constants``),
-nodes appended as they are made with names no value of the model has (``Nodes``), and a node's
-outputs handed over to the values that replace it (``replace_outputs``)."""
+nodes appended as they are made with names no value of the model has (``Nodes``), a node's
+outputs handed over to the values that replace it (``replace_outputs``), and a node's subgraphs
+(``subgraphs``)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,15 @@ def replace_node(node: ir.Node, graph: ir.Graph, nodes: list[ir.Node], results: 
         before.replace_all_uses_with(after, replace_graph_outputs=True)
         before.name, after.name = None, name
     graph.remove(node, safe=True)
+
+
+def subgraphs(node: ir.Node) -> list[ir.Graph]:
+    """The graphs ``node``'s attributes hold: an ``If``'s branches, a ``Scan`` or ``Loop`` body, each
+    graph of a list of graphs (``GRAPHS``); not the graphs nested in those."""
+    out = []
+    for attr in node.attributes.values():
+        if attr.type == ir.AttributeType.GRAPH:
+            out.append(attr.as_graph())
+        elif attr.type == ir.AttributeType.GRAPHS:
+            out.extend(attr.as_graphs())
+    return out

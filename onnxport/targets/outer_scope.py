@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from onnxport.targets.builder import subgraphs
 from onnxport.targets.names import FreshNames
 
 LOOPS = ("Scan", "Loop")
@@ -29,12 +30,8 @@ def _visit(graph: ir.Graph, initializers: set, fresh: FreshNames) -> None:
     for node in list(graph):
         if node.domain in ("", "ai.onnx") and node.op_type in LOOPS:
             node = _explicit(node, graph, initializers, fresh)
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.GRAPH:
-                _visit(attr.as_graph(), initializers, fresh)
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for sub in attr.as_graphs():
-                    _visit(sub, initializers, fresh)
+        for sub in subgraphs(node):
+            _visit(sub, initializers, fresh)
 
 
 def _inside(body: ir.Graph) -> tuple[set, set]:
@@ -43,11 +40,8 @@ def _inside(body: ir.Graph) -> tuple[set, set]:
     for node in ir.traversal.RecursiveGraphIterator(body):
         nodes.add(node)
         values.update(node.outputs)
-        for attr in node.attributes.values():
-            graphs = [attr.as_graph()] if attr.type == ir.AttributeType.GRAPH else \
-                attr.as_graphs() if attr.type == ir.AttributeType.GRAPHS else []
-            for sub in graphs:
-                values.update(sub.inputs)
+        for sub in subgraphs(node):
+            values.update(sub.inputs)
     return nodes, values
 
 

@@ -73,8 +73,14 @@ def fused_form(node: ir.Node, graph: ir.Graph, const: Constants, fresh: FreshNam
         if reverse:
             y = op("ReverseSequence", y, lengths, batch_axis=1, time_axis=0)
         ys.append(op("Unsqueeze", op("Where", valid, y, zero), axis1))
-    results = [op("Concat", *parts, axis=axis) if len(parts) > 1 else parts[0] for parts, axis in ((ys, 1), (hs, 0))]
+    results = [joined(op, parts, axis) for parts, axis in ((ys, 1), (hs, 0))]
     replace_node(node, graph, nodes.nodes, results)
+
+
+def joined(op, parts: list[ir.Value], axis: int) -> ir.Value:
+    """The directions' outputs (``parts``, one per direction) as one value: concatenated on their
+    ``num_directions`` axis ``axis`` (``op``: ``Nodes.op``); one direction's own output alone."""
+    return op("Concat", *parts, axis=axis) if len(parts) > 1 else parts[0]
 
 
 def _attributes(node: ir.Node, k: int) -> dict:

@@ -25,9 +25,9 @@ import numpy as np
 import onnx_ir as ir
 
 from onnxport.metadata import SOURCE_KEY
-from onnxport.targets.builder import Constants, Nodes, replace_node
+from onnxport.targets.builder import Constants, Nodes, replace_node, subgraphs
 from onnxport.targets.names import FreshNames
-from onnxport.targets.recurrent_fused import cell_state_unread, fused_form
+from onnxport.targets.recurrent_fused import cell_state_unread, fused_form, joined
 from onnxport.targets.recurrent_cells import CELLS, GATES, STATES
 
 DIRECTIONS = {"forward": (0,), "reverse": (1,), "bidirectional": (0, 1)}
@@ -41,8 +41,8 @@ def mask_sequence_lengths(model: ir.Model) -> None:
     (module docstring)."""
     fresh = FreshNames(model)
     const = Constants(model.graph, fresh, "sequence_lengths")
-    graphs = [model.graph] + [attr.as_graph() for node in ir.traversal.RecursiveGraphIterator(model.graph)
-                              for attr in node.attributes.values() if attr.type == ir.AttributeType.GRAPH]
+    nested = ir.traversal.RecursiveGraphIterator(model.graph)
+    graphs = [model.graph] + [sub for node in nested for sub in subgraphs(node)]
     for graph in graphs:
         for node in list(graph):
             if node.op_type in CELLS and node.domain in ("", "ai.onnx") and _activation(node) is not None:
@@ -105,8 +105,7 @@ def _replace(node: ir.Node, graph: ir.Graph, const, fresh: FreshNames) -> None:
         outs[0].append(op("Unsqueeze", flip(y), axis1))
         for part, final in zip(outs[1:], finals):
             part.append(op("Unsqueeze", final, axis0))
-    results = [op("Concat", *parts, axis=1 if i == 0 else 0) if len(parts) > 1 else parts[0]
-               for i, parts in enumerate(outs)]
+    results = [joined(op, parts, axis=1 if i == 0 else 0) for i, parts in enumerate(outs)]
     replace_node(node, graph, nodes.nodes, results)
 
 
