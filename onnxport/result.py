@@ -257,10 +257,10 @@ class ExportResult:
         attention is ``GroupQueryAttention`` is compared at that target's ``check_sizes`` instead of
         the example, the default sizes and value kinds (the operator refuses the example). The
         quantized and checkpoint-only checks run in onnxruntime only (``ValidationError`` for another runtime)."""
-        if runtime is None:
-            from onnxport.targets import target_runtime
+        from onnxport.targets import target
 
-            runtime = target_runtime(self.target)
+        chosen = target(self.target)
+        runtime = chosen.runtime if runtime is None else runtime
         if self.model is None:
             from onnxport.verify import ValidationReport
 
@@ -282,9 +282,7 @@ class ExportResult:
                 return check_without_eager(self, sizes=sizes, inputs=inputs)
             return self.replace(module=materialize(self.module, self.weights)).validate(
                 inputs, sizes, values=values, atol=atol, rtol=rtol, runtime=runtime)
-        from onnxport.targets import target
-
-        check = target(self.target).check_sizes
+        check = chosen.check_sizes
         fixed = check(self.model) if check is not None and sizes is None else None
         if self.quantization is not None:
             from onnxport.verify.accuracy import validate_quantized

@@ -74,8 +74,10 @@ def share_embedding(proto: onnx.ModelProto, tied: dict[str, str], block_size: in
         if attrs.get("bits", 4) != 4 or attrs.get("block_size") != block_size or hidden % block_size or \
                 len(nbits.input) > 3 and nbits.input[3]:
             continue
-        gathers = [n for n in graph.node if n.op_type == "Gather" and n.domain in ("", "ai.onnx")
-                   and n.input[0] == table and all(a.i == 0 for a in n.attribute if a.name == "axis")]
+        nodes = list(graph.node)
+        at = [i for i, n in enumerate(nodes) if n.op_type == "Gather" and n.domain in ("", "ai.onnx")
+              and n.input[0] == table and all(a.i == 0 for a in n.attribute if a.name == "axis")]
+        gathers = [nodes[i] for i in at]
         if not gathers:
             continue
         shape = f"{table}.shape_{vocab}x-1"
@@ -87,11 +89,12 @@ def share_embedding(proto: onnx.ModelProto, tied: dict[str, str], block_size: in
             new.append(helper.make_node("GatherBlockQuantized", [data, g.input[1], scales], list(g.output),
                                         name=f"{g.name}_Q4", domain="com.microsoft", gather_axis=0,
                                         quantize_axis=1, block_size=block_size, bits=4))
-        at = min(list(graph.node).index(g) for g in gathers)
-        for g in gathers:
-            graph.node.remove(g)
-        for i, n in enumerate(new):
-            graph.node.insert(at + i, n)
+        # the new nodes where the first Gather was, the Gathers left out: one pass over the nodes
+        gone = set(at)
+        kept = [n for i, n in enumerate(nodes) if i not in gone]
+        first = at[0]
+        del graph.node[:]
+        graph.node.extend(kept[:first] + new + kept[first:])
         if not any(table in n.input for n in graph.node):
             graph.initializer.remove(inits[table])
         shared.append(table)
