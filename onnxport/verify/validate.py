@@ -18,7 +18,9 @@ model defines no result there; how NaN spreads is each runtime's own), and on th
 ties (``verify.ties.TIED_KINDS``) the outputs that are indices chosen among equal values; on any
 set, the outputs computed from an ``argmin`` / ``argmax`` / ``topk``... inside the model that differ
 from eager's where that op met a tie (``verify.ties.TieWatch``: a gather of the chosen code, the
-residual left; the program is run to look for the tie only then).
+residual left; the program is run to look for the tie only then). A failed set where the exported
+program itself differs from eager is noted so (``verify.traced_path``: the model's code takes
+another path when traced).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from onnxport.verify.report import EAGER_FAILED, Check, ValidationReport
 from onnxport.verify.runtimes import runtime_runner
 from onnxport.verify.sizes import validation_sizes
 from onnxport.verify.ties import TIED_KINDS, TieWatch, index_outputs
+from onnxport.verify.traced_path import traced_path_notes
 
 VALUE_WHY = {
     "symmetric": "sign-symmetric values",
@@ -159,10 +162,10 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, values: Any = Non
             runner = runtime_runner(runtime, result.model_proto)
         sets = _input_sets(result, inputs, sizes, values, include_example, specs)
         report = _compare_sets(result, module, runner, sets, atol, rtol)
+        checks = traced_path_notes(list(report.checks), result.program, module, sets)
     examples, _ = dim_examples(result.captured, dim_names(result.captured, result.dim_names))
     by_label = {label: s for label, s, *_ in sets if label.startswith("sizes")}
-    return ValidationReport(tuple(_relation_notes(list(report.checks), examples, by_label, result.captured)),
-                            runtime=runner.label)
+    return ValidationReport(tuple(_relation_notes(checks, examples, by_label, result.captured)), runtime=runner.label)
 
 
 def _input_sets(result, inputs, sizes, values, include_example,
