@@ -108,3 +108,32 @@ def test_an_export_error_says_that_output_was_held(monkeypatch, capfd):
     assert cli.main(["--verbose"]) == 2
     err = capfd.readouterr().err
     assert "why it failed" in err and "held back" not in err, err
+
+
+CRASH = textwrap.dedent("""
+    import os, sys
+    from onnxport.cli.quiet import hold_foreign_output
+    from onnxport.errors import ExportError
+
+    error = {"crash": RuntimeError("a crash"), "export": ExportError("an export error")}[sys.argv[1]]
+    with hold_foreign_output():
+        os.write(2, b"[W native] what the library said first\\n")
+        print("a warning line a library wrote", file=sys.stderr)
+        raise error
+""")
+
+
+@pytest.mark.parametrize("kind", ["crash", "export"])
+def test_a_crash_shows_the_held_output_before_its_traceback(kind):
+    """A crash (not an ``ExportError``) prints what was held first: it may say why; an ``ExportError``
+    leaves it held (the command says that output was held)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", CRASH, kind], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=ROOT)
+    err = proc.stderr
+    assert proc.returncode == 1 and "Traceback" in err, err
+    if kind == "export":
+        assert "what the library said first" not in err and "a warning line" not in err, err
+        return
+    assert err.index("what the library said first") < err.index("a warning line") < err.index("Traceback"), err
+    assert "RuntimeError: a crash" in err.split("Traceback", 1)[1]

@@ -44,3 +44,20 @@ def test_a_call_of_another_form_is_a_target_error(tmp_path):
     (tmp_path / "target.py").write_text(TARGET.replace('{"args": (torch.randn(3, 8, 33),)}', '"nope"'))
     with pytest.raises(onnxport.TargetError, match="call 1 is a str"):
         onnxport.export_target(f"{tmp_path / 'target.py'}:build")
+
+
+def test_no_calls_is_a_target_error(tmp_path):
+    start = TARGET.index('    return {"calls": [')
+    (tmp_path / "target.py").write_text(TARGET[:start] + '    return {"calls": []}\n')
+    with pytest.raises(onnxport.TargetError, match="'calls' must be a non-empty list of calls") as caught:
+        onnxport.export_target(f"{tmp_path / 'target.py'}:build")
+    assert "torch.randn" in str(caught.value)  # the fix shows a list of calls
+
+
+def test_a_call_the_model_raises_on_is_a_target_error_naming_it(tmp_path):
+    # the third call's 7 channels do not fit the convolution's 8
+    (tmp_path / "target.py").write_text(TARGET.replace('"x": torch.randn(4, 8, 12)', '"x": torch.randn(4, 7, 12)'))
+    with pytest.raises(onnxport.TargetError, match=r"the model raised on call 2 of example_inputs\(\)") as caught:
+        onnxport.export_target(f"{tmp_path / 'target.py'}:build")
+    assert "RuntimeError" in str(caught.value) and "give calls the model runs eagerly" in str(caught.value)
+    assert isinstance(caught.value.__cause__, RuntimeError)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+import onnx_ir as ir
 import pytest
 import torch
 
 import onnxport
 from onnxport.errors import RuntimeTargetError, ValidationError
+from onnxport.targets import apply_target
 from onnxport.translate.registry import override
 
 
@@ -67,3 +69,17 @@ def test_quantized_validation_on_another_runtime_is_refused():
     with pytest.raises(ValidationError, match="quantized validation runs in onnxruntime only, not reference") as caught:
         result.validate(runtime="reference")
     assert "runtime='onnxruntime'" in caught.value.hint
+
+
+def test_a_rewritten_model_the_checker_refuses_is_a_target_error():
+    """``apply_target`` runs the ONNX checker last: a model it refuses (here a Relu given two inputs, which
+    no rewrite mends) is a ``RuntimeTargetError`` quoting the checker and pointing to the default target."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    graph = helper.make_graph([helper.make_node("Relu", ["x", "x"], ["y"])], "g", [x], [y])
+    model = ir.serde.deserialize_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]))
+    with pytest.raises(RuntimeTargetError, match="rewritten for target 'portable' fails the ONNX checker") as caught:
+        apply_target(model, "portable")
+    assert "Relu" in str(caught.value) and "target='onnxruntime'" in str(caught.value)

@@ -200,3 +200,15 @@ def test_a_size_a_whole_multiple_of_the_input_is_resized_by_constant_scales(mode
                           sizes=[{"batch": 1, "h": 1, "w": 2}, {"batch": 3, "h": 17, "w": 11}])
     assert count_ops(result, "Resize") == 1
     assert sum(count_ops(result, op) for op in ("Gather", "Shape", "Concat", "Range")) == 0
+
+
+@pytest.mark.parametrize("factor", [3, 5, 7])
+def test_nearest_odd_whole_factors_are_resize_with_pytorch_s_indices(factor):
+    """A constant whole scale factor ``k`` is Resize's ``dst / k`` where it picks PyTorch's
+    ``floor(dst * float32(1 / k))`` (float32(1 / k) not below 1 / k: 3, 5, 7), checked at two other
+    sizes of dynamic heights and widths."""
+    x = torch.randn(1, 2, 4, 6)
+    r = check_export(Interp(scale_factor=factor, mode="nearest"), (x,), _dyn(2),
+                     sizes=[{"batch": 2, "s0": 5, "s1": 9}, {"batch": 1, "s0": 17, "s1": 31}], values=[])
+    assert count_ops(r, "Resize") == 1 and count_ops(r, "Gather") == 0
+    assert _coords(r) == ["asymmetric"]
