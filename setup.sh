@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up onnxport in a virtual environment with the test dependencies, and install graphviz's `dot`.
-# Usage: bash setup.sh [--no-demo] [--torch 2.13|2.15]
-#   --torch 2.13 (default): ./.venv, torch 2.13.0 (the CPU build)
+# Usage: bash setup.sh [--torch 2.13|2.15]
+#   --torch 2.13 (default): ./.venv, torch 2.13.0+cpu (the CPU build: a wheel pip already finds, else PyTorch's
+#                           CPU index, https://download.pytorch.org/whl/cpu)
 #   --torch 2.15:           ./.venv-torch2.15, torch 2.15 and torchvision 0.29.2 from the package index
 #                           (a CUDA build of several GB, which runs on the CPU; pip's cache keeps it)
 set -euo pipefail
@@ -9,7 +10,7 @@ cd "$(dirname "$0")"
 TORCH=2.13
 while [ $# -gt 0 ]; do
   case "$1" in
-    --no-demo) ;;
+    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --torch) TORCH="$2"; shift ;;
     *) echo "setup.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -51,7 +52,12 @@ case "$TORCH" in
   2.13)
     python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q "torch==2.13.0"
+    # the CPU build by its local version: the index's plain torch==2.13.0 is a CUDA build on Linux. A wheel pip
+    # finds already (a --find-links folder of the machine's pip configuration) is taken without asking PyTorch's
+    # index; else PyTorch's CPU index is asked too
+    if ! .venv/bin/pip install -q "torch==2.13.0+cpu" 2>/dev/null; then
+      .venv/bin/pip install -q --extra-index-url https://download.pytorch.org/whl/cpu "torch==2.13.0+cpu"
+    fi
     .venv/bin/pip install -q -e ".[test,openvino]"
     # torchvision for the tests and benchmarks, outside the venv's site-packages: the wheel the index serves
     # for torch 2.13 carries compiled ops this CPU build cannot load, so a plain `import torchvision` fails,
