@@ -156,12 +156,13 @@ def _required(model: torch.nn.Module) -> set:
 IDS = ("input_ids", "qformer_input_ids", "audio_input_ids", "task_inputs", "decoder_input_ids")
 
 
-def fill(model: torch.nn.Module, names: list, dims: dict, known: Any) -> tuple[list, dict] | None:
-    """``names`` with the forward's required parameters it leaves out, where a maker of ``known``
-    makes them (token ids at the text length ``seq``); None where one is left that no maker knows."""
+def fill(model: torch.nn.Module, names: list, dims: dict, fixed: dict, known: Any) -> tuple | None:
+    """``(names, dims, fixed)`` with the forward's required parameters ``names`` leaves out, where a
+    maker of ``known`` makes them (token ids at the text length ``seq``, a waveform of ``samples``,
+    a spectrogram of the config's bins); None where one is left that no maker knows."""
     missing = [n for n in sorted(_required(model)) if n not in names]
     if not missing:
-        return names, dims
+        return names, dims, fixed
     if any(n not in known for n in missing):
         return None
     params = inspect.signature(model.forward).parameters
@@ -169,7 +170,30 @@ def fill(model: torch.nn.Module, names: list, dims: dict, known: Any) -> tuple[l
     dims = dict(dims)
     if any(n in IDS or n in EMBEDS for n in missing):
         dims.setdefault("seq", (7, 11))
-    return names + missing, dims
+    fixed = dict(fixed)
+    if "input_values" in missing:
+        dims.setdefault("samples", (3200, 4800))
+        fixed.setdefault("layout", "samples")
+    if "input_features" in missing:
+        bins = mel_bins(model.config)
+        fixed = {"bins": bins, "frames": 64, "bins_first": False} | fixed
+    return names + missing, dims, fixed
+
+
+BINS = ("feature_projection_input_dim", "num_mel_bins", "feature_size", "input_feat_per_channel", "n_mels",
+        "num_mel_bins_encoder")
+
+
+def mel_bins(config: Any) -> int:
+    """The feature bins a speech model's input takes: its config's, else its audio encoder's (80 where
+    neither names them); Wav2Vec2-BERT's stacked frames (``feature_projection_input_dim``) first."""
+    return next((getattr(c, n) for c in _configs(config) for n in BINS if isinstance(getattr(c, n, None), int)), 80)
+
+
+def _configs(config: Any) -> list:
+    from transformers import PretrainedConfig
+
+    return [config] + [v for v in vars(config).values() if isinstance(v, PretrainedConfig)]
 
 
 # ------------------------------------------------------------------------------------ makers
@@ -217,7 +241,8 @@ def embeds(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
     return torch.randn(s["batch"], s["seq"], _width(m), generator=g)
 
 
-EMBEDS = ("hidden_states", "inputs_embeds", "query_embeds", "context", "encoder_hidden_states", "action_embeds")
+EMBEDS = ("hidden_states", "inputs_embeds", "query_embeds", "context", "encoder_hidden_states", "action_embeds",
+          "inputs")
 
 MAKERS = {n: embeds for n in EMBEDS} | {
     "pixel_values_videos": pixels,

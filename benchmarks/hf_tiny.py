@@ -7,6 +7,7 @@ applied to sub-configs too):
 * ``tiny``: widths 128, 2 heads (1 key/value head where the default groups them), head sizes 64,
   feed-forward 256, 2 layers, vocabulary 1000, 4 experts (2 per token), images of 4 patches
   and at least 64 pixels, stage depths 1, stage widths an eighth, positions 256;
+  (a codec's or VQ-VAE's base width, which its stages multiply, ``BASE_WIDTH``);
 * ``shallow``: only layers, stage depths, vocabulary and experts reduced, widths and images as the
   defaults;
 * ``narrow``: ``tiny`` with the default number of layers and stage depths (a config class whose
@@ -44,10 +45,11 @@ PREDICTION = 8  # time steps a forecaster predicts where its config names none
 SIZES = {"batch": (2, 3), "seq": (7, 11), "decoder_seq": (5, 9)}  # example size, other size
 
 _LAYERS = re.compile(r"^(num_(hidden_|encoder_|decoder_|text_|vision_|audio_|transformer_|)layers|n_layers?|"
+                     r"num_self_attends_per_block|"
                      r"(encoder|decoder|text|vision|audio)_layers|depth|num_hidden_blocks|num_blocks)$")
 _WIDTH = re.compile(r"^(hidden_size|d_model|n_embd|n_embed|embed_dim|dim|hidden_dim|d_embed|model_dim|emb_dim|"
                     r"word_embed_proj_dim|projection_dim|proj_dim|text_embed_dim|vision_embed_dim|"
-                    r"(encoder|decoder|text|vision|audio)_hidden_size|d_hidden)$")
+                    r"(encoder|decoder|text|vision|audio)_hidden_size|d_hidden|d_latents)$")
 _HEADS = re.compile(r"^(num_attention_heads|n_heads?|num_heads|(encoder|decoder)_attention_heads|attention_heads|"
                     r"num_(encoder|decoder)_attention_heads)$")
 _KV = re.compile(r"^(num_key_value_heads|num_kv_heads|n_kv_heads|multi_query_group_num)$")
@@ -171,10 +173,21 @@ def overrides(config: Any, rules: Rules) -> dict:
                     if n in out:
                         out[n] = len(trimmed)
     _fit_out_indices(config, params, out)
+    if rules.widths and any(isinstance(_value(config, n), (list, tuple)) for n in _STAGE_RATIOS):
+        for name in _BASE_WIDTHS:  # a codec or VQ-VAE widens its base width stage after stage
+            if isinstance(_value(config, name), int) and _value(config, name) > BASE_WIDTH:
+                out[name] = BASE_WIDTH
     if "width_coefficient" in out and isinstance(_value(config, "hidden_dim"), int):  # EfficientNet's last width
         out["hidden_dim"] = int(_value(config, "hidden_dim") * out["width_coefficient"] / config.width_coefficient)
     _fix_ids(config, params, out)
     return out
+
+
+_STAGE_RATIOS = ("downsampling_ratios", "upsampling_ratios", "channel_multiplier", "ch_mult", "channel_mult",
+                 "encoder_rates", "strides")
+_BASE_WIDTHS = ("encoder_hidden_size", "num_filters", "base_channels", "n_filters", "hidden_channels", "ch",
+                "base_channel")
+BASE_WIDTH = 32
 
 
 def _fit_out_indices(config: Any, params: Any, out: dict) -> None:
@@ -558,10 +571,7 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
         out.append(Inputs(["input_values"], batch, {"layout": "frames", "bins": bins,
                                                     "frames": frames if isinstance(frames, int) else 1024}))
     elif main == "input_features":
-        bins = next((getattr(c, n) for c in _configs(config) for n in ("num_mel_bins", "feature_size",
-                                                                        "input_feat_per_channel", "n_mels",
-                                                                        "num_mel_bins_encoder")
-                     if isinstance(getattr(c, n, None), int)), 80)  # the model's or its audio encoder's
+        bins = hf_inputs.mel_bins(config)  # the model's or its audio encoder's
         source = getattr(config, "max_source_positions", None)
         frames = 2 * source if isinstance(source, int) else 64
         names = ["input_features"] + (["decoder_input_ids"] if getattr(config, "is_encoder_decoder", False)
@@ -627,9 +637,9 @@ def probe(model_type: str) -> dict:
             errors.append(f"{rules.name}: build: {type(e).__name__}: {_line(e)}")
             continue
         for inputs in candidates(model):
-            filled = hf_inputs.fill(model, inputs.names, inputs.dims, MAKERS)
+            filled = hf_inputs.fill(model, inputs.names, inputs.dims, inputs.fixed, MAKERS)
             if filled is not None:
-                inputs = Inputs(filled[0], filled[1], inputs.fixed)
+                inputs = Inputs(*filled)
             need = missing_required(model, inputs.names)
             if need:
                 errors.append(f"{rules.name}: forward requires {need}")
