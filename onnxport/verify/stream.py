@@ -452,7 +452,7 @@ def _run_stream(k, stream, start, pairs, fresh, updated, sig, runner, model, cal
         for out, inp in pairs:
             e, g, d = values[out]
             _fits(out, inp, e, sig.dims[inp], t)
-            onnx_states[inp] = torch.from_numpy(np.ascontiguousarray(g))
+            onnx_states[inp] = torch.from_numpy(np.ascontiguousarray(g).reshape(g.shape))  # a 0-d state stays 0-d
             eager_states[inp] = e.detach().clone()
             if d is not None:
                 f64_states[inp] = d.detach().clone()

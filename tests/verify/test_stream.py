@@ -53,6 +53,21 @@ def cache_result():
     return export_cache()
 
 
+class Counted(torch.nn.Module):
+    """A chunk scaled by a counter of the steps taken, a tensor of shape ``[]`` in and out."""
+
+    def forward(self, chunk, count):
+        return chunk * (count + 1).to(chunk.dtype), count + 1
+
+
+def test_a_state_of_shape_scalar_is_fed_back_as_a_scalar():
+    result = onnxport.to_onnx(Counted(), (torch.randn(2, 4), torch.tensor(0)),
+                              dynamic_shapes=({0: Dim("batch"), 1: Dim("chunk")}, None))
+    report = result.validate_stream({"output_1": "count"}, initial={"count": torch.tensor(0)})
+    assert report.ok, report
+    assert {c.shape for c in report.checks if c.output == "output_1"} == {()}
+
+
 def test_cache_streams_from_an_empty_cache_at_two_batches_and_two_chunk_lengths(cache_result):
     report = cache_result.validate_stream({"output_1": "cache"}, initial={"cache": torch.zeros(2, 0, 8)})
     assert report.ok, report
