@@ -12,6 +12,12 @@ initializers move to the joined graph (one tensor where the models share a name 
 otherwise renamed), every value it computes is prefixed (``p1/...``, the models are traced apart and
 reuse names), and its local functions are kept (renamed where another model has a different
 function of the same name). An output keeps a dim where every model names it alike.
+
+``join_on(condition, then_model, else_model)``: the same join on a condition computed from the inputs
+(a branch on a state's value, ``onnxport.value_sides``): ``condition`` is an ONNX model of the same
+inputs whose one output is the branch's truth; its nodes compute it in the joined graph, and one
+``If`` runs ``then_model`` where it is true, ``else_model`` where it is not. The sides' outputs may
+differ in shape (a dim neither names alike is left without a name or size).
 """
 
 from __future__ import annotations
@@ -39,15 +45,7 @@ def join(models: list[onnx.ModelProto], dim: str, uppers: list[int]) -> onnx.Mod
     base = models[0]
     names = [i.name for i in base.graph.input]
     outputs = [o.name for o in base.graph.output]
-    for m in models[1:]:
-        if [i.name for i in m.graph.input] != names or [o.name for o in m.graph.output] != outputs:
-            raise ValueError(f"the sides return other outputs ({', '.join(outputs)} on one, "
-                             f"{', '.join(o.name for o in m.graph.output)} on the other)")
-        for a, b in zip(base.graph.output, m.graph.output):
-            ta, tb = a.type.tensor_type, b.type.tensor_type
-            if ta.elem_type != tb.elem_type or len(ta.shape.dim) != len(tb.shape.dim):
-                raise ValueError(f"output {a.name!r} differs in dtype or rank between the sides (ONNX If "
-                                 f"gives one type per output)")
+    _check_signature(models)
     # the inputs as a piece that keeps the dim declares them (a piece of one size has it static)
     outer, source = next(((m, s) for m in models if (s := _dim_source(m, dim)) is not None), (base, None))
     if source is None:
@@ -77,8 +75,73 @@ def join(models: list[onnx.ModelProto], dim: str, uppers: list[int]) -> onnx.Mod
                               [_merged_output(k, models) for k in range(len(outputs))],
                               initializer=list(initializers.values()))
     graph.doc_string = base.graph.doc_string
+    return _model(graph, models, functions)
+
+
+def join_on(condition: onnx.ModelProto, then_model: onnx.ModelProto, else_model: onnx.ModelProto) -> onnx.ModelProto:
+    """One model running ``then_model`` where ``condition``'s output is true, ``else_model`` elsewhere.
+
+    Args:
+        condition: a model of the sides' inputs (the same names; it may read fewer) with one output,
+            a bool tensor of one element, computed from the inputs.
+        then_model, else_model: models of one signature (input and output names, dtypes, ranks);
+            an output's dims may differ between them.
+
+    Raises:
+        ValueError: the models' inputs or outputs differ in name, dtype or rank, or ``condition``
+            reads an input the sides do not have or has other than one output.
+    """
+    models = [then_model, else_model]
+    _check_signature(models)
+    base = then_model
+    names = [i.name for i in base.graph.input]
+    outputs = [o.name for o in base.graph.output]
+    if len(condition.graph.output) != 1:
+        raise ValueError(f"the condition has {len(condition.graph.output)} outputs, not one")
+    unknown = [i.name for i in condition.graph.input if i.name not in names]
+    if unknown:
+        raise ValueError(f"the condition reads {', '.join(unknown)}, which the sides do not take")
+    initializers: dict[str, onnx.TensorProto] = {}
+    functions: dict[tuple, onnx.FunctionProto] = {}
+    branches = [_branch(m, i, set(names), set(outputs), initializers, functions) for i, m in enumerate(models)]
+    head = _branch(condition, len(models), set(names), set(outputs), initializers, functions)
+    truth = "condition/truth"
+    nodes = list(head.node) + [
+        helper.make_node("Constant", [], ["condition/scalar"], value=helper.make_tensor(
+            "condition/scalar", onnx.TensorProto.INT64, [0], [])),
+        helper.make_node("Reshape", [head.output[0].name, "condition/scalar"], ["condition/shaped"]),
+        helper.make_node("Cast", ["condition/shaped"], [truth], to=onnx.TensorProto.BOOL),
+        helper.make_node("If", [truth], outputs, then_branch=branches[0], else_branch=branches[1])]
+    graph = helper.make_graph(nodes, base.graph.name, list(base.graph.input),
+                              [_merged_output(k, models) for k in range(len(outputs))],
+                              initializer=list(initializers.values()))
+    graph.doc_string = base.graph.doc_string
+    return _model(graph, [*models, condition], functions)
+
+
+def _check_signature(models: list[onnx.ModelProto]) -> None:
+    """Raise ``ValueError`` where the models' inputs or outputs differ in name, or an output in dtype
+    or rank (ONNX ``If`` gives one type per output)."""
+    base = models[0]
+    names = [i.name for i in base.graph.input]
+    outputs = [o.name for o in base.graph.output]
+    for m in models[1:]:
+        if [i.name for i in m.graph.input] != names or [o.name for o in m.graph.output] != outputs:
+            raise ValueError(f"the sides return other outputs ({', '.join(outputs)} on one, "
+                             f"{', '.join(o.name for o in m.graph.output)} on the other)")
+        for a, b in zip(base.graph.output, m.graph.output):
+            ta, tb = a.type.tensor_type, b.type.tensor_type
+            if ta.elem_type != tb.elem_type or len(ta.shape.dim) != len(tb.shape.dim):
+                raise ValueError(f"output {a.name!r} differs in dtype or rank between the sides (ONNX If "
+                                 f"gives one type per output)")
+
+
+def _model(graph: onnx.GraphProto, models: list[onnx.ModelProto], functions: dict) -> onnx.ModelProto:
+    """The joined model of ``graph``: the opsets every model imports (a domain only one uses, its
+    control-flow bodies' functions, included), ``functions``, the first model's producer and metadata."""
+    base = models[0]
     opsets = {}
-    for m in models:  # a domain only a later piece uses (its control-flow bodies' functions) included
+    for m in models:
         for o in m.opset_import:
             opsets[o.domain] = max(opsets.get(o.domain, o.version), o.version)
     joined = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()],

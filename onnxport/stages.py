@@ -336,9 +336,12 @@ def export(job: Export) -> ExportResult:
     size 1 only torch.export's default minimum left out (``settle.size_one``), each side is exported on
     its own by this function and the results joined (``onnxport.pieces``), while ``Run.budget`` lasts.
     Where a branch on a remainder is kept as a constraint, its other side is traced too, and taken where
-    it holds at every size (``_either_side``)."""
+    it holds at every size (``_either_side``). Where capture refuses a branch on a state input's value
+    (a counter, a flag) that no torch.cond holds, each side is exported on its own and the results
+    joined under ``If`` on the condition (``_by_value``)."""
     from onnxport.pieces import adopted_split, splittable
     from onnxport.settle import settle, size_one
+    from onnxport.value_sides import applies
 
     fallback = None
     try:
@@ -347,6 +350,10 @@ def export(job: Export) -> ExportResult:
         if not splittable(error) or not job.splits:
             raise
         return _in_pieces(job, error, None)
+    except DataDependentError as error:
+        if not (applies(error) and job.splits) or job.run.budget[0] < 2:
+            raise
+        return _by_value(job, error)
     cut = adopted_split(job.result, job.within) if job.within else None
     if cut is None:
         result, cut, fallback = size_one(job.result, job.splits, job.run)
@@ -398,6 +405,30 @@ def _in_pieces(job: Export, cut: SpecializationError, fallback: Callable | None)
             raise not_split(cut, str(e)) from None
         raise
     job.run.notices.append(notice(cut, pieces))
+    return result
+
+
+def _by_value(job: Export, error: DataDependentError) -> ExportResult:
+    """Each side of a branch on a state's value exported by ``export`` and the results joined under
+    ``If`` on the condition (``onnxport.value_sides``); the condition's program made by the stages
+    up to finalize. Raises ``error``, its fix saying why, where the sides cannot be joined."""
+    from onnxport.value_sides import export_by_value, joined, notice, refused
+
+    job.run.budget[0] -= 1
+
+    def condition_of(model: Any, args: tuple, kwargs: dict) -> ExportResult:
+        options = dataclasses.replace(job.options, output_names=None)
+        return run_stages(Export(options, job.run, model, model, args, kwargs, job.bound, dict(job.within))).result
+
+    def export_side(model: Any, args: tuple, kwargs: dict) -> ExportResult:
+        return export(Export(job.options, job.run, model, model, args, kwargs, job.bound, dict(job.within)))
+
+    condition, sides = export_by_value(error, job.module, job.args, job.kwargs, condition_of, export_side)
+    try:
+        result = joined(job.module, condition, sides)
+    except ValueError as e:  # the sides' outputs differ in structure, dtype or rank: no one If holds them
+        raise refused(error, str(e)) from None
+    job.run.notices.append(notice(sides))
     return result
 
 

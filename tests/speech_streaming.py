@@ -13,7 +13,9 @@ wrapped as ``forward(chunk, *states) -> (*outputs, *new_states)`` with its state
 - ``EspnetStreamingStep``: ESPnet's contextual-block Conformer ``forward_infer`` (not the last chunk). It
   asserts batch 1, runs a Python loop over the blocks a chunk holds (its chunk length fixes the count)
   and starts from ``None`` states, which no tensor input can hold: its stream starts from ESPnet's own
-  state after two chunks (``espnet_stream``).
+  state after its first chunk, no block processed yet (``espnet_stream_from_first_block``: the counter 0,
+  whose step emits more frames than the later ones; the two states ESPnet holds None there given as
+  zeros), or after two chunks (``espnet_stream``).
 
 Used by ``tests/models/test_speech_streaming.py``, ``tests/rewrite/test_state_branches.py`` and
 ``benchmarks/speech.py`` (its streaming section). ``CASES`` maps a case's name to the function building its
@@ -206,6 +208,35 @@ def espnet_stream(frames: int, chunks: int, encoder: nn.Module | None = None):
     return encoder, steps
 
 
+def espnet_first_state(encoder: nn.Module, frames: int, gen: torch.Generator) -> dict:
+    """ESPnet's state after its first chunk of ``frames`` frames (too short for a block: no block processed,
+    ``n_processed_blocks`` 0, the frames buffered), as tensors: ``prev_addin`` and ``past_encoder_ctx``, None
+    there in ESPnet's own stream (no input can hold None), zeros (``forward_infer`` takes the tensors given)."""
+    with torch.no_grad():
+        _, _, states = encoder.forward_infer(torch.randn(1, frames, 20, generator=gen), torch.tensor([frames]), None,
+                                             is_final=False)
+    d = encoder.output_size()
+    states = {**states, "prev_addin": torch.zeros(1, 1, d),
+              "past_encoder_ctx": torch.zeros(1, len(encoder.encoders), d)}
+    return {k: torch.as_tensor(states[k]) for k in ESPNET_STATES}
+
+
+def espnet_stream_from_first_block(frames: int, chunks: int, encoder: nn.Module | None = None):
+    """The encoder and the inputs of ``chunks`` steps from its first block on (``espnet_first_state``: the
+    counter 0), each step's states those the step before returned (``EspnetStreamingStep`` in eager mode):
+    ``(encoder, [(chunk, *states), ...])``; the first step emits the frames before the first block's hop too."""
+    encoder = build_espnet_encoder() if encoder is None else encoder
+    gen = torch.Generator().manual_seed(frames)
+    states = espnet_first_state(encoder, frames, gen)
+    step, steps = EspnetStreamingStep(encoder), []
+    with torch.no_grad():
+        for _ in range(chunks):
+            inputs = (torch.randn(1, frames, 20, generator=gen), *[states[k] for k in ESPNET_STATES])
+            steps.append(inputs)
+            states = dict(zip(ESPNET_STATES, step(*inputs)[2:]))
+    return encoder, steps
+
+
 # ============================================================================ the cases, for the benchmark
 @dataclasses.dataclass
 class StreamCase:
@@ -322,14 +353,16 @@ def torchaudio_emformer_rnnt_step() -> StreamCase:
 
 
 def espnet_contextual_block_conformer() -> StreamCase:
-    encoder, steps = espnet_stream(frames=32, chunks=1)
+    encoder, steps = espnet_stream_from_first_block(frames=32, chunks=1)
     model = EspnetStreamingStep(encoder)
     start = dict(zip(ESPNET_STATES, steps[0][1:]))
     return _case("espnet_contextual_block_conformer", "espnet",
                  "ContextualBlockConformerEncoder.forward_infer (d 16, 2 blocks, blocks of 8, hop 4, look-ahead "
                  "2): chunk[1, 32, 20] and its six states; static (forward_infer asserts batch 1; its Python "
                  "loop over the blocks of a chunk fixes the chunk length); the stream starts from ESPnet's state "
-                 "after its first two chunks (before them its states are None, which no input can hold)",
+                 "after its first chunk, no block processed (n_processed_blocks 0: the first step emits 2 more "
+                 "frames, a branch on the counter exported one side at a time), prev_addin and past_encoder_ctx "
+                 "zeros where ESPnet holds None (which no input can hold)",
                  model, steps[0], None, (["chunk"], ["ys", "olens"]), list(ESPNET_STATES),
                  lambda b: {k: v.clone() for k, v in start.items()},
                  lambda t, b, c: {"chunk": torch.randn(b, c, 20, generator=_seeded(t, b, c))}, [1], [32])

@@ -26,7 +26,7 @@ STAGES = {
     "finalize": 4, "join_pieces": 4, "targets": 4,
     "verify": 5, "show": 5, "quantize": 5,
     "result": 6, "saving": 6, "export": 6, "pieces": 6, "stages": 6, "settle": 6, "demo_models": 6,
-    "remainder_sides": 6,
+    "remainder_sides": 6, "value_sides": 6,
     "encoder_decoder": 6,
     "config": 7, "pretrained": 7, "observation": 7,
     "integrations": 8,

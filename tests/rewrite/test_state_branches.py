@@ -19,7 +19,7 @@ import onnxport
 from exportcheck import check_export, count_ops
 from onnxport.rewrite import rewrite_module
 from onnxport.rewrite.check import check_equivalent
-from speech_streaming import EspnetStreamingStep, espnet_stream
+from speech_streaming import EspnetStreamingStep, espnet_stream_from_first_block
 
 
 def _line(cls, text: str) -> int:
@@ -168,17 +168,28 @@ class ReadsANumber(torch.nn.Module):
         return y
 
 
-@pytest.mark.parametrize("cls, why", [
-    (StructuresDiffer, "'y' as a tuple of 2 and as a tensor"),
-    (ReadsANumber, r"a side reads 'n', a number from a tensor's data \(.item\(\)\)"),
+@pytest.mark.parametrize("cls, why, options", [
+    (StructuresDiffer, "'y' as a tuple of 2 and as a tensor", {"rewrite_control_flow": True}),
+    (ReadsANumber, r"a side reads 'n', a number from a tensor's data \(.item\(\)\)", {}),
 ])
-def test_sides_torch_cond_cannot_hold_are_refused_naming_the_line(cls, why):
+def test_sides_torch_cond_cannot_hold_are_refused_naming_the_line(cls, why, options):
     line = _line(cls, "if ")
     with pytest.raises(onnxport.ExportError) as info:
-        onnxport.to_onnx(cls(), (torch.randn(2, 5), torch.tensor(0)), dynamic_shapes=(DIMS, None))
+        onnxport.to_onnx(cls(), (torch.randn(2, 5), torch.tensor(0)), dynamic_shapes=(DIMS, None), **options)
     text = str(info.value)
     assert f"the sides of the if at {__file__}:{line} in forward cannot be one torch.cond" in text
     assert __import__("re").search(why, text), text
+
+
+def test_sides_of_other_structures_are_exported_one_side_at_a_time():
+    # the rewrite's torch.cond cannot hold them (the test above); after it fails, each side is exported on its
+    # own and joined under ONNX If on the counter (onnxport/value_sides.py), both sides compared with eager
+    def make(b, t, v):
+        return torch.randn(b, t), torch.tensor(v)
+
+    with pytest.warns(UserWarning, match=rf"branches on a state's value at .*:{_line(StructuresDiffer, 'if ')} "):
+        result = check_export(StructuresDiffer(), make(2, 5, 0), (DIMS, None), inputs=_sets((0, 1, 4), make))
+    assert sorted(side.holds for side, _ in result.pieces) == [False, True]
 
 
 def test_sides_of_other_shapes_are_refused_naming_the_line_or_exported_right():
@@ -216,16 +227,26 @@ def test_the_eager_check_runs_the_other_side():
 
 
 # ------------------------------------------------------------------ ESPnet's contextual-block Conformer
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=onnxport.ExportError, reason=(
-    "ESPnet's forward_infer emits `offset` more frames while n_processed_blocks == 0 "
-    "(contextual_block_conformer_encoder.py:560-564: `y_length += offset`, a Python int, then "
-    "`ys_pad[:, 0:offset] = ...`, a write into a tensor made before the branch): the step's output "
-    "shape depends on the counter, which torch.cond cannot hold and the rewrite leaves as Python"))
+@pytest.mark.slow  # about 40 s
 def test_espnet_contextual_block_conformer_streaming_step():
-    encoder, steps = espnet_stream(frames=32, chunks=6)
+    # forward_infer emits `offset` more frames while n_processed_blocks == 0 (contextual_block_conformer_encoder.py:
+    # `y_length += offset`, a Python int, then `ys_pad[:, 0:offset] = ...`): no torch.cond holds it, and each side
+    # is exported on its own, joined under ONNX If on the counter (onnxport/value_sides.py)
+    encoder, steps = espnet_stream_from_first_block(frames=32, chunks=6)
     step = EspnetStreamingStep(encoder)
-    check_export(step, steps[0], None, inputs=steps[1:], min_sets=6)
+    assert [int(s[5]) for s in steps] == [0, 2, 4, 6, 8, 10]
+    with pytest.warns(UserWarning, match=r"branches on a state's value at .*contextual_block_conformer_encoder.py"):
+        result = check_export(step, steps[0], None, inputs=steps[1:], min_sets=6)
+    assert sorted(side.holds for side, _ in result.pieces) == [False, True]
+    # the stream from the first block, each step's states fed back, in onnxruntime against eager PyTorch
+    names = [i.name for i in result.model.graph.inputs]
+    outputs = [o.name for o in result.model.graph.outputs]
+    pairs = dict(zip(outputs[2:], names[1:]))
+    report = result.validate_stream(pairs, initial=dict(zip(names[1:], steps[0][1:])),
+                                    chunks=[{names[0]: s[0]} for s in steps])
+    assert report.ok, f"\n{report}"
+    lengths = [c.shape[1] for c in report.checks if c.output == outputs[0]]
+    assert lengths == [10, 8, 8, 8, 8, 8], lengths  # the first block's frames, then a hop's per block
 
 
 class StreamPositions(torch.nn.Module):

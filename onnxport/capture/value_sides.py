@@ -1,0 +1,155 @@
+"""A branch on a state tensor's value, captured one side at a time.
+
+A streaming step branches on its state (``if n_processed_blocks == 0:``) and, on one side, returns
+outputs of other shapes (ESPnet's contextual-block encoders emit ``offset`` more frames on the first
+block): ``torch.cond`` cannot hold such a branch. Each side is then a program of its own: the model
+is traced with the Python truth of every tensor its code reads as a bool that torch.export cannot
+decide (a data-dependent bool: ``bool(counter == 0)``) given as one side (``SideOf``), and the
+condition itself is traced as a program of its own, the model run up to the first such read
+(``ConditionOf``), its one output the condition's tensor: the joined ONNX model computes it from the
+inputs and runs the side it chooses (``onnxport.value_sides``).
+
+What the sides assume is checked in eager mode: ``reads`` runs the model and records the truth of
+each read at the lines the side traces answered, so that a model whose later reads are not the
+first one's condition (another condition on another state) is refused instead of joined wrongly.
+
+Semantics: Python's truth of a one-element tensor (``bool(t)`` is ``t.item() != 0``); torch's
+``GuardOnDataDependentSymNode``, raised where torch.export cannot decide such a truth.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import linecache
+import sys
+from typing import Any, Iterator
+
+import torch
+
+from onnxport.errors import is_internal_path
+from onnxport.capture.patches import Patch, SetAttribute, installed, register
+
+_MODE: list = []  # the innermost mode: ("side", bool, Answered) while traced, ("read", wheres, seen) in eager mode
+
+
+def _caller(depth: int = 2) -> str:
+    """``file:line in func: code`` of the code reading a tensor's truth: the innermost frame that is
+    not torch's, onnxport's or the standard library's."""
+    f = sys._getframe(depth)
+    while f.f_back is not None and is_internal_path(f.f_code.co_filename):
+        f = f.f_back
+    code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+    return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}: {code}"
+
+
+class Answered(list):
+    """``(line, tensor)`` of each data-dependent bool a side's trace answered, in order; one list
+    however the module holding it is copied (the capture may trace a copy)."""
+
+    def __deepcopy__(self, memo: dict) -> "Answered":
+        return self
+
+    def __copy__(self) -> "Answered":
+        return self
+
+
+def _bool_changes() -> list:
+    from onnxport.capture.data_dependent import is_data_dependent
+
+    def make(original):
+        def __bool__(self):
+            if not _MODE:
+                return original(self)
+            mode = _MODE[-1]
+            if mode[0] == "read":  # eager mode: record the truth read at the lines the sides answered
+                value = original(self)
+                where = _caller()
+                if where in mode[1]:
+                    mode[2].append((where, value))
+                return value
+            try:
+                return original(self)
+            except Exception as e:
+                if not is_data_dependent(e):
+                    raise
+                mode[2].append((_caller(), self))
+                return mode[1]
+
+        return __bool__
+
+    return [SetAttribute(torch.Tensor, "__bool__", make)]
+
+
+VALUE_SIDE = register(Patch(
+    "a data-dependent bool given one side", _bool_changes,
+    "torch.Tensor.__bool__: inside a SideOf trace, the truth of a tensor torch.export cannot decide (a branch on a "
+    "state's value) given as the side traced, its line and tensor recorded (ConditionOf returns the first "
+    "tensor); in eager mode under reads(), the truth read at each answered line recorded; otherwise torch's own"))
+
+
+@contextlib.contextmanager
+def _mode(mode: tuple) -> Iterator[None]:
+    with installed(VALUE_SIDE):
+        _MODE.append(mode)
+        try:
+            yield
+        finally:
+            _MODE.pop()
+
+
+def _like(wrapper: torch.nn.Module, model: torch.nn.Module) -> None:
+    """``wrapper.forward`` with ``model.forward``'s signature (the inputs keep their names)."""
+    try:
+        wrapper.forward.__func__  # noqa: B018 - a bound method
+        sig = inspect.signature(model.forward)
+    except (AttributeError, TypeError, ValueError):
+        return
+    bound = wrapper.forward
+
+    def forward(*args, **kwargs):
+        return bound(*args, **kwargs)
+
+    forward.__signature__ = sig
+    wrapper.forward = forward
+
+
+class SideOf(torch.nn.Module):
+    """``model`` whose data-dependent bools, while traced, are ``side``; ``answered``: ``(line,
+    tensor)`` of each, over every trace (in eager mode, where each truth is known, none)."""
+
+    def __init__(self, model: torch.nn.Module, side: bool):
+        super().__init__()
+        self.model, self.side, self.answered = model, bool(side), Answered()
+        _like(self, model)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        with _mode(("side", self.side, self.answered)):
+            return self.model(*args, **kwargs)
+
+
+class ConditionOf(SideOf):
+    """The truth of the first data-dependent bool ``model``'s code reads (which side runs), as a
+    bool tensor of shape ``[]``, traced with the model on its ``side`` (the rest of the program,
+    which nothing returns, is dropped); ``answered`` as ``SideOf``'s. In eager mode (no such
+    read) it raises ``ValueError``: the condition exists only while traced."""
+
+    def __init__(self, model: torch.nn.Module, side: bool = True):
+        super().__init__(model, side)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        start = len(self.answered)
+        super().forward(*args, **kwargs)
+        if len(self.answered) == start:
+            raise ValueError("the model reads no data-dependent bool")
+        t = self.answered[start][1].reshape(())
+        return t if t.dtype == torch.bool else t != 0
+
+
+def reads(model: Any, args: tuple, kwargs: dict, wheres: set[str]) -> list[tuple[str, bool]]:
+    """``(line, truth)`` of each tensor's truth ``model(*args, **kwargs)`` reads in eager mode at one
+    of the ``wheres`` lines, in order."""
+    seen: list = []
+    with torch.no_grad(), _mode(("read", set(wheres), seen)):
+        model(*args, **kwargs)
+    return seen

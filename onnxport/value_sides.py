@@ -1,0 +1,175 @@
+"""A model whose code branches on a state tensor's value, exported one side at a time and joined
+under ONNX ``If`` on the condition, computed from the inputs.
+
+A streaming step reads a counter or a flag from its state and branches on it (ESPnet's
+contextual-block encoders: ``if n_processed_blocks == 0: y_length += offset``, the first step
+emitting more frames). torch.export cannot decide such a branch; the rewrite into ``torch.cond``
+cannot hold it where the sides return outputs of other shapes or structures, or write into tensors
+made before the branch. Yet each side is a program (``pieces.py`` does the same for a branch on a
+size):
+
+- the condition is traced on its own (``capture.value_sides.ConditionOf``: the tensor of the first
+  data-dependent bool the model reads), and must read one-element integer or bool inputs only (a
+  counter, a flag: the state), else the branch is refused as before, naming its line;
+- the example's side is found by running the model in eager mode; an input set of the other side is
+  the example with one state input given its other truth value (``rewrite.state_branches.
+  state_variants``: a flag negated, a counter set to 0, or to 1 where it was 0);
+- each side is exported at its inputs with every data-dependent bool answered as that side
+  (``capture.value_sides.SideOf``), through the same stages (``stages.export``);
+- every line the sides answered must read the condition's truth in eager mode at both input sets
+  (``capture.value_sides.reads``): a second condition on other data is refused, not joined wrongly;
+- the models are joined by ``join_pieces.join_on``: the condition's nodes, then one ``If``.
+
+The result's ``pieces`` are the two sides (``ValueSide``), each validated at its own example
+through the joined model (``verify.pieces``), so that validation compares both sides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import torch
+
+from onnxport.errors import DataDependentError, ExportError
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueSide:
+    """One side of a branch on a state's value: where ``condition`` (the ``if``'s line) is ``holds``;
+    ``own``: the user's example takes it. Read by ``verify.pieces`` as a piece without a dim (no size
+    belongs to it: sizes given go to the example's side)."""
+
+    condition: str
+    holds: bool
+    own: bool
+    dim: str = ""
+    lower: int = 0
+    upper: int | None = None
+
+    def __contains__(self, size: int) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return f"where the condition at {self.condition} is {self.holds}"
+
+
+def applies(error: ExportError) -> bool:
+    """Whether ``error`` refuses a branch on a bool read from the inputs' data (a tensor's truth)."""
+    return isinstance(error, DataDependentError) and bool(getattr(error, "bool_of_data", None))
+
+
+def refused(error: ExportError, why: str) -> ExportError:
+    """``error`` with its fix saying why exporting each side of the branch on its own did not help."""
+    tried = f"exporting each side of the branch on its own did not help ({why})"
+    return error.with_hint(f"{error.hint}; {tried}" if error.hint else tried)
+
+
+def _truth(module: Any, args: tuple, kwargs: dict, where: str) -> bool | None:
+    """The truth the model reads first at the line ``where`` in eager mode, or None where it reads none."""
+    from onnxport.capture.value_sides import reads
+
+    seen = reads(module, args, kwargs, {where})
+    return seen[0][1] if seen else None
+
+
+def _states_read(condition: Any) -> tuple[list[str], list[str]]:
+    """The inputs the condition's ONNX model reads: ``(state inputs, others)``; a state is a
+    one-element integer or bool tensor in the example."""
+    from onnxport.rewrite.state_branches import _is_state
+
+    graph = condition.model_proto.graph
+    made = {o: n for n in graph.node for o in n.output}
+    needed, todo = set(), [o.name for o in graph.output]
+    while todo:
+        name = todo.pop()
+        if name in needed:
+            continue
+        needed.add(name)
+        node = made.get(name)
+        if node is not None:
+            todo += [i for i in node.input if i]
+            for attr in node.attribute:  # a subgraph's reads of the outer scope
+                for sub in ([attr.g] if attr.g.node else []) + list(attr.graphs):
+                    todo += [i for n in sub.node for i in n.input if i]
+    examples = {inp.name: inp.example for inp in condition.captured.inputs}
+    read = [i.name for i in graph.input if i.name in needed]
+    return [n for n in read if _is_state(examples.get(n))], [n for n in read if not _is_state(examples.get(n))]
+
+
+def export_by_value(error: ExportError, module: torch.nn.Module, args: tuple, kwargs: dict,
+                    condition_of: Callable[[torch.nn.Module, tuple, dict], Any],
+                    export_side: Callable[[torch.nn.Module, tuple, dict], Any]) -> tuple[Any, list]:
+    """The condition's export and each side's, ``(condition, [(ValueSide, result), ...])`` (the side
+    that holds first).
+
+    ``condition_of(model, args, kwargs)``: the stages up to finalize on ``model`` (a ``ConditionOf``);
+    ``export_side(model, args, kwargs)``: the whole export of one side (a ``SideOf``).
+
+    Raises ``error``, its fix saying why, when the condition reads other than state inputs, no input
+    set reaches the other side, a side fails to export, or a line a side answered reads another
+    condition than the first."""
+    from onnxport.capture.value_sides import ConditionOf, SideOf, reads
+    from onnxport.rewrite.state_branches import state_variants
+
+    probe = ConditionOf(module)
+    try:
+        condition = condition_of(probe, args, kwargs)
+    except ExportError as failed:
+        raise refused(error, f"the condition alone failed to export: {failed.summary}") from None
+    where = probe.answered[0][0]
+    states, others = _states_read(condition)
+    if others or not states:
+        raise refused(error, f"the condition at {where} reads {', '.join(others) or 'no input'}, not only one-element "
+                      f"integer or bool inputs (a counter or a flag of the state)") from None
+    own = _truth(module, args, kwargs, where)
+    if own is None:
+        raise refused(error, f"eager PyTorch does not read the condition at {where} on the example") from None
+    other = next(((a, kw) for _, a, kw in state_variants(args, kwargs) if _truth(module, a, kw, where) is (not own)),
+                 None)
+    if other is None:
+        raise refused(error, f"no state input given its other value makes the condition at {where} {not own}") from None
+    inputs = {own: (args, kwargs), not own: other}
+    sides = []
+    for holds in (True, False):
+        model = SideOf(module, holds)
+        try:
+            sides.append((ValueSide(where, holds, holds == own), export_side(model, *inputs[holds]), model))
+        except ExportError as failed:
+            raise refused(error, f"the side where the condition at {where} is {holds} failed: {failed.summary}") \
+                from None
+    lines = {w for _, _, m in sides for w, _ in m.answered}
+    for a, kw in inputs.values():
+        truths = reads(module, a, kw, lines)
+        first = truths[0][1] if truths else None
+        wrong = next(((w, t) for w, t in truths if t != first), None)
+        if wrong is not None:
+            raise refused(error, f"the model reads another condition at {wrong[0]} ({wrong[1]} where the one at "
+                          f"{where} is {first}): each side assumes one condition") from None
+    return condition, [(side, result) for side, result, _ in sides]
+
+
+def joined(module: torch.nn.Module, condition: Any, sides: list) -> Any:
+    """One ``ExportResult``: the sides' models joined under ``If`` on the condition
+    (``join_pieces.join_on``), the example's side as its base, ``module`` the eager model, each
+    side kept in ``pieces`` with the joined model (validated at its own example)."""
+    import onnx_ir as ir
+
+    from onnxport.join_pieces import join_on
+
+    (_, then), (_, other) = sides
+    base_side, base = next((s, r) for s, r in sides if s.own)
+    proto = join_on(condition.model_proto, then.model_proto, other.model_proto)
+    model = ir.serde.deserialize_model(proto)
+    model.meta["dim_names"] = dict(base.dim_names)
+    kept = tuple((side, r.replace(model=model)) for side, r in sides)
+    return base.replace(model=model, module=module, pieces=kept,
+                        rewrite_notes=[n for _, r in sides for n in r.rewrite_notes])
+
+
+def notice(sides: list) -> str:
+    """The warning saying the model was exported one side at a time."""
+    where = sides[0][0].condition
+    return (f"the model branches on a state's value at {where}, which torch.cond cannot hold: onnxport exported "
+            f"each side on its own and joined them with ONNX If on the condition, computed from the inputs; "
+            f"ExportResult.pieces lists them, validate() compares both")

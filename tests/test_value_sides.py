@@ -1,0 +1,120 @@
+"""A branch on a state tensor's value whose sides torch.cond cannot hold, exported one side at a time and
+joined under ONNX If on the condition computed from the inputs (``onnxport/value_sides.py``).
+
+The step below emits ``extra`` more frames on its first call (``state == 0``), the length a Python int and
+the first frames written into a tensor made before the second ``if``, as ESPnet's contextual-block encoders
+do: each export is compared with eager PyTorch in onnxruntime at both values of the counter, at two batch
+sizes and two time lengths, the output's length differing between the sides."""
+
+import inspect
+import re
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from torch.export import Dim
+
+import onnxport
+from exportcheck import check_export, count_ops
+
+
+class FirstCallFrames(torch.nn.Module):
+    def forward(self, x, state):
+        extra = 0
+        if state == 0:
+            extra = 2
+        out = x.new_zeros(x.shape[0], x.shape[1] - 2 + extra, x.shape[2])
+        if state == 0:
+            out[:, :extra] = x[:, :extra] * 3
+        out[:, extra:] = x[:, 2:].tanh()
+        return out, state + 1
+
+
+class FlagFrames(torch.nn.Module):
+    """The same with a bool flag (``first``) and the frames cut from the input: ``x[:, :k]``."""
+
+    def forward(self, x, first):
+        k = 2
+        if first:
+            k += 1
+        out = x.new_zeros(x.shape[0], k, x.shape[2])
+        if first:
+            out[:, -1] = x[:, 0]
+        out[:, :2] = x[:, -2:] * 2
+        return out, torch.logical_not(first)
+
+
+DIMS = ({0: Dim("batch"), 1: Dim("time", min=3)}, None)
+
+
+def _line(cls, text: str) -> int:
+    lines, first = inspect.getsourcelines(cls.forward)
+    return first + next(k for k, line in enumerate(lines) if text in line)
+
+
+@pytest.mark.parametrize("cls, values, example", [(FirstCallFrames, (0, 1, 5), 3), (FlagFrames, (True, False), False)])
+def test_each_side_exported_and_joined_under_one_if(cls, values, example):
+    def make(b, t, v):
+        return torch.randn(b, t, 3), torch.tensor(v)
+
+    with pytest.warns(UserWarning, match=rf"branches on a state's value at .*test_value_sides.py:"
+                                         rf"{_line(cls, 'if ')} .* exported each side on its own"):
+        result = check_export(cls(), make(2, 5, example), DIMS,
+                              inputs=[make(b, t, v) for v in values for b, t in ((1, 4), (3, 7))])
+    assert count_ops(result, "If") == 1
+    assert sorted(side.holds for side, _ in result.pieces) == [False, True]
+    report = result.validate()
+    assert report.ok and {c.inputs.rsplit(" ", 1)[1] for c in report.checks} == {"p1", "p2"}  # both sides compared
+    session = ort.InferenceSession(result.model_proto.SerializeToString())
+    lengths = set()
+    for v in values:
+        for b in (1, 3):
+            x, state = make(b, 6, v)
+            got = session.run(None, {"x": x.numpy(), result.model.graph.inputs[1].name: state.numpy()})
+            want = cls()(x, state)
+            assert got[0].shape == tuple(want[0].shape)
+            np.testing.assert_allclose(got[0], want[0].numpy(), rtol=1e-6, atol=1e-6)
+            np.testing.assert_array_equal(got[1], want[1].numpy())
+            lengths.add(got[0].shape[1])
+    assert len(lengths) == 2  # the sides' outputs differ in length
+
+
+class OnActivations(torch.nn.Module):
+    def forward(self, x, state):
+        extra = 0
+        if x.sum() > 0:
+            extra = 2
+        out = x.new_zeros(x.shape[0], x.shape[1] - 2 + extra, x.shape[2])
+        if x.sum() > 0:
+            out[:, :extra] = x[:, :extra] * 3
+        out[:, extra:] = x[:, 2:].tanh() + state
+        return out
+
+
+class TwoStates(torch.nn.Module):
+    def forward(self, x, a, b):
+        extra = 0
+        if a == 0:
+            extra = 2
+        out = x.new_zeros(x.shape[0], x.shape[1] - 2 + extra, x.shape[2])
+        if b == 0:
+            out[:, :extra] = x[:, :extra] * 3
+        out[:, extra:] = x[:, 2:].tanh()
+        return out
+
+
+@pytest.mark.parametrize("cls, args, why", [
+    (OnActivations, (torch.randn(2, 5, 3), torch.tensor(0)), r"reads x, not only one-element integer or bool inputs"),
+    (TwoStates, (torch.randn(2, 5, 3), torch.tensor(0), torch.tensor(0)), r"reads another condition at .*:{b}"),
+])
+def test_a_join_that_cannot_be_made_is_refused_naming_the_line(cls, args, why):
+    line = _line(cls, "if ")
+    with pytest.raises(onnxport.ExportError) as info:
+        onnxport.to_onnx(cls(), args, dynamic_shapes=(DIMS[0], *[None] * (len(args) - 1)))
+    text = str(info.value)
+    assert f"{__file__}:{line} in forward" in text, text
+    assert "exporting each side of the branch on its own did not help" in text, text
+    if "{b}" in why:
+        why = why.format(b=_line(cls, "if b == 0"))
+    assert re.search(why, text), text
