@@ -351,7 +351,7 @@ def export(job: Export) -> ExportResult:
             raise
         return _in_pieces(job, error, None)
     except DataDependentError as error:
-        if not (applies(error) and job.splits) or job.run.budget[0] < 2:
+        if not (applies(error, job.args, job.kwargs) and job.splits) or job.run.budget[0] < 2:
             raise
         return _by_value(job, error)
     cut = adopted_split(job.result, job.within) if job.within else None
@@ -472,8 +472,9 @@ TARGET_STEP = "target"  # the on_step name of the target stage
 def retarget(result: ExportResult, options: ExportOptions, run: Run) -> ExportResult:
     """``result`` rewritten for ``options.target`` (``onnxport.targets``; the default, onnxruntime,
     changes nothing), timed as the step ``"target"``: a new result whose model is the rewritten one,
-    run in onnxruntime at the example against eager PyTorch (an eager module to run, not a model
-    exported from its checkpoint).
+    run in onnxruntime at the example (or ``Target.check_sizes``) against eager PyTorch (an eager
+    module to run, not a model exported from its checkpoint; ``targets.check``: a target of contrib
+    kernels, ``Target.kernel_factor``, judged against the standard export's distance from float64 too).
 
     Raises:
         RuntimeTargetError: the target cannot hold the model (``targets.apply_target``), or the
@@ -483,17 +484,18 @@ def retarget(result: ExportResult, options: ExportOptions, run: Run) -> ExportRe
         return result
     from onnxport.errors import RuntimeTargetError
     from onnxport.targets import apply_target, target
-    from onnxport.verify import validate
+    from onnxport.targets.check import check_rewritten
 
     chosen = target(options.target)
     with run.step(TARGET_STEP):
+        # a target judged against the standard export keeps it: its rewrites work on a copy (tensors shared)
+        model = result.model.clone() if chosen.kernel_factor is not None else result.model
         if chosen.prepare is not None:  # genai-cpu: the rotary's cos/sin caches need the decoder's positions
-            chosen.prepare(result.model, result.module)
-        rewritten = result.replace(model=apply_target(result.model, options.target))
+            chosen.prepare(model, result.module)
+        rewritten = result.replace(model=apply_target(model, options.target))
         if result.weights is None and isinstance(result.module, torch.nn.Module):
             sizes = chosen.check_sizes(rewritten.model) if chosen.check_sizes is not None else None
-            report = validate(rewritten, sizes=sizes or [], values=[], runtime="onnxruntime",
-                              include_example=sizes is None)
+            report = check_rewritten(result, rewritten, sizes, chosen.kernel_factor)
             if not report.ok:
                 raise RuntimeTargetError(f"the model rewritten for target {options.target!r} differs from eager "
                                          f"PyTorch at {'the example' if sizes is None else sizes}", detail=str(report),

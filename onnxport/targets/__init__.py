@@ -18,7 +18,9 @@
   ``com.microsoft.GroupQueryAttention``, rotary as ``RotaryEmbedding``, packed QKV,
   ``SkipSimplifiedLayerNormalization``, the cache one buffer shared by past and present; each
   fusion that does not match is skipped with its reason (``targets.genai_cpu.genai_fusions``);
-  checked against eager at the sizes the operator runs (``Target.check_sizes``).
+  checked against eager at the sizes the operator runs (``Target.check_sizes``), each output within
+  its float64 limit or ``check.CONTRIB_FACTOR`` times the standard export's distance from float64
+  (the contrib kernels round otherwise than the standard operators; ``targets.check``).
 
 A target is a rewrite after the standard export (``stages.retarget`` runs it and checks the
 rewritten model against eager PyTorch); the model records its target in its metadata under
@@ -36,6 +38,7 @@ import onnx_ir as ir
 
 from onnxport.errors import RuntimeTargetError
 from onnxport.metadata import TARGET_KEY
+from onnxport.targets.check import CONTRIB_FACTOR
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +66,9 @@ class Target:
     check_sizes: Callable[[ir.Model], list[dict] | None] | None = None
     # what the rewrites read of the eager module, recorded in the model first (``(model, module) -> None``)
     prepare: Callable[[ir.Model, Any], None] | None = None
+    # how many times as far from float64 as the standard export the rewritten model may lie where it
+    # fails its own limits (operators that round otherwise, ``targets.check``); None: its own limits alone
+    kernel_factor: float | None = None
 
 
 inline_functions, pass_outer_values = Later("inline:inline_functions"), Later("outer_scope:pass_outer_values")
@@ -79,7 +85,8 @@ TARGETS = {t.name: t for t in (
     Target("genai-cpu", "onnxruntime", (Later("genai_cpu:rewrite_for_genai_cpu"),),
            "a decoder with its cache in onnxruntime-genai's CPU forms: GroupQueryAttention, RotaryEmbedding, "
            "packed QKV, SkipSimplifiedLayerNormalization, a shared cache buffer",
-           check_sizes=Later("genai_cpu:check_sizes"), prepare=Later("genai_rotary:record_max_positions")),
+           check_sizes=Later("genai_cpu:check_sizes"), prepare=Later("genai_rotary:record_max_positions"),
+           kernel_factor=CONTRIB_FACTOR),
 )}
 TARGET_NAMES = tuple(TARGETS)  # to_onnx's target, a config's [export] target, the CLI's --target
 
