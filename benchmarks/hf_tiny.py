@@ -225,7 +225,8 @@ def _dict_rule(value: dict, config: Any) -> dict:
                                                                               ()):
         section = [2, 3, 3]
     if isinstance(section, (list, tuple)) and section and all(isinstance(v, int) for v in section):
-        half, total = HEAD_DIM // 2, sum(section)
+        factor = value.get("partial_rotary_factor") or _value(config, "partial_rotary_factor") or 1.0
+        half, total = int(HEAD_DIM * factor) // 2, sum(section)  # the rotated half of the head
         scaled = [max(1, v * half // total) for v in section]
         scaled[0] += half - sum(scaled)
         out["mrope_section"] = scaled
