@@ -1,7 +1,7 @@
 """Target ``genai-cpu`` against the standard export, decoding in onnxruntime-genai on one thread: the
 Qwen2-style decoder of ``benchmarks/genai_int4.py`` (8 layers, grouped-query attention, hidden 256,
-tied embeddings) trained for a few seconds on its repeated pattern, written by ``save_pretrained``,
-exported by ``export_pretrained`` as it is (``standard``: MatMul/Softmax attention, the cache
+tied embeddings) trained for ``--train-steps`` seeded Adam steps on its repeated pattern, written by
+``save_pretrained``, exported by ``export_pretrained`` as it is (``standard``: MatMul/Softmax attention, the cache
 concatenated each step) and with ``target="genai-cpu"`` (GroupQueryAttention, one cache buffer of
 ``max_length`` shared by past and present), and, when it runs offline, by onnxruntime-genai's own
 model builder (``python -m onnxruntime_genai.models.builder -p fp32 -e cpu``: ``builder``).
@@ -12,7 +12,7 @@ onnxruntime-genai's greedy tokens equal the standard export's on every prompt, a
 ``genai_int4.py`` measures it (``intra_op_num_threads`` 1; each round decodes ``--tokens`` tokens
 after a prompt, the prompt's step left out; rounds alternate the models; the median over rounds).
 
-Run: ``.venv/bin/python benchmarks/genai_cpu.py [--train-seconds 10] [--rounds 7] [--tokens 128]``.
+Run: ``.venv/bin/python benchmarks/genai_cpu.py [--train-steps 68] [--rounds 7] [--tokens 128]``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ def builder_model(source: str, out: str) -> str | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--train-seconds", type=float, default=10.0)
+    parser.add_argument("--train-steps", type=int, default=68,  # the steps GENAI_CPU.md's run trained
+                        help="Adam steps of the model's training (seeded)")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--tokens", type=int, default=128)
     args = parser.parse_args()
@@ -59,7 +60,7 @@ def main() -> None:
     from onnxport.targets.genai_cpu import genai_fusions
 
     torch.set_num_threads(1)
-    model, prompts = trained_model(args.train_seconds)
+    model, prompts = trained_model(args.train_steps)
     with tempfile.TemporaryDirectory(prefix="onnxport-genai-cpu-") as tmp:
         source = os.path.join(tmp, "qwen2")
         model.save_pretrained(source)

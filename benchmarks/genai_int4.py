@@ -1,8 +1,8 @@
 """int4 against float decoding in onnxruntime-genai on one thread: a small Qwen2-style decoder (8 layers,
-grouped-query attention, hidden 256, tied embeddings) trained for a few seconds to continue a repeated
-pattern (``PATTERN``: 24 tokens over 12 ids, cycled; one token does not tell the next, a few do),
-written by ``save_pretrained``, exported by ``export_pretrained`` in
-float and with ``quantize="int4"`` (``onnxport export-hf --quantize int4``).
+grouped-query attention, hidden 256, tied embeddings) trained for ``--train-steps`` Adam steps (seeded: the
+same model on any machine, however loaded) to continue a repeated pattern (``PATTERN``: 24 tokens over
+12 ids, cycled; one token does not tell the next, a few do), written by ``save_pretrained``, exported
+by ``export_pretrained`` in float and with ``quantize="int4"`` (``onnxport export-hf --quantize int4``).
 
 Prints:
 
@@ -16,7 +16,7 @@ Prints:
   checks and the logits' top-1 agreement and largest error of its validation, and how many tokens
   onnxruntime-genai's free greedy decoding of int4 shares with float's before they diverge.
 
-Run: ``.venv/bin/python benchmarks/genai_int4.py [--train-seconds 20] [--rounds 7] [--tokens 64]``.
+Run: ``.venv/bin/python benchmarks/genai_int4.py [--train-steps 200] [--rounds 7] [--tokens 64]``.
 """
 
 from __future__ import annotations
@@ -40,9 +40,13 @@ def cycle(start: int, length: int) -> list[int]:
     return [PATTERN[(start + i) % len(PATTERN)] for i in range(length)]
 
 
-def train_qwen2(seconds: float, seed: int = 0, window: int = 32):
+TRAIN_STEPS = 200  # this benchmark's training, in steps (a count of seconds would give another model per load)
+
+
+def train_qwen2(steps: int, seed: int = 0, window: int = 32):
     """A Qwen2ForCausalLM (8 layers, hidden 256, 8 heads, 2 key/value heads, tied embeddings)
-    trained by Adam for ``seconds`` on windows of the cycled ``PATTERN``; ``(model, steps, loss)``."""
+    trained by Adam for ``steps`` steps on batches of 8 windows of the cycled ``PATTERN`` (the
+    weights and the batches seeded by ``seed``); ``(model, seconds, loss)``."""
     import transformers
 
     torch.manual_seed(seed)
@@ -52,16 +56,16 @@ def train_qwen2(seconds: float, seed: int = 0, window: int = 32):
     model = transformers.Qwen2ForCausalLM(cfg)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(seed)
-    start, steps, loss = time.perf_counter(), 0, float("nan")
-    while time.perf_counter() - start < seconds:
+    start, loss = time.perf_counter(), float("nan")
+    for _ in range(steps):
         starts = torch.randint(0, len(PATTERN), (8,), generator=g)
         batch = torch.tensor([cycle(s, window) for s in starts.tolist()])
         out = model(input_ids=batch, labels=batch)
         opt.zero_grad()
         out.loss.backward()
         opt.step()
-        steps, loss = steps + 1, float(out.loss.detach())
-    return model.eval(), steps, loss
+        loss = float(out.loss.detach())
+    return model.eval(), time.perf_counter() - start, loss
 
 
 def one_thread(directory: str) -> None:
@@ -90,12 +94,12 @@ def decode(og, model, prompt: list[int], tokens: int) -> tuple[list[int], list[f
     return out, times[1:]
 
 
-def trained_model(seconds: float):
-    """``train_qwen2(seconds)``, its description printed; ``(model, prompts)``, the prompts 8 tokens cut from the
+def trained_model(steps: int):
+    """``train_qwen2(steps)``, its description printed; ``(model, prompts)``, the prompts 8 tokens cut from the
     cycle every 3 positions."""
-    model, steps, loss = train_qwen2(seconds)
+    model, seconds, loss = train_qwen2(steps)
     print(f"Qwen2-style decoder, 8 layers, hidden 256, 8 heads / 2 key-value heads, vocab {VOCAB}, tied embeddings; "
-          f"trained {steps} steps ({seconds:g} s), last loss {loss:.3f}")
+          f"trained {steps} steps ({seconds:.1f} s), last loss {loss:.3f}")
     return model, [cycle(i, 8) for i in range(0, len(PATTERN), 3)]
 
 
@@ -122,7 +126,8 @@ def time_decoding(og, models: dict, prompts: list[list[int]], rounds: int, token
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--train-seconds", type=float, default=40.0)
+    parser.add_argument("--train-steps", type=int, default=TRAIN_STEPS,
+                        help="Adam steps of the model's training (seeded)")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--tokens", type=int, default=64)
     args = parser.parse_args()
@@ -133,7 +138,7 @@ def main() -> None:
     from onnxport.verify.accuracy import generation_agreement
 
     torch.set_num_threads(1)
-    model, prompts = trained_model(args.train_seconds)
+    model, prompts = trained_model(args.train_steps)
     with tempfile.TemporaryDirectory(prefix="onnxport-genai-int4-") as tmp:
         source = os.path.join(tmp, "qwen2")
         model.save_pretrained(source)
