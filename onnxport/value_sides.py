@@ -54,9 +54,15 @@ class ValueSide:
         return f"where the condition at {self.condition} is {self.holds}"
 
 
-def applies(error: ExportError) -> bool:
-    """Whether ``error`` refuses a branch on a bool read from the inputs' data (a tensor's truth)."""
-    return isinstance(error, DataDependentError) and bool(getattr(error, "bool_of_data", None))
+def applies(error: ExportError, args: tuple, kwargs: dict) -> bool:
+    """Whether ``error`` refuses a branch on a bool read from the inputs' data (a tensor's truth) of a
+    model given a state input (a one-element integer or bool tensor) the branch may read."""
+    import torch.utils._pytree as pytree
+
+    from onnxport.rewrite.state_branches import _is_state
+
+    return isinstance(error, DataDependentError) and bool(getattr(error, "bool_of_data", None)) and \
+        any(_is_state(t) for t in pytree.tree_leaves((args, kwargs)))
 
 
 def refused(error: ExportError, why: str) -> ExportError:

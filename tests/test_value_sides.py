@@ -118,3 +118,22 @@ def test_a_join_that_cannot_be_made_is_refused_naming_the_line(cls, args, why):
     if "{b}" in why:
         why = why.format(b=_line(cls, "if b == 0"))
     assert re.search(why, text), text
+
+
+class NoState(torch.nn.Module):
+    def forward(self, x):
+        extra = 0
+        if x.sum() > 0:
+            extra = 2
+        out = x.new_zeros(x.shape[0], x.shape[1] - 2 + extra, x.shape[2])
+        if x.sum() > 0:
+            out[:, :extra] = x[:, :extra] * 3
+        out[:, extra:] = x[:, 2:].tanh()
+        return out
+
+
+def test_a_model_without_a_state_input_keeps_the_refusal_of_its_branch():
+    with pytest.raises(onnxport.ExportError) as info:
+        onnxport.to_onnx(NoState(), (torch.randn(2, 5, 3),), dynamic_shapes=(DIMS[0],))
+    text = str(info.value)
+    assert f"{__file__}:{_line(NoState, 'if ')} in forward" in text and "each side of the branch" not in text, text
