@@ -104,7 +104,18 @@ class TwoStates(torch.nn.Module):
         return out
 
 
+class RankDiffers(torch.nn.Module):
+    def forward(self, x, state):
+        if state == 0:
+            y = x.sum(2)
+        else:
+            y = x
+        return y
+
+
 @pytest.mark.parametrize("cls, args, why", [
+    (RankDiffers, (torch.randn(2, 5, 3), torch.tensor(0)), r"output 'output' differs in dtype or rank between the "
+                                                            r"sides \(ONNX If gives one type per output\)"),
     (OnActivations, (torch.randn(2, 5, 3), torch.tensor(0)), r"reads x, not only one-element integer or bool inputs"),
     (TwoStates, (torch.randn(2, 5, 3), torch.tensor(0), torch.tensor(0)), r"reads another condition at .*:{b}"),
 ])
