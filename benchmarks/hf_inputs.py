@@ -16,6 +16,7 @@ config's fields, the same rule for every class of a family:
   config;
 * patch sequences with their shapes (SigLIP2's ``pixel_attention_mask`` and ``spatial_shapes``):
   ``[batch, patches, channels * patch_size**2]`` of a square grid;
+* trajectories (Decision Transformer's ``states``, ``actions``, ``returns_to_go``, ``timesteps``);
 * spectrogram vocoders (``spectrogram``): ``[batch, frames, model_in_dim]``.
 
 ``fill(model, names, dims)`` then gives a forward's required parameters the set leaves out where a
@@ -119,6 +120,16 @@ def _series_sets(model: torch.nn.Module, params: dict) -> list:
     return out
 
 
+def _trajectory_sets(model: torch.nn.Module, params: dict) -> list:
+    """Decision Transformer's trajectories: states, actions, returns to go and timesteps over ``seq``."""
+    if "states" not in params or "actions" not in params:
+        return []
+    names = [n for n in ("states", "actions", "rewards", "returns_to_go", "timesteps", "attention_mask") if n in params]
+    config = model.config
+    return [(names, {"batch": (2, 3), "seq": (7, 11)}, {"state_dim": int(_first(config, ("state_dim",), 4)),
+                                                        "act_dim": int(_first(config, ("act_dim",), 4))})]
+
+
 def _navit_sets(model: torch.nn.Module, params: dict) -> list:
     if "spatial_shapes" not in params or "pixel_attention_mask" not in params:
         return []
@@ -143,7 +154,7 @@ def family_sets(model: torch.nn.Module, image: dict, fixed: dict) -> list:
     """``(names, dims, fixed)`` of the input sets of the families ``model``'s forward belongs to."""
     params = inspect.signature(model.forward).parameters
     return (_grid_sets(model, params) + _video_sets(model, params, image, fixed) + _series_sets(model, params)
-            + _pair_sets(model, params, image, fixed)
+            + _pair_sets(model, params, image, fixed) + _trajectory_sets(model, params)
             + _navit_sets(model, params) + _vocoder_sets(model, params))
 
 
@@ -260,6 +271,11 @@ MAKERS = {n: embeds for n in EMBEDS} | {
     "past_values_padding": lambda m, s, g: torch.zeros(s["batch"], s["length"]),
     "freq": lambda m, s, g: torch.zeros(s["batch"], 1, dtype=torch.int64),
     "spectrogram": lambda m, s, g: torch.randn(s["batch"], s["frames"], s["bins"], generator=g),
+    "states": lambda m, s, g: torch.randn(s["batch"], s["seq"], s["state_dim"], generator=g),
+    "actions": lambda m, s, g: torch.randn(s["batch"], s["seq"], s["act_dim"], generator=g),
+    "rewards": lambda m, s, g: torch.randn(s["batch"], s["seq"], 1, generator=g),
+    "returns_to_go": lambda m, s, g: torch.randn(s["batch"], s["seq"], 1, generator=g),
+    "timesteps": lambda m, s, g: torch.arange(s["seq"]).expand(s["batch"], s["seq"]).contiguous(),
     "qformer_input_ids": _ids,
     "audio_input_ids": _ids,
     "task_inputs": _ids,
@@ -277,7 +293,8 @@ def axes(name: str, fixed: dict) -> dict | None:
         return {0: "batch"}
     if name == "spectrogram":
         return {0: "batch", 1: "frames"}
-    if name in ("qformer_input_ids", "audio_input_ids", "task_inputs") or name in EMBEDS:
+    if name in ("qformer_input_ids", "audio_input_ids", "task_inputs", "states", "actions", "rewards", "returns_to_go",
+                "timesteps") or name in EMBEDS:
         return {0: "batch", 1: "seq"}
     if name in ("grid_thw", "image_grid_thw", "merge_sizes"):
         return {}

@@ -41,6 +41,7 @@ import hf_inputs
 
 MAX_PARAMETERS = 40_000_000
 WIDTH, HEADS, KV_HEADS, HEAD_DIM, FFN, LAYERS, VOCAB, EXPERTS, POSITIONS = 128, 2, 1, 64, 256, 2, 1000, 4, 256
+SLIDING_WINDOW = 4  # tokens a sliding-window layer attends, where the config leaves it unset
 PREDICTION = 8  # time steps a forecaster predicts where its config names none
 SIZES = {"batch": (2, 3), "seq": (7, 11), "decoder_seq": (5, 9)}  # example size, other size
 
@@ -127,6 +128,12 @@ def overrides(config: Any, rules: Rules) -> dict:
                 out[name] = HEADS
             elif name == "prediction_length":  # time series: a horizon the config requires
                 out[name] = PREDICTION
+            elif _PER_TOKEN.match(name) and isinstance(_value(config, "n_routed_experts"), int):
+                out[name] = 2  # experts the router picks, which the model's code requires
+            elif name == "sliding_window" and _uses_sliding(config):
+                out[name] = SLIDING_WINDOW  # a window the config's sliding layers require
+            elif name == "default_language" and _value(config, "languages"):
+                out[name] = list(_value(config, "languages"))[0]  # X-MOD's adapter to run
             continue
         if isinstance(value, PretrainedConfig):
             out[name] = construct(type(value), _current(value), overrides(value, rules))
@@ -188,6 +195,13 @@ _STAGE_RATIOS = ("downsampling_ratios", "upsampling_ratios", "channel_multiplier
 _BASE_WIDTHS = ("encoder_hidden_size", "num_filters", "base_channels", "n_filters", "hidden_channels", "ch",
                 "base_channel")
 BASE_WIDTH = 32
+
+
+def _uses_sliding(config: Any) -> bool:
+    """Whether a config names sliding-window attention beside its ``sliding_window`` (a layer type, a
+    head count of its sliding layers)."""
+    return any("sliding" in str(v) for v in vars(config).values() if isinstance(v, (list, tuple))) or any(
+        "sliding" in k and k != "sliding_window" for k in vars(config))
 
 
 def _fit_out_indices(config: Any, params: Any, out: dict) -> None:
