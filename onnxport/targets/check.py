@@ -56,7 +56,8 @@ def check_rewritten(standard, rewritten, sizes: list[dict] | None, kernel_factor
     from onnxport.verify import validate
 
     def run(result) -> ValidationReport:
-        return validate(result, sizes=sizes or [], values=[], runtime="onnxruntime", include_example=sizes is None)
+        return validate(result, sizes=sizes or [], values=[], runtime="onnxruntime", include_example=sizes is None,
+                        explain=False)
 
     report = run(rewritten)
     if report.ok or kernel_factor is None:

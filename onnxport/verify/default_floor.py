@@ -42,7 +42,8 @@ def wrong_below(result, guard: Guard) -> str | None:
     onnxruntime matches eager PyTorch there (``validate`` on those sizes, no value sets); ``REFUSED_ALIKE``
     when eager PyTorch refuses the made-up inputs there as at the example's sizes (``refused_alike``)."""
     try:
-        report = validate(result, sizes=[dict(e) for e in guard.excluded], values=[], include_example=False)
+        report = validate(result, sizes=[dict(e) for e in guard.excluded], values=[], include_example=False,
+                          explain=False)
     except ExportError as e:
         if not _loads(result):  # onnxruntime runs the model at no size (a bfloat16 kernel it lacks): nothing learned
             return None

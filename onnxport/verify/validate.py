@@ -117,7 +117,8 @@ def has_while_loop(program) -> bool:
 
 def validate(result, inputs: Any = None, sizes: Any = None, *, values: Any = None, atol: float | None = None,
              rtol: float | None = None, include_example: bool = True,
-             specs: list[InputSpec] | None = None, runtime: str = "onnxruntime") -> ValidationReport:
+             specs: list[InputSpec] | None = None, runtime: str = "onnxruntime",
+             explain: bool = True) -> ValidationReport:
     """Compare onnxruntime (or another ``runtime``) with eager PyTorch.
 
     Args:
@@ -138,6 +139,9 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, values: Any = Non
             ``"openvino"`` (CPU, float32 forced) or ``"reference"`` (``onnx.reference``). The
             report names it (``ValidationReport.runtime``), and a runtime that computes a valid
             model wrongly fails there like any other difference from eager PyTorch.
+        explain: on a failed set, run the exported program to say whether the model's code takes
+            another path when traced (``verify.traced_path``); False where a failure is expected
+            and only ``ok`` is read (the export's own trials of sizes and sides).
 
     Returns a ``ValidationReport`` (``.ok``, printable table, one row per output and input set,
     ``why`` saying which sizes or values the set used, ``basis`` what judged it: the float64
@@ -162,7 +166,8 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, values: Any = Non
             runner = runtime_runner(runtime, result.model_proto)
         sets = _input_sets(result, inputs, sizes, values, include_example, specs)
         report = _compare_sets(result, module, runner, sets, atol, rtol)
-        checks = traced_path_notes(list(report.checks), result.program, module, sets)
+        checks = traced_path_notes(list(report.checks), result.program, module, sets) if explain else \
+            list(report.checks)
     examples, _ = dim_examples(result.captured, dim_names(result.captured, result.dim_names))
     by_label = {label: s for label, s, *_ in sets if label.startswith("sizes")}
     return ValidationReport(tuple(_relation_notes(checks, examples, by_label, result.captured)), runtime=runner.label)
