@@ -51,7 +51,7 @@ class ValueSide:
         return False
 
     def __str__(self) -> str:
-        return f"where the condition at {self.condition} is {self.holds}"
+        return f"where the condition at {_said(self.condition)} is {self.holds}"
 
 
 def applies(error: ExportError, args: tuple, kwargs: dict) -> bool:
@@ -124,17 +124,18 @@ def export_by_value(error: ExportError, module: torch.nn.Module, args: tuple, kw
     except ExportError as failed:
         raise refused(error, f"the condition alone failed to export: {failed.summary}") from None
     where = probe.answered[0][0]
+    said = _said(where)
     states, others = _states_read(condition)
     if others or not states:
-        raise refused(error, f"the condition at {where} reads {', '.join(others) or 'no input'}, not only one-element "
+        raise refused(error, f"the condition at {said} reads {', '.join(others) or 'no input'}, not only one-element "
                       f"integer or bool inputs (a counter or a flag of the state)") from None
     own = _truth(module, args, kwargs, where)
     if own is None:
-        raise refused(error, f"eager PyTorch does not read the condition at {where} on the example") from None
+        raise refused(error, f"eager PyTorch does not read the condition at {said} on the example") from None
     other = next(((a, kw) for _, a, kw in state_variants(args, kwargs) if _truth(module, a, kw, where) is (not own)),
                  None)
     if other is None:
-        raise refused(error, f"no state input given its other value makes the condition at {where} {not own}") from None
+        raise refused(error, f"no state input given its other value makes the condition at {said} {not own}") from None
     inputs = {own: (args, kwargs), not own: other}
     sides = []
     for holds in (True, False):
@@ -142,7 +143,7 @@ def export_by_value(error: ExportError, module: torch.nn.Module, args: tuple, kw
         try:
             sides.append((ValueSide(where, holds, holds == own), export_side(model, *inputs[holds]), model))
         except ExportError as failed:
-            raise refused(error, f"the side where the condition at {where} is {holds} failed: {failed.summary}") \
+            raise refused(error, f"the side where the condition at {said} is {holds} failed: {failed.summary}") \
                 from None
     lines = {w for _, _, m in sides for w, _ in m.answered}
     for a, kw in inputs.values():
@@ -150,8 +151,8 @@ def export_by_value(error: ExportError, module: torch.nn.Module, args: tuple, kw
         first = truths[0][1] if truths else None
         wrong = next(((w, t) for w, t in truths if t != first), None)
         if wrong is not None:
-            raise refused(error, f"the model reads another condition at {wrong[0]} ({wrong[1]} where the one at "
-                          f"{where} is {first}): each side assumes one condition") from None
+            raise refused(error, f"the model reads another condition at {_said(wrong[0])} ({wrong[1]} where the "
+                          f"one at {said} is {first}): each side assumes one condition") from None
     return condition, [(side, result) for side, result, _ in sides]
 
 
@@ -173,9 +174,15 @@ def joined(module: torch.nn.Module, condition: Any, sides: list) -> Any:
                         rewrite_notes=[n for _, r in sides for n in r.rewrite_notes])
 
 
+def _said(where: str) -> str:
+    """``file:line in func (`code`)`` of a ``file:line in func: code`` line."""
+    place, _, code = where.partition(": ")
+    return f"{place} (`{code}`)" if code else place
+
+
 def notice(sides: list) -> str:
     """The warning saying the model was exported one side at a time."""
-    where = sides[0][0].condition
+    where = _said(sides[0][0].condition)
     return (f"the model branches on a state's value at {where}, which torch.cond cannot hold: onnxport exported "
             f"each side on its own and joined them with ONNX If on the condition, computed from the inputs; "
             f"ExportResult.pieces lists them, validate() compares both")
