@@ -146,13 +146,11 @@ def export_by_value(error: ExportError, module: torch.nn.Module, args: tuple, kw
             raise refused(error, f"the side where the condition at {said} is {holds} failed: {failed.summary}") \
                 from None
     lines = {w for _, _, m in sides for w, _ in m.answered}
-    for a, kw in inputs.values():
-        truths = reads(module, a, kw, lines)
-        first = truths[0][1] if truths else None
-        wrong = next(((w, t) for w, t in truths if t != first), None)
+    for holds, (a, kw) in inputs.items():  # every line a side answered reads the condition's truth there
+        wrong = next(((w, t) for w, t in reads(module, a, kw, lines) if t != holds), None)
         if wrong is not None:
             raise refused(error, f"the model reads another condition at {_said(wrong[0])} ({wrong[1]} where the "
-                          f"one at {said} is {first}): each side assumes one condition") from None
+                          f"one at {said} is {holds}): each side assumes one condition") from None
     return condition, [(side, result) for side, result, _ in sides]
 
 
@@ -165,7 +163,7 @@ def joined(module: torch.nn.Module, condition: Any, sides: list) -> Any:
     from onnxport.join_pieces import join_on
 
     (_, then), (_, other) = sides
-    base_side, base = next((s, r) for s, r in sides if s.own)
+    base = next(r for s, r in sides if s.own)
     proto = join_on(condition.model_proto, then.model_proto, other.model_proto)
     model = ir.serde.deserialize_model(proto)
     model.meta["dim_names"] = dict(base.dim_names)
