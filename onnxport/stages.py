@@ -473,7 +473,7 @@ def retarget(result: ExportResult, options: ExportOptions, run: Run) -> ExportRe
     """``result`` rewritten for ``options.target`` (``onnxport.targets``; the default, onnxruntime,
     changes nothing), timed as the step ``"target"``: a new result whose model is the rewritten one,
     run in onnxruntime at the example (or ``Target.check_sizes``) against eager PyTorch (an eager
-    module to run, not a model exported from its checkpoint; ``targets.check``: a target of contrib
+    module to run, not a model exported from its checkpoint; ``verify.rewritten``: a target of contrib
     kernels, ``Target.kernel_factor``, judged against the standard export's distance from float64 too).
 
     Raises:
@@ -484,7 +484,7 @@ def retarget(result: ExportResult, options: ExportOptions, run: Run) -> ExportRe
         return result
     from onnxport.errors import RuntimeTargetError
     from onnxport.targets import apply_target, target
-    from onnxport.targets.check import check_rewritten
+    from onnxport.verify.rewritten import check_rewritten
 
     chosen = target(options.target)
     with run.step(TARGET_STEP):

@@ -1,4 +1,4 @@
-"""The check of target ``genai-cpu``'s rewritten decoder against eager PyTorch (``onnxport.targets.check``):
+"""The check of target ``genai-cpu``'s rewritten decoder against eager PyTorch (``onnxport.verify.rewritten``):
 a float32 output beyond its float64 limit passes within ``CONTRIB_FACTOR`` times the standard export's
 distance from float64 (the contrib kernels' rounding), and no further; a wrong rewrite (the rotary's sine
 negated, keys and values swapped) is still refused with ``RuntimeTargetError``; the decoder of
@@ -16,8 +16,9 @@ import torch
 
 from onnxport.errors import RuntimeTargetError
 from onnxport.targets import TARGETS
-from onnxport.targets import check, genai_cpu
-from onnxport.targets.check import CONTRIB_FACTOR, widened
+from onnxport.targets import CONTRIB_FACTOR, genai_cpu
+from onnxport.verify import rewritten
+from onnxport.verify.rewritten import widened
 from onnxport.targets.genai_attention import fuse_group_query_attention
 from onnxport.targets.genai_rotary import fuse_rotary
 from onnxport.verify.report import FLOAT64, Check, ValidationReport
@@ -128,7 +129,7 @@ def test_a_trained_decoder_passes(tmp_path, monkeypatch):
         widenings.append(widened(report, standard, factor))
         return widenings[-1]
 
-    monkeypatch.setattr(check, "widened", spy)
+    monkeypatch.setattr(rewritten, "widened", spy)
     result = export_pretrained(tmp_path / "qwen2", target="genai-cpu", validate=False, generate=0)
     assert result.parts["model"].target == "genai-cpu"
     assert genai_cpu.genai_fusions(result.parts["model"].model)["skip_norm"] == genai_cpu.APPLIED
