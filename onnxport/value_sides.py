@@ -109,16 +109,17 @@ def export_by_value(error: ExportError, module: torch.nn.Module, args: tuple, kw
     """The condition's export and each side's, ``(condition, [(ValueSide, result), ...])`` (the side
     that holds first).
 
-    ``condition_of(model, args, kwargs)``: the stages up to finalize on ``model`` (a ``ConditionOf``);
-    ``export_side(model, args, kwargs)``: the whole export of one side (a ``SideOf``).
+    ``condition_of(model, args, kwargs)``: the stages up to finalize on ``model`` (a
+    ``capture.value_sides.ConditionOf``); ``export_side(model, args, kwargs)``: the whole export of one
+    side (a ``capture.value_sides.SideOf``).
 
     Raises ``error``, its fix saying why, when the condition reads other than state inputs, no input
     set reaches the other side, a side fails to export, or a line a side answered reads another
     condition than the first."""
-    from onnxport.capture.value_sides import ConditionOf, SideOf, reads
+    from onnxport.capture.value_sides import condition_of as traced_condition, reads, side_of
     from onnxport.rewrite.state_branches import state_variants
 
-    probe = ConditionOf(module)
+    probe = traced_condition(module)
     try:
         condition = condition_of(probe, args, kwargs)
     except ExportError as failed:
@@ -139,7 +140,7 @@ def export_by_value(error: ExportError, module: torch.nn.Module, args: tuple, kw
     inputs = {own: (args, kwargs), not own: other}
     sides = []
     for holds in (True, False):
-        model = SideOf(module, holds)
+        model = side_of(module, holds)
         try:
             sides.append((ValueSide(where, holds, holds == own), export_side(model, *inputs[holds]), model))
         except ExportError as failed:

@@ -98,20 +98,30 @@ def _mode(mode: tuple) -> Iterator[None]:
             _MODE.pop()
 
 
-def _like(wrapper: torch.nn.Module, model: torch.nn.Module) -> None:
-    """``wrapper.forward`` with ``model.forward``'s signature (the inputs keep their names)."""
+def _with_signature(cls: type, model: torch.nn.Module) -> type:
+    """A subclass of ``cls`` whose ``forward`` has ``model.forward``'s parameters (the inputs keep
+    their names in the export); ``cls`` itself where that signature cannot be read."""
     try:
-        wrapper.forward.__func__  # noqa: B018 - a bound method
         sig = inspect.signature(model.forward)
     except (AttributeError, TypeError, ValueError):
-        return
-    bound = wrapper.forward
+        return cls
 
-    def forward(*args, **kwargs):
-        return bound(*args, **kwargs)
+    def forward(self, *args, **kwargs):
+        return cls.forward(self, *args, **kwargs)
 
-    forward.__signature__ = sig
-    wrapper.forward = forward
+    this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+    forward.__signature__ = sig.replace(parameters=[this, *sig.parameters.values()])
+    return type(cls.__name__, (cls,), {"forward": forward, "__module__": cls.__module__, "__doc__": cls.__doc__})
+
+
+def side_of(model: torch.nn.Module, side: bool) -> "SideOf":
+    """``SideOf(model, side)`` whose forward takes ``model.forward``'s parameters."""
+    return _with_signature(SideOf, model)(model, side)
+
+
+def condition_of(model: torch.nn.Module) -> "ConditionOf":
+    """``ConditionOf(model)`` whose forward takes ``model.forward``'s parameters."""
+    return _with_signature(ConditionOf, model)(model)
 
 
 class SideOf(torch.nn.Module):
@@ -121,7 +131,6 @@ class SideOf(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, side: bool):
         super().__init__()
         self.model, self.side, self.answered = model, bool(side), Answered()
-        _like(self, model)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         with _mode(("side", self.side, self.answered)):
