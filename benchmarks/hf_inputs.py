@@ -164,7 +164,7 @@ def _required(model: torch.nn.Module) -> set:
             and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
-IDS = ("input_ids", "qformer_input_ids", "audio_input_ids", "task_inputs", "decoder_input_ids")
+IDS = ("input_ids", "qformer_input_ids", "audio_input_ids", "decoder_input_ids")
 
 
 def fill(model: torch.nn.Module, names: list, dims: dict, fixed: dict, known: Any) -> tuple | None:
@@ -183,8 +183,8 @@ def fill(model: torch.nn.Module, names: list, dims: dict, fixed: dict, known: An
         dims.setdefault("seq", (7, 11))
     fixed = dict(fixed)
     if "input_values" in missing:
-        dims.setdefault("samples", (3200, 4800))
-        fixed.setdefault("layout", "samples")
+        dims.setdefault("samples", (3200, 4800))  # a codec's mono waveform, [batch, 1, samples]
+        fixed = {"layout": "channels", "channels": 1} | fixed
     if "input_features" in missing:
         bins = mel_bins(model.config)
         fixed = {"bins": bins, "frames": 64, "bins_first": False} | fixed
@@ -278,7 +278,8 @@ MAKERS = {n: embeds for n in EMBEDS} | {
     "timesteps": lambda m, s, g: torch.arange(s["seq"]).expand(s["batch"], s["seq"]).contiguous(),
     "qformer_input_ids": _ids,
     "audio_input_ids": _ids,
-    "task_inputs": _ids,
+    "task_inputs": lambda m, s, g: torch.randint(3, max(4, min(_vocab(m), VOCAB)), (  # OneFormer's task prompt
+        s["batch"], int(getattr(m.config, "task_seq_len", s["seq"]))), generator=g),
 }
 
 
@@ -293,7 +294,9 @@ def axes(name: str, fixed: dict) -> dict | None:
         return {0: "batch"}
     if name == "spectrogram":
         return {0: "batch", 1: "frames"}
-    if name in ("qformer_input_ids", "audio_input_ids", "task_inputs", "states", "actions", "rewards", "returns_to_go",
+    if name == "task_inputs":
+        return {0: "batch"}
+    if name in ("qformer_input_ids", "audio_input_ids", "states", "actions", "rewards", "returns_to_go",
                 "timesteps") or name in EMBEDS:
         return {0: "batch", 1: "seq"}
     if name in ("grid_thw", "image_grid_thw", "merge_sizes"):

@@ -41,6 +41,7 @@ import hf_inputs
 
 MAX_PARAMETERS = 40_000_000
 WIDTH, HEADS, KV_HEADS, HEAD_DIM, FFN, LAYERS, VOCAB, EXPERTS, POSITIONS = 128, 2, 1, 64, 256, 2, 1000, 4, 256
+QUERIES = 16  # object queries of a detector (top-k over the anchors of a 64-pixel image)
 SLIDING_WINDOW = 4  # tokens a sliding-window layer attends, where the config leaves it unset
 PREDICTION = 8  # time steps a forecaster predicts where its config names none
 SIZES = {"batch": (2, 3), "seq": (7, 11), "decoder_seq": (5, 9)}  # example size, other size
@@ -226,6 +227,8 @@ def _current(config: Any) -> dict:
     for name in params:
         if name not in ("self", "kwargs") and name in vars(config):
             out[name] = vars(config)[name]
+    if "_out_indices" in vars(config):  # a backbone's stages out, kept private (RT-DETR's ResNet: 2, 3, 4)
+        out["out_indices"] = vars(config)["_out_indices"]
     return out
 
 
@@ -288,6 +291,8 @@ def _int_rule(name: str, value: int, rules: Rules, config: Any) -> int | None:
         return min(value, FFN)
     if _POSITIONS.match(name):
         return min(value, POSITIONS)
+    if name == "num_queries":  # a detector's queries, picked among the anchors of a small image
+        return min(value, QUERIES)
     if name == "max_source_positions":
         return min(value, 32)
     if name in ("embedding_size", "hidden_channels", "num_features"):
@@ -301,7 +306,8 @@ def _list_rule(name: str, values: list, rules: Rules) -> list | None:
     if not rules.widths:
         return None
     if name in ("hidden_sizes", "embed_dims", "embed_dim", "hidden_dims", "channels", "widths", "dims",
-                "num_channels_per_stage", "neck_hidden_sizes", "backbone_hidden_sizes"):
+                "num_channels_per_stage", "neck_hidden_sizes", "backbone_hidden_sizes", "encoder_in_channels",
+                "stage_in_channels", "stage_mid_channels", "stage_out_channels", "stem_channels"):
         return _scaled(values, 8)
     if name in ("num_heads", "num_attention_heads", "heads"):
         return [min(v, 2) for v in values]
