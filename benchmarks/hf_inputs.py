@@ -279,7 +279,7 @@ MAKERS = {n: embeds for n in EMBEDS} | {
     "qformer_input_ids": _ids,
     "audio_input_ids": _ids,
     "task_inputs": lambda m, s, g: torch.randint(3, max(4, min(_vocab(m), VOCAB)), (  # OneFormer's task prompt
-        s["batch"], int(getattr(m.config, "task_seq_len", s["seq"]))), generator=g),
+        s["batch"], int(_first(m.config, ("task_seq_len",), 8))), generator=g),
 }
 
 
