@@ -51,8 +51,10 @@ class ExportResult:
         pieces: for a model exported in pieces (a branch on a size, ``onnxport.pieces``), each
             ``(Interval, ExportResult)``: the interval of the dim and what was exported there (its
             program, guards and example; its model the joined one); the result's ``captured`` is the
-            example's piece, its guards those of every piece (each qualified by its interval).
-            Empty otherwise.
+            example's piece, its guards those of every piece (each qualified by its interval). For
+            a branch on a state input's value exported one side at a time (``onnxport.value_sides``),
+            each ``(ValueSide, ExportResult)`` of the two sides, the result's ``captured`` the
+            example's side with the guards of both. Empty otherwise.
         parts: name -> ``ExportResult`` of each model of an export that makes several, saved as
             ``<name>.onnx``: ``encoder`` and ``decoder`` (``onnxport.encoder_decoder``),
             ``encoder_model`` and ``decoder_model`` or ``model`` (``export_pretrained``, as Optimum

@@ -158,7 +158,9 @@ def export_by_value(error: ExportError, module: torch.nn.Module, args: tuple, kw
 def joined(module: torch.nn.Module, condition: Any, sides: list) -> Any:
     """One ``ExportResult``: the sides' models joined under ``If`` on the condition
     (``join_pieces.join_on``), the example's side as its base, ``module`` the eager model, each
-    side kept in ``pieces`` with the joined model (validated at its own example)."""
+    side kept in ``pieces`` with the joined model (validated at its own example); its guards those
+    of both sides (a condition one side adopts is stated for the joined model: no size can tell
+    which side runs)."""
     import onnx_ir as ir
 
     from onnxport.join_pieces import join_on
@@ -169,7 +171,11 @@ def joined(module: torch.nn.Module, condition: Any, sides: list) -> Any:
     model = ir.serde.deserialize_model(proto)
     model.meta["dim_names"] = dict(base.dim_names)
     kept = tuple((side, r.replace(model=model)) for side, r in sides)
-    return base.replace(model=model, module=module, pieces=kept,
+    guards = list(base.captured.guards)
+    guards += [g for _, r in sides if r is not base for g in r.captured.guards
+               if all(g.text != h.text for h in base.captured.guards)]
+    captured = dataclasses.replace(base.captured, guards=guards)
+    return base.replace(model=model, module=module, captured=captured, pieces=kept,
                         rewrite_notes=[n for _, r in sides for n in r.rewrite_notes])
 
 
