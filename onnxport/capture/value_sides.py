@@ -5,9 +5,9 @@ outputs of other shapes (ESPnet's contextual-block encoders emit ``offset`` more
 block): ``torch.cond`` cannot hold such a branch. Each side is then a program of its own: the model
 is traced with the Python truth of every tensor its code reads as a bool that torch.export cannot
 decide (a data-dependent bool: ``bool(counter == 0)``) given as one side (``SideOf``), and the
-condition itself is traced as a program of its own, the model run up to the first such read
-(``ConditionOf``), its one output the condition's tensor: the joined ONNX model computes it from the
-inputs and runs the side it chooses (``onnxport.value_sides``).
+condition itself is traced as a program of its own (``ConditionOf``: the model traced on one side,
+its one output the tensor of the first such read, the rest of the program dropped): the joined ONNX
+model computes it from the inputs and runs the side it chooses (``onnxport.value_sides``).
 
 What the sides assume is checked in eager mode: ``reads`` runs the model and records the truth of
 each read at the lines the side traces answered, so that a model whose later reads are not the
