@@ -9,7 +9,8 @@ config's fields, the same rule for every class of a family:
   channels * temporal_patch_size * patch_size**2]`` (then without the temporal factor), its grid
   ``[[1, h, w]]``;
 * videos (``num_frames`` in the config, or ``pixel_values_videos`` in the forward): ``[batch,
-  frames, channels, side, side]``, then ``[batch, channels, frames, side, side]``;
+  frames, channels, side, side]``, then ``[batch, channels, frames, side, side]``, then the frames in the
+  batch ``[batch * frames, channels, side, side]`` (X-CLIP's vision tower); alone, then with token ids;
 * image pairs (keypoint matchers: SuperGlue, LightGlue): ``[batch, 2, channels, side, side]``;
 * time series (``past_values``): ``[batch, context (+ the largest lag)]`` (or ``[..., channels]``)
   with the time features, observed mask and future values the forward takes, the lengths from the
@@ -86,9 +87,12 @@ def _video_sets(model: torch.nn.Module, params: dict, image: dict, fixed: dict) 
         return []
     tubelet = _int(_first(config, ("tubelet_size",), 1))
     frames = int(frames) if isinstance(frames, int) else 2 * int(tubelet)
-    names = [name] + (["input_ids"] if "input_ids" in params and "input_ids" in _required(model) else [])
-    dims = {"batch": (2, 3)} | image | ({"seq": (7, 11)} if "input_ids" in names else {})
-    return [(names, dims, fixed | {"pixels": layout, "frames": frames}) for layout in ("video", "video_cf")]
+    out = []
+    for text in ([], ["input_ids"]) if "input_ids" in params else ([],):  # a video alone, then with a caption
+        names, dims = [name] + text, {"batch": (2, 3)} | image | ({"seq": (7, 11)} if text else {})
+        out += [(names, dims, fixed | {"pixels": layout, "frames": frames})
+                for layout in ("video", "video_cf", "frames_in_batch")]
+    return out
 
 
 def _pair_sets(model: torch.nn.Module, params: dict, image: dict, fixed: dict) -> list:
@@ -225,6 +229,8 @@ def pixels(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
         return torch.randn(s["batch"], s["grid"] ** 2, s["width"], generator=g)
     if layout == "video":
         return torch.randn(s["batch"], s["frames"], s["channels"], s["image"], s["image"], generator=g)
+    if layout == "frames_in_batch":  # X-CLIP's vision tower: the frames of each video one after another
+        return torch.randn(s["batch"] * s["frames"], s["channels"], s["image"], s["image"], generator=g)
     if layout == "video_cf":
         return torch.randn(s["batch"], s["channels"], s["frames"], s["image"], s["image"], generator=g)
     return torch.randn(s["batch"], s["channels"], s["image"], s["image"], generator=g)
@@ -262,6 +268,7 @@ MAKERS = {n: embeds for n in EMBEDS} | {
     "merge_sizes": lambda m, s, g: torch.tensor([s["merge"]], dtype=torch.int64),
     "pixel_attention_mask": lambda m, s, g: torch.ones(s["batch"], s["grid"] ** 2, dtype=torch.int64),
     "spatial_shapes": lambda m, s, g: torch.tensor([[s["grid"], s["grid"]]] * s["batch"], dtype=torch.int64),
+    "input_features_mask": lambda m, s, g: torch.ones(s["batch"], s["frames"], dtype=torch.int64),
     "past_values": lambda m, s, g: _series(s, "length", g),
     "past_observed_mask": lambda m, s, g: torch.ones_like(_series(s, "length", g)),
     "future_values": lambda m, s, g: _series(s, "prediction", g),
@@ -288,9 +295,10 @@ def axes(name: str, fixed: dict) -> dict | None:
     layout = fixed.get("pixels")
     if name in ("pixel_values", "pixel_values_videos", "hidden_states") and layout:
         return {"video": {0: "batch", 3: "image", 4: "image"}, "video_cf": {0: "batch", 3: "image", 4: "image"},
-                "pair": {0: "batch", 3: "image", 4: "image"}, "navit": {0: "batch"}}.get(layout, {})
-    if name in ("pixel_attention_mask", "spatial_shapes", "past_values", "past_observed_mask", "future_values",
-                "past_time_features", "future_time_features", "past_values_padding", "freq"):
+                "pair": {0: "batch", 3: "image", 4: "image"}, "navit": {0: "batch"},
+                "frames_in_batch": {0: "batch", 2: "image", 3: "image"}}.get(layout, {})
+    if name in ("pixel_attention_mask", "spatial_shapes", "input_features_mask", "past_values", "past_observed_mask",
+                "future_values", "past_time_features", "future_time_features", "past_values_padding", "freq"):
         return {0: "batch"}
     if name == "spectrogram":
         return {0: "batch", 1: "frames"}

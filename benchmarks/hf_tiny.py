@@ -520,8 +520,8 @@ MAKERS = {
     "decoder_input_ids": lambda m, s, g: _ids(m, s, g, "decoder_seq"),
     "pixel_values": hf_inputs.pixels,
     "input_values": lambda m, s, g: torch.randn(s["batch"], *_values_shape(s), generator=g),
-    "input_features": lambda m, s, g: torch.randn(s["batch"], *((s["bins"], s["frames"]) if s["bins_first"]
-                                                               else (s["frames"], s["bins"])), generator=g),
+    "input_features": lambda m, s, g: torch.randn(s["batch"], *((1,) if s.get("channel") else ()), *(
+        (s["bins"], s["frames"]) if s["bins_first"] else (s["frames"], s["bins"])), generator=g),
     "noise": lambda m, s, g: torch.rand(s["batch"], _patches(m, s["image"]), generator=g),
     "bbox": lambda m, s, g: torch.sort(torch.randint(0, 1000, (s["batch"], s["seq"], 4), generator=g), -1)[0][
         ..., [0, 1, 2, 3]],
@@ -591,6 +591,9 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
         frames = getattr(config, "max_length", None)
         out.append(Inputs(["input_values"], batch, {"layout": "frames", "bins": bins,
                                                     "frames": frames if isinstance(frames, int) else 1024}))
+        if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:  # Moonshine
+            decoder = batch | audio | {"decoder_seq": SIZES["decoder_seq"]}
+            out.append(Inputs(["input_values", "decoder_input_ids"], decoder, {"layout": "samples"}))
     elif main == "input_features":
         bins = hf_inputs.mel_bins(config)  # the model's or its audio encoder's
         source = getattr(config, "max_source_positions", None)
@@ -600,6 +603,7 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
         dims = batch | ({"decoder_seq": SIZES["decoder_seq"]} if len(names) > 1 else {})
         for first in (True, False):
             out.append(Inputs(names, dims, {"bins": bins, "frames": frames, "bins_first": first}))
+        out.append(Inputs(names, dims, {"bins": bins, "frames": frames, "bins_first": False, "channel": True}))
     else:
         names = ["input_ids"] + (["attention_mask"] if "attention_mask" in params else [])
         dims = batch | {"seq": SIZES["seq"]}
