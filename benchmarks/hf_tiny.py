@@ -598,6 +598,9 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
         bins = hf_inputs.mel_bins(config)  # the model's or its audio encoder's
         source = getattr(config, "max_source_positions", None)
         frames = 2 * source if isinstance(source, int) else 64
+        window = getattr(config, "n_window", None)
+        if isinstance(window, int) and window > 0:  # an encoder reading its frames in windows of 2 * n_window
+            frames = 2 * window
         names = ["input_features"] + (["decoder_input_ids"] if getattr(config, "is_encoder_decoder", False)
                                       and "decoder_input_ids" in params else [])
         dims = batch | ({"decoder_seq": SIZES["decoder_seq"]} if len(names) > 1 else {})
