@@ -18,6 +18,7 @@ config's fields, the same rule for every class of a family:
 * patch sequences with their shapes (SigLIP2's ``pixel_attention_mask`` and ``spatial_shapes``):
   ``[batch, patches, channels * patch_size**2]`` of a square grid;
 * trajectories (Decision Transformer's ``states``, ``actions``, ``returns_to_go``, ``timesteps``);
+* log-mel frames (Gemma 3n's ``audio_mel``, ``[batch, frames, input_feat_size]``) and their mask;
 * spectrogram vocoders (``spectrogram``): ``[batch, frames, model_in_dim]``.
 
 ``fill(model, names, dims)`` then gives a forward's required parameters the set leaves out where a
@@ -147,6 +148,15 @@ def _navit_sets(model: torch.nn.Module, params: dict) -> list:
     return [(names, dims, {"pixels": "navit", "grid": side, "width": channels * patch * patch})]
 
 
+def _mel_sets(model: torch.nn.Module, params: dict) -> list:
+    """Gemma 3n's audio tower: ``audio_mel`` ``[batch, frames, input_feat_size]`` and its padding mask."""
+    if "audio_mel" not in params:
+        return []
+    bins = int(_first(model.config, ("input_feat_size", "num_mel_bins"), 128))
+    names = ["audio_mel"] + (["audio_mel_mask"] if "audio_mel_mask" in params else [])
+    return [(names, {"batch": (2, 3)}, {"bins": bins, "frames": 64})]
+
+
 def _vocoder_sets(model: torch.nn.Module, params: dict) -> list:
     if "spectrogram" not in params:
         return []
@@ -159,7 +169,7 @@ def family_sets(model: torch.nn.Module, image: dict, fixed: dict) -> list:
     params = inspect.signature(model.forward).parameters
     return (_grid_sets(model, params) + _video_sets(model, params, image, fixed) + _series_sets(model, params)
             + _pair_sets(model, params, image, fixed) + _trajectory_sets(model, params)
-            + _navit_sets(model, params) + _vocoder_sets(model, params))
+            + _navit_sets(model, params) + _mel_sets(model, params) + _vocoder_sets(model, params))
 
 
 def _required(model: torch.nn.Module) -> set:
@@ -269,6 +279,10 @@ MAKERS = {n: embeds for n in EMBEDS} | {
     "pixel_attention_mask": lambda m, s, g: torch.ones(s["batch"], s["grid"] ** 2, dtype=torch.int64),
     "spatial_shapes": lambda m, s, g: torch.tensor([[s["grid"], s["grid"]]] * s["batch"], dtype=torch.int64),
     "input_features_mask": lambda m, s, g: torch.ones(s["batch"], s["frames"], dtype=torch.int64),
+    "feature_lens": lambda m, s, g: torch.tensor([s["frames"]], dtype=torch.int64),
+    "aftercnn_lens": lambda m, s, g: torch.tensor([(s["frames"] - 1) // 2 + 1], dtype=torch.int64),  # stride 2
+    "audio_mel": lambda m, s, g: torch.randn(s["batch"], s["frames"], s["bins"], generator=g),
+    "audio_mel_mask": lambda m, s, g: torch.zeros(s["batch"], s["frames"], dtype=torch.bool),  # nothing padded
     "past_values": lambda m, s, g: _series(s, "length", g),
     "past_observed_mask": lambda m, s, g: torch.ones_like(_series(s, "length", g)),
     "future_values": lambda m, s, g: _series(s, "prediction", g),
@@ -307,6 +321,8 @@ def axes(name: str, fixed: dict) -> dict | None:
     if name in ("qformer_input_ids", "audio_input_ids", "states", "actions", "rewards", "returns_to_go",
                 "timesteps") or name in EMBEDS:
         return {0: "batch", 1: "seq"}
-    if name in ("grid_thw", "image_grid_thw", "merge_sizes"):
+    if name in ("audio_mel", "audio_mel_mask"):
+        return {0: "batch"}
+    if name in ("grid_thw", "image_grid_thw", "merge_sizes", "feature_lens", "aftercnn_lens"):
         return {}
     return None

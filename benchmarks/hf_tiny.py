@@ -133,6 +133,8 @@ def overrides(config: Any, rules: Rules) -> dict:
                 out[name] = 2  # experts the router picks, which the model's code requires
             elif name == "sliding_window" and _uses_sliding(config):
                 out[name] = SLIDING_WINDOW  # a window the config's sliding layers require
+            elif name == "image_token_index" and isinstance(_value(config, "num_query_tokens"), int):
+                out[name] = VOCAB - 1  # BLIP-2's query outputs placed at these tokens of the text
             elif name == "default_language" and _value(config, "languages"):
                 out[name] = list(_value(config, "languages"))[0]  # X-MOD's adapter to run
             continue
@@ -495,7 +497,21 @@ def _vocab(model: torch.nn.Module) -> int:
 
 
 def _ids(model, size, gen, length="seq"):
-    return torch.randint(3, max(4, min(_vocab(model), VOCAB)), (size["batch"], size[length]), generator=gen)
+    ids = torch.randint(3, max(4, min(_vocab(model), VOCAB)), (size["batch"], size[length]), generator=gen)
+    token, count = size.get("image_token"), size.get("image_tokens", 0)
+    if length == "seq" and token is not None and count:  # the image's placeholders, then the text
+        ids = torch.cat([torch.full((size["batch"], count), token), torch.where(ids == token, 3, ids)], 1)
+    return ids
+
+
+def _image_tokens(config: Any) -> dict:
+    """``{"image_token": id, "image_tokens": count}`` of a model taking a fixed count of image
+    placeholders in its text (BLIP-2's query tokens), else ``{}``."""
+    token = next((getattr(config, n) for n in ("image_token_id", "image_token_index")
+                  if isinstance(getattr(config, n, None), int)), None)
+    count = next((getattr(config, n) for n in ("num_query_tokens", "image_seq_length", "mm_tokens_per_image")
+                  if isinstance(getattr(config, n, None), int)), None)
+    return {"image_token": token, "image_tokens": count} if token is not None and count else {}
 
 
 def _image_channels(model) -> int:
@@ -520,7 +536,8 @@ MAKERS = {
     "decoder_input_ids": lambda m, s, g: _ids(m, s, g, "decoder_seq"),
     "pixel_values": hf_inputs.pixels,
     "input_values": lambda m, s, g: torch.randn(s["batch"], *_values_shape(s), generator=g),
-    "input_features": lambda m, s, g: torch.randn(s["batch"], *((1,) if s.get("channel") else ()), *(
+    "input_features": lambda m, s, g: torch.randn(*(() if s.get("unbatched") else (s["batch"],)), *(
+        (1,) if s.get("channel") else ()), *(
         (s["bins"], s["frames"]) if s["bins_first"] else (s["frames"], s["bins"])), generator=g),
     "noise": lambda m, s, g: torch.rand(s["batch"], _patches(m, s["image"]), generator=g),
     "bbox": lambda m, s, g: torch.sort(torch.randint(0, 1000, (s["batch"], s["seq"], 4), generator=g), -1)[0][
@@ -548,6 +565,8 @@ def _patches(model: torch.nn.Module, side: int) -> int:
 def _axes(name: str, fixed: dict) -> dict:
     """``{axis: dim name}`` of an input, by the layout of a waveform (``[batch, channels, samples]``:
     samples is axis 2)."""
+    if name == "input_features" and fixed.get("unbatched"):
+        return {}
     if name == "input_values" and fixed.get("layout") == "channels":
         return {0: "batch", 2: "samples"}
     family = hf_inputs.axes(name, fixed)
@@ -581,6 +600,9 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
     if main == "pixel_values" or ("pixel_values" in params and "input_ids" not in params):
         dims, fixed = _image_dims(model)
         out.append(Inputs(["pixel_values"], batch | dims, fixed))
+        if "input_ids" in params:  # an image-text model led by its image (InstructBLIP): with a text
+            out.append(Inputs(["pixel_values", "input_ids"], batch | dims | {"seq": SIZES["seq"]},
+                              fixed | _image_tokens(config)))
     elif main == "input_values":
         audio = {"samples": (3200, 4800)}
         out.append(Inputs(["input_values"], batch | audio, {"layout": "samples"}))
@@ -607,6 +629,10 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
         for first in (True, False):
             out.append(Inputs(names, dims, {"bins": bins, "frames": frames, "bins_first": first}))
         out.append(Inputs(names, dims, {"bins": bins, "frames": frames, "bins_first": False, "channel": True}))
+        if "feature_lens" in params:  # Qwen2.5-Omni's audio tower: one clip's bins by frames, and its length
+            lens = ["feature_lens"] + (["aftercnn_lens"] if "aftercnn_lens" in params else [])
+            out.append(Inputs(["input_features"] + lens, {}, {"bins": bins, "frames": frames,
+                                                                       "bins_first": True, "unbatched": True}))
     else:
         names = ["input_ids"] + (["attention_mask"] if "attention_mask" in params else [])
         dims = batch | {"seq": SIZES["seq"]}
