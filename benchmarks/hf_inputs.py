@@ -17,6 +17,8 @@ config's fields, the same rule for every class of a family:
   config;
 * patch sequences with their shapes (SigLIP2's ``pixel_attention_mask`` and ``spatial_shapes``):
   ``[batch, patches, channels * patch_size**2]`` of a square grid;
+* images under other names (BridgeTower's ``image``, SegGPT's prompt image and mask), a speech
+  encoder-decoder's waveform ``inputs`` with decoder ids;
 * trajectories (Decision Transformer's ``states``, ``actions``, ``returns_to_go``, ``timesteps``);
 * log-mel frames (Gemma 3n's ``audio_mel``, ``[batch, frames, input_feat_size]``) and their mask;
 * spectrogram vocoders (``spectrogram``): ``[batch, frames, model_in_dim]``.
@@ -157,6 +159,27 @@ def _mel_sets(model: torch.nn.Module, params: dict) -> list:
     return [(names, {"batch": (2, 3)}, {"bins": bins, "frames": 64})]
 
 
+def _image_sets(model: torch.nn.Module, params: dict, image: dict, fixed: dict) -> list:
+    """Images under other names: BridgeTower's vision tower's ``image``; SegGPT's prompt image and mask
+    beside its image."""
+    required = _required(model)
+    if "image" in required:
+        image, fixed = image or {"image": (64, 96)}, fixed or {"channels": 3}
+        return [(["image"], {"batch": (2, 3)} | image, fixed)]
+    if "prompt_pixel_values" in required and image:
+        names = ["pixel_values", "prompt_pixel_values"] + (["prompt_masks"] if "prompt_masks" in params else [])
+        return [(names, {"batch": (2, 3)} | image, fixed)]
+    return []
+
+
+def _speech_sets(model: torch.nn.Module, params: dict) -> list:
+    """A speech encoder-decoder led by ``inputs`` (SpeechEncoderDecoder): a waveform and decoder ids."""
+    if getattr(model, "main_input_name", None) != "inputs" or "decoder_input_ids" not in params:
+        return []
+    dims = {"batch": (2, 3), "samples": (3200, 4800), "decoder_seq": (5, 9)}
+    return [(["inputs", "decoder_input_ids"], dims, {"layout": "samples"})]
+
+
 def _vocoder_sets(model: torch.nn.Module, params: dict) -> list:
     if "spectrogram" not in params:
         return []
@@ -169,6 +192,7 @@ def family_sets(model: torch.nn.Module, image: dict, fixed: dict) -> list:
     params = inspect.signature(model.forward).parameters
     return (_grid_sets(model, params) + _video_sets(model, params, image, fixed) + _series_sets(model, params)
             + _pair_sets(model, params, image, fixed) + _trajectory_sets(model, params)
+            + _image_sets(model, params, image, fixed) + _speech_sets(model, params)
             + _navit_sets(model, params) + _mel_sets(model, params) + _vocoder_sets(model, params))
 
 
@@ -262,16 +286,19 @@ def _width(m: torch.nn.Module) -> int:
 
 def embeds(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
     """Hidden states ``[batch, seq, hidden_size]`` (a tower fed by another: a multimodal encoder's
-    ``hidden_states``, a Q-Former's ``query_embeds``), or the set's pixels where it lays them out."""
+    ``hidden_states``, a Q-Former's ``query_embeds``), or the set's pixels or waveform where it lays
+    them out."""
     if s.get("pixels") in ("patches", "patch_images"):
         return pixels(m, s, g)
+    if s.get("layout") == "samples":
+        return torch.randn(s["batch"], s["samples"], generator=g)
     return torch.randn(s["batch"], s["seq"], _width(m), generator=g)
 
 
 EMBEDS = ("hidden_states", "inputs_embeds", "query_embeds", "context", "encoder_hidden_states", "action_embeds",
           "inputs")
 
-MAKERS = {n: embeds for n in EMBEDS} | {
+MAKERS = {n: embeds for n in EMBEDS} | {n: pixels for n in ("image", "prompt_pixel_values", "prompt_masks")} | {
     "pixel_values_videos": pixels,
     "grid_thw": lambda m, s, g: _grid(s),
     "image_grid_thw": lambda m, s, g: _grid(s),
@@ -307,6 +334,10 @@ MAKERS = {n: embeds for n in EMBEDS} | {
 def axes(name: str, fixed: dict) -> dict | None:
     """``{axis: dim name}`` of an input this module lays out, else None."""
     layout = fixed.get("pixels")
+    if name in ("image", "prompt_pixel_values", "prompt_masks"):
+        return {0: "batch", 2: "image", 3: "image"}
+    if name == "inputs" and fixed.get("layout") == "samples":
+        return {0: "batch", 1: "samples"}
     if name in ("pixel_values", "pixel_values_videos", "hidden_states") and layout:
         return {"video": {0: "batch", 3: "image", 4: "image"}, "video_cf": {0: "batch", 3: "image", 4: "image"},
                 "pair": {0: "batch", 3: "image", 4: "image"}, "navit": {0: "batch"},

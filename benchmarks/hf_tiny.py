@@ -600,6 +600,9 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
     if main == "pixel_values" or ("pixel_values" in params and "input_ids" not in params):
         dims, fixed = _image_dims(model)
         out.append(Inputs(["pixel_values"], batch | dims, fixed))
+        if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:  # an image to text
+            decoder = {"decoder_seq": SIZES["decoder_seq"]}
+            out.append(Inputs(["pixel_values", "decoder_input_ids"], batch | dims | decoder, fixed))
         if "input_ids" in params:  # an image-text model led by its image (InstructBLIP): with a text
             out.append(Inputs(["pixel_values", "input_ids"], batch | dims | {"seq": SIZES["seq"]},
                               fixed | _image_tokens(config)))
