@@ -15,6 +15,7 @@ config's fields, the same rule for every class of a family:
 * time series (``past_values``): ``[batch, context (+ the largest lag)]`` (or ``[..., channels]``)
   with the time features, observed mask and future values the forward takes, the lengths from the
   config;
+* Pix2Struct's ``flattened_patches`` (each patch's row, column and pixels);
 * patch sequences with their shapes (SigLIP2's ``pixel_attention_mask`` and ``spatial_shapes``):
   ``[batch, patches, channels * patch_size**2]`` of a square grid;
 * images under other names (BridgeTower's ``image``, SegGPT's prompt image and mask), a speech
@@ -180,6 +181,28 @@ def _speech_sets(model: torch.nn.Module, params: dict) -> list:
     return [(["inputs", "decoder_input_ids"], dims, {"layout": "samples"})]
 
 
+def _flattened_sets(model: torch.nn.Module, params: dict) -> list:
+    """Pix2Struct's and Kosmos-2.5's ``flattened_patches``: ``[batch, patches, 2 + patch_embed_hidden_size]``,
+    each patch's row and column (1-based) then its pixels; with decoder ids where the model decodes."""
+    if "flattened_patches" not in params:
+        return []
+    vision = _vision(model.config)
+    names = ["flattened_patches"]
+    dims = {"batch": (2, 3)}
+    if getattr(model.config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
+        names.append("decoder_input_ids")
+        dims["decoder_seq"] = (5, 9)
+    return [(names, dims, {"grid": 4, "width": int(_first(vision, ("patch_embed_hidden_size",), 768))})]
+
+
+def _flattened(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
+    side = s["grid"]
+    rows = torch.arange(1, side + 1).repeat_interleave(side).float()
+    cols = torch.arange(1, side + 1).repeat(side).float()
+    place = torch.stack([rows, cols], -1).expand(s["batch"], side * side, 2)
+    return torch.cat([place, torch.randn(s["batch"], side * side, s["width"], generator=g)], -1)
+
+
 def _vocoder_sets(model: torch.nn.Module, params: dict) -> list:
     if "spectrogram" not in params:
         return []
@@ -192,7 +215,7 @@ def family_sets(model: torch.nn.Module, image: dict, fixed: dict) -> list:
     params = inspect.signature(model.forward).parameters
     return (_grid_sets(model, params) + _video_sets(model, params, image, fixed) + _series_sets(model, params)
             + _pair_sets(model, params, image, fixed) + _trajectory_sets(model, params)
-            + _image_sets(model, params, image, fixed) + _speech_sets(model, params)
+            + _image_sets(model, params, image, fixed) + _speech_sets(model, params) + _flattened_sets(model, params)
             + _navit_sets(model, params) + _mel_sets(model, params) + _vocoder_sets(model, params))
 
 
@@ -305,6 +328,7 @@ MAKERS = {n: embeds for n in EMBEDS} | {n: pixels for n in ("image", "prompt_pix
     "merge_sizes": lambda m, s, g: torch.tensor([s["merge"]], dtype=torch.int64),
     "pixel_attention_mask": lambda m, s, g: torch.ones(s["batch"], s["grid"] ** 2, dtype=torch.int64),
     "spatial_shapes": lambda m, s, g: torch.tensor([[s["grid"], s["grid"]]] * s["batch"], dtype=torch.int64),
+    "flattened_patches": _flattened,
     "input_features_mask": lambda m, s, g: torch.ones(s["batch"], s["frames"], dtype=torch.int64),
     "feature_lens": lambda m, s, g: torch.tensor([s["frames"]], dtype=torch.int64),
     "aftercnn_lens": lambda m, s, g: torch.tensor([(s["frames"] - 1) // 2 + 1], dtype=torch.int64),  # stride 2
@@ -352,7 +376,7 @@ def axes(name: str, fixed: dict) -> dict | None:
     if name in ("qformer_input_ids", "audio_input_ids", "states", "actions", "rewards", "returns_to_go",
                 "timesteps") or name in EMBEDS:
         return {0: "batch", 1: "seq"}
-    if name in ("audio_mel", "audio_mel_mask"):
+    if name in ("audio_mel", "audio_mel_mask", "flattened_patches"):
         return {0: "batch"}
     if name in ("grid_thw", "image_grid_thw", "merge_sizes", "feature_lens", "aftercnn_lens"):
         return {}
