@@ -15,6 +15,7 @@ config's fields, the same rule for every class of a family:
 * time series (``past_values``): ``[batch, context (+ the largest lag)]`` (or ``[..., channels]``)
   with the time features, observed mask and future values the forward takes, the lengths from the
   config;
+* LXMERT's regions (``visual_feats``, ``visual_pos``) beside its text;
 * Pix2Struct's ``flattened_patches`` (each patch's row, column and pixels);
 * patch sequences with their shapes (SigLIP2's ``pixel_attention_mask`` and ``spatial_shapes``):
   ``[batch, patches, channels * patch_size**2]`` of a square grid;
@@ -203,6 +204,17 @@ def _flattened(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
     return torch.cat([place, torch.randn(s["batch"], side * side, s["width"], generator=g)], -1)
 
 
+def _region_sets(model: torch.nn.Module, params: dict) -> list:
+    """LXMERT's detected regions beside its text: ``visual_feats`` ``[batch, regions, visual_feat_dim]``
+    and their boxes ``visual_pos`` ``[batch, regions, 4]``."""
+    if "visual_feats" not in params or "visual_pos" not in params:
+        return []
+    config = model.config
+    fixed = {"regions": 6, "feat": int(_first(config, ("visual_feat_dim",), 2048)),
+             "pos": int(_first(config, ("visual_pos_dim",), 4))}
+    return [(["input_ids", "visual_feats", "visual_pos"], {"batch": (2, 3), "seq": (7, 11)}, fixed)]
+
+
 def _vocoder_sets(model: torch.nn.Module, params: dict) -> list:
     if "spectrogram" not in params:
         return []
@@ -216,7 +228,8 @@ def family_sets(model: torch.nn.Module, image: dict, fixed: dict) -> list:
     return (_grid_sets(model, params) + _video_sets(model, params, image, fixed) + _series_sets(model, params)
             + _pair_sets(model, params, image, fixed) + _trajectory_sets(model, params)
             + _image_sets(model, params, image, fixed) + _speech_sets(model, params) + _flattened_sets(model, params)
-            + _navit_sets(model, params) + _mel_sets(model, params) + _vocoder_sets(model, params))
+            + _navit_sets(model, params) + _mel_sets(model, params) + _vocoder_sets(model, params)
+            + _region_sets(model, params))
 
 
 def _required(model: torch.nn.Module) -> set:
@@ -329,6 +342,8 @@ MAKERS = {n: embeds for n in EMBEDS} | {n: pixels for n in ("image", "prompt_pix
     "pixel_attention_mask": lambda m, s, g: torch.ones(s["batch"], s["grid"] ** 2, dtype=torch.int64),
     "spatial_shapes": lambda m, s, g: torch.tensor([[s["grid"], s["grid"]]] * s["batch"], dtype=torch.int64),
     "flattened_patches": _flattened,
+    "visual_feats": lambda m, s, g: torch.randn(s["batch"], s["regions"], s["feat"], generator=g),
+    "visual_pos": lambda m, s, g: torch.rand(s["batch"], s["regions"], s["pos"], generator=g),
     "input_features_mask": lambda m, s, g: torch.ones(s["batch"], s["frames"], dtype=torch.int64),
     "feature_lens": lambda m, s, g: torch.tensor([s["frames"]], dtype=torch.int64),
     "aftercnn_lens": lambda m, s, g: torch.tensor([(s["frames"] - 1) // 2 + 1], dtype=torch.int64),  # stride 2
@@ -376,7 +391,7 @@ def axes(name: str, fixed: dict) -> dict | None:
     if name in ("qformer_input_ids", "audio_input_ids", "states", "actions", "rewards", "returns_to_go",
                 "timesteps") or name in EMBEDS:
         return {0: "batch", 1: "seq"}
-    if name in ("audio_mel", "audio_mel_mask", "flattened_patches"):
+    if name in ("audio_mel", "audio_mel_mask", "flattened_patches", "visual_feats", "visual_pos"):
         return {0: "batch"}
     if name in ("grid_thw", "image_grid_thw", "merge_sizes", "feature_lens", "aftercnn_lens"):
         return {}

@@ -632,6 +632,9 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
         for first in (True, False):
             out.append(Inputs(names, dims, {"bins": bins, "frames": frames, "bins_first": first}))
         out.append(Inputs(names, dims, {"bins": bins, "frames": frames, "bins_first": False, "channel": True}))
+        if "input_features_mask" in params and "input_features_mask" not in names:  # AudioFlamingo3's encoder
+            out += [Inputs(names + ["input_features_mask"], dims, {"bins": bins, "frames": frames, "bins_first": f})
+                    for f in (True, False)]
         if "feature_lens" in params:  # Qwen2.5-Omni's audio tower: one clip's bins by frames, and its length
             lens = ["feature_lens"] + (["aftercnn_lens"] if "aftercnn_lens" in params else [])
             out.append(Inputs(["input_features"] + lens, {}, {"bins": bins, "frames": frames,
@@ -648,6 +651,9 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
         if "pixel_values" in params:
             image, fixed = _image_dims(model)
             out.append(Inputs(names + ["pixel_values"], dims | image, fixed))
+        if "input_features" in params:  # a text-audio model (CLAP): a spectrogram [batch, 1, frames, bins]
+            audio = {"bins": hf_inputs.mel_bins(config), "frames": 64, "bins_first": False}
+            out += [Inputs(names + ["input_features"], dims, audio | {"channel": c}) for c in (True, False)]
         if "attention_mask" in names:
             out.append(Inputs([n for n in names if n != "attention_mask"], dims, {}))
     image, fixed = _image_dims(model) if "pixel_values" in params or "pixel_values_videos" in params else ({}, {})
