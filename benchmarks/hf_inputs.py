@@ -216,10 +216,11 @@ def _region_sets(model: torch.nn.Module, params: dict) -> list:
 
 
 def _vocoder_sets(model: torch.nn.Module, params: dict) -> list:
-    if "spectrogram" not in params:
-        return []
-    bins = int(_first(model.config, ("model_in_dim", "num_mel_bins"), 80))
-    return [(["spectrogram"], {"batch": (2, 3), "frames": (16, 24)}, {"bins": bins})]
+    """A vocoder's spectrogram: ``spectrogram`` ``[batch, frames, bins]`` (SpeechT5's HiFi-GAN),
+    ``mel_spectrogram`` ``[batch, bins, frames]`` (BigVGAN)."""
+    bins = int(_first(model.config, ("model_in_dim", "num_mel_bins", "mel_dim"), 80))
+    dims = {"batch": (2, 3), "frames": (16, 24)}
+    return [([n], dims, {"bins": bins}) for n in ("spectrogram", "mel_spectrogram") if n in params]
 
 
 def family_sets(model: torch.nn.Module, image: dict, fixed: dict) -> list:
@@ -358,6 +359,7 @@ MAKERS = {n: embeds for n in EMBEDS} | {n: pixels for n in ("image", "prompt_pix
     "past_values_padding": lambda m, s, g: torch.zeros(s["batch"], s["length"]),
     "freq": lambda m, s, g: torch.zeros(s["batch"], 1, dtype=torch.int64),
     "spectrogram": lambda m, s, g: torch.randn(s["batch"], s["frames"], s["bins"], generator=g),
+    "mel_spectrogram": lambda m, s, g: torch.randn(s["batch"], s["bins"], s["frames"], generator=g),
     "states": lambda m, s, g: torch.randn(s["batch"], s["seq"], s["state_dim"], generator=g),
     "actions": lambda m, s, g: torch.randn(s["batch"], s["seq"], s["act_dim"], generator=g),
     "rewards": lambda m, s, g: torch.randn(s["batch"], s["seq"], 1, generator=g),
@@ -386,6 +388,8 @@ def axes(name: str, fixed: dict) -> dict | None:
         return {0: "batch"}
     if name == "spectrogram":
         return {0: "batch", 1: "frames"}
+    if name == "mel_spectrogram":
+        return {0: "batch", 2: "frames"}
     if name == "task_inputs":
         return {0: "batch"}
     if name in ("qformer_input_ids", "audio_input_ids", "states", "actions", "rewards", "returns_to_go",

@@ -51,7 +51,7 @@ _LAYERS = re.compile(r"^(num_(hidden_|encoder_|decoder_|text_|vision_|audio_|tra
                      r"(encoder|decoder|text|vision|audio)_layers|depth|num_hidden_blocks|num_blocks)$")
 _WIDTH = re.compile(r"^(hidden_size|d_model|n_embd|n_embed|embed_dim|dim|hidden_dim|d_embed|model_dim|emb_dim|"
                     r"word_embed_proj_dim|projection_dim|proj_dim|text_embed_dim|vision_embed_dim|"
-                    r"(encoder|decoder|text|vision|audio)_hidden_size|d_hidden|d_latents)$")
+                    r"(encoder|decoder|text|vision|audio|backbone)_hidden_size|d_hidden|d_latents)$")
 _HEADS = re.compile(r"^(num_attention_heads|n_heads?|num_heads|(encoder|decoder)_attention_heads|attention_heads|"
                     r"num_(encoder|decoder)_attention_heads)$")
 _KV = re.compile(r"^(num_key_value_heads|num_kv_heads|n_kv_heads|multi_query_group_num)$")
@@ -258,7 +258,7 @@ def _dict_rule(value: dict, config: Any) -> dict:
 def _int_rule(name: str, value: int, rules: Rules, config: Any) -> int | None:
     if _LAYERS.match(name):
         return min(value, LAYERS) if rules.layers else None
-    if "vocab_size" in name and value > VOCAB:
+    if ("vocab_size" in name or name.endswith("_vocab")) and value > VOCAB:  # BLT's hash byte-group vocabulary
         return VOCAB
     if _EXPERTS.match(name):
         return min(value, EXPERTS)
@@ -297,6 +297,8 @@ def _int_rule(name: str, value: int, rules: Rules, config: Any) -> int | None:
         return min(value, QUERIES)
     if name == "max_source_positions":
         return min(value, 32)
+    if name == "upsample_initial_channel":  # a HiFi-GAN vocoder's first width, halved at each upsampling
+        return min(value, WIDTH)
     if name in ("embedding_size", "hidden_channels", "num_features"):
         return min(value, 32)
     return None
