@@ -1,8 +1,12 @@
-"""Example inputs of the model families whose forward takes more than text, an image or audio.
+"""Example inputs of a transformers model, chosen by its forward's parameter names and its config.
 
-``hf_tiny.candidates`` tries its generic input sets first (token ids, a square image, a waveform or
-a spectrogram), then the sets of this module, each chosen by the forward's parameter names and the
-config's fields, the same rule for every class of a family:
+``candidates(model)`` gives the input sets (``Inputs``: tensors by name, which dims are dynamic) to
+try in order. First the generic ones, by the model's main input: token ids (with an attention mask,
+decoder ids, boxes, an image or a spectrogram where the forward takes them), a square image (alone,
+with decoder ids, with a text holding the image's placeholder tokens), a waveform (``[batch,
+samples]``, ``[batch, channels, samples]``, frames by bins), a spectrogram (bins by frames, frames
+by bins, with a channel axis; one clip with its lengths where the forward takes ``feature_lens``).
+Then the sets of the families whose forward takes more, the same rule for every class of a family:
 
 * patch sequences with a grid (Qwen2-VL's vision tower and its kin: ``forward(hidden_states |
   pixel_values, grid_thw)``): one image of ``2 * merge`` by ``2 * merge`` patches, ``[patches,
@@ -25,7 +29,7 @@ config's fields, the same rule for every class of a family:
 * log-mel frames (Gemma 3n's ``audio_mel``, ``[batch, frames, input_feat_size]``) and their mask;
 * spectrogram vocoders (``spectrogram``): ``[batch, frames, model_in_dim]``.
 
-``fill(model, names, dims)`` then gives a forward's required parameters the set leaves out where a
+``fill(model, names, dims, fixed)`` then gives a forward's required parameters the set leaves out where a
 maker of this module knows them by name (BLIP-2's ``input_ids`` beside its image, InstructBLIP's
 ``qformer_input_ids``; a tower's ``hidden_states`` or ``inputs_embeds`` fed by another,
 ``[batch, seq, hidden_size]``), at the text length.
@@ -36,12 +40,14 @@ made and the set's fixed sizes.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any
 
 import torch
 
 VOCAB = 1000
+SIZES = {"batch": (2, 3), "seq": (7, 11), "decoder_seq": (5, 9)}  # example size, other size
 
 
 def _first(config: Any, names: tuple, default: Any = None) -> Any:
@@ -242,14 +248,14 @@ def _required(model: torch.nn.Module) -> set:
 IDS = ("input_ids", "qformer_input_ids", "audio_input_ids", "decoder_input_ids")
 
 
-def fill(model: torch.nn.Module, names: list, dims: dict, fixed: dict, known: Any) -> tuple | None:
+def fill(model: torch.nn.Module, names: list, dims: dict, fixed: dict) -> tuple | None:
     """``(names, dims, fixed)`` with the forward's required parameters ``names`` leaves out, where a
-    maker of ``known`` makes them (token ids at the text length ``seq``, a waveform of ``samples``,
+    maker makes them (token ids at the text length ``seq``, a waveform of ``samples``,
     a spectrogram of the config's bins); None where one is left that no maker knows."""
     missing = [n for n in sorted(_required(model)) if n not in names]
     if not missing:
         return names, dims, fixed
-    if any(n not in known for n in missing):
+    if any(n not in MAKERS for n in missing):
         return None
     params = inspect.signature(model.forward).parameters
     names = [n for n in names if n in params]  # not the generic token ids a ``**kwargs`` would swallow
@@ -312,10 +318,6 @@ def _series(s: dict, length: str, g: torch.Generator) -> torch.Tensor:
     return torch.randn(*shape, generator=g)
 
 
-def _ids(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
-    return torch.randint(3, max(4, min(_vocab(m), VOCAB)), (s["batch"], s["seq"]), generator=g)
-
-
 def _width(m: torch.nn.Module) -> int:
     config = m.config
     return int(_first(config, ("hidden_size", "d_model", "embed_dim", "dim"), 128))
@@ -335,7 +337,7 @@ def embeds(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
 EMBEDS = ("hidden_states", "inputs_embeds", "query_embeds", "context", "encoder_hidden_states", "action_embeds",
           "inputs")
 
-MAKERS = {n: embeds for n in EMBEDS} | {n: pixels for n in ("image", "prompt_pixel_values", "prompt_masks")} | {
+_FAMILY_MAKERS = {n: embeds for n in EMBEDS} | {n: pixels for n in ("image", "prompt_pixel_values", "prompt_masks")} | {
     "pixel_values_videos": pixels,
     "grid_thw": lambda m, s, g: _grid(s),
     "image_grid_thw": lambda m, s, g: _grid(s),
@@ -365,14 +367,14 @@ MAKERS = {n: embeds for n in EMBEDS} | {n: pixels for n in ("image", "prompt_pix
     "rewards": lambda m, s, g: torch.randn(s["batch"], s["seq"], 1, generator=g),
     "returns_to_go": lambda m, s, g: torch.randn(s["batch"], s["seq"], 1, generator=g),
     "timesteps": lambda m, s, g: torch.arange(s["seq"]).expand(s["batch"], s["seq"]).contiguous(),
-    "qformer_input_ids": _ids,
-    "audio_input_ids": _ids,
+    "qformer_input_ids": lambda m, s, g: _ids(m, s, g),
+    "audio_input_ids": lambda m, s, g: _ids(m, s, g),
     "task_inputs": lambda m, s, g: torch.randint(3, max(4, min(_vocab(m), VOCAB)), (  # OneFormer's task prompt
         s["batch"], int(_first(m.config, ("task_seq_len",), 8))), generator=g),
 }
 
 
-def axes(name: str, fixed: dict) -> dict | None:
+def _family_axes(name: str, fixed: dict) -> dict | None:
     """``{axis: dim name}`` of an input this module lays out, else None."""
     layout = fixed.get("pixels")
     if name in ("image", "prompt_pixel_values", "prompt_masks"):
@@ -400,3 +402,190 @@ def axes(name: str, fixed: dict) -> dict | None:
     if name in ("grid_thw", "image_grid_thw", "merge_sizes", "feature_lens", "aftercnn_lens"):
         return {}
     return None
+
+
+# ------------------------------------------------------------------------------- generic sets
+@dataclasses.dataclass
+class Inputs:
+    """Generic inputs of a model: which tensors (by forward parameter), and which of their dims
+    are dynamic (``dims``: name -> example and other size; the rest of the sizes fixed)."""
+
+    names: list
+    dims: dict  # dim name -> (example size, other size)
+    fixed: dict  # name -> fixed sizes used by the makers (image side, channels, audio bins...)
+
+    def make(self, model: torch.nn.Module, which: int, seed: int = 0) -> dict:
+        """The tensors at the example (``which=0``) or the other (``1``) sizes of the dynamic dims."""
+        size = {d: v[which] for d, v in self.dims.items()}
+        size |= {d: v for d, v in self.fixed.items() if d not in size}
+        gen = torch.Generator().manual_seed(seed + which)
+        return {name: MAKERS[name](model, size, gen) for name in self.names}
+
+    def dynamic_shapes(self) -> dict:
+        """``{input: {axis: dim name}}`` of the dynamic dims."""
+        out = {}
+        for name in self.names:
+            axes = {axis: dim for axis, dim in _axes(name, self.fixed).items() if dim in self.dims}
+            out[name] = axes or None
+        return out
+
+
+def _ids(model, size, gen, length="seq"):
+    ids = torch.randint(3, max(4, min(_vocab(model), VOCAB)), (size["batch"], size[length]), generator=gen)
+    token, count = size.get("image_token"), size.get("image_tokens", 0)
+    if length == "seq" and token is not None and count:  # the image's placeholders, then the text
+        ids = torch.cat([torch.full((size["batch"], count), token), torch.where(ids == token, 3, ids)], 1)
+    return ids
+
+
+def _image_tokens(config: Any) -> dict:
+    """``{"image_token": id, "image_tokens": count}`` of a model taking a fixed count of image
+    placeholders in its text (BLIP-2's query tokens), else ``{}``."""
+    token = next((getattr(config, n) for n in ("image_token_id", "image_token_index")
+                  if isinstance(getattr(config, n, None), int)), None)
+    count = next((getattr(config, n) for n in ("num_query_tokens", "image_seq_length", "mm_tokens_per_image")
+                  if isinstance(getattr(config, n, None), int)), None)
+    return {"image_token": token, "image_tokens": count} if token is not None and count else {}
+
+
+def _image_channels(model) -> int:
+    config = model.config
+    vision = getattr(config, "vision_config", None) or config
+    return int(getattr(vision, "num_channels", None) or getattr(config, "num_channels", 3) or 3)
+
+
+def _values_shape(s: dict) -> tuple:
+    """A waveform ``[samples]``, ``[channels, samples]``, or a spectrogram ``[frames, bins]``."""
+    layout = s.get("layout", "samples")
+    if layout == "channels":
+        return s["channels"], s["samples"]
+    if layout == "frames":
+        return s["frames"], s["bins"]
+    return (s["samples"],)
+
+
+MAKERS = {
+    "input_ids": lambda m, s, g: _ids(m, s, g),
+    "attention_mask": lambda m, s, g: torch.ones(s["batch"], s["seq"], dtype=torch.int64),
+    "decoder_input_ids": lambda m, s, g: _ids(m, s, g, "decoder_seq"),
+    "pixel_values": pixels,
+    "input_values": lambda m, s, g: torch.randn(s["batch"], *_values_shape(s), generator=g),
+    "input_features": lambda m, s, g: torch.randn(*(() if s.get("unbatched") else (s["batch"],)), *(
+        (1,) if s.get("channel") else ()), *(
+        (s["bins"], s["frames"]) if s["bins_first"] else (s["frames"], s["bins"])), generator=g),
+    "noise": lambda m, s, g: torch.rand(s["batch"], _patches(m, s["image"]), generator=g),
+    "bbox": lambda m, s, g: torch.sort(torch.randint(0, 1000, (s["batch"], s["seq"], 4), generator=g), -1)[0][
+        ..., [0, 1, 2, 3]],
+} | {n: f for n, f in _FAMILY_MAKERS.items() if n != "pixel_values"}
+AXES = {
+    "input_ids": {0: "batch", 1: "seq"},
+    "attention_mask": {0: "batch", 1: "seq"},
+    "decoder_input_ids": {0: "batch", 1: "decoder_seq"},
+    "pixel_values": {0: "batch", 2: "image", 3: "image"},  # square images: one dim
+    "input_values": {0: "batch", 1: "samples"},
+    "input_features": {0: "batch"},
+    "bbox": {0: "batch", 1: "seq"},
+    "noise": {0: "batch"},
+}
+
+
+def _patches(model: torch.nn.Module, side: int) -> int:
+    """The patch count of a square image of ``side`` pixels (ViTMAE's ``noise``: one value per patch)."""
+    patch = getattr(_vision(model.config), "patch_size", 16)
+    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
+    return (side // patch) ** 2
+
+
+def _axes(name: str, fixed: dict) -> dict:
+    """``{axis: dim name}`` of an input, by the layout of a waveform (``[batch, channels, samples]``:
+    samples is axis 2)."""
+    if name == "input_features" and fixed.get("unbatched"):
+        return {}
+    if name == "input_values" and fixed.get("layout") == "channels":
+        return {0: "batch", 2: "samples"}
+    family = _family_axes(name, fixed)
+    return AXES[name] if family is None else family
+
+
+def _image_dims(model: torch.nn.Module) -> tuple[dict, dict]:
+    """``(dims, fixed)`` of square images of the vision config's size; the other size two patches
+    (or 32 pixels) more."""
+    vision = _vision(model.config)
+    side = getattr(vision, "image_size", None)
+    side = side[0] if isinstance(side, (list, tuple)) else side
+    side = int(side) if isinstance(side, int) else 64
+    patch = getattr(vision, "patch_size", None)
+    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
+    step = 2 * patch if isinstance(patch, int) and patch > 0 else 32
+    return {"image": (side, side + step)}, {"channels": _image_channels(model)}
+
+
+def candidates(model: torch.nn.Module) -> list[Inputs]:
+    """Input sets to try, in order, for ``model`` (by its main input and ``forward``'s parameters)."""
+    params = inspect.signature(model.forward).parameters
+    main = getattr(model, "main_input_name", "input_ids")
+    config = model.config
+    batch = {"batch": SIZES["batch"]}
+    out = []
+    if main == "pixel_values" or ("pixel_values" in params and "input_ids" not in params):
+        dims, fixed = _image_dims(model)
+        out.append(Inputs(["pixel_values"], batch | dims, fixed))
+        if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:  # an image to text
+            decoder = {"decoder_seq": SIZES["decoder_seq"]}
+            out.append(Inputs(["pixel_values", "decoder_input_ids"], batch | dims | decoder, fixed))
+        if "input_ids" in params:  # an image-text model led by its image (InstructBLIP): with a text
+            out.append(Inputs(["pixel_values", "input_ids"], batch | dims | {"seq": SIZES["seq"]},
+                              fixed | _image_tokens(config)))
+    elif main == "input_values":
+        audio = {"samples": (3200, 4800)}
+        out.append(Inputs(["input_values"], batch | audio, {"layout": "samples"}))
+        channels = getattr(config, "audio_channels", None) or 1
+        out.append(Inputs(["input_values"], batch | audio, {"layout": "channels", "channels": channels}))
+        bins = next((getattr(config, n) for n in ("num_mel_bins", "feature_size") if
+                     isinstance(getattr(config, n, None), int)), 128)
+        frames = getattr(config, "max_length", None)
+        out.append(Inputs(["input_values"], batch, {"layout": "frames", "bins": bins,
+                                                    "frames": frames if isinstance(frames, int) else 1024}))
+        if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:  # Moonshine
+            decoder = batch | audio | {"decoder_seq": SIZES["decoder_seq"]}
+            out.append(Inputs(["input_values", "decoder_input_ids"], decoder, {"layout": "samples"}))
+    elif main == "input_features":
+        bins = mel_bins(config)  # the model's or its audio encoder's
+        source = getattr(config, "max_source_positions", None)
+        frames = 2 * source if isinstance(source, int) else 64
+        window = getattr(config, "n_window", None)
+        if isinstance(window, int) and window > 0:  # an encoder reading its frames in windows of 2 * n_window
+            frames = 2 * window
+        names = ["input_features"] + (["decoder_input_ids"] if getattr(config, "is_encoder_decoder", False)
+                                      and "decoder_input_ids" in params else [])
+        dims = batch | ({"decoder_seq": SIZES["decoder_seq"]} if len(names) > 1 else {})
+        for first in (True, False):
+            out.append(Inputs(names, dims, {"bins": bins, "frames": frames, "bins_first": first}))
+        out.append(Inputs(names, dims, {"bins": bins, "frames": frames, "bins_first": False, "channel": True}))
+        if "input_features_mask" in params and "input_features_mask" not in names:  # AudioFlamingo3's encoder
+            out += [Inputs(names + ["input_features_mask"], dims, {"bins": bins, "frames": frames, "bins_first": f})
+                    for f in (True, False)]
+        if "feature_lens" in params:  # Qwen2.5-Omni's audio tower: one clip's bins by frames, and its length
+            lens = ["feature_lens"] + (["aftercnn_lens"] if "aftercnn_lens" in params else [])
+            out.append(Inputs(["input_features"] + lens, {}, {"bins": bins, "frames": frames,
+                                                                       "bins_first": True, "unbatched": True}))
+    else:
+        names = ["input_ids"] + (["attention_mask"] if "attention_mask" in params else [])
+        dims = batch | {"seq": SIZES["seq"]}
+        if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
+            names.append("decoder_input_ids")
+            dims["decoder_seq"] = SIZES["decoder_seq"]
+        out.append(Inputs(names, dims, {}))
+        if "bbox" in params:
+            out.append(Inputs(names + ["bbox"], dims, {}))
+        if "pixel_values" in params:
+            image, fixed = _image_dims(model)
+            out.append(Inputs(names + ["pixel_values"], dims | image, fixed))
+        if "input_features" in params:  # a text-audio model (CLAP): a spectrogram [batch, 1, frames, bins]
+            audio = {"bins": mel_bins(config), "frames": 64, "bins_first": False}
+            out += [Inputs(names + ["input_features"], dims, audio | {"channel": c}) for c in (True, False)]
+        if "attention_mask" in names:
+            out.append(Inputs([n for n in names if n != "attention_mask"], dims, {}))
+    image, fixed = _image_dims(model) if "pixel_values" in params or "pixel_values_videos" in params else ({}, {})
+    out += [Inputs(*s) for s in family_sets(model, image, fixed)]
+    return out

@@ -1,4 +1,5 @@
-"""Tiny configs and example inputs for every architecture transformers ships, derived generically.
+"""Tiny configs of every architecture transformers ships, derived generically, and the probe that
+finds the first one that runs in eager on generic inputs (``hf_inputs.py``).
 
 ``attempts(model_type)`` yields configs of one model type, smallest first, each made from the config
 class's defaults by rules on its constructor's parameter names (the same rules for every class,
@@ -6,14 +7,17 @@ applied to sub-configs too):
 
 * ``tiny``: widths 128, 2 heads (1 key/value head where the default groups them), head sizes 64,
   feed-forward 256, 2 layers, vocabulary 1000, 4 experts (2 per token), images of 4 patches
-  and at least 64 pixels, stage depths 1, stage widths an eighth, positions 256;
-  (a codec's or VQ-VAE's base width, which its stages multiply, ``BASE_WIDTH``);
+  and at least 64 pixels, stage depths 1, stage widths an eighth, positions 256, object queries
+  ``QUERIES``, a codec's or VQ-VAE's base width (which its stages multiply) ``BASE_WIDTH``, a
+  backbone's ``out_indices`` as many as they were (a DPT neck takes one feature map per index);
 * ``shallow``: only layers, stage depths, vocabulary and experts reduced, widths and images as the
   defaults;
 * ``narrow``: ``tiny`` with the default number of layers and stage depths (a config class whose
   validators tie per-layer patterns to the layer count: GPT-Neo's ``attention_types``);
 * a config with more than ``MAX_PARAMETERS`` parameters (counted on the meta device) is not built;
-* a forecaster's ``prediction_length`` the config leaves unset is ``PREDICTION``;
+* what a config leaves unset and its model requires is set: a forecaster's ``prediction_length``
+  (``PREDICTION``), a routed MoE's experts per token, the window of a config naming sliding
+  attention (``SLIDING_WINDOW``), BLIP-2's image token, X-MOD's default language;
 * where a config's validators refuse the changes, those its error message names are left at their
   defaults (``construct``).
 
@@ -21,10 +25,10 @@ applied to sub-configs too):
 matrices the model's own initialization leaves all zero, a mixture-of-experts router's gate for one,
 drawn from N(0, 0.02) so that the router's scores do not tie and which experts eager PyTorch picks is
 defined);
-``probe`` finds the first attempt whose model runs in eager on generic inputs (``Inputs``; the input
-sets of families past text, image and audio, and the required parameters they fill, in ``hf_inputs.py``) and which
-dims eager also runs at another size: batch always tried, the text length, the decoder's length, the
-image size, the audio length each kept dynamic only where eager runs at another size.
+``probe`` finds the first attempt whose model runs in eager on one of its input sets
+(``hf_inputs.candidates``, the forward's required parameters filled where a maker knows them) and
+which dims eager also runs at another size: batch always tried, the text length, the decoder's
+length, the image size, the audio length each kept dynamic only where eager runs at another size.
 """
 
 from __future__ import annotations
@@ -38,13 +42,13 @@ from typing import Any
 import torch
 
 import hf_inputs
+from hf_inputs import Inputs, candidates
 
 MAX_PARAMETERS = 40_000_000
 WIDTH, HEADS, KV_HEADS, HEAD_DIM, FFN, LAYERS, VOCAB, EXPERTS, POSITIONS = 128, 2, 1, 64, 256, 2, 1000, 4, 256
 QUERIES = 16  # object queries of a detector (top-k over the anchors of a 64-pixel image)
 SLIDING_WINDOW = 4  # tokens a sliding-window layer attends, where the config leaves it unset
 PREDICTION = 8  # time steps a forecaster predicts where its config names none
-SIZES = {"batch": (2, 3), "seq": (7, 11), "decoder_seq": (5, 9)}  # example size, other size
 
 _LAYERS = re.compile(r"^(num_(hidden_|encoder_|decoder_|text_|vision_|audio_|transformer_|)layers|n_layers?|"
                      r"num_self_attends_per_block|"
@@ -466,203 +470,6 @@ def traced_difference(model: torch.nn.Module, inputs: dict) -> float:
     return worst
 
 
-# ---------------------------------------------------------------------------------------- inputs
-@dataclasses.dataclass
-class Inputs:
-    """Generic inputs of a model: which tensors (by forward parameter), and which of their dims
-    are dynamic (``dims``: name -> example and other size; the rest of the sizes fixed)."""
-
-    names: list
-    dims: dict  # dim name -> (example size, other size)
-    fixed: dict  # name -> fixed sizes used by the makers (image side, channels, audio bins...)
-
-    def make(self, model: torch.nn.Module, which: int, seed: int = 0) -> dict:
-        """The tensors at the example (``which=0``) or the other (``1``) sizes of the dynamic dims."""
-        size = {d: v[which] for d, v in self.dims.items()}
-        size |= {d: v for d, v in self.fixed.items() if d not in size}
-        gen = torch.Generator().manual_seed(seed + which)
-        return {name: MAKERS[name](model, size, gen) for name in self.names}
-
-    def dynamic_shapes(self) -> dict:
-        """``{input: {axis: dim name}}`` of the dynamic dims."""
-        out = {}
-        for name in self.names:
-            axes = {axis: dim for axis, dim in _axes(name, self.fixed).items() if dim in self.dims}
-            out[name] = axes or None
-        return out
-
-
-def _vocab(model: torch.nn.Module) -> int:
-    config = model.config
-    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
-    return int(getattr(text, "vocab_size", None) or getattr(config, "vocab_size", None) or VOCAB)
-
-
-def _ids(model, size, gen, length="seq"):
-    ids = torch.randint(3, max(4, min(_vocab(model), VOCAB)), (size["batch"], size[length]), generator=gen)
-    token, count = size.get("image_token"), size.get("image_tokens", 0)
-    if length == "seq" and token is not None and count:  # the image's placeholders, then the text
-        ids = torch.cat([torch.full((size["batch"], count), token), torch.where(ids == token, 3, ids)], 1)
-    return ids
-
-
-def _image_tokens(config: Any) -> dict:
-    """``{"image_token": id, "image_tokens": count}`` of a model taking a fixed count of image
-    placeholders in its text (BLIP-2's query tokens), else ``{}``."""
-    token = next((getattr(config, n) for n in ("image_token_id", "image_token_index")
-                  if isinstance(getattr(config, n, None), int)), None)
-    count = next((getattr(config, n) for n in ("num_query_tokens", "image_seq_length", "mm_tokens_per_image")
-                  if isinstance(getattr(config, n, None), int)), None)
-    return {"image_token": token, "image_tokens": count} if token is not None and count else {}
-
-
-def _image_channels(model) -> int:
-    config = model.config
-    vision = getattr(config, "vision_config", None) or config
-    return int(getattr(vision, "num_channels", None) or getattr(config, "num_channels", 3) or 3)
-
-
-def _values_shape(s: dict) -> tuple:
-    """A waveform ``[samples]``, ``[channels, samples]``, or a spectrogram ``[frames, bins]``."""
-    layout = s.get("layout", "samples")
-    if layout == "channels":
-        return s["channels"], s["samples"]
-    if layout == "frames":
-        return s["frames"], s["bins"]
-    return (s["samples"],)
-
-
-MAKERS = {
-    "input_ids": lambda m, s, g: _ids(m, s, g),
-    "attention_mask": lambda m, s, g: torch.ones(s["batch"], s["seq"], dtype=torch.int64),
-    "decoder_input_ids": lambda m, s, g: _ids(m, s, g, "decoder_seq"),
-    "pixel_values": hf_inputs.pixels,
-    "input_values": lambda m, s, g: torch.randn(s["batch"], *_values_shape(s), generator=g),
-    "input_features": lambda m, s, g: torch.randn(*(() if s.get("unbatched") else (s["batch"],)), *(
-        (1,) if s.get("channel") else ()), *(
-        (s["bins"], s["frames"]) if s["bins_first"] else (s["frames"], s["bins"])), generator=g),
-    "noise": lambda m, s, g: torch.rand(s["batch"], _patches(m, s["image"]), generator=g),
-    "bbox": lambda m, s, g: torch.sort(torch.randint(0, 1000, (s["batch"], s["seq"], 4), generator=g), -1)[0][
-        ..., [0, 1, 2, 3]],
-} | {n: f for n, f in hf_inputs.MAKERS.items() if n != "pixel_values"}
-AXES = {
-    "input_ids": {0: "batch", 1: "seq"},
-    "attention_mask": {0: "batch", 1: "seq"},
-    "decoder_input_ids": {0: "batch", 1: "decoder_seq"},
-    "pixel_values": {0: "batch", 2: "image", 3: "image"},  # square images: one dim
-    "input_values": {0: "batch", 1: "samples"},
-    "input_features": {0: "batch"},
-    "bbox": {0: "batch", 1: "seq"},
-    "noise": {0: "batch"},
-}
-
-
-def _patches(model: torch.nn.Module, side: int) -> int:
-    """The patch count of a square image of ``side`` pixels (ViTMAE's ``noise``: one value per patch)."""
-    patch = getattr(_vision(model.config), "patch_size", 16)
-    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
-    return (side // patch) ** 2
-
-
-def _axes(name: str, fixed: dict) -> dict:
-    """``{axis: dim name}`` of an input, by the layout of a waveform (``[batch, channels, samples]``:
-    samples is axis 2)."""
-    if name == "input_features" and fixed.get("unbatched"):
-        return {}
-    if name == "input_values" and fixed.get("layout") == "channels":
-        return {0: "batch", 2: "samples"}
-    family = hf_inputs.axes(name, fixed)
-    return AXES[name] if family is None else family
-
-
-def _vision(config) -> Any:
-    return getattr(config, "vision_config", None) or config
-
-
-def _image_dims(model: torch.nn.Module) -> tuple[dict, dict]:
-    """``(dims, fixed)`` of square images of the vision config's size; the other size two patches
-    (or 32 pixels) more."""
-    vision = _vision(model.config)
-    side = getattr(vision, "image_size", None)
-    side = side[0] if isinstance(side, (list, tuple)) else side
-    side = int(side) if isinstance(side, int) else 64
-    patch = getattr(vision, "patch_size", None)
-    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
-    step = 2 * patch if isinstance(patch, int) and patch > 0 else 32
-    return {"image": (side, side + step)}, {"channels": _image_channels(model)}
-
-
-def candidates(model: torch.nn.Module) -> list[Inputs]:
-    """Input sets to try, in order, for ``model`` (by its main input and ``forward``'s parameters)."""
-    params = inspect.signature(model.forward).parameters
-    main = getattr(model, "main_input_name", "input_ids")
-    config = model.config
-    batch = {"batch": SIZES["batch"]}
-    out = []
-    if main == "pixel_values" or ("pixel_values" in params and "input_ids" not in params):
-        dims, fixed = _image_dims(model)
-        out.append(Inputs(["pixel_values"], batch | dims, fixed))
-        if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:  # an image to text
-            decoder = {"decoder_seq": SIZES["decoder_seq"]}
-            out.append(Inputs(["pixel_values", "decoder_input_ids"], batch | dims | decoder, fixed))
-        if "input_ids" in params:  # an image-text model led by its image (InstructBLIP): with a text
-            out.append(Inputs(["pixel_values", "input_ids"], batch | dims | {"seq": SIZES["seq"]},
-                              fixed | _image_tokens(config)))
-    elif main == "input_values":
-        audio = {"samples": (3200, 4800)}
-        out.append(Inputs(["input_values"], batch | audio, {"layout": "samples"}))
-        channels = getattr(config, "audio_channels", None) or 1
-        out.append(Inputs(["input_values"], batch | audio, {"layout": "channels", "channels": channels}))
-        bins = next((getattr(config, n) for n in ("num_mel_bins", "feature_size") if
-                     isinstance(getattr(config, n, None), int)), 128)
-        frames = getattr(config, "max_length", None)
-        out.append(Inputs(["input_values"], batch, {"layout": "frames", "bins": bins,
-                                                    "frames": frames if isinstance(frames, int) else 1024}))
-        if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:  # Moonshine
-            decoder = batch | audio | {"decoder_seq": SIZES["decoder_seq"]}
-            out.append(Inputs(["input_values", "decoder_input_ids"], decoder, {"layout": "samples"}))
-    elif main == "input_features":
-        bins = hf_inputs.mel_bins(config)  # the model's or its audio encoder's
-        source = getattr(config, "max_source_positions", None)
-        frames = 2 * source if isinstance(source, int) else 64
-        window = getattr(config, "n_window", None)
-        if isinstance(window, int) and window > 0:  # an encoder reading its frames in windows of 2 * n_window
-            frames = 2 * window
-        names = ["input_features"] + (["decoder_input_ids"] if getattr(config, "is_encoder_decoder", False)
-                                      and "decoder_input_ids" in params else [])
-        dims = batch | ({"decoder_seq": SIZES["decoder_seq"]} if len(names) > 1 else {})
-        for first in (True, False):
-            out.append(Inputs(names, dims, {"bins": bins, "frames": frames, "bins_first": first}))
-        out.append(Inputs(names, dims, {"bins": bins, "frames": frames, "bins_first": False, "channel": True}))
-        if "input_features_mask" in params and "input_features_mask" not in names:  # AudioFlamingo3's encoder
-            out += [Inputs(names + ["input_features_mask"], dims, {"bins": bins, "frames": frames, "bins_first": f})
-                    for f in (True, False)]
-        if "feature_lens" in params:  # Qwen2.5-Omni's audio tower: one clip's bins by frames, and its length
-            lens = ["feature_lens"] + (["aftercnn_lens"] if "aftercnn_lens" in params else [])
-            out.append(Inputs(["input_features"] + lens, {}, {"bins": bins, "frames": frames,
-                                                                       "bins_first": True, "unbatched": True}))
-    else:
-        names = ["input_ids"] + (["attention_mask"] if "attention_mask" in params else [])
-        dims = batch | {"seq": SIZES["seq"]}
-        if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
-            names.append("decoder_input_ids")
-            dims["decoder_seq"] = SIZES["decoder_seq"]
-        out.append(Inputs(names, dims, {}))
-        if "bbox" in params:
-            out.append(Inputs(names + ["bbox"], dims, {}))
-        if "pixel_values" in params:
-            image, fixed = _image_dims(model)
-            out.append(Inputs(names + ["pixel_values"], dims | image, fixed))
-        if "input_features" in params:  # a text-audio model (CLAP): a spectrogram [batch, 1, frames, bins]
-            audio = {"bins": hf_inputs.mel_bins(config), "frames": 64, "bins_first": False}
-            out += [Inputs(names + ["input_features"], dims, audio | {"channel": c}) for c in (True, False)]
-        if "attention_mask" in names:
-            out.append(Inputs([n for n in names if n != "attention_mask"], dims, {}))
-    image, fixed = _image_dims(model) if "pixel_values" in params or "pixel_values_videos" in params else ({}, {})
-    out += [Inputs(*s) for s in hf_inputs.family_sets(model, image, fixed)]
-    return out
-
-
 def run(model: torch.nn.Module, inputs: dict) -> list[torch.Tensor]:
     """Eager outputs, flattened (tensors only, in pytree order)."""
     with torch.no_grad():
@@ -702,7 +509,7 @@ def probe(model_type: str) -> dict:
             errors.append(f"{rules.name}: build: {type(e).__name__}: {_line(e)}")
             continue
         for inputs in candidates(model):
-            filled = hf_inputs.fill(model, inputs.names, inputs.dims, inputs.fixed, MAKERS)
+            filled = hf_inputs.fill(model, inputs.names, inputs.dims, inputs.fixed)
             if filled is not None:
                 inputs = Inputs(*filled)
             need = missing_required(model, inputs.names)
