@@ -68,6 +68,8 @@ class Measure:
     specialized: list[str] = dataclasses.field(default_factory=list)
     decompose: float = math.nan
     guards: str = ""  # onnxport's decisions on the shape guards: "3 proved, 1 kept; adopted time >= 4"
+    detail: str = ""  # the first lines of the exporter's own error message (what failed, where, what to do)
+    timed_out: bool = False
 
 
 # ------------------------------------------------------------------------------------ counting
@@ -198,6 +200,12 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0][:120] if text else ''}"
 
 
+def _first_lines(e: BaseException, lines: int = 4) -> str:
+    """``Type: `` and the first ``lines`` non-empty lines of ``e``'s own message (not its cause's)."""
+    text = [t.rstrip() for t in re.sub(r"\x1b\[[0-9;]*m", "", str(e)).splitlines() if t.strip()]
+    return f"{type(e).__name__}: " + "\n".join(t[:200] for t in text[:lines])
+
+
 def specialized_dims(model: ir.Model, case: Case) -> list[str]:
     """``input[axis]=size`` for every dimension ``case.dynamic_shapes`` names dynamic that the ONNX
     model's inputs fix to a number (the exporter specialized it to the example's size)."""
@@ -266,18 +274,19 @@ def export_one(name: str, exporter: str, path: str) -> Measure:
         measure.ok = True
     except Exception as e:  # noqa: BLE001 - reported in the table
         measure.error = _first_line(e)
+        measure.detail = _first_lines(e)
     return measure
 
 
-def _export_in_fresh_process(name: str, exporter: str, directory: str) -> tuple[Measure, str]:
+def _export_in_fresh_process(name: str, exporter: str, directory: str, timeout: int = 1800) -> tuple[Measure, str]:
     path = os.path.join(directory, f"{name}.{exporter}.onnx")
     out = os.path.join(directory, f"{name}.{exporter}.json")
     cmd = [sys.executable, __file__, "--export-one", name, "--exporter", exporter, "--out", path]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800,
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               env=dict(os.environ, OMP_NUM_THREADS="1"))
     except subprocess.TimeoutExpired:
-        return Measure(error="export took over 30 minutes"), path
+        return Measure(error=f"export took over {timeout / 60:g} minutes", timed_out=True), path
     if proc.returncode != 0 or not os.path.exists(out):
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         return Measure(error=f"export process failed: {tail[0][:120]}"), path
@@ -285,10 +294,10 @@ def _export_in_fresh_process(name: str, exporter: str, directory: str) -> tuple[
         return Measure(**json.load(f)), path
 
 
-def bench_model(name: str, runs: int) -> tuple[Measure, Measure]:
+def bench_model(name: str, runs: int, timeout: int = 1800) -> tuple[Measure, Measure]:
     """Export ``name`` with each exporter in a fresh process, then, in this one, run both models in
     onnxruntime against eager PyTorch on other sizes and time them interleaved; failures are
-    recorded, not raised.
+    recorded, not raised; an export process running over ``timeout`` seconds is stopped (``timed_out``).
 
     An exporter that raises is marked failed (``ok`` False); one whose model raises in onnxruntime or
     differs from eager on the other input sets is marked wrong (``correct`` False).
@@ -302,7 +311,7 @@ def bench_model(name: str, runs: int) -> tuple[Measure, Measure]:
     measures = []
     with tempfile.TemporaryDirectory(prefix="onnxport-compare-") as directory:
         for exporter in EXPORTERS:
-            measure, path = _export_in_fresh_process(name, exporter, directory)
+            measure, path = _export_in_fresh_process(name, exporter, directory, timeout)
             measures.append(measure)
             if not measure.ok:
                 continue

@@ -1,8 +1,10 @@
 """Benchmark models built from third-party packages' own classes, seeded random weights, nothing
-downloaded: torchvision and timm classifiers, torchvision's detectors (where its compiled ops load), transformers'
-RT-DETR, RT-DETRv2 and DETR with its post-processing, Hugging Face wav2vec2, T5, Phi and a Llama decoder with its
-key/value cache as inputs. A factory raises ``ImportError`` when its package is absent
-(``compare.py`` skips the model with a note)."""
+downloaded: torchvision and timm classifiers (a ViT with dynamic image size among them), torchvision's detectors
+(where its compiled ops load), transformers' RT-DETR, RT-DETRv2 and DETR with its post-processing,
+segmentation-models-pytorch's Unet and FPN, a transformers CLIPModel, Hugging Face wav2vec2, T5, Phi and a Llama
+decoder with its key/value cache as inputs, speech toolkits' models (``tests/speech_zoo.py``: torchaudio,
+SpeechBrain, ESPnet) and diffusers' conditional UNet and VAE decoder. A factory raises ``ImportError`` when its
+package is absent (``compare.py`` and ``third_party.py`` skip the model with a note)."""
 
 from __future__ import annotations
 
@@ -292,6 +294,177 @@ def llama_cache():
     return Case(model, inputs(2, 5, 3), dims, [inputs(3, 9, 1), inputs(1, 2, 4)], relations)
 
 
+# ------------------------------------------------------------------------------------ segmentation (smp)
+def _vision_package(name: str):
+    """A package installed beside torchvision (``<venv>/vision-packages``), imported; ``ImportError`` when absent."""
+    import importlib
+    import importlib.util
+
+    if TORCHVISION is None or importlib.util.find_spec(name) is None:
+        raise ImportError(f"{name} is not installed (bash setup.sh installs it beside torchvision)")
+    return importlib.import_module(name)
+
+
+def _segmentation(architecture: str):
+    """segmentation-models-pytorch ``architecture`` on a resnet18 encoder (random weights, 3 classes) on two
+    64x96 images, dynamic batch, height and width (the encoder's stride: multiples of 32); the other input
+    sets one 96x64 image and three 128x160 ones."""
+    smp = _vision_package("segmentation_models_pytorch")
+    torch.manual_seed(0)
+    model = getattr(smp, architecture)(encoder_name="resnet18", encoder_weights=None, classes=3).eval()
+    gen = torch.Generator().manual_seed(0)
+    return Case(model, (torch.randn(2, 3, 64, 96, generator=gen),), {"x": {0: "batch", 2: "height", 3: "width"}},
+                [(torch.randn(1, 3, 96, 64, generator=gen),), (torch.randn(3, 3, 128, 160, generator=gen),)])
+
+
+def smp_unet():
+    """segmentation-models-pytorch Unet (resnet18 encoder), dynamic batch, height and width."""
+    return _segmentation("Unet")
+
+
+def smp_fpn():
+    """segmentation-models-pytorch FPN (resnet18 encoder), dynamic batch, height and width."""
+    return _segmentation("FPN")
+
+
+# ------------------------------------------------------------------------------------ CLIP
+class Clip(torch.nn.Module):
+    """CLIPModel on token ids and images: logits_per_image [images, texts], text_embeds, image_embeds."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, pixel_values):
+        out = self.model(input_ids=input_ids, pixel_values=pixel_values)
+        return out.logits_per_image, out.text_embeds, out.image_embeds
+
+
+def clip():
+    """Tiny transformers CLIPModel (text and vision towers of 2 layers, width 64, 32x32 images, 8x8 patches):
+    input_ids [texts, seq] and pixel_values [images, 3, 32, 32], the text count, the text length (up to 32)
+    and the image count dynamic, each on its own."""
+    import transformers
+
+    torch.manual_seed(0)
+    tower = dict(hidden_size=WIDTH, intermediate_size=FF, num_hidden_layers=LAYERS, num_attention_heads=HEADS)
+    cfg = transformers.CLIPConfig(text_config=dict(vocab_size=VOCAB, max_position_embeddings=32, pad_token_id=0,
+                                                                   bos_token_id=1, eos_token_id=2, **tower),
+                                  vision_config=dict(image_size=32, patch_size=8, **tower), projection_dim=32)
+    model = Clip(transformers.CLIPModel(cfg)).eval()
+    gen = torch.Generator().manual_seed(0)
+
+    def inputs(texts, seq, images):
+        return (torch.randint(0, VOCAB, (texts, seq), generator=gen), torch.randn(images, 3, 32, 32, generator=gen))
+
+    dims = {"input_ids": {0: "texts", 1: Dim("seq", max=32)}, "pixel_values": {0: "images"}}
+    return Case(model, inputs(3, 7, 2), dims, [inputs(2, 12, 4), inputs(5, 3, 1)])
+
+
+# ------------------------------------------------------------------------------------ speech toolkits
+def _speech(name: str):
+    """Case ``name`` of ``tests/speech_zoo.py`` (torchaudio, SpeechBrain, ESPnet from ``<venv>/speech-packages``):
+    batch and time dynamic, lengths as inputs where the model takes them, its two other input sets."""
+    import pytest
+
+    try:
+        import speech_zoo
+
+        made = speech_zoo.build(name)
+    except pytest.skip.Exception as e:  # the toolkit is not installed
+        raise ImportError(str(e)) from None
+    return Case(made.model, made.args, made.dynamic_shapes, made.others)
+
+
+def torchaudio_wav2vec2():
+    """torchaudio wav2vec2_model (group-norm extractor, 2 layers, CTC head): waveforms, lengths; batch, samples."""
+    return _speech("torchaudio_wav2vec2")
+
+
+def torchaudio_conformer():
+    """torchaudio Conformer (2 layers, d 32): features [B, T, 40], lengths; dynamic batch and time."""
+    return _speech("torchaudio_conformer")
+
+
+def speechbrain_ecapa_tdnn():
+    """SpeechBrain ECAPA-TDNN (channels 32): features [B, T, 40], relative lengths; dynamic batch and time."""
+    return _speech("speechbrain_ecapa_tdnn")
+
+
+def espnet_conformer():
+    """ESPnet Conformer encoder (conv2d subsampling, relative positions): xs_pad [B, T, 40], ilens."""
+    return _speech("espnet_conformer")
+
+
+# ------------------------------------------------------------------------------------ diffusers
+class Denoiser(torch.nn.Module):
+    """A conditional UNet's noise prediction as one tensor."""
+
+    def __init__(self, unet: torch.nn.Module):
+        super().__init__()
+        self.unet = unet
+
+    def forward(self, sample, timestep, encoder_hidden_states):
+        return self.unet(sample, timestep, encoder_hidden_states, return_dict=False)[0]
+
+
+def diffusers_unet():
+    """Tiny diffusers UNet2DConditionModel (blocks of 32 and 64 channels, one cross-attention block): latents
+    [B, 4, H, W], timesteps [B], text states [B, text, 32]; batch, latent height and width, text length dynamic."""
+    diffusers = _vision_package("diffusers")
+    torch.manual_seed(0)
+    unet = diffusers.UNet2DConditionModel(
+        sample_size=32, in_channels=4, out_channels=4, block_out_channels=(32, 64), layers_per_block=1,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=32, attention_head_dim=8, norm_num_groups=8)
+    gen = torch.Generator().manual_seed(0)
+
+    def inputs(batch, height, width, text):
+        return (torch.randn(batch, 4, height, width, generator=gen), torch.rand(batch, generator=gen) * 1000,
+                torch.randn(batch, text, 32, generator=gen))
+
+    dims = {"sample": {0: "batch", 2: "height", 3: "width"}, "timestep": {0: "batch"},
+            "encoder_hidden_states": {0: "batch", 1: "text"}}
+    return Case(Denoiser(unet).eval(), inputs(2, 32, 32, 7), dims, [inputs(1, 40, 48, 5), inputs(3, 24, 16, 9)])
+
+
+class VaeDecoder(torch.nn.Module):
+    """An AutoencoderKL's decode: latents to images."""
+
+    def __init__(self, vae: torch.nn.Module):
+        super().__init__()
+        self.vae = vae
+
+    def forward(self, latents):
+        return self.vae.decode(latents, return_dict=False)[0]
+
+
+def diffusers_vae_decoder():
+    """Tiny diffusers AutoencoderKL decoder (blocks of 32 and 64 channels, mid-block attention): latents
+    [B, 4, h, w] to images [B, 3, 2h, 2w]; batch, height and width dynamic."""
+    diffusers = _vision_package("diffusers")
+    torch.manual_seed(0)
+    vae = diffusers.AutoencoderKL(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
+                                  up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=(32, 64),
+                                  layers_per_block=1, latent_channels=4, norm_num_groups=8)
+    gen = torch.Generator().manual_seed(0)
+    return Case(VaeDecoder(vae).eval(), (torch.randn(2, 4, 16, 16, generator=gen),),
+                {"latents": {0: "batch", 2: "height", 3: "width"}},
+                [(torch.randn(1, 4, 24, 12, generator=gen),), (torch.randn(3, 4, 9, 20, generator=gen),)])
+
+
+# ------------------------------------------------------------------------------------ timm ViT
+def timm_vit_tiny():
+    """timm vit_tiny_patch16_224 at 64x64 with dynamic_img_size (position embeddings resampled to the grid),
+    dynamic batch, height and width (multiples of the 16-pixel patch)."""
+    if TIMM is None:
+        raise ImportError("timm is not installed")
+    torch.manual_seed(0)
+    model = TIMM.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=10, img_size=64,
+                              dynamic_img_size=True).eval()
+    return _image_case(model, (48, 96), (80, 32))
+
+
 THIRD_PARTY = {
     "resnet18": resnet18,
     "mobilenet_v3_small": mobilenet_v3_small,
@@ -312,4 +485,14 @@ THIRD_PARTY = {
     "t5": t5,
     "phi": phi,
     "llama_cache": llama_cache,
+    "timm_vit_tiny": timm_vit_tiny,
+    "smp_unet": smp_unet,
+    "smp_fpn": smp_fpn,
+    "clip": clip,
+    "torchaudio_wav2vec2": torchaudio_wav2vec2,
+    "torchaudio_conformer": torchaudio_conformer,
+    "speechbrain_ecapa_tdnn": speechbrain_ecapa_tdnn,
+    "espnet_conformer": espnet_conformer,
+    "diffusers_unet": diffusers_unet,
+    "diffusers_vae_decoder": diffusers_vae_decoder,
 }
