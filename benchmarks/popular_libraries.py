@@ -14,7 +14,8 @@ Per exporter the verdict is ``ok``; ``refused`` (the export raised; its error's 
 ``crashed`` (the export process died). Export seconds, node counts and their ratios (onnxport / torch.onnx)
 beside them, and the ten slowest onnxport exports against the 60 s goal.
 
-    OMP_NUM_THREADS=1 python benchmarks/third_party.py [--models smp_unet,clip] [--markdown benchmarks/THIRD_PARTY.md]
+    OMP_NUM_THREADS=1 python benchmarks/popular_libraries.py [--models smp_unet,clip]
+                                                             [--markdown benchmarks/THIRD_PARTY.md]
 """
 
 from __future__ import annotations
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown models {unknown}")
     results, skipped, start = {}, {}, time.perf_counter()
     for name in names:
-        print(f"[third_party] {name}...", file=sys.stderr, flush=True)
+        print(f"[popular_libraries] {name}...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         try:
             ours, theirs = compare.bench_model(name, ns.runs, ns.timeout)
@@ -219,10 +220,10 @@ def main(argv: list[str] | None = None) -> int:
             skipped[name] = str(e)
             continue
         results[name] = (tasks.get(name, "other"), ours, theirs)
-        print(f"[third_party] {name}: onnxport {verdict(ours)} {_f(ours.seconds)} s, torch.onnx {verdict(theirs)} "
+        print(f"[popular_libraries] {name}: onnxport {verdict(ours)} {_f(ours.seconds)} s, torch.onnx {verdict(theirs)} "
               f"{_f(theirs.seconds)} s ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
-    command = "OMP_NUM_THREADS=1 python benchmarks/third_party.py" + (f" --models {ns.models}" if ns.models else "") \
-        + (f" --markdown {ns.markdown}" if ns.markdown else "")
+    command = "OMP_NUM_THREADS=1 python benchmarks/popular_libraries.py" \
+        + (f" --models {ns.models}" if ns.models else "") + (f" --markdown {ns.markdown}" if ns.markdown else "")
     text = report(results, skipped, command, time.perf_counter() - start, ns.timeout)
     print(text)
     if ns.markdown:
