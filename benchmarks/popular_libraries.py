@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             skipped[name] = str(e)
             continue
         results[name] = (tasks.get(name, "other"), ours, theirs)
-        print(f"[popular_libraries] {name}: onnxport {verdict(ours)} {_f(ours.seconds)} s, torch.onnx {verdict(theirs)} "
+        print(f"[popular] {name}: onnxport {verdict(ours)} {_f(ours.seconds)} s, torch.onnx {verdict(theirs)} "
               f"{_f(theirs.seconds)} s ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
     command = "OMP_NUM_THREADS=1 python benchmarks/popular_libraries.py" \
         + (f" --models {ns.models}" if ns.models else "") + (f" --markdown {ns.markdown}" if ns.markdown else "")
