@@ -2,7 +2,8 @@
 
 ``candidates(model)`` gives the input sets (``Inputs``: tensors by name, which dims are dynamic) to
 try in order. First the generic ones, by the model's main input: token ids (with an attention mask,
-decoder ids, boxes, an image or a spectrogram where the forward takes them), a square image (alone,
+decoder ids, boxes, an image or a spectrogram where the forward takes them; a row per codebook
+where the config has several), a square image (alone,
 with decoder ids, with a text holding the image's placeholder tokens), a waveform (``[batch,
 samples]``, ``[batch, channels, samples]``, frames by bins), a spectrogram (bins by frames, frames
 by bins, with a channel axis; one clip with its lengths where the forward takes ``feature_lens``).
@@ -22,7 +23,8 @@ Then the sets of the families whose forward takes more, the same rule for every 
 * LXMERT's regions (``visual_feats``, ``visual_pos``) beside its text;
 * Pix2Struct's ``flattened_patches`` (each patch's row, column and pixels);
 * patch sequences with their shapes (SigLIP2's ``pixel_attention_mask`` and ``spatial_shapes``):
-  ``[batch, patches, channels * patch_size**2]`` of a square grid;
+  ``[batch, patches, channels * patch_size**2]`` of a square grid; the same with each patch's (x, y)
+  (Gemma 4's ``pixel_position_ids``);
 * images under other names (BridgeTower's ``image``, SegGPT's prompt image and mask), a speech
   encoder-decoder's waveform ``inputs`` with decoder ids;
 * trajectories (Decision Transformer's ``states``, ``actions``, ``returns_to_go``, ``timesteps``);
@@ -158,6 +160,20 @@ def _navit_sets(model: torch.nn.Module, params: dict) -> list:
     return [(names, dims, {"pixels": "navit", "grid": side, "width": channels * patch * patch})]
 
 
+def _positioned_sets(model: torch.nn.Module, params: dict) -> list:
+    """Patches with their (x, y) positions (Gemma 4's vision tower): ``pixel_values`` ``[batch,
+    patches, channels * patch_size**2]`` of a square grid of ``2 * pooling_kernel_size`` patches a
+    side, ``pixel_position_ids`` ``[batch, patches, 2]``."""
+    if "pixel_position_ids" not in params or "pixel_values" not in params:
+        return []
+    vision = _vision(model.config)
+    patch = int(_int(_first(vision, ("patch_size",), 16)))
+    channels = int(_first(vision, ("num_channels",), 3))
+    side = 2 * int(_first(vision, ("pooling_kernel_size",), 2))
+    return [(["pixel_values", "pixel_position_ids"], {"batch": (2, 3)},
+             {"pixels": "navit", "grid": side, "width": channels * patch * patch})]
+
+
 def _mel_sets(model: torch.nn.Module, params: dict) -> list:
     """Gemma 3n's audio tower: ``audio_mel`` ``[batch, frames, input_feat_size]`` and its padding mask."""
     if "audio_mel" not in params:
@@ -235,8 +251,8 @@ def family_sets(model: torch.nn.Module, image: dict, fixed: dict) -> list:
     return (_grid_sets(model, params) + _video_sets(model, params, image, fixed) + _series_sets(model, params)
             + _pair_sets(model, params, image, fixed) + _trajectory_sets(model, params)
             + _image_sets(model, params, image, fixed) + _speech_sets(model, params) + _flattened_sets(model, params)
-            + _navit_sets(model, params) + _mel_sets(model, params) + _vocoder_sets(model, params)
-            + _region_sets(model, params))
+            + _navit_sets(model, params) + _positioned_sets(model, params) + _mel_sets(model, params)
+            + _vocoder_sets(model, params) + _region_sets(model, params))
 
 
 def _required(model: torch.nn.Module) -> set:
@@ -343,6 +359,9 @@ _FAMILY_MAKERS = {n: embeds for n in EMBEDS} | {n: pixels for n in ("image", "pr
     "image_grid_thw": lambda m, s, g: _grid(s),
     "merge_sizes": lambda m, s, g: torch.tensor([s["merge"]], dtype=torch.int64),
     "pixel_attention_mask": lambda m, s, g: torch.ones(s["batch"], s["grid"] ** 2, dtype=torch.int64),
+    "pixel_position_ids": lambda m, s, g: torch.stack(torch.meshgrid(
+        torch.arange(s["grid"]), torch.arange(s["grid"]), indexing="xy"), -1).reshape(1, -1, 2).expand(
+        s["batch"], -1, -1).contiguous(),
     "spatial_shapes": lambda m, s, g: torch.tensor([[s["grid"], s["grid"]]] * s["batch"], dtype=torch.int64),
     "flattened_patches": _flattened,
     "visual_feats": lambda m, s, g: torch.randn(s["batch"], s["regions"], s["feat"], generator=g),
@@ -385,8 +404,9 @@ def _family_axes(name: str, fixed: dict) -> dict | None:
         return {"video": {0: "batch", 3: "image", 4: "image"}, "video_cf": {0: "batch", 3: "image", 4: "image"},
                 "pair": {0: "batch", 3: "image", 4: "image"}, "navit": {0: "batch"},
                 "frames_in_batch": {0: "batch", 2: "image", 3: "image"}}.get(layout, {})
-    if name in ("pixel_attention_mask", "spatial_shapes", "input_features_mask", "past_values", "past_observed_mask",
-                "future_values", "past_time_features", "future_time_features", "past_values_padding", "freq"):
+    if name in ("pixel_attention_mask", "spatial_shapes", "pixel_position_ids", "input_features_mask", "past_values",
+                "past_observed_mask", "future_values", "past_time_features", "future_time_features",
+                "past_values_padding", "freq"):
         return {0: "batch"}
     if name == "spectrogram":
         return {0: "batch", 1: "frames"}
@@ -431,7 +451,8 @@ class Inputs:
 
 
 def _ids(model, size, gen, length="seq"):
-    ids = torch.randint(3, max(4, min(_vocab(model), VOCAB)), (size["batch"], size[length]), generator=gen)
+    rows = size["batch"] * size.get("codebooks", 1)  # MusicGen's decoder: one row per codebook of each item
+    ids = torch.randint(3, max(4, min(_vocab(model), VOCAB)), (rows, size[length]), generator=gen)
     token, count = size.get("image_token"), size.get("image_tokens", 0)
     if length == "seq" and token is not None and count:  # the image's placeholders, then the text
         ids = torch.cat([torch.full((size["batch"], count), token), torch.where(ids == token, 3, ids)], 1)
@@ -586,6 +607,9 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
             out += [Inputs(names + ["input_features"], dims, audio | {"channel": c}) for c in (True, False)]
         if "attention_mask" in names:
             out.append(Inputs([n for n in names if n != "attention_mask"], dims, {}))
+        codebooks = getattr(config, "num_codebooks", None)
+        if isinstance(codebooks, int) and codebooks > 1:  # token ids of every codebook, item by item
+            out.append(Inputs(["input_ids"], dims, {"codebooks": codebooks}))
     image, fixed = _image_dims(model) if "pixel_values" in params or "pixel_values_videos" in params else ({}, {})
     out += [Inputs(*s) for s in family_sets(model, image, fixed)]
     return out

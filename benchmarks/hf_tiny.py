@@ -187,6 +187,11 @@ def overrides(config: Any, rules: Rules) -> dict:
                     if n in out:
                         out[n] = len(trimmed)
     _fit_out_indices(config, params, out)
+    width = _value(config, "hidden_size")
+    for name in params:  # a depthwise conv's groups, one per channel of the width (Mimi's upsample_groups)
+        if name.endswith("_groups") and isinstance(width, int) and _value(config, name) == width \
+                and isinstance(out.get("hidden_size"), int):
+            out[name] = out["hidden_size"]
     if rules.widths and any(isinstance(_value(config, n), (list, tuple)) for n in _STAGE_RATIOS):
         for name in _BASE_WIDTHS:  # a codec or VQ-VAE widens its base width stage after stage
             if isinstance(_value(config, name), int) and _value(config, name) > BASE_WIDTH:
