@@ -1,0 +1,66 @@
+"""transformers' packed vision towers (Qwen2-VL's and GLM-Image's; tiny configs, seeded, weights
+spread): every image of a call packed into one sequence of patches, ``grid_thw`` giving each image's
+frames, rows and columns. The per-image attention (``torch.split`` over ``lengths.tolist()``) is
+captured as one block-diagonal masked attention
+(``onnxport.library.transformers.packed_vision_attention``) and the per-image position loop as
+per-token arithmetic (``packed_vision_positions``), so the number of patches and of images stay
+dynamic: the ONNX model matches eager PyTorch on other numbers, sizes and frame counts of images."""
+
+import pytest
+import torch
+
+from exportcheck import check_export
+from hf_recurrent import spread
+
+transformers = pytest.importorskip("transformers")
+
+
+class Tower(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, patches, grid_thw):
+        out = self.model(patches, grid_thw)
+        return out.last_hidden_state, out.pooler_output
+
+
+def _patches(grids, width, seed):
+    """Patches of the images of ``grids`` (``[[t, h, w], ...]``) and their ``grid_thw``."""
+    g = torch.Generator().manual_seed(seed)
+    count = sum(t * h * w for t, h, w in grids)
+    return torch.randn(count, width, generator=g), torch.tensor(grids)
+
+
+OTHERS = [[[1, 2, 2]], [[2, 4, 2], [1, 6, 4], [1, 2, 2]], [[1, 8, 8]], [[3, 2, 6], [1, 4, 4]]]
+IMAGES = [[[1, 2, 2]], [[1, 4, 2], [1, 6, 4], [1, 2, 2]], [[1, 8, 8]], [[1, 2, 6], [1, 4, 4]]]  # GLM-Image: one frame
+
+
+def test_qwen2_vl_vision_tower_keeps_patches_and_images_dynamic():
+    from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLVisionConfig
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VisionTransformerPretrainedModel
+
+    torch.manual_seed(0)
+    config = Qwen2VLVisionConfig(depth=2, embed_dim=32, hidden_size=32, num_heads=2, mlp_ratio=2, patch_size=2,
+                                 temporal_patch_size=2, spatial_merge_size=2, in_channels=3)
+    model = Tower(spread(Qwen2VisionTransformerPretrainedModel(config)))
+    width = 3 * 2 * 2 * 2
+    check_export(model, _patches([[1, 4, 4], [2, 2, 4]], width, 0),
+                 {"patches": {0: "patches"}, "grid_thw": {0: "images"}},
+                 inputs=[_patches(grids, width, i + 1) for i, grids in enumerate(OTHERS)], sizes=[], values=[],
+                 expect_inputs={"grid_thw": ["images", 3]})
+
+
+def test_glm_image_vision_tower_keeps_patches_and_images_dynamic():
+    from transformers.models.glm_image.configuration_glm_image import GlmImageVisionConfig
+    from transformers.models.glm_image.modeling_glm_image import GlmImageVisionModel
+
+    torch.manual_seed(0)
+    config = GlmImageVisionConfig(depth=2, hidden_size=32, num_heads=2, intermediate_size=64, patch_size=2,
+                                  image_size=32, spatial_merge_size=1, in_channels=3)
+    model = Tower(spread(GlmImageVisionModel(config)))
+    width = 3 * 2 * 2
+    check_export(model, _patches([[1, 4, 4], [1, 2, 4]], width, 0),
+                 {"patches": {0: "patches"}, "grid_thw": {0: "images"}},
+                 inputs=[_patches(grids, width, i + 1) for i, grids in enumerate(IMAGES)], sizes=[], values=[],
+                 expect_inputs={"grid_thw": ["images", 3]})
