@@ -133,12 +133,15 @@ def _int_called_only(path: str) -> bool:
 
 def shadows_for(trace: Any) -> list[tuple[str, str]]:
     """``(module name, builtin)`` pairs a retrace should shadow after the failed ``trace``
-    (``capture.state.Traced``): a specialization recorded at a line calling ``len(`` or ``int(``, a
-    data-dependent size needed as a Python number at a line calling ``int(``; in the order met."""
+    (``capture.state.Traced``): a specialization recorded at a line calling ``len(`` or ``int(``, or a
+    refused branch on a size at such a line (``int(h * 14)`` of ``h = image // 14`` fixes ``image // 14``,
+    a range of sizes, not one), a data-dependent size needed as a Python number at a line calling
+    ``int(``; in the order met."""
     error, found = trace.error, []
     if isinstance(error, SpecializationError):
         for record in trace.records:
             found += _shadows_at(record.where, ("len", "int"))
+        found += _shadows_at(error.where, ("len", "int"))
     elif isinstance(error, DataDependentError) and is_data_dependent(trace.exception) and \
             not _is_condition(trace.exception.cond):
         found += _shadows_at(error.where, ("int",))

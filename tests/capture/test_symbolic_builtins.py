@@ -75,6 +75,26 @@ def test_int_of_a_size_read_from_the_lengths_is_a_data_dependent_size():
     assert "int" not in vars(sys.modules[__name__])
 
 
+class UpsampleToPatchGrid(torch.nn.Module):
+    """Depth Anything's head: a map of ``image // 4`` patches resized to ``int(patches * 4)`` pixels."""
+
+    def forward(self, x):  # x: [batch, 2, image, image]
+        patches = x.shape[-1] // 4
+        pooled = torch.nn.functional.avg_pool2d(x, 4)
+        return torch.nn.functional.interpolate(pooled, (int(patches * 4), int(patches * 4)), mode="bilinear",
+                                               align_corners=True)
+
+
+def test_int_of_a_size_fixing_a_range_of_sizes_stays_symbolic():
+    # int(patches * 4) guards image // 4 to the example's: a branch on the size, not one constant
+    gen = torch.Generator().manual_seed(0)
+    result = check_export(UpsampleToPatchGrid(), (torch.randn(2, 2, 16, 16, generator=gen),),
+                          {"x": {0: "batch", 2: "image", 3: "image"}},
+                          sizes=[{"batch": 3, "image": 23}, {"batch": 1, "image": 40}], values=[],
+                          rewrite_control_flow=False)
+    assert f"int() in {__name__} symbolic" in _steps(result)
+
+
 def test_a_size_fixed_where_the_code_converts_it_names_that_line():
     with pytest.raises(onnxport.SpecializationError, match="declared dynamic as 'batch'") as info:
         onnxport.to_onnx(LoopOverBatch(), _inputs(3, 17, 0), dynamic_shapes=DIMS, rewrite_control_flow=False)
