@@ -193,7 +193,18 @@ class CaptureError(ExportError):
 
 class DataDependentError(CaptureError):
     """The model's code needs to decide a condition on a size known only when it runs (a count
-    computed from data: a boolean mask's rows, ``nonzero``), which torch.export cannot trace."""
+    computed from data: a boolean mask's rows, ``nonzero``), which torch.export cannot trace.
+
+    ``bool_of_data``: where the model read a bool from its inputs' data (``if counter == 0:``, the
+    line as ``capture.data_dependent`` names it) when that is the condition refused, else None: each
+    side of such a branch may be exported on its own (``onnxport.value_sides``)."""
+
+    bool_of_data = None
+
+    def __init__(self, what: str, *, bool_of_data: str | None = None, **kwargs):
+        super().__init__(what, **kwargs)
+        if bool_of_data is not None:
+            self.bool_of_data = bool_of_data
 
 
 class CaptureTimeoutError(CaptureError):

@@ -61,7 +61,7 @@ def applies(error: ExportError, args: tuple, kwargs: dict) -> bool:
 
     from onnxport.rewrite.state_branches import _is_state
 
-    return isinstance(error, DataDependentError) and bool(getattr(error, "bool_of_data", None)) and \
+    return isinstance(error, DataDependentError) and bool(error.bool_of_data) and \
         any(_is_state(t) for t in pytree.tree_leaves((args, kwargs)))
 
 

@@ -159,6 +159,4 @@ def _bool_of_data_error(e: BaseException, made: Any, where: str | None) -> DataD
         hint = ("the branch is in the library's code, where torch.cond cannot be written in: export a model whose "
                 "inputs always take one side (and call the path of that side), or " + hint[0].lower() + hint[1:]
                 + " in a copy of the library's function")
-    error = DataDependentError(what, where=where, hint=hint, detail=first)
-    error.bool_of_data = made.where  # where the bool was read: each side may be exported on its own (value_sides)
-    return error
+    return DataDependentError(what, where=where, hint=hint, detail=first, bool_of_data=made.where)
