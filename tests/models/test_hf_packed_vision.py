@@ -1,9 +1,9 @@
-"""transformers' packed vision towers (Qwen2-VL's and GLM-Image's; tiny configs, seeded, weights
-spread): every image of a call packed into one sequence of patches, ``grid_thw`` giving each image's
-frames, rows and columns. The per-image attention (``torch.split`` over ``lengths.tolist()``) is
-captured as one block-diagonal masked attention
-(``onnxport.library.transformers.packed_vision_attention``) and the per-image position loop as
-per-token arithmetic (``packed_vision_positions``), so the number of patches and of images stay
+"""transformers' packed vision towers (Qwen2-VL's, Qwen2.5-VL's and GLM-Image's; tiny configs, seeded,
+weights spread): every image of a call packed into one sequence of patches, ``grid_thw`` giving each
+image's frames, rows and columns. The per-image attention (``torch.split`` over ``lengths.tolist()``) is
+captured as one block-diagonal masked attention (``onnxport.library.transformers.packed_vision_attention``),
+the per-image position loop as per-token arithmetic (``packed_vision_positions``) and Qwen2.5-VL's
+window order as an argsort (``packed_vision_windows``), so the number of patches and of images stay
 dynamic: the ONNX model matches eager PyTorch on other numbers, sizes and frame counts of images."""
 
 import pytest
@@ -63,4 +63,23 @@ def test_glm_image_vision_tower_keeps_patches_and_images_dynamic():
     check_export(model, _patches([[1, 4, 4], [1, 2, 4]], width, 0),
                  {"patches": {0: "patches"}, "grid_thw": {0: "images"}},
                  inputs=[_patches(grids, width, i + 1) for i, grids in enumerate(IMAGES)], sizes=[], values=[],
+                 expect_inputs={"grid_thw": ["images", 3]})
+
+
+def test_qwen2_5_vl_vision_tower_windows_keep_patches_and_images_dynamic():
+    # window attention in every block but the last (fullatt_block_indexes): the patches in window order
+    # (packed_vision_windows), the windows as the pieces of the block-diagonal mask
+    from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTransformerPretrainedModel
+
+    torch.manual_seed(0)
+    config = Qwen2_5_VLVisionConfig(depth=2, hidden_size=32, out_hidden_size=32, num_heads=2, intermediate_size=64,
+                                    patch_size=2, temporal_patch_size=2, spatial_merge_size=2, window_size=8,
+                                    fullatt_block_indexes=[1], in_channels=3)
+    model = Tower(spread(Qwen2_5_VisionTransformerPretrainedModel(config)))
+    width = 3 * 2 * 2 * 2
+    others = OTHERS + [[[1, 12, 8], [2, 4, 10]]]  # several windows a side, and a partial one
+    check_export(model, _patches([[1, 8, 12], [2, 4, 4]], width, 0),
+                 {"patches": {0: "patches"}, "grid_thw": {0: "images"}},
+                 inputs=[_patches(grids, width, i + 1) for i, grids in enumerate(others)], sizes=[], values=[],
                  expect_inputs={"grid_thw": ["images", 3]})
