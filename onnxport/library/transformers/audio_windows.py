@@ -8,9 +8,11 @@ cumulative sum. ``W`` and each ``L`` are values known only when the model runs, 
 cannot loop over.
 
 A sample starting at ``S`` ends its ``k``-th window at ``S + min(k * W, L)``. A sample holds at most as
-many windows as the call has chunks per sample (each chunk adds at most ``max(per-chunk length) <= W``
-frames), so ``[0] + [S_s + min(k * W, L_s) for s, k in samples x 1..chunks]`` holds every boundary the
-loop makes, in order, and repeats ``S_s + L_s`` where a sample has fewer windows: boundaries that
+many windows as it has chunks (each chunk adds at most ``max(per-chunk length) <= W`` frames), and so
+at most as many as the call has chunks (``chunk_lengths.shape[0]``: Qwen3-ASR's ``batch * chunks``,
+Qwen3-Omni's chunks of every sample), so ``[0] + [S_s + min(k * W, L_s) for s, k in samples x
+1..chunks]`` holds every boundary the loop makes, in order, and repeats ``S_s + L_s`` where a sample
+has fewer windows: boundaries that
 mark no frame. The packed attention that reads them (``packed_vision_attention``: a token's piece is
 the number of boundaries at or before it) groups the same frames either way; flash attention, which
 reads ``cu_seqlens`` itself, is not traced.
@@ -35,7 +37,7 @@ MODULES = ("qwen3_asr.modeling_qwen3_asr", "qwen3_omni_moe.modeling_qwen3_omni_m
 
 def window_boundaries(chunk_lengths, feature_lens, n_window_infer, n_window, kwargs=None, *, lengths=None):
     """``cu_seqlens`` ``[1 + batch * chunks]`` int32 of the windows of each sample (``feature_lens``
-    ``[batch]`` frames, ``chunk_lengths`` ``[batch * chunks]`` frames per chunk), with repeated
+    ``[batch]`` frames, ``chunk_lengths`` ``[chunks]`` frames per chunk of every sample), with repeated
     boundaries where a sample has fewer than ``chunks`` windows; ``lengths`` is the module's
     ``_get_feat_extract_output_lengths`` (frames after the convolutions)."""
     import torch
@@ -44,7 +46,7 @@ def window_boundaries(chunk_lengths, feature_lens, n_window_infer, n_window, kwa
         return cu_seqlens
     after = lengths(feature_lens, n_window)
     window = lengths(chunk_lengths, n_window).max() * (n_window_infer // (n_window * 2))
-    chunks = chunk_lengths.shape[0] // feature_lens.shape[0]
+    chunks = chunk_lengths.shape[0]  # no sample has more windows than the call has chunks
     k = torch.arange(1, chunks + 1, device=feature_lens.device)
     starts = after.cumsum(0) - after
     ends = starts[:, None] + torch.minimum(k[None, :] * window, after[:, None])
