@@ -2,7 +2,7 @@
 block-diagonal mask.
 
 transformers' vision towers that pack every image (or video frame) of a call into one sequence
-(``Qwen2-VL``, ``Qwen2.5-VL``, ``GLM-4V``, ``GLM-Image``, ``PaddleOCR-VL``...) mark where each image
+(``Qwen2-VL``, ``Qwen2.5-VL``, ``Qwen3-VL``, ``GLM-4V``, ``GLM-Image``...) mark where each image
 starts with ``cu_seqlens`` (``[0, n_1, n_1 + n_2, ...]``, from ``grid_thw``). Without flash attention,
 their ``VisionAttention.forward`` cuts the queries, keys and values at those boundaries and runs one
 attention per image::
@@ -23,7 +23,9 @@ of images.
 whose own ``forward`` holds those four statements, while torch.export traces, a ``forward`` compiled
 from transformers' own source with them replaced by the one masked call (the same attention function,
 with the same arguments, ``attention_mask`` the block mask). The flash-attention branch, which takes
-``cu_seqlens`` itself, is left as it is.
+``cu_seqlens`` itself, is left as it is; so are the forms this does not match (a loop that also
+collects each piece's attention weights: PaddleOCR-VL, VideoLLaMA3; a call without ``attention_mask``:
+HunyuanVL). Qwen3-ASR's audio attention over its windows has the same four statements.
 
 Semantics: transformers' ``models/qwen2_vl/modeling_qwen2_vl.py`` (``VisionAttention.forward``),
 ``vision_utils.get_vision_cu_seqlens``.
