@@ -113,6 +113,20 @@ def _pinned(text: str, declared: list[DeclaredDim], events: list, top) -> Specia
                                 static_axes_of_size(value, top, declared, d))
 
 
+def _guard_line(guard: re.Match, declared: list[DeclaredDim], events: list) -> str | None:
+    """The user's line of the first range torch narrowed for the violated guard's dim (``guard``: ``Not
+    all values of <name> = <source> ... satisfy the generated guard <condition>``; any axis declared
+    under that name), the one whose lower bound the guard states where one does; None where no range
+    event names the dim."""
+    sources = {guard.group(2)} | {f"L['{d.input_name}'].size()[{d.axis}]" for d in declared
+                                  if d.name == guard.group(1)}
+    ranges = [ev for ev in events if ev.kind == "range" and sources & set(ev.sources) and ev.where]
+    lower = re.match(r"(\d+) <= ", guard.group(3).strip())
+    stated = [ev for ev in ranges if lower and int_oo_or_none(ev.lower) == int(lower.group(1))]
+    found = stated or ranges
+    return found[0].where if found else None
+
+
 def _layout_bound(guard: re.Match, d: DeclaredDim, events: list) -> SpecializationError | None:
     """A violated range bounded from above only by conditions torch met computing a memory layout
     (``GuardEvent.layout``: ``is_contiguous`` of a feature map whose side, computed from the dim, is
@@ -241,7 +255,7 @@ def classify(e: Exception, declared: list[DeclaredDim], records: list, top, even
         if guard:
             return DynamicShapesError(
                 _pretty_sources(f"dimension {guard.group(1)} ({guard.group(2)}) cannot take every size: the model's "
-                                f"code requires {guard.group(3).strip()}"),
+                                f"code requires {guard.group(3).strip()}"), where=_guard_line(guard, declared, events),
                 hint=(_suggested_fixes(text) or "narrow the dimension's range with Dim(name, min=..., max=...)")
                 + "; if the model branches on this size, write the branch with torch.cond (or pass "
                   "rewrite_control_flow=True)",
