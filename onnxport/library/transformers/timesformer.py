@@ -28,8 +28,8 @@ from __future__ import annotations
 import ast
 import sys
 
-from onnxport.capture.patches import Patch, SetAttribute, always, register
-from onnxport.capture.source_variants import source_variant
+from onnxport.capture.patches import Patch, always, register
+from onnxport.capture.source_variants import forward_variants
 
 MODULE = "transformers.models.timesformer.modeling_timesformer"
 
@@ -58,10 +58,7 @@ def _resize_first(func: ast.FunctionDef) -> bool:
 def _changes() -> list:
     module = sys.modules.get(MODULE)
     cls = getattr(module, "TimesformerEmbeddings", None) if module is not None else None
-    if cls is None or "forward" not in vars(cls):
-        return []
-    variant = source_variant(vars(cls)["forward"], _resize_first)
-    return [] if variant is None else [SetAttribute(cls, "forward", lambda original: variant)]
+    return [] if cls is None or "forward" not in vars(cls) else forward_variants([cls], _resize_first)
 
 
 RESIZE_AT_EVERY_SIZE = register(Patch(
