@@ -464,22 +464,23 @@ def decide(conditions: list[tuple],
         if not outcome.evaluable:  # undecided: the sizes stay, validation looks
             guards.append(Guard(python, GuardStatus.KEPT, where, (), (), outcome.method, "True", ()))
             continue
+        remainder = takes_remainder(expr)
         if not points:
             method = outcome.method + (" with the adopted constraints" if adopted and outcome.checked else "")
             guards.append(Guard(python, GuardStatus.PROVED, where, (),
                                 boundary_of(expr, outcome, GuardStatus.PROVED, variables), method, python, names,
-                                remainder=takes_remainder(expr)))
+                                remainder=remainder))
             continue
         if layout:  # a memory layout torch picked (strides): no value depends on it
             guards.append(Guard(python, GuardStatus.KEPT, where, excluded,
                                 boundary_of(expr, outcome, GuardStatus.KEPT, variables), LAYOUT, python, names,
-                                remainder=takes_remainder(expr)))
+                                remainder=remainder))
             continue
         if branch and not (kept_kind(expr, outcome) and in_installed_package(branch)):
             raise branch_error(text, excluded, branch, python, names)
         if far is not None and far.sets(python, names, variables[outcome.symbols[0]].lo):  # guards.far_bounds
             guards.append(far.mark(Guard(text, GuardStatus.ADOPTED, where, excluded, (), outcome.method, python,
-                                         names, remainder=takes_remainder(expr))))
+                                         names, remainder=remainder)))
             continue
         method = outcome.method
         if kept_kind(expr, outcome):
@@ -493,7 +494,7 @@ def decide(conditions: list[tuple],
             error.condition_expr, error.excluded = given, excluded
             raise error
         guards.append(Guard(text, status, where, excluded, boundary_of(expr, outcome, status, variables),
-                            method, python, names, remainder=takes_remainder(expr)))
+                            method, python, names, remainder=remainder))
     return guards
 
 
