@@ -30,6 +30,19 @@ from onnxport.capture.source_variants import source_variant
 MODULE = "transformers.vision_utils"
 
 
+def image_of_tokens(sizes):
+    """``(image, index)``, each ``[sum(sizes)]`` int64: the image of each token of images of ``sizes``
+    ``[images]`` int64 tokens packed one after another, and the token's index in its image."""
+    import torch
+
+    ends = sizes.cumsum(0)
+    total = ends[-1].item()
+    torch._check(total >= 0)
+    at = torch.arange(total, device=sizes.device)
+    image = (at[:, None] >= ends[None, :]).sum(-1)
+    return image, at - (ends - sizes)[image]
+
+
 def positions_per_token(grid_thw, spatial_merge_size, include_temporal=False, kwargs=None, *, original=None):
     """The position ids of ``get_vision_position_ids``: ``[sum(t * h * w), 2]`` int64 (row, column),
     ``[.., 3]`` (frame, row, column) with ``include_temporal``, from ``grid_thw`` ``[images, 3]`` int;
@@ -43,12 +56,7 @@ def positions_per_token(grid_thw, spatial_merge_size, include_temporal=False, kw
     m = spatial_merge_size
     grid = grid_thw.long()
     t, h, w = grid[:, 0], grid[:, 1], grid[:, 2]
-    ends = (t * h * w).cumsum(0)
-    total = ends[-1].item()
-    torch._check(total >= 0)
-    j = torch.arange(total, device=grid.device)
-    k = (j[:, None] >= ends[None, :]).sum(-1)
-    o = j - (ends - t * h * w)[k]
+    k, o = image_of_tokens(t * h * w)
     frame = (h * w)[k]
     f = o % frame
     block = (w // m)[k] * m * m

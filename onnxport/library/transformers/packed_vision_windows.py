@@ -29,6 +29,7 @@ from __future__ import annotations
 import sys
 
 from onnxport.capture.patches import Patch, SetCode, always, register
+from onnxport.library.transformers.packed_vision_positions import image_of_tokens
 
 MODULE = "transformers.vision_utils"
 _IMAGE = 2 ** 32  # a key's step from one image to the next: more windows than an image holds
@@ -49,12 +50,7 @@ def windows_per_token(grid_thw, spatial_merge_size, window_size, patch_size, kwa
     side = window_size // m // patch_size
     grid = grid_thw.long()
     t, h, w = grid[:, 0], grid[:, 1] // m, grid[:, 2] // m
-    ends = (t * h * w).cumsum(0)
-    total = ends[-1].item()
-    torch._check(total >= 0)
-    u = torch.arange(total, device=grid.device)
-    k = (u[:, None] >= ends[None, :]).sum(-1)
-    local = u - (ends - t * h * w)[k]
+    k, local = image_of_tokens(t * h * w)
     hk, wk = h[k], w[k]
     frame, rest = local // (hk * wk), local % (hk * wk)
     r, c = rest // wk, rest % wk
@@ -63,7 +59,7 @@ def windows_per_token(grid_thw, spatial_merge_size, window_size, patch_size, kwa
     window_index = torch.argsort(key)
     ordered = window[window_index]
     changes = torch.cat([ordered[1:] != ordered[:-1], torch.ones(1, dtype=torch.bool, device=grid.device)])
-    boundaries = torch.where(changes, (torch.arange(total, device=grid.device) + 1) * (m * m), 0)
+    boundaries = torch.where(changes, torch.arange(1, key.shape[0] + 1, device=grid.device) * (m * m), 0)
     cu = torch.cat([torch.zeros(1, dtype=boundaries.dtype, device=grid.device), boundaries])
     return window_index, cu.to(torch.int32)
 
