@@ -113,11 +113,27 @@ class RankDiffers(torch.nn.Module):
         return y
 
 
+class FifthCall(torch.nn.Module):
+    """Its other side only at ``state == 5``: no counter set to 0 or 1 reaches it from the example's 3."""
+
+    def forward(self, x, state):
+        extra = 0
+        if state == 5:
+            extra = 2
+        out = x.new_zeros(x.shape[0], x.shape[1] - 2 + extra, x.shape[2])
+        if state == 5:
+            out[:, :extra] = x[:, :extra] * 3
+        out[:, extra:] = x[:, 2:].tanh()
+        return out
+
+
 @pytest.mark.parametrize("cls, args, why", [
     (RankDiffers, (torch.randn(2, 5, 3), torch.tensor(0)), r"output 'output' differs in dtype or rank between the "
                                                             r"sides \(ONNX If gives one type per output\)"),
     (OnActivations, (torch.randn(2, 5, 3), torch.tensor(0)), r"reads x, not only one-element integer or bool inputs"),
     (TwoStates, (torch.randn(2, 5, 3), torch.tensor(0), torch.tensor(0)), r"reads another condition at .*:{b}"),
+    (FifthCall, (torch.randn(2, 5, 3), torch.tensor(3)), r"no state input given its other value makes the "
+                                                        r"condition at .* \(`if state == 5:`\) True"),
 ])
 def test_a_join_that_cannot_be_made_is_refused_naming_the_line(cls, args, why):
     line = _line(cls, "if ")
