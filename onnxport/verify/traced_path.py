@@ -41,10 +41,14 @@ def traced_path_notes(checks: list[Check], program: Any, module: torch.nn.Module
     if not failed or program is None or not _pure(program):
         return checks
     inputs = {label: pair for label, *_, pair in sets}
+    try:
+        run = program.module()  # made once for the sets run
+    except Exception:  # noqa: BLE001 - no diagnosis where the program cannot run
+        return checks
     notes = {}
     for label in failed[:SETS_RUN]:
         if label in inputs:
-            note = _differs(program, module, *inputs[label])
+            note = _differs(run, module, *inputs[label])
             if note:
                 notes[label] = note
     return [dataclasses.replace(c, note=f"{c.note}; {notes[c.inputs]}" if c.note else notes[c.inputs])
@@ -56,14 +60,15 @@ def _pure(program: Any) -> bool:
     return all(s.kind.name == "USER_OUTPUT" for s in program.graph_signature.output_specs)
 
 
-def _differs(program: Any, module: torch.nn.Module, args: tuple, kwargs: dict) -> str | None:
-    """The note for one set where the program's outputs differ from eager's; None where they agree
-    or where either cannot run (the failure is then the export's own to explain)."""
+def _differs(program: torch.nn.Module, module: torch.nn.Module, args: tuple, kwargs: dict) -> str | None:
+    """The note for one set where the program's outputs (``program``: ``ExportedProgram.module()``)
+    differ from eager's; None where they agree or where either cannot run (the failure is then the
+    export's own to explain)."""
     copied = pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, (args, kwargs))
     try:
         with torch.no_grad():
             eager = [t for t in pytree.tree_leaves(module(*args, **kwargs)) if isinstance(t, torch.Tensor)]
-            traced = [t for t in pytree.tree_leaves(program.module()(*copied[0], **copied[1]))
+            traced = [t for t in pytree.tree_leaves(program(*copied[0], **copied[1]))
                       if isinstance(t, torch.Tensor)]
     except Exception:  # noqa: BLE001 - no diagnosis where either cannot run
         return None

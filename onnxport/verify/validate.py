@@ -166,8 +166,9 @@ def validate(result, inputs: Any = None, sizes: Any = None, *, values: Any = Non
             runner = runtime_runner(runtime, result.model_proto)
         sets = _input_sets(result, inputs, sizes, values, include_example, specs)
         report = _compare_sets(result, module, runner, sets, atol, rtol)
-        checks = traced_path_notes(list(report.checks), result.program, module, sets) if explain else \
-            list(report.checks)
+        checks = list(report.checks)
+        if explain:
+            checks = traced_path_notes(checks, result.program, module, sets)
     examples, _ = dim_examples(result.captured, dim_names(result.captured, result.dim_names))
     by_label = {label: s for label, s, *_ in sets if label.startswith("sizes")}
     return ValidationReport(tuple(_relation_notes(checks, examples, by_label, result.captured)), runtime=runner.label)
