@@ -24,3 +24,30 @@ def model_classes(defines: tuple[str, ...], *, any_of: tuple[str, ...] = ()) -> 
                     and (not any_of or any(k in cls.__dict__ for k in any_of)):
                 found.append(cls)
     return found
+
+
+def _names(code) -> set[str]:
+    """The names ``code`` and the code of its comprehensions and inner functions read."""
+    if code is None:
+        return set()
+    return set(code.co_names).union(*(_names(c) for c in code.co_consts if hasattr(c, "co_names")))
+
+
+def method_variants(method: str, transform, *, reads: frozenset[str] = frozenset()) -> list:
+    """One ``patches.SetCode`` for each class of ``model_classes((method,))`` whose own ``method``
+    (under its decorators: ``library_function``) reads every name of ``reads`` and is changed by
+    ``transform``: the code of its ``source_variant`` while the patch is installed, the decorators
+    still applying."""
+    from onnxport.capture.patches import SetCode
+    from onnxport.capture.source_variants import source_variant
+    from onnxport.library_functions import library_function
+
+    changes = []
+    for cls in model_classes((method,)):
+        inner = library_function(vars(cls)[method])
+        if reads and not reads <= _names(getattr(inner, "__code__", None)):
+            continue
+        variant = source_variant(inner, transform)
+        if variant is not None:
+            changes.append(SetCode(inner, variant))
+    return changes

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import ast
 
-from onnxport.capture.patches import Patch, SetCode, always, register
-from onnxport.capture.source_variants import replace_statement, source_variant
-from onnxport.library.transformers import model_classes
-from onnxport.library_functions import library_function
+from onnxport.capture.patches import Patch, always, register
+from onnxport.capture.source_variants import replace_statement
+from onnxport.library.transformers import method_variants
 
 _LIST = "image_features = list(image_features)"
 _ONE_TENSOR = "image_features = [image_features.reshape(-1, image_features.shape[-1])]"
@@ -42,13 +41,7 @@ def _one_tensor(func: ast.FunctionDef) -> bool:
 
 
 def _changes() -> list:
-    changes = []
-    for cls in model_classes(("get_image_features",)):
-        inner = library_function(vars(cls)["get_image_features"])
-        variant = source_variant(inner, _one_tensor)
-        if variant is not None:
-            changes.append(SetCode(inner, variant))
-    return changes
+    return method_variants("get_image_features", _one_tensor)
 
 
 FEATURES_AS_ONE_TENSOR = register(Patch(

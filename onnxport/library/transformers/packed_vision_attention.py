@@ -35,10 +35,8 @@ from __future__ import annotations
 
 import ast
 
-from onnxport.capture.patches import Patch, SetCode, always, register
-from onnxport.capture.source_variants import source_variant
-from onnxport.library.transformers import model_classes
-from onnxport.library_functions import library_function
+from onnxport.capture.patches import Patch, always, register
+from onnxport.library.transformers import method_variants
 
 _MASK = """
 _onnxport_at = torch.arange({q}.shape[2], device={cu}.device)
@@ -129,23 +127,8 @@ def _one_masked_attention(func: ast.FunctionDef) -> bool:
     return True
 
 
-def _names(code) -> set[str]:
-    """The names ``code`` and the code of its comprehensions and inner functions read."""
-    if code is None:
-        return set()
-    return set(code.co_names).union(*(_names(c) for c in code.co_consts if hasattr(c, "co_names")))
-
-
 def _changes() -> list:
-    changes = []
-    for cls in model_classes(("forward",)):
-        inner = library_function(vars(cls)["forward"])
-        if not {"split", "tolist", "cat"} <= _names(getattr(inner, "__code__", None)):
-            continue
-        variant = source_variant(inner, _one_masked_attention)
-        if variant is not None:
-            changes.append(SetCode(inner, variant))
-    return changes
+    return method_variants("forward", _one_masked_attention, reads=frozenset({"split", "tolist", "cat"}))
 
 
 BLOCK_DIAGONAL_VISION_ATTENTION = register(Patch(
