@@ -83,3 +83,22 @@ def test_qwen2_5_vl_vision_tower_windows_keep_patches_and_images_dynamic():
                  {"patches": {0: "patches"}, "grid_thw": {0: "images"}},
                  inputs=[_patches(grids, width, i + 1) for i, grids in enumerate(others)], sizes=[], values=[],
                  expect_inputs={"grid_thw": ["images", 3]})
+
+
+@pytest.mark.parametrize("grids", OTHERS + [[[1, 12, 8], [2, 4, 10]], [[2, 6, 6]]])
+def test_per_token_positions_and_window_order_match_transformers_loops(grids):
+    # the forms the patches trace, against transformers' own loops in eager (also the frame column,
+    # include_temporal, which no tower above reads)
+    from transformers import vision_utils
+
+    from onnxport.library.transformers.packed_vision_positions import positions_per_token
+    from onnxport.library.transformers.packed_vision_windows import windows_per_token
+
+    grid = torch.tensor(grids)
+    for temporal in (False, True):
+        expected = vision_utils.get_vision_position_ids(grid, 2, include_temporal=temporal)
+        assert torch.equal(positions_per_token(grid, 2, temporal), expected)
+    index, cu = vision_utils.get_vision_window_index(grid, 2, 8, 2)
+    got_index, got_cu = windows_per_token(grid, 2, 8, 2)
+    assert torch.equal(got_index, index)
+    assert got_cu[0] == 0 and torch.equal(got_cu[got_cu > 0], cu[cu > 0])  # 0 where no window ends
