@@ -84,5 +84,5 @@ def _differs(program: torch.nn.Module, module: torch.nn.Module, args: tuple, kwa
     return (f"torch.export's program of the model differs from eager PyTorch on these inputs too (max |difference| "
             f"{worst:.2g}): the model's code takes another path when traced (a branch on "
             "torch.compiler.is_compiling() or on tracing; an attention mask eager skips), and the ONNX model computes "
-            "the traced path; make the model take one path (for transformers, attn_implementation=\"eager\" or the "
-            "inputs its processor gives, such as token_type_ids), or compare with the model run as traced")
+            "the traced path; make the model take one path (its eager attention implementation, or the inputs its "
+            "preprocessing gives), or compare with the model run as traced")
