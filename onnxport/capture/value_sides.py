@@ -21,26 +21,20 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import linecache
-import sys
 from typing import Any, Iterator
 
 import torch
 
-from onnxport.errors import is_internal_path
+from onnxport.capture.guards.record import user_frame
 from onnxport.capture.patches import Patch, SetAttribute, installed, register
 
+_NO_LINE = "a line outside the model's code"  # where no frame on the stack is the user's
 _MODE: list = []  # the innermost mode: ("side", bool, Answered) while traced, ("read", wheres, seen) in eager mode
 
 
-def _caller(depth: int = 2) -> str:
-    """``file:line in func: code`` of the code reading a tensor's truth: the innermost frame that is
-    not torch's, onnxport's or the standard library's."""
-    f = sys._getframe(depth)
-    while f.f_back is not None and is_internal_path(f.f_code.co_filename):
-        f = f.f_back
-    code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
-    return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}: {code}"
+def _caller() -> str:
+    """``file:line in func: code`` of the user's code reading a tensor's truth (``guards.record.user_frame``)."""
+    return user_frame() or _NO_LINE
 
 
 class Answered(list):

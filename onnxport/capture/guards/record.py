@@ -25,7 +25,7 @@ import dataclasses
 import linecache
 import os
 import sys
-import traceback
+from types import FrameType
 from typing import Any, Iterator, NamedTuple
 
 import sympy
@@ -83,12 +83,18 @@ class Unbacked:
 
 
 def user_frame() -> str | None:
-    """``file:line in func: code`` of the innermost frame of the user's code on the stack."""
-    for f in reversed(traceback.extract_stack()):
-        if is_internal_path(f.filename):
-            continue
-        return f"{f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
-    return None
+    """``file:line in func: code`` of the innermost frame of the user's code on the stack (not
+    torch's, onnxport's, the standard library's or generated code's), or None where there is none."""
+    f = sys._getframe(1)
+    while f is not None and is_internal_path(f.f_code.co_filename):
+        f = f.f_back
+    return None if f is None else _frame_line(f)
+
+
+def _frame_line(f: FrameType) -> str:
+    """``file:line in func: code`` of the frame ``f``."""
+    code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+    return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}: {code}"
 
 
 _TORCH_INIT = os.path.join("torch", "__init__.py")
@@ -161,10 +167,8 @@ def branch_frame() -> str | None:
         f = f.f_back
     if f is None or is_internal_path(f.f_code.co_filename):
         return _DECIDING.get()
-    code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
-    if code.startswith("assert "):
-        return None
-    return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}: {code}"
+    line = _frame_line(f)
+    return None if line.partition(": ")[2].startswith("assert ") else line
 
 
 def _backed(env) -> dict:
