@@ -32,6 +32,7 @@ from typing import Any, Callable
 import torch
 
 from onnxport.errors import DataDependentError, ExportError
+from onnxport.rewrite.state_branches import is_state, state_variants
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +60,9 @@ def applies(error: ExportError, args: tuple, kwargs: dict) -> bool:
     model given a state input (a one-element integer or bool tensor) the branch may read."""
     import torch.utils._pytree as pytree
 
-    from onnxport.rewrite.state_branches import _is_state
 
     return isinstance(error, DataDependentError) and bool(error.bool_of_data) and \
-        any(_is_state(t) for t in pytree.tree_leaves((args, kwargs)))
+        any(is_state(t) for t in pytree.tree_leaves((args, kwargs)))
 
 
 def refused(error: ExportError, why: str) -> ExportError:
@@ -82,7 +82,6 @@ def _truth(module: Any, args: tuple, kwargs: dict, where: str) -> bool | None:
 def _states_read(condition: Any) -> tuple[list[str], list[str]]:
     """The inputs the condition's ONNX model reads: ``(state inputs, others)``; a state is a
     one-element integer or bool tensor in the example."""
-    from onnxport.rewrite.state_branches import _is_state
 
     graph = condition.model_proto.graph
     made = {o: n for n in graph.node for o in n.output}
@@ -100,7 +99,7 @@ def _states_read(condition: Any) -> tuple[list[str], list[str]]:
                     todo += [i for n in sub.node for i in n.input if i]
     examples = {inp.name: inp.example for inp in condition.captured.inputs}
     read = [i.name for i in graph.input if i.name in needed]
-    return [n for n in read if _is_state(examples.get(n))], [n for n in read if not _is_state(examples.get(n))]
+    return [n for n in read if is_state(examples.get(n))], [n for n in read if not is_state(examples.get(n))]
 
 
 def export_by_value(error: ExportError, module: torch.nn.Module, args: tuple, kwargs: dict,
@@ -117,7 +116,6 @@ def export_by_value(error: ExportError, module: torch.nn.Module, args: tuple, kw
     set reaches the other side, a side fails to export, or a line a side answered reads another
     condition than the first."""
     from onnxport.capture.value_sides import condition_of as traced_condition, reads, side_of
-    from onnxport.rewrite.state_branches import state_variants
 
     probe = traced_condition(module)
     try:

@@ -6,6 +6,7 @@ of zeros and the cache it is given. The condition is data-dependent: torch.expor
 and ``branches.run_cond`` keeps both sides as ``torch.cond`` (ONNX ``If``). What is particular to
 such a branch, beside the rewrite of ``branches``:
 
+* a state input is a one-element bool or integer tensor (``is_state``);
 * the eager check of the rewritten copy (``check.check_equivalent``) runs it with each state input
   changed (``state_variants``: a flag negated, a counter set to 0, or to 1 where it was 0), so that
   both sides of the branch are compared with the original, and records the sides each rewritten
@@ -48,8 +49,10 @@ def record(where: str, pred: Any) -> None:
         _SEEN.setdefault(where, set()).add(bool(pred))
 
 
-def _is_state(t: Any) -> bool:
-    """A one-element bool or integer tensor: a flag or a counter the model may branch on."""
+def is_state(t: Any) -> bool:
+    """Whether ``t`` is a state input: a one-element tensor of dtype bool or integer (any shape: ``[]``,
+    ``[1]``, ``[1, 1]``), a flag or a counter the model may branch on. Floating and complex tensors,
+    tensors of other sizes and non-tensors are not."""
     return isinstance(t, torch.Tensor) and t.numel() == 1 and (t.dtype == torch.bool or not (
         t.is_floating_point() or t.is_complex()))
 
@@ -65,7 +68,7 @@ def state_variants(args: tuple, kwargs: dict) -> Iterator[tuple[str, tuple, dict
     """The example inputs with one state input (a one-element bool or integer tensor) given its other
     truth value, one set per such input (at most 8): ``(label, args, kwargs)``."""
     leaves, spec = pytree.tree_flatten((args, kwargs))
-    states = [k for k, t in enumerate(leaves) if _is_state(t)][:_MAX_VARIANTS]
+    states = [k for k, t in enumerate(leaves) if is_state(t)][:_MAX_VARIANTS]
     for k in states:
         changed = list(leaves)
         changed[k] = _other(leaves[k])
