@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+import onnx
 import torch
 
 from onnxport.errors import DataDependentError, ExportError
@@ -79,26 +80,34 @@ def _truth(module: Any, args: tuple, kwargs: dict, where: str) -> bool | None:
     return seen[0][1] if seen else None
 
 
-def _states_read(condition: Any) -> tuple[list[str], list[str]]:
-    """The inputs the condition's ONNX model reads: ``(state inputs, others)``; a state is a
-    one-element integer or bool tensor in the example."""
-
-    graph = condition.model_proto.graph
+def inputs_read(graph: onnx.GraphProto) -> list[str]:
+    """The names of ``graph``'s inputs its outputs depend on, in the inputs' order: read by a node
+    that makes an output, or by a node within one of its subgraphs at any depth (an ``If`` within an
+    ``If`` reads the outer graph's values by name)."""
     made = {o: n for n in graph.node for o in n.output}
     needed, todo = set(), [o.name for o in graph.output]
     while todo:
         name = todo.pop()
-        if name in needed:
-            continue
-        needed.add(name)
-        node = made.get(name)
-        if node is not None:
-            todo += [i for i in node.input if i]
-            for attr in node.attribute:  # a subgraph's reads of the outer scope
-                for sub in ([attr.g] if attr.g.node else []) + list(attr.graphs):
-                    todo += [i for n in sub.node for i in n.input if i]
+        if name not in needed:
+            needed.add(name)
+            todo += _node_reads(made[name]) if name in made else []
+    return [i.name for i in graph.input if i.name in needed]
+
+
+def _node_reads(node: onnx.NodeProto) -> list[str]:
+    """The names ``node`` reads: its inputs, and those its subgraphs' nodes read, at any depth."""
+    names = [i for i in node.input if i]
+    for attr in node.attribute:
+        for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+            names += [r for inner in sub.node for r in _node_reads(inner)]
+    return names
+
+
+def _states_read(condition: Any) -> tuple[list[str], list[str]]:
+    """The inputs the condition's ONNX model reads (``inputs_read``): ``(state inputs, others)``; a
+    state is a one-element integer or bool tensor in the example (``state_branches.is_state``)."""
     examples = {inp.name: inp.example for inp in condition.captured.inputs}
-    read = [i.name for i in graph.input if i.name in needed]
+    read = inputs_read(condition.model_proto.graph)
     return [n for n in read if is_state(examples.get(n))], [n for n in read if not is_state(examples.get(n))]
 
 

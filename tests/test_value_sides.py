@@ -164,3 +164,27 @@ def test_a_model_without_a_state_input_keeps_the_refusal_of_its_branch():
         onnxport.to_onnx(NoState(), (torch.randn(2, 5, 3),), dynamic_shapes=(DIMS[0],))
     text = str(info.value)
     assert f"{__file__}:{_line(NoState, 'if ')} in forward" in text and "each side of the branch" not in text, text
+
+
+def test_the_inputs_a_condition_reads_two_subgraphs_down_are_found():
+    from onnx import TensorProto, helper
+
+    from onnxport.value_sides import inputs_read
+
+    def graph(name, nodes, out):
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(out, TensorProto.BOOL, [])])
+
+    inner = helper.make_node("If", ["flag"], ["inner"], then_branch=graph("t2", [
+        helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+        helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])),
+        helper.make_node("Greater", ["total", "zero"], ["positive"])], "positive"),
+        else_branch=graph("e2", [helper.make_node("Identity", ["flag"], ["same"])], "same"))
+    outer = helper.make_node("If", ["flag"], ["go"], then_branch=graph("t1", [inner], "inner"),
+                             else_branch=graph("e1", [helper.make_node("Not", ["flag"], ["other"])], "other"))
+    unread = helper.make_node("Neg", ["y"], ["dropped"])
+    g = helper.make_graph([unread, outer], "condition",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                           helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]),
+                           helper.make_tensor_value_info("flag", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("go", TensorProto.BOOL, [])])
+    assert inputs_read(g) == ["x", "flag"]  # x only within the If within the If; y by no node the output needs
