@@ -72,12 +72,10 @@ def refused(error: ExportError, why: str) -> ExportError:
     return error.with_hint(f"{error.hint}; {tried}" if error.hint else tried)
 
 
-def _truth(module: Any, args: tuple, kwargs: dict, where: str) -> bool | None:
-    """The truth the model reads first at the line ``where`` in eager mode, or None where it reads none."""
-    from onnxport.capture.value_sides import reads
-
-    seen = reads(module, args, kwargs, {where})
-    return seen[0][1] if seen else None
+def _truth(seen: list[tuple[str, bool]], where: str) -> bool | None:
+    """The truth first read at the line ``where`` among ``seen`` (``capture.value_sides.reads``), or
+    None where none is."""
+    return next((truth for line, truth in seen if line == where), None)
 
 
 def inputs_read(graph: onnx.GraphProto) -> list[str]:
@@ -137,25 +135,26 @@ def export_by_value(error: ExportError, module: torch.nn.Module, args: tuple, kw
     if others or not states:
         raise refused(error, f"the condition at {said} reads {', '.join(others) or 'no input'}, not only one-element "
                       f"integer or bool inputs (a counter or a flag of the state)") from None
-    own = _truth(module, args, kwargs, where)
+    example = reads(module, args, kwargs)  # each input set runs once in eager mode: its reads serve both checks
+    own = _truth(example, where)
     if own is None:
         raise refused(error, f"eager PyTorch does not read the condition at {said} on the example") from None
-    other = next(((a, kw) for _, a, kw in state_variants(args, kwargs) if _truth(module, a, kw, where) is (not own)),
-                 None)
+    variants = ((a, kw, reads(module, a, kw)) for _, a, kw in state_variants(args, kwargs))
+    other = next(((a, kw, seen) for a, kw, seen in variants if _truth(seen, where) is (not own)), None)
     if other is None:
         raise refused(error, f"no state input given its other value makes the condition at {said} {not own}") from None
-    inputs = {own: (args, kwargs), not own: other}
+    inputs = {own: (args, kwargs, example), not own: other}
     sides = []
     for holds in (True, False):
         model = side_of(module, holds)
         try:
-            sides.append((ValueSide(where, holds, holds == own), export_side(model, *inputs[holds]), model))
+            sides.append((ValueSide(where, holds, holds == own), export_side(model, *inputs[holds][:2]), model))
         except ExportError as failed:
             raise refused(error, f"the side where the condition at {said} is {holds} failed: {failed.summary}") \
                 from None
     lines = {w for _, _, m in sides for w, _ in m.answered}
-    for holds, (a, kw) in inputs.items():  # every line a side answered reads the condition's truth there
-        wrong = next(((w, t) for w, t in reads(module, a, kw, lines) if t != holds), None)
+    for holds in (True, False):  # every line a side answered reads the condition's truth there
+        wrong = next(((w, t) for w, t in inputs[holds][2] if w in lines and t != holds), None)
         if wrong is not None:
             raise refused(error, f"the model reads another condition at {_said(wrong[0])} ({wrong[1]} where the "
                           f"one at {said} is {holds}): each side assumes one condition") from None

@@ -80,6 +80,23 @@ def test_each_side_exported_and_joined_under_one_if(cls, values, example):
     assert len(lengths) == 2  # the sides' outputs differ in length
 
 
+
+def test_each_input_set_runs_once_in_eager_mode(monkeypatch):
+    """The example and the input set of the other side each run once in eager mode: the truth read there
+    chooses the side and checks the lines the sides answered."""
+    import onnxport.capture.value_sides as traced
+
+    states, reads = [], traced.reads
+
+    def counted(model, args, kwargs, *rest):
+        states.append(int(args[1]))
+        return reads(model, args, kwargs, *rest)
+
+    monkeypatch.setattr(traced, "reads", counted)
+    with pytest.warns(UserWarning, match="exported each side on its own"):
+        onnxport.to_onnx(FirstCallFrames(), (torch.randn(2, 5, 3), torch.tensor(3)), dynamic_shapes=DIMS)
+    assert sorted(states) == [0, 3], states  # the example's counter, then the counter set to 0
+
 class OnActivations(torch.nn.Module):
     def forward(self, x, state):
         extra = 0

@@ -9,9 +9,10 @@ condition itself is traced as a program of its own (``ConditionOf``: the model t
 its one output the tensor of the first such read, the rest of the program dropped): the joined ONNX
 model computes it from the inputs and runs the side it chooses (``onnxport.value_sides``).
 
-What the sides assume is checked in eager mode: ``reads`` runs the model and records the truth of
-each read at the lines the side traces answered, so that a model whose later reads are not the
-first one's condition (another condition on another state) is refused instead of joined wrongly.
+What the sides assume is checked in eager mode: ``reads`` runs the model once and records the truth
+of each tensor it reads as a bool, with its line, so that which side an input set takes is known and
+a model whose reads at the lines the side traces answered are not the first one's condition (another
+condition on another state) is refused instead of joined wrongly.
 
 Semantics: Python's truth of a one-element tensor (``bool(t)`` is ``t.item() != 0``); torch's
 ``GuardOnDataDependentSymNode``, raised where torch.export cannot decide such a truth.
@@ -29,7 +30,7 @@ from onnxport.capture.guards.record import user_frame
 from onnxport.capture.patches import Patch, SetAttribute, installed, register
 
 _NO_LINE = "a line outside the model's code"  # where no frame on the stack is the user's
-_MODE: list = []  # the innermost mode: ("side", bool, Answered) while traced, ("read", wheres, seen) in eager mode
+_MODE: list = []  # the innermost mode: ("side", bool, Answered) while traced, ("read", seen) in eager mode
 
 
 def _caller() -> str:
@@ -56,11 +57,9 @@ def _bool_changes() -> list:
             if not _MODE:
                 return original(self)
             mode = _MODE[-1]
-            if mode[0] == "read":  # eager mode: record the truth read at the lines the sides answered
+            if mode[0] == "read":  # eager mode: record the truth read and its line
                 value = original(self)
-                where = _caller()
-                if where in mode[1]:
-                    mode[2].append((where, value))
+                mode[1].append((_caller(), value))
                 return value
             try:
                 return original(self)
@@ -79,7 +78,7 @@ VALUE_SIDE = register(Patch(
     "a data-dependent bool given one side", _bool_changes,
     "torch.Tensor.__bool__: inside a SideOf trace, the truth of a tensor torch.export cannot decide (a branch on a "
     "state's value) given as the side traced, its line and tensor recorded (ConditionOf returns the first "
-    "tensor); in eager mode under reads(), the truth read at each answered line recorded; otherwise torch's own"))
+    "tensor); in eager mode under reads(), each truth read recorded with its line; otherwise torch's own"))
 
 
 @contextlib.contextmanager
@@ -149,10 +148,10 @@ class ConditionOf(SideOf):
         return t if t.dtype == torch.bool else t != 0
 
 
-def reads(model: Any, args: tuple, kwargs: dict, wheres: set[str]) -> list[tuple[str, bool]]:
-    """``(line, truth)`` of each tensor's truth ``model(*args, **kwargs)`` reads in eager mode at one
-    of the ``wheres`` lines, in order."""
+def reads(model: Any, args: tuple, kwargs: dict) -> list[tuple[str, bool]]:
+    """``(line, truth)`` of each tensor's truth ``model(*args, **kwargs)`` reads in eager mode (the
+    model run once, without gradients), in order."""
     seen: list = []
-    with torch.no_grad(), _mode(("read", set(wheres), seen)):
+    with torch.no_grad(), _mode(("read", seen)):
         model(*args, **kwargs)
     return seen
