@@ -166,7 +166,7 @@ def joined(module: torch.nn.Module, condition: Any, sides: list) -> Any:
     (``join_pieces.join_on``), the example's side as its base, ``module`` the eager model, each
     side kept in ``pieces`` with the joined model (validated at its own example); its guards those
     of both sides (a condition one side adopts is stated for the joined model: no size can tell
-    which side runs)."""
+    which side runs), its rewrite notes those of both sides, each once."""
     import onnx_ir as ir
 
     from onnxport.join_pieces import join_on
@@ -181,8 +181,9 @@ def joined(module: torch.nn.Module, condition: Any, sides: list) -> Any:
     guards += [g for _, r in sides if r is not base for g in r.captured.guards
                if all(g.text != h.text for h in base.captured.guards)]
     captured = dataclasses.replace(base.captured, guards=guards)
+    notes = [n for _, r in sides for n in r.rewrite_notes]  # the sides rewrite the same code: each note once
     return base.replace(model=model, module=module, captured=captured, pieces=kept,
-                        rewrite_notes=[n for _, r in sides for n in r.rewrite_notes])
+                        rewrite_notes=[n for k, n in enumerate(notes) if n not in notes[:k]])
 
 
 def _said(where: str) -> str:

@@ -97,6 +97,34 @@ def test_each_input_set_runs_once_in_eager_mode(monkeypatch):
         onnxport.to_onnx(FirstCallFrames(), (torch.randn(2, 5, 3), torch.tensor(3)), dynamic_shapes=DIMS)
     assert sorted(states) == [0, 3], states  # the example's counter, then the counter set to 0
 
+
+class LoopFrames(torch.nn.Module):
+    """``FirstCallFrames`` with a loop over the time axis, which each side's export rewrites into a scan."""
+
+    def forward(self, x, state):
+        extra = 0
+        if state == 0:
+            extra = 2
+        out = x.new_zeros(x.shape[0], x.shape[1] - 2 + extra, x.shape[2])
+        if state == 0:
+            out[:, :extra] = x[:, :extra] * 3
+        acc = x[:, 0]
+        for t in range(1, x.shape[1]):
+            acc = acc * 0.5 + x[:, t]
+        out[:, extra:] = x[:, 2:].tanh() + acc[:, None]
+        return out
+
+
+def test_the_notes_of_code_both_sides_rewrite_are_given_once():
+    def make(b, t, v):
+        return torch.randn(b, t, 3), torch.tensor(v)
+
+    with pytest.warns(UserWarning, match="exported each side on its own"):
+        result = check_export(LoopFrames(), make(2, 5, 3), DIMS, inputs=[make(b, 6, v) for v in (0, 3) for b in (1, 3)])
+    notes = [str(n) for n in result.rewrite_notes]
+    loop = f"{__file__}:{_line(LoopFrames, 'for t in')} in forward: for rewritten"
+    assert sum(n.startswith(loop) for n in notes) == 1 and len(set(notes)) == len(notes), notes
+
 class OnActivations(torch.nn.Module):
     def forward(self, x, state):
         extra = 0
