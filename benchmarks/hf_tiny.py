@@ -175,7 +175,9 @@ def overrides(config: Any, rules: Rules) -> dict:
             value = _value(config, name)
             if name in out or not _PER_LAYER_NAME.search(name):
                 continue
-            if isinstance(value, (list, tuple)) and len(value) == old_layers:
+            if isinstance(value, (list, tuple)) and list(value) == list(range(old_layers)):
+                trimmed = list(range(count))  # indices of layers (Llama 4's moe_layers), not one entry per layer
+            elif isinstance(value, (list, tuple)) and len(value) == old_layers:
                 trimmed = _trim_layers(list(value), count)
             elif isinstance(value, str) and len(value) == old_layers and "pattern" in name:
                 trimmed = "".join(_trim_layers(list(value), count))
@@ -186,6 +188,12 @@ def overrides(config: Any, rules: Rules) -> dict:
                 for n in ("num_hidden_layers", "num_layers", "n_layer"):
                     if n in out:
                         out[n] = len(trimmed)
+    if old_layers is None and rules.layers:  # layers given by their types alone (Nemotron-H's layers_block_type)
+        for name in params:
+            value = _value(config, name)
+            if name in _LAYER_TYPES and isinstance(value, (list, tuple)) and len(value) > LAYERS:
+                out[name] = _trim_layers(list(value), LAYERS)
+    _fit_ssm_heads(config, params, out)
     _fit_out_indices(config, params, out)
     width = _value(config, "hidden_size")
     for name in params:  # a depthwise conv's groups, one per channel of the width (Mimi's upsample_groups)
@@ -214,6 +222,23 @@ def _uses_sliding(config: Any) -> bool:
     head count of its sliding layers)."""
     return any("sliding" in str(v) for v in vars(config).values() if isinstance(v, (list, tuple))) or any(
         "sliding" in k and k != "sliding_window" for k in vars(config))
+
+
+_LAYER_TYPES = ("layers_block_type", "block_types", "hybrid_layer_types")
+
+
+def _fit_ssm_heads(config: Any, params: Any, out: dict) -> None:
+    """A Mamba-2 mixer's heads, ``hidden_size * expand == heads * head_dim`` at the new width (its
+    validator ties them), in one group."""
+    expand, width = _value(config, "expand"), out.get("hidden_size")
+    if not isinstance(expand, int) or not isinstance(width, int):
+        return
+    for heads, head_dim in (("num_heads", "head_dim"), ("mamba_num_heads", "mamba_head_dim")):
+        size = out.get(head_dim, _value(config, head_dim))
+        if heads in params and isinstance(_value(config, heads), int) and isinstance(size, int):
+            out[heads] = max(1, width * expand // size)
+            if isinstance(_value(config, "n_groups"), int):
+                out["n_groups"] = 1
 
 
 def _fit_out_indices(config: Any, params: Any, out: dict) -> None:
@@ -364,19 +389,52 @@ def make_config(model_type: str, rules: Rules) -> Any:
     return construct(cls, {}, overrides(cls(), rules))
 
 
-def construct(cls: type, base: dict, changes: dict, tries: int = 6) -> Any:
-    """``cls(**base, **changes)``; where the config's validators refuse it, the changes the error
-    message names (``hidden_size_per_layer_input must be 0``) left at their defaults, again, until it
-    builds or no change is named."""
+def construct(cls: type, base: dict, changes: dict, tries: int = 8) -> Any:
+    """``cls(**base, **changes)``; where the config's validators refuse it: a field the message states
+    must equal a value (```adaptor_config.intermediate_size` (256) must equal `text_config.hidden_size
+    // 4` (32)``) set to it, key/value heads it ties to the heads (``num_key_value_heads must match
+    num_attention_heads``) made the heads; else the changes the message names (``hidden_size_per_layer_input
+    must be 0``) left at their defaults; again, until it builds or no change is named."""
     for _ in range(tries):
         try:
             return cls(**(base | changes))
         except Exception as e:  # noqa: BLE001 - a validator's refusal names the fields it ties
-            named = [n for n in changes if re.search(rf"(?<![A-Za-z_]){re.escape(n)}(?![A-Za-z_])", str(e))]
+            text = str(e)
+            if _set_stated(changes, text):
+                continue
+            named = [n for n in changes if re.search(rf"(?<![A-Za-z_]){re.escape(n)}(?![A-Za-z_])", text)]
             if not named:
                 raise
+            heads = next((changes[n] for n in changes if _HEADS.match(n) and isinstance(changes[n], int)), None)
+            tied = [n for n in named if _KV.match(n) and heads is not None and changes[n] != heads]
+            if tied and all(_KV.match(n) or _HEADS.match(n) for n in named):
+                changes = changes | dict.fromkeys(tied, heads)
+                continue
             changes = {n: v for n, v in changes.items() if n not in named}
     return cls(**(base | changes))
+
+
+_STATED = re.compile(r"`([\w.]+)` \((\d+)\) must (?:equal|be equal to|match) [^(]*\((\d+)\)")
+
+
+def _set_stated(changes: dict, text: str) -> bool:
+    """Whether a refusal stating a changed field's required value (``` `a.b` (256) must equal ... (32)```)
+    was met by setting it (in ``changes`` or in a sub-config of them)."""
+    found = _STATED.search(text)
+    if not found:
+        return False
+    *path, name = found[1].split(".")
+    target: Any = changes
+    for part in path:
+        target = target.get(part) if isinstance(target, dict) else getattr(target, part, None)
+    want = int(found[3])
+    if isinstance(target, dict) and name in target and target[name] != want:
+        target[name] = want
+        return True
+    if target is not None and not isinstance(target, dict) and getattr(target, name, None) not in (None, want):
+        setattr(target, name, want)
+        return True
+    return False
 
 
 def model_class(model_type: str) -> type:
@@ -405,9 +463,55 @@ def model_class(model_type: str) -> type:
     return found[0]
 
 
+_MISSING = re.compile(r"^'(\w+)' object has no attribute '(\w+)'$")
+
+
+def _unset_default(config: Any, name: str) -> Any:
+    """A value for an attribute a model reads that its config class does not define (a sub-config
+    split from its parent, the parent's field left behind: MusicGen's ``dropout``, DBRX's attention
+    ``rope_theta``), by its name or as one of its sub-configs holds it; None where no rule names it."""
+    held = next((_value(c, name) for c in _configs(config)[1:] if _value(c, name) is not None), None)
+    if held is not None:  # a field of one of its sub-configs (Qwen3-Omni's talker: its vision's spatial_merge_size)
+        return held
+    if "dropout" in name or name == "layerdrop":
+        return 0.0
+    if name == "initializer_range":
+        return 0.02
+    if name == "rope_theta":
+        return 10000.0
+    if name == "num_key_value_heads":
+        return _value(config, "num_attention_heads")
+    if name.endswith("intermediate_size"):
+        return _value(config, "moe_intermediate_size") or _value(config, "intermediate_size")
+    return None
+
+
+def instantiate(cls: type, config: Any, tries: int = 20) -> torch.nn.Module:
+    """``cls(config)``; where the model reads an attribute no config under ``config`` defines, the
+    attribute set (``_unset_default``) on the configs of the class named, again."""
+    for _ in range(tries):
+        try:
+            return cls(config)
+        except AttributeError as e:
+            found = _MISSING.match(str(e))
+            if not found:
+                raise
+            fixed = False
+            for c in _configs(config):
+                if type(c).__name__ == found[1] and not hasattr(c, found[2]):
+                    value = _unset_default(c, found[2])
+                    if value is None:
+                        raise
+                    setattr(c, found[2], value)
+                    fixed = True
+            if not fixed:
+                raise
+    return cls(config)
+
+
 def parameters_on_meta(cls: type, config: Any) -> int:
     with torch.device("meta"):
-        model = cls(config)
+        model = instantiate(cls, config)
     return sum(p.numel() for p in model.parameters())
 
 
@@ -420,7 +524,7 @@ def build(model_type: str, attempt: str) -> torch.nn.Module:
         if hasattr(c, "use_cache"):
             c.use_cache = False
     torch.manual_seed(0)
-    model = model_class(model_type)(config)
+    model = instantiate(model_class(model_type), config)
     gen = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for p in model.parameters():
