@@ -47,6 +47,13 @@ class Interval:
     def __contains__(self, size: int) -> bool:
         return size >= self.lower and (self.upper is None or size <= self.upper)
 
+    def sizes_of(self, sizes: list[dict]) -> list[dict]:
+        """The size sets (``{dim: size}``) of ``sizes`` this piece is validated at (``verify.pieces``):
+        those whose size of the dim it holds, and, where it holds the example, those that leave the
+        dim out; the dim left out of each where the piece has one size (the dim static in its export)."""
+        mine = [s for s in sizes if (s[self.dim] in self if self.dim in s else self.own)]
+        return [{k: v for k, v in s.items() if k != self.dim} for s in mine] if self.lower == self.upper else mine
+
     def __str__(self) -> str:
         if self.upper is None:
             return f"{self.dim} >= {self.lower}"

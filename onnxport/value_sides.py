@@ -39,18 +39,16 @@ from onnxport.rewrite.state_branches import is_state, state_variants
 @dataclasses.dataclass(frozen=True)
 class ValueSide:
     """One side of a branch on a state's value: where ``condition`` (the ``if``'s line) is ``holds``;
-    ``own``: the user's example takes it. Read by ``verify.pieces`` as a piece without a dim (no size
-    belongs to it: sizes given go to the example's side)."""
+    ``own``: the user's example takes it."""
 
     condition: str
     holds: bool
     own: bool
-    dim: str = ""
-    lower: int = 0
-    upper: int | None = None
 
-    def __contains__(self, size: int) -> bool:
-        return False
+    def sizes_of(self, sizes: list[dict]) -> list[dict]:
+        """The size sets (``{dim: size}``) of ``sizes`` this side is validated at (``verify.pieces``):
+        all of them on the example's side, none on the other (no size tells which side runs)."""
+        return list(sizes) if self.own else []
 
     def __str__(self) -> str:
         return f"where the condition at {_said(self.condition)} is {self.holds}"
