@@ -140,7 +140,9 @@ def export_by_value(error: ExportError, module: torch.nn.Module, args: tuple, kw
     variants = ((a, kw, reads(module, a, kw)) for _, a, kw in state_variants(args, kwargs))
     other = next(((a, kw, seen) for a, kw, seen in variants if _truth(seen, where) is (not own)), None)
     if other is None:
-        raise refused(error, f"no state input given its other value makes the condition at {said} {not own}") from None
+        raise refused(error, f"no state input given its other value (a counter set to 0, or to 1 where it was 0, a "
+                      f"flag negated) makes the condition at {said} {not own}: give an example whose state makes it "
+                      f"{not own}, from which those values may reach the side where it is {own}") from None
     inputs = {own: (args, kwargs, example), not own: other}
     sides = []
     for holds in (True, False):

@@ -177,8 +177,10 @@ class FifthCall(torch.nn.Module):
                                                             r"sides \(ONNX If gives one type per output\)"),
     (OnActivations, (torch.randn(2, 5, 3), torch.tensor(0)), r"reads x, not only one-element integer or bool inputs"),
     (TwoStates, (torch.randn(2, 5, 3), torch.tensor(0), torch.tensor(0)), r"reads another condition at .*:{b}"),
-    (FifthCall, (torch.randn(2, 5, 3), torch.tensor(3)), r"no state input given its other value makes the "
-                                                        r"condition at .* \(`if state == 5:`\) True"),
+    (FifthCall, (torch.randn(2, 5, 3), torch.tensor(3)), r"no state input given its other value \(a counter set to 0, "
+                                                        r"or to 1 where it was 0, a flag negated\) makes the "
+                                                        r"condition at .* \(`if state == 5:`\) True: give an example "
+                                                        r"whose state makes it True"),
 ])
 def test_a_join_that_cannot_be_made_is_refused_naming_the_line(cls, args, why):
     line = _line(cls, "if ")
@@ -191,6 +193,18 @@ def test_a_join_that_cannot_be_made_is_refused_naming_the_line(cls, args, why):
         why = why.format(b=_line(cls, "if b == 0"))
     assert re.search(why, text), text
 
+
+
+def test_an_example_on_the_side_the_refusal_names_exports():
+    """The fix ``FifthCall``'s refusal gives: an example whose state makes the condition True (5), from which
+    the counter set to 0 reaches the other side."""
+    def make(b, t, v):
+        return torch.randn(b, t, 3), torch.tensor(v)
+
+    with pytest.warns(UserWarning, match="exported each side on its own"):
+        result = check_export(FifthCall(), make(2, 5, 5), DIMS,
+                              inputs=[make(b, 6, v) for v in (5, 0, 3) for b in (1, 3)])
+    assert count_ops(result, "If") == 1 and result.validate().ok
 
 class NoState(torch.nn.Module):
     def forward(self, x):
