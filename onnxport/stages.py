@@ -27,6 +27,9 @@ from onnxport.options import ExportOptions
 from onnxport.result import ExportResult
 
 
+VALUE_SIDES = 2  # of the pieces ``Run.budget`` counts, a branch on a state's value (``_by_value``) makes its two sides
+
+
 @dataclasses.dataclass
 class Run:
     """What the pieces of one export share: timings reported through ``on_step``, the pieces left
@@ -351,7 +354,7 @@ def export(job: Export) -> ExportResult:
             raise
         return _in_pieces(job, error, None)
     except DataDependentError as error:
-        if not (applies(error, job.args, job.kwargs) and job.splits) or job.run.budget[0] < 2:
+        if not (applies(error, job.args, job.kwargs) and job.splits) or job.run.budget[0] < VALUE_SIDES:
             raise
         return _by_value(job, error)
     cut = adopted_split(job.result, job.within) if job.within else None
@@ -414,7 +417,7 @@ def _by_value(job: Export, error: DataDependentError) -> ExportResult:
     up to finalize. Raises ``error``, its fix saying why, where the sides cannot be joined."""
     from onnxport.value_sides import export_by_value, joined, notice, refused
 
-    job.run.budget[0] -= 1
+    job.run.budget[0] -= VALUE_SIDES - 1
 
     def condition_of(model: Any, args: tuple, kwargs: dict) -> ExportResult:
         options = dataclasses.replace(job.options, output_names=None)
