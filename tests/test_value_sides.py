@@ -172,11 +172,50 @@ class FifthCall(torch.nn.Module):
         return out
 
 
+class CutOnFirstCall(torch.nn.Module):
+    """Its first call keeps the frames up to the largest value: a size known only when the model runs, on the
+    side the condition is traced with (True), so that the condition's own program fails to capture."""
+
+    def forward(self, x, state):
+        extra = 0
+        if state == 0:
+            extra = 2
+        out = x.new_zeros(x.shape[0], x.shape[1] - 2 + extra, x.shape[2])
+        if state == 0:
+            out = out[:, :int(x.abs().argmax())]
+        out[:, extra:] = x[:, 2:].tanh()
+        return out
+
+
+def _flag(t: torch.Tensor):
+    """``t`` while exported, its Python bool (read by ``.item()``, not as a tensor's truth) in eager mode."""
+    return t if torch.compiler.is_exporting() else t.item()
+
+
+class FlagReadWhenExported(torch.nn.Module):
+    """Its branch reads a tensor's truth only while exported: eager PyTorch branches on a Python bool."""
+
+    def forward(self, x, state):
+        first = _flag(state == 0)
+        extra = 0
+        if first:
+            extra = 2
+        out = x.new_zeros(x.shape[0], x.shape[1] - 2 + extra, x.shape[2])
+        if first:
+            out[:, :extra] = x[:, :extra] * 3
+        out[:, extra:] = x[:, 2:].tanh()
+        return out
+
+
 @pytest.mark.parametrize("cls, args, why", [
     (RankDiffers, (torch.randn(2, 5, 3), torch.tensor(0)), r"output 'output' differs in dtype or rank between the "
                                                             r"sides \(ONNX If gives one type per output\)"),
     (OnActivations, (torch.randn(2, 5, 3), torch.tensor(0)), r"reads x, not only one-element integer or bool inputs"),
     (TwoStates, (torch.randn(2, 5, 3), torch.tensor(0), torch.tensor(0)), r"reads another condition at .*:{b}"),
+    (CutOnFirstCall, (torch.randn(2, 5, 3), torch.tensor(0)), r"the condition alone failed to export: .*"
+                                                             r"`out = out\[:, :int\(x.abs\(\).argmax\(\)\)\]`"),
+    (FlagReadWhenExported, (torch.randn(2, 5, 3), torch.tensor(0)), r"eager PyTorch does not read the condition at "
+                                                                   r".* \(`if first:`\) on the example"),
     (FifthCall, (torch.randn(2, 5, 3), torch.tensor(3)), r"no state input given its other value \(a counter set to 0, "
                                                         r"or to 1 where it was 0, a flag negated\) makes the "
                                                         r"condition at .* \(`if state == 5:`\) True: give an example "
