@@ -15,11 +15,12 @@ total_sequence_length, attention_bias=...)`` (``num_heads`` H, ``kv_num_heads`` 
 whose outputs become the attention's output and ``present.i.key``/``present.i.value``. The rotary
 embedding stays outside the operator (``do_rotary=0``: it reads ``position_ids``, which a
 left-padded row needs; ``onnxport.targets.genai_rotary`` fuses it apart).
-``total_sequence_length`` is ``attention_mask``'s length and ``seqlens_k`` that length minus 1 for
-every row: the decoder's rows are left-padded (the key positions of every row end at the same
-place; the builder's ``ReduceSum(attention_mask) - 1`` is the same for unpadded rows and places
-right-padded ones), the padding masked by ``attention_bias`` (the lowest float where
-``attention_mask`` is 0); the causal mask is the operator's own.
+``total_sequence_length`` is ``attention_mask``'s length and ``seqlens_k`` the index of each row's
+last key the mask keeps: that length minus 1 for a left-padded row (the key positions of every row
+end at the same place) and, for a first prompt padded on the right (as onnxruntime-genai pads a
+batch), the row's length minus 1, the builder's ``ReduceSum(attention_mask) - 1``; the padding is
+masked by ``attention_bias`` (the lowest float where ``attention_mask`` is 0) and the causal mask
+is the operator's own.
 
 Semantics: onnxruntime's ``docs/ContribOperators.md`` (``com.microsoft.GroupQueryAttention``) and
 onnxruntime-genai's ``src/python/py/models/builders/base.py`` (``make_group_query_attention``).
@@ -162,27 +163,29 @@ def match_attention(softmax: ir.Node) -> AttentionMatch | str:
 
 
 class _Shared:
-    """The operator's inputs computed once from ``attention_mask``: ``seqlens_k``, ``total_sequence_length``
-    and the padding's ``attention_bias`` [B, 1, S, T]."""
+    """The operator's inputs computed once from ``attention_mask`` (``[B, T]``): ``total_sequence_length``
+    (``T`` as a 1-element int32 vector, which the operator reads as its scalar), ``seqlens_k`` (the index
+    of each row's last key not masked, ``T - 1`` for a left-padded or unpadded row) and the padding's
+    ``attention_bias`` ``[B, 1, S, T]`` (the lowest float where ``attention_mask`` is 0): 8 nodes. The
+    bias is ``[B, 1, 1, T]`` expanded over the new tokens: onnxruntime 1.32's operator refuses a bias
+    whose third dim is not the new tokens' count ("attention_bias dimension 2 must be equal to the
+    sequence length"), 1 included."""
 
     def __init__(self, graph: ir.Graph, fresh: FreshNames, const: Constants, dtype: ir.DataType):
         self.nodes: list[ir.Node] = []
         self.fresh, self.const = fresh, const
         mask = next(v for v in graph.inputs if v.name == "attention_mask")
         ids = next(v for v in graph.inputs if v.name == "input_ids")
-        total = self._op("Shape", [mask], start=1, end=2)  # [1] int64
-        total32 = self._op("Cast", [total], to=ir.DataType.INT32)
-        self.total = self._op("Squeeze", [total32, const(np.array([0], np.int64))])
-        batch = self._op("Shape", [mask], start=0, end=1)
-        self.seqlens = self._op("Expand", [self._op("Sub", [self.total, const(np.array(1, np.int32))]), batch])
-        seq = self._op("Shape", [ids], start=1, end=2)
-        dims = self._op("Concat", [batch, const(np.array([1], np.int64)), seq, total], axis=0)
+        self.total = self._op("Cast", [self._op("Shape", [mask], start=1, end=2)], to=ir.DataType.INT32)  # [1]
+        last = self._op("ArgMax", [mask], axis=1, keepdims=0, select_last_index=1)  # [B] int64
+        self.seqlens = self._op("Cast", [last], to=ir.DataType.INT32)
         lowest = np.finfo(dtype.numpy()).min
-        zero = const(np.array(0, mask.dtype.numpy()))
-        padded = self._op("Equal", [mask, zero])
+        padded = self._op("Equal", [self._op("Unsqueeze", [mask, const(np.array([1, 2], np.int64))]),
+                                    const(np.array(0, mask.dtype.numpy()))])  # [B, 1, 1, T]
         bias = self._op("Where", [padded, const(np.array(lowest, dtype.numpy())), const(np.array(0, dtype.numpy()))])
-        bias = self._op("Unsqueeze", [bias, const(np.array([1, 2], np.int64))])
-        self.bias = self._op("Expand", [bias, dims])
+        seq = self._op("Shape", [ids], start=1, end=2)
+        across = self._op("Concat", [const(np.array([1, 1], np.int64)), seq, const(np.array([1], np.int64))], axis=0)
+        self.bias = self._op("Expand", [bias, across])  # [B, 1, 1, T] broadcast with [1, 1, S, 1]
 
     def _op(self, op_type: str, inputs: list, **attributes) -> ir.Value:
         node = ir.Node("", op_type, inputs, attributes=[ir.convenience.convert_attribute(k, v)

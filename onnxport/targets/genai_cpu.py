@@ -14,7 +14,9 @@ skipped, with its reason recorded, where it does not match:
 4. ``packed_qkv``: the query, key and value projections of each attention as one ``MatMul`` and a
    ``Split`` (``onnxport.targets.genai_packed``);
 5. ``skip_norm``: each RMS norm of a residual sum as ``com.microsoft.SkipSimplifiedLayerNormalization``
-   (``onnxport.targets.genai_norm``; the first layer's norm, of the embedding alone, stays).
+   (``onnxport.targets.genai_norm``);
+6. ``norm``: each other RMS norm (the first layer's, of the embedding alone; a final one of no
+   residual sum) as ``SimplifiedLayerNormalization`` of the ONNX domain (``onnxport.targets.genai_norm``).
 
 What applied and why a fusion did not is the model's metadata ``onnxport.genai_cpu`` (JSON:
 fusion -> ``"applied"`` or the reason), read by ``genai_fusions``.
@@ -27,7 +29,7 @@ import json
 import onnx_ir as ir
 
 from onnxport.targets.genai_attention import fuse_group_query_attention, shares_cache_buffer
-from onnxport.targets.genai_norm import fuse_skip_rms_norm
+from onnxport.targets.genai_norm import fuse_rms_norm, fuse_skip_rms_norm
 from onnxport.targets.genai_packed import pack_qkv
 from onnxport.targets.genai_rotary import MAX_POSITIONS_KEY, fuse_rotary
 
@@ -82,7 +84,10 @@ def rewrite_for_genai_cpu(model: ir.Model) -> None:
         fusions["packed_qkv"] = "the attention is not GroupQueryAttention"
     norms = fuse_skip_rms_norm(model)
     fusions["skip_norm"] = APPLIED if norms else "no RMS norm (Pow, ReduceMean, Sqrt, Reciprocal) of a residual sum"
-    model.metadata_props.pop(MAX_POSITIONS_KEY, None)  # (fuse_rotary's input, not a property of the model)
+    norms = fuse_rms_norm(model)
+    fusions["norm"] = APPLIED if norms else ("no RMS norm (Pow, ReduceMean, Sqrt, Reciprocal) but of residual "
+                                             "sums" if fusions["skip_norm"] == APPLIED else "no RMS norm")
+    model.metadata_props.pop(MAX_POSITIONS_KEY, None)  # fuse_rotary's input, not a property of the model
     model.metadata_props[FUSIONS_KEY] = json.dumps(fusions)
 
 

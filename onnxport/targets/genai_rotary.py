@@ -39,11 +39,24 @@ MAX_POSITIONS_KEY = "onnxport.max_positions"  # metadata during the rewrite: P, 
 
 def record_max_positions(model: ir.Model, module: object) -> None:
     """``model``'s metadata ``onnxport.max_positions``: the number of positions of ``module``'s
-    rotary embedding (module docstring), or why it is not known; read (and removed) by ``fuse_rotary``."""
+    rotary embedding (module docstring), or why it is not known; read by ``fuse_rotary``
+    (``recorded_positions``), removed by ``onnxport.targets.genai_cpu.rewrite_for_genai_cpu``."""
     from onnxport.library.transformers.rotary_positions import max_positions
 
     found, why = max_positions(module) if module is not None else (None, "the export has no eager module")
     model.metadata_props[MAX_POSITIONS_KEY] = str(found) if found is not None else why
+
+
+def recorded_positions(model: ir.Model) -> tuple[int | None, str]:
+    """``(P, "")``: the number of positions ``record_max_positions`` recorded in ``model``'s metadata,
+    or ``(None, why not)`` where none was recorded, the record is a reason, or it is 0 (tables of no
+    row: every position out of range). The record stays (``rewrite_for_genai_cpu`` removes it)."""
+    recorded = model.metadata_props.get(MAX_POSITIONS_KEY, "the maximum position is not known (not recorded)")
+    if not recorded.isdigit():
+        return None, recorded
+    if int(recorded) == 0:
+        return None, "the recorded maximum position is 0 (cos/sin tables of no row)"
+    return int(recorded), ""
 
 
 def position_caches(inv_freq: np.ndarray, positions: int) -> tuple[np.ndarray, np.ndarray]:
@@ -124,9 +137,7 @@ def fuse_rotary(model: ir.Model) -> tuple[list[str], str]:
     Returns why a query or key was not fused (empty: all fused), and why the cos/sin are computed
     each step instead of being initializers of ``max_position_embeddings`` rows (empty: initializers)."""
     graph = model.graph
-    recorded = model.metadata_props.pop(MAX_POSITIONS_KEY, "the maximum position is not known (not recorded)")
-    max_positions = int(recorded) if recorded.isdigit() else None
-    per_step = "" if max_positions is not None else recorded
+    max_positions, per_step = recorded_positions(model)
     fresh = FreshNames(model)
     const = Constants(graph, fresh, "rotary")
     caches: dict[int, tuple[ir.Value, ir.Value]] = {}

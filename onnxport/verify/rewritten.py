@@ -38,7 +38,8 @@ from onnxport.verify.report import FLOAT64, Check, ValidationReport
 
 def check_rewritten(standard, rewritten, sizes: list[dict] | None, kernel_factor: float | None) -> ValidationReport:
     """The validation of ``rewritten`` (an ``ExportResult`` of the target's model) against eager PyTorch
-    at ``sizes`` (None: the example), judged as the module docstring says.
+    at ``sizes`` (None: the example) on the target's runtime (``Target.runtime``; the standard export
+    on the same), judged as the module docstring says.
 
     Args:
         standard: the ``ExportResult`` of the standard export, the model before the rewrite
@@ -51,10 +52,13 @@ def check_rewritten(standard, rewritten, sizes: list[dict] | None, kernel_factor
     Returns the ``ValidationReport`` (``.ok``); rows whose limit the standard export widened say so
     in their note. Raises ``ValidationError`` where the check cannot run.
     """
+    from onnxport.targets import target_runtime
     from onnxport.verify.validate import validate
 
+    runtime = target_runtime(rewritten.target)  # both models on the runtime of the target (Target.runtime)
+
     def run(result) -> ValidationReport:
-        return validate(result, sizes=sizes or [], values=[], runtime="onnxruntime", include_example=sizes is None,
+        return validate(result, sizes=sizes or [], values=[], runtime=runtime, include_example=sizes is None,
                         explain=False)
 
     report = run(rewritten)

@@ -78,6 +78,7 @@ def _check_fused(out, layers: int = 2):
     assert ops.count("MatMul") == 5 * layers + 1  # q/k/v packed, output, gate, up, down; lm_head
     # the norms of residual sums: after each attention and each MLP (the next layer's, the final one)
     assert ops.count("SkipSimplifiedLayerNormalization") == 2 * layers
+    assert ops.count("SimplifiedLayerNormalization") == 1  # the first layer's, of the embedding alone
     gqa = next(n for n in proto.graph.node if n.op_type == "GroupQueryAttention")
     assert gqa.domain == "com.microsoft"
     assert {a.name: onnx.helper.get_attribute_value(a) for a in gqa.attribute if a.name.endswith("heads")} == \
@@ -109,7 +110,7 @@ def test_qwen2_export_pretrained_target_genai_cpu(qwen2, tmp_path):
     assert decoder.target == "genai-cpu"
     assert genai_fusions(decoder.model) == {
         "attention": APPLIED, "rotary": f"{APPLIED} (com.microsoft.RotaryEmbedding, {CACHES_HELD}; {ROTARY_OUTSIDE})",
-        "shared_buffer": APPLIED, "packed_qkv": APPLIED, "skip_norm": APPLIED}
+        "shared_buffer": APPLIED, "packed_qkv": APPLIED, "skip_norm": APPLIED, "norm": APPLIED}
     assert decoder.validation.ok and all(g.ok for _, g in result.generation) and result.ok
     result.save(tmp_path / "out")
     _check_fused(tmp_path / "out")
@@ -188,7 +189,7 @@ def test_unmatched_attention_keeps_the_standard_graph():
                                     "window or another pattern the operator does not compute)")
     assert fusions["shared_buffer"] == fusions["rotary"] == fusions["packed_qkv"] == \
         "the attention is not GroupQueryAttention"
-    assert fusions["skip_norm"].startswith("no RMS norm")
+    assert fusions["skip_norm"].startswith("no RMS norm") and fusions["norm"] == "no RMS norm"
     assert result.validate().ok
 
 
