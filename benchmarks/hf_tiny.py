@@ -24,7 +24,8 @@ applied to sub-configs too):
 ``build(model_type, attempt)`` makes the base model (``AutoModel``'s class for the type, seeded; weight
 matrices the model's own initialization leaves all zero, a mixture-of-experts router's gate for one,
 drawn from N(0, 0.02) so that the router's scores do not tie and which experts eager PyTorch picks is
-defined);
+defined; batch norms' scales the initialization draws near zero set to one, else the features of a
+detector's stacked conv blocks vanish and its top-k queries are picked among tied scores);
 ``probe`` finds the first attempt whose model runs in eager on one of its input sets
 (``hf_inputs.candidates``, the forward's required parameters filled where a maker knows them) and
 which dims eager also runs at another size: batch always tried, the text length, the decoder's
@@ -530,6 +531,11 @@ def build(model_type: str, attempt: str) -> torch.nn.Module:
         for p in model.parameters():
             if p.dim() >= 2 and p.is_floating_point() and not p.any():
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
+        for module in model.modules():  # batch norms' scales drawn small (RT-DETR: N(0, initializer_range))
+            scale = getattr(module, "weight", None)
+            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and scale is not None and scale.any() \
+                    and float(scale.abs().max()) < 0.1:
+                scale.fill_(1.0)
     return model.eval().float()
 
 
