@@ -14,6 +14,7 @@ from onnxport.options import FALLBACK_SECONDS, MAX_OPSET, MIN_OPSET, ExportOptio
 from onnxport.pieces import MAX_PIECES
 from onnxport.result import ExportResult
 from onnxport.stages import step_names
+from onnxport.targets import DEFAULT_TARGET
 from onnxport.translate.registry import Registry
 
 STEPS = step_names()  # the names on_step reports, in order
@@ -44,7 +45,7 @@ def to_onnx(
     weights: Any = None,
     cast_weights: bool = False,
     fallback_seconds: float | None = FALLBACK_SECONDS,
-    target: str = "onnxruntime",
+    target: str = DEFAULT_TARGET,
 ) -> ExportResult:
     """Export a PyTorch model to ONNX, keeping dynamic dimensions symbolic under the user's names.
 

@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 from onnxport.errors import ExportError
+from onnxport.targets import DEFAULT_TARGET
 
 MIN_OPSET = 18
 MAX_OPSET = 23  # the newest opset whose operators onnxport emits and tests
@@ -45,7 +46,7 @@ class ExportOptions:
     cast_weights: bool = False
     fallback_seconds: float | None = FALLBACK_SECONDS  # seconds; None: no bound
     on_step: StepCallback | None = None
-    target: str = "onnxruntime"
+    target: str = DEFAULT_TARGET
 
     def __post_init__(self) -> None:
         if not MIN_OPSET <= self.opset <= MAX_OPSET:

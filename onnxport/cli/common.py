@@ -232,13 +232,15 @@ def finite(x: Any) -> Any:
     return x
 
 
-def add_target_argument(p: argparse.ArgumentParser) -> None:
+def add_target_argument(p: argparse.ArgumentParser, config: bool = False) -> None:
     """``--target`` (``args.runtime_target``: ``TARGET`` is the model): the runtime an export is for
-    (``to_onnx``'s ``target``, ``onnxport.targets``)."""
-    from onnxport.targets import TARGET_NAMES
+    (``to_onnx``'s ``target``, ``onnxport.targets``), ``targets.DEFAULT_TARGET`` where not given; for a
+    command reading a config (``config``), None where not given: the config's ``[export] target`` decides."""
+    from onnxport.targets import DEFAULT_TARGET, TARGET_NAMES
 
-    p.add_argument("--target", dest="runtime_target", choices=TARGET_NAMES, default=None,
-                   help="the runtime the model is for (default: a config's [export] target, else onnxruntime): "
+    default = f"a config's [export] target, else {DEFAULT_TARGET}" if config else DEFAULT_TARGET
+    p.add_argument("--target", dest="runtime_target", choices=TARGET_NAMES, default=None if config else DEFAULT_TARGET,
+                   help=f"the runtime the model is for (default: {default}): "
                         "onnxruntime (the export as it is), portable (no "
                         "local functions, loop bodies reading only their inputs, standard operators: it loads in "
                         "other runtimes) or openvino (portable, and the forms OpenVINO computes right); validation "

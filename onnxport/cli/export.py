@@ -60,7 +60,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="keyword argument of TARGET, value read as a Python literal (repeatable; over [model])")
     p.add_argument("--opset", type=int, help="ONNX opset (18 or newer; default: config's, else 20)")
     p.add_argument("--inline", action="store_true", default=None, help="inline control-flow bodies")
-    add_target_argument(p)
+    add_target_argument(p, config=True)
     p.add_argument("--no-optimize", dest="optimize", action="store_false", default=None,
                    help="skip the optimization passes")
     p.add_argument("--strict", action="store_true", default=None, help="capture with torch.export's strict mode")

@@ -81,7 +81,7 @@ def run(args) -> int:
             raise SaveError(f"-o {args.output} is a file: the output of export-hf is a directory")
         check_output_paths({"--report": args.report, "--report-html": args.report_html})
         result = export_pretrained(args.directory, args.task, validate=args.validate, generate=args.generate,
-                                   opset=args.opset, on_step=progress, target=args.runtime_target or "onnxruntime",
+                                   opset=args.opset, on_step=progress, target=args.runtime_target,
                                    quantize=args.quantize, block_size=args.block_size)
         start = time.perf_counter()
         paths = result.save(args.output)

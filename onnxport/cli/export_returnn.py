@@ -73,7 +73,7 @@ def export(args: argparse.Namespace, progress) -> object:
 
     return export_returnn_config(args.returnn_config, checkpoint=args.checkpoint, validate=args.validate,
                                  sizes=parse_sizes(args.sizes) or None, opset=args.opset, atol=args.atol,
-                                 rtol=args.rtol, on_step=progress, target=args.runtime_target or "onnxruntime")
+                                 rtol=args.rtol, on_step=progress, target=args.runtime_target)
 
 
 @report_html.on_failure(lambda args: f"onnxport export-returnn {args.returnn_config}")

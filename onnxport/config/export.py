@@ -26,7 +26,7 @@ from onnxport.capture.relations import parse_relations
 from onnxport.errors import FIRST_LINE_LIMIT, ConfigError, ContractError
 from onnxport.export import to_onnx
 from onnxport.result import ExportResult
-from onnxport.targets import target_runtime
+from onnxport.targets import DEFAULT_TARGET, target_runtime
 from onnxport.verify import ValidationReport, respecting, validate as run_validation
 from onnxport.weights import bind, materialize, open_checkpoint
 
@@ -137,10 +137,10 @@ def export_target(target: Any = None, *, config: Any = None, inputs: list[str] |
             raise ConfigError("no TARGET given",
                               hint="e.g. onnxport export model.py:Net --input \"x: float32[batch, 16]\"")
         raise ConfigError(f"config {cfg.source} names no model", hint="pass a model or set target = \"file.py:build\"")
+    runtime_target = runtime_target or (cfg.runtime_target if cfg is not None else None) or DEFAULT_TARGET
     if cfg is None:
         return _export_example(target, model_args, checkpoint, validate, report, opset=opset, inline=inline,
-                               optimize=optimize, strict=strict, atol=atol, rtol=rtol,
-                               runtime_target=runtime_target or "onnxruntime")
+                               optimize=optimize, strict=strict, atol=atol, rtol=rtol, runtime_target=runtime_target)
     given = dict(opset=opset, inline=inline, optimize=optimize, strict=strict, atol=atol, rtol=rtol)
     cfg = dataclasses.replace(cfg, **{k: v for k, v in given.items() if v is not None})
     t0 = time.perf_counter()
@@ -155,7 +155,7 @@ def export_target(target: Any = None, *, config: Any = None, inputs: list[str] |
     exported = to_onnx(module, (), example, dynamic_shapes=dynamic_shapes(cfg), input_names=list(example),
                        output_names=[n for n, _ in pairs], opset=cfg.opset, optimize=cfg.optimize,
                        inline=cfg.inline, strict=cfg.strict, relations=cfg.relations or None, on_step=report,
-                       target=runtime_target or cfg.runtime_target or "onnxruntime")
+                       target=runtime_target)
 
     def inputs_at(sizes: dict, seed: int) -> dict:
         return _forward_kwargs(module, cfg, make_inputs(cfg, sizes, seed=seed))
@@ -180,7 +180,7 @@ def _config(config: Any, inputs: list[str] | None, outputs: list[str] | None,
 
 def _export_example(target: Any, model_args: dict | None, checkpoint: CheckpointPath | None, validate: bool,
                     report: StepCallback, *, opset: int | None, atol: float | None, rtol: float | None,
-                    runtime_target: str = "onnxruntime", **options: Any) -> ExportResult:
+                    runtime_target: str, **options: Any) -> ExportResult:
     """``export_target`` of a target whose module's ``example_inputs()`` gives the inputs."""
     example, where = example_inputs_of(target)
     t0 = time.perf_counter()

@@ -24,6 +24,7 @@ from onnxport.export import to_onnx
 from onnxport.integrations.returnn import capture_hooks
 from onnxport.integrations.returnn_config import ReturnnConfig, export_config, load_returnn_config
 from onnxport.integrations.returnn_forward import ReturnnForward
+from onnxport.targets import DEFAULT_TARGET
 from onnxport.weights import bind, materialize, open_checkpoint
 
 StepCallback = Callable[[str, float], None]  # (step, seconds), called as each step ends
@@ -82,7 +83,7 @@ def build_returnn_model(rc: ReturnnConfig, checkpoint: str | os.PathLike | None 
 def export_returnn_config(config: str | os.PathLike, checkpoint: str | os.PathLike | None = None, *,
                           validate: bool = True, sizes: list[dict[str, int]] | None = None,
                           opset: int | None = None, atol: float | None = None, rtol: float | None = None,
-                          on_step: StepCallback | None = None, target: str = "onnxruntime"):
+                          on_step: StepCallback | None = None, target: str = DEFAULT_TARGET):
     """Export the model of a RETURNN config to ONNX and check it against RETURNN eager.
 
     Args:

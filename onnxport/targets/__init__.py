@@ -78,8 +78,9 @@ inline_functions, pass_outer_values = Later("inline:inline_functions"), Later("o
 check_standard_domains = Later("domains:check_standard_domains")
 mask_sequence_lengths = Later("recurrent_lengths:mask_sequence_lengths")
 PORTABLE = (inline_functions, pass_outer_values, check_standard_domains)
+DEFAULT_TARGET = "onnxruntime"  # the target where none is named: to_onnx's, the CLI's, a config's
 TARGETS = {t.name: t for t in (
-    Target("onnxruntime", "onnxruntime", (), "the export as it is (local functions kept)"),
+    Target(DEFAULT_TARGET, "onnxruntime", (), "the export as it is (local functions kept)"),
     Target("portable", "onnxruntime", PORTABLE,
            "no local functions, loop bodies reading only their inputs and initializers, standard domains"),
     # the recurrent rewrite makes Scans whose bodies read values of the main graph: the outer values are passed after it
@@ -98,7 +99,7 @@ def target(name: str) -> Target:
     """The ``Target`` called ``name``. Raises ``RuntimeTargetError`` for an unknown name."""
     if name not in TARGETS:
         raise RuntimeTargetError(f"target {name!r} is not a runtime target",
-                                 hint=f"choose one of {', '.join(TARGET_NAMES)} (default onnxruntime)")
+                                 hint=f"choose one of {', '.join(TARGET_NAMES)} (default {DEFAULT_TARGET})")
     return TARGETS[name]
 
 
