@@ -14,7 +14,7 @@ from onnxport.capture.relations import broken, evaluate, parse_relations
 from onnxport.config.inputs import default_sizes, input_specs
 from onnxport.config.schema import DEFAULT_MAX, DEFAULT_MIN, DTYPES, DimRange, ExportConfig, TensorDecl, sizes_text
 from onnxport.config.stream import parse_stream
-from onnxport.errors import ConfigError, DynamicShapesError
+from onnxport.errors import ConfigError, DynamicShapesError, RuntimeTargetError
 
 _TOP_KEYS = {"target", "model", "inputs", "outputs", "dims", "export", "validate", "stream"}
 _EXPORT_KEYS = {"opset": int, "inline": bool, "optimize": bool, "strict": bool, "target": str}
@@ -203,12 +203,13 @@ def _parse_export(cfg: ExportConfig, table: Any, where: str) -> None:
             raise ConfigError(f"{where}: [export] {key} must be {kind.__name__}, not {value!r}")
         setattr(cfg, _EXPORT_FIELDS.get(key, key), value)
     if cfg.runtime_target is not None:
-        from onnxport.targets import TARGET_NAMES
+        from onnxport.targets import target
 
-        if cfg.runtime_target not in TARGET_NAMES:
-            raise ConfigError(f"{where}: [export] target {cfg.runtime_target!r} is not a runtime target",
-                              hint=f"choose one of {', '.join(TARGET_NAMES)} (the runtime the model is for; "
-                                   "the model itself is the top-level target)")
+        try:
+            target(cfg.runtime_target)
+        except RuntimeTargetError as e:
+            raise ConfigError(f"{where}: [export] {e.summary}", hint=f"{e.hint}: the runtime the model is for (the "
+                              "model itself is the top-level target)") from None
     if cfg.opset < 18:
         raise ConfigError(f"{where}: [export] opset {cfg.opset} is below 18", hint="use opset 18 or newer (default 20)")
 
