@@ -20,6 +20,30 @@ skipped, with its reason recorded, where it does not match:
 
 What applied and why a fusion did not is the model's metadata ``onnxport.genai_cpu`` (JSON:
 fusion -> ``"applied"`` or the reason), read by ``genai_fusions``.
+
+Padding: the rewritten decoder is right for prompts padded on the left (as transformers' ``generate``
+pads them; the export's decoding check) and on the right (as onnxruntime-genai pads them), each row's
+``position_ids`` its own, ``attention_mask`` 0 on the padding.
+
+Why the rotary stays outside ``GroupQueryAttention`` (``ROTARY_OUTSIDE``) and the packed projections
+are ``Split`` for it, where the model builder feeds the operator packed QKV with ``do_rotary=1``:
+onnxruntime 1.32's operator, given ``position_ids``, rotates a first prompt (no past: ``sequence_length
+== total_sequence_length``) at ``position_ids[0, 0] + s`` for every row and other steps at each row's
+own ``position_ids`` (measured against ``RotaryEmbedding`` outside: equal except on a first prompt
+whose rows start at different positions, a left-padded batch; its ``contrib_ops/cpu/bert/
+group_query_attention.cc``: ``position_ids_format = !is_first_prompt ? 1 : 0``, format 0 reading
+``pos_ids[0] + s``). onnxruntime-genai never feeds such a prompt: its ``src/models/model.cpp``
+``PadInputs`` pads a batch of prompts on the right (``bool pad_right_{true}``), and its
+``src/models/position_inputs.cpp`` (``CreateAndInitializePositionIDs``,
+``CreateAndInitializeAttentionMask``) scans each row from its end, masking only the trailing
+``pad_token_id`` tokens and giving every token before them its index as position (a leading pad is a
+token to it); decode steps give each row its previous position + 1 (``src/cpu/interface.cpp``
+``UpdatePositionIds``) and append a 1 to the mask. So the builder's form is right for every input
+onnxruntime-genai feeds, and wrong for a plain onnxruntime user's left-padded batch. It is not this
+target's form because the target's check against eager (``onnxport.verify.rewritten``, at
+``check_sizes``: ``position_ids`` drawn per row) and its decoding check (a left-padded second prompt)
+feed inputs of that kind: making it the default needs those checks fed as onnxruntime-genai feeds a
+model (positions ``past..past+S-1`` alike in every row, a right-padded batch compared at its tokens).
 """
 
 from __future__ import annotations
@@ -35,10 +59,10 @@ from onnxport.targets.genai_rotary import MAX_POSITIONS_KEY, fuse_rotary
 
 FUSIONS_KEY = "onnxport.genai_cpu"  # model metadata: fusion -> "applied" or why not (JSON)
 APPLIED = "applied"
-# GroupQueryAttention's own rotary (do_rotary) rotates a first prompt's keys at 0..S-1 whatever position_ids say:
-# a left-padded row's cache, hence its later tokens, would differ from the model's
-ROTARY_OUTSIDE = ("outside GroupQueryAttention: the operator's rotary rotates a first prompt at positions "
-                  "0..S-1, not at position_ids (a left-padded row would differ)")
+# GroupQueryAttention's own rotary (do_rotary) rotates every row of a first prompt at the first row's positions:
+# a left-padded row's cache, hence its later tokens, would differ from the model's (module docstring)
+ROTARY_OUTSIDE = ("outside GroupQueryAttention: the operator's rotary rotates every row of a first prompt at the "
+                  "first row's positions (a left-padded row would differ)")
 
 # the rotary's cos/sin read by position from initializers of max_position_embeddings rows (genai_rotary)
 CACHES_HELD = "cos/sin caches of max_position_embeddings rows"

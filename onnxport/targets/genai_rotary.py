@@ -17,8 +17,8 @@ stays within them. Where ``P`` is not known (no eager module, ``dynamic``/``long
 angles depend on the sequence length), the caches are computed each step from ``inv_freq`` for
 positions ``0..L-1``, ``L`` the largest position + 1 or ``attention_mask``'s length, and the reason
 is recorded (``fuse_rotary``).
-Not ``GroupQueryAttention``'s own ``do_rotary``: that rotates a first prompt at positions ``0..S-1``
-whatever ``position_ids`` say, which a left-padded row contradicts.
+Not ``GroupQueryAttention``'s own ``do_rotary``: that rotates every row of a first prompt at the first
+row's ``position_ids``, which a left-padded row contradicts (``onnxport.targets.genai_cpu``'s docstring).
 
 Semantics: onnxruntime's ``docs/ContribOperators.md`` (``com.microsoft.RotaryEmbedding``,
 ``interleaved=0``: the halves rotated, as ``rotate_half`` does).

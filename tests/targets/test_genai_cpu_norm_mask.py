@@ -1,9 +1,9 @@
-"""Target ``genai-cpu``'s first-layer RMS norm as ``SimplifiedLayerNormalization`` and its padding mask
-(``total_sequence_length``, ``seqlens_k``, ``attention_bias`` from ``attention_mask`` in 8 nodes), on a
-tiny Llama and a tiny Qwen2: the rewritten decoder checked against eager PyTorch (the export's own check,
-and its greedy decoding with a left-padded row), a batch padded on the right as onnxruntime-genai pads
-one (``PadInputs``) equal to eager at its tokens over a prompt and a decode step, and a norm or a mask
-rewritten wrong refused."""
+"""Target ``genai-cpu``'s RMS norms not of a residual sum as ``SimplifiedLayerNormalization`` (a tiny Llama's
+and a tiny Qwen2's first layer's, a tiny Qwen3's norms of heads) and its padding mask (``total_sequence_length``,
+``seqlens_k``, ``attention_bias`` from ``attention_mask`` in 8 nodes): the rewritten decoder checked against
+eager PyTorch (the export's own check, and its greedy decoding with a left-padded row), a batch padded on the
+right as onnxruntime-genai pads one (``PadInputs``) equal to eager at its tokens over a prompt and a decode
+step, and a norm or a mask rewritten wrong refused."""
 
 from __future__ import annotations
 
@@ -95,6 +95,24 @@ def test_first_norm_and_mask(family, tmp_path):
     mask_nodes = {n.op_type for g in gqa for n in _ancestors_from_mask(g)}
     assert {k: ops.count(k) for k in MASK} == MASK and mask_nodes <= set(MASK)
     _right_padded_matches_eager(eager, decoder.model_proto)
+
+
+def test_norms_of_heads(tmp_path):
+    """A tiny Qwen3's RMS norms of the query and key heads (``[B, S, N, d]``, over the head size) as
+    ``SimplifiedLayerNormalization`` too, beside the first layer's: the export's check against eager passes."""
+    from onnxport.pretrained import export_pretrained
+
+    torch.manual_seed(5)
+    config = transformers.Qwen3Config(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                      max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    transformers.Qwen3ForCausalLM(config).save_pretrained(tmp_path / "qwen3")
+    result = export_pretrained(tmp_path / "qwen3", target="genai-cpu", generate=0)
+    decoder = result.parts["model"]
+    norms = [n for n in decoder.model.graph if n.op_type == "SimplifiedLayerNormalization"]
+    assert decoder.validation.ok and genai_fusions(decoder.model)["norm"] == APPLIED
+    assert sorted(len(n.inputs[0].shape) for n in norms) == [3] + [4] * 4  # the first layer's; q and k per layer
+    assert not NORM & {n.op_type for n in decoder.model.graph}
 
 
 def _ancestors_from_mask(gqa):
