@@ -255,3 +255,34 @@ def test_generate_holds_one_copy_the_example_s_inputs_as_its_call_began():
     assert [t.shape for t in kept] == [t.shape for t in leaves_then]  # as the call began, before it grew them
     assert all(torch.equal(a, b) for a, b in zip(kept, leaves_then))
     assert cache.get_seq_length() == 5 < seen.sizes["past"][-1]
+
+
+def test_the_example_kept_as_calls_come_is_the_one_decide_takes_from_the_calls_so_far():
+    """``axes.Calls.better``, which keeps the calls' axes as they come, against ``axes.decide`` over every
+    call so far (two candidates: the held call and the new one), on random calls whose axes share sizes,
+    sit at 0 or 1, change rank or go missing."""
+    import random
+
+    from onnxport.observation.axes import Calls, decide
+
+    rng = random.Random(0)
+    for _ in range(300):
+        names = [f"t{i}" for i in range(rng.randint(1, 5))]
+        ranks = {n: rng.randint(0, 4) for n in names}
+        roles = {n: [rng.choice(["batch", "seq", "past", "one", "three"]) for _ in range(4)] for n in names}
+        calls, kept, held, expected = [], Calls(), None, None
+        for _ in range(rng.randint(1, 10)):
+            sizes = {"batch": rng.choice([1, 2, 3]), "seq": rng.choice([0, 1, 2, 5]), "past": rng.choice([2, 5, 7]),
+                     "one": 1, "three": 3}
+            call = {n: (n, tuple(sizes[r] for r in roles[n][:ranks[n] - (rng.random() < 0.1)]))
+                    for n in names if rng.random() < 0.85}
+            calls.append(call)
+            new = kept.add(call)
+            expected = new if expected is None else decide(calls, [expected, new], {}).example
+            if held is not None and kept.better(held, new) == held:
+                kept.forget(new)
+            else:
+                if held is not None:
+                    kept.forget(held)
+                held = new
+            assert held == expected, calls

@@ -28,7 +28,7 @@ from torch.utils import _pytree as pytree
 from onnxport.capture.caches import cache_input_name, cache_leaves, is_cache, register_caches
 from onnxport.capture.dynamic_shapes import key_str, leaf_name, signature_names
 from onnxport.errors import DynamicShapesError
-from onnxport.observation.axes import Decision, Shapes, best, decide
+from onnxport.observation.axes import Calls, Decision, Shapes, decide
 from onnxport.observation.names import config_sizes
 
 __all__ = ["Call", "Observed", "observe"]
@@ -60,22 +60,26 @@ class Observed:
         self.where = where
         self._decided: tuple[int, Decision] | None = None
         self._held: int | None = None  # the index of the one call whose inputs are kept
+        self._axes = Calls()  # the calls' axes so far, to compare the held call with each new one
 
     # ------------------------------------------------------------------ recording
     def record(self, args: tuple, kwargs: dict) -> None:
         """Record one call of the model with these inputs: their shapes, and a copy of them when the
-        call is the best example so far (``axes.best``), which drops the copy of the one it replaces.
-        One copy is held at a time: ``generate``'s steps, each with a longer cache, cost one copy."""
+        call is the best example so far (``axes.Calls.better``), which drops the copy of the one it
+        replaces. One copy is held at a time: ``generate``'s steps, each with a longer cache, cost one
+        copy; comparing the two costs the calls' axes, not the calls so far."""
         register_caches()
         shapes = self._shapes(args, kwargs)
         self.calls.append(Call(None, None, shapes))
-        new = len(self.calls) - 1
+        new = self._axes.add(shapes)
         held = self._held
-        if held is not None and best([c.shapes for c in self.calls], [held, new]) == held:
+        if held is not None and self._axes.better(held, new) == held:
+            self._axes.forget(new)
             return
         copy = pytree.tree_map(lambda x: x.detach().clone() if isinstance(x, torch.Tensor) else x, (args, kwargs))
         if held is not None:
             self.calls[held] = Call(None, None, self.calls[held].shapes)
+            self._axes.forget(held)
         self.calls[new] = Call(tuple(copy[0]), dict(copy[1]), shapes)
         self._held = new
 

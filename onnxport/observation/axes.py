@@ -57,10 +57,107 @@ def decide(calls: list[Shapes], candidates: list[int], config: dict[str, int]) -
                     {names[i]: tuple(s) for i, s in enumerate(sizes) if present[i]}, example)
 
 
-def best(calls: list[Shapes], candidates: list[int]) -> int:
-    """The index, of ``candidates``, of the call the calls so far (``calls``) make the best example:
-    the one ``decide`` would take from these calls and candidates."""
-    return _example(calls, candidates, _dimensions(calls)[1])
+class Calls:
+    """The calls' axes kept as each call is added, to tell which of two calls the calls so far make the
+    better example (``better``), as ``decide`` would take it from them: at a cost per call of the axes
+    and their patterns, not of the calls so far (``generate``'s steps are calls).
+
+    Axes with the same size in every call so far share a pattern (a cache's layers: ``_groups`` joins
+    them first); a pattern is dynamic once it had two sizes; two patterns are one dimension while
+    every call that gave both gave them one size, over two sizes or more (``_same``): each pair of
+    patterns keeps ``(one size where both were given, the first such size, two such sizes seen)``,
+    updated per call, and a pattern its sizes at the calls ``watch`` names, its first axis and
+    (two of) its sizes."""
+
+    def __init__(self) -> None:
+        self.tensors: list[int] = []  # per call: how many tensors it gave
+        self.leaves: dict[str, tuple[int, list[int]]] = {}  # flat name -> (rank first seen, its axes)
+        self.pattern: list[int] = []  # axis -> its pattern
+        self.first: dict[int, int] = {}  # pattern -> its first axis
+        self.sizes: dict[int, set[int]] = {}  # pattern -> its sizes so far (two at most kept)
+        self.at: dict[int, dict[int, int | None]] = {}  # pattern -> {watched call: its size there}
+        self.pairs: dict[tuple[int, int], tuple[bool, int | None, bool]] = {}
+        self.watched: set[int] = set()
+        self._next = 0
+
+    def add(self, shapes: Shapes) -> int:
+        """Add one call's shapes (watched until ``forget``); returns its index."""
+        call = len(self.tensors)
+        self.tensors.append(len(shapes))
+        new = -1  # the axes of tensors no call gave before: absent from every earlier call
+        for flat, (_, shape) in shapes.items():
+            if flat not in self.leaves:
+                self.leaves[flat] = (len(shape), list(range(len(self.pattern), len(self.pattern) + len(shape))))
+                self.pattern += [new] * len(shape)
+        value = [None] * len(self.pattern)
+        for flat, (rank, axes) in self.leaves.items():
+            if flat in shapes and len(shapes[flat][1]) == rank:
+                for a, size in zip(axes, shapes[flat][1]):
+                    value[a] = size
+        parts: dict[tuple[int, int | None], int] = {}  # (old pattern, size in this call) -> new pattern
+        parent: dict[int, tuple[int, int | None]] = {}
+        for a, old in enumerate(self.pattern):
+            key = (old, value[a])
+            if key not in parts:
+                parts[key], self._next = self._next, self._next + 1
+                parent[parts[key]] = key
+            self.pattern[a] = parts[key]
+        first, sizes, at = {}, {}, {}
+        for a, p in enumerate(self.pattern):
+            first.setdefault(p, a)
+        for p, (old, size) in parent.items():
+            sizes[p] = set(self.sizes.get(old, ()))
+            if size is not None and len(sizes[p]) < 2:
+                sizes[p].add(size)
+            at[p] = {**self.at.get(old, {}), call: size}
+        pairs = {}
+        for p, q in itertools.combinations(sorted(parent), 2):
+            (op, sp), (oq, sq) = parent[p], parent[q]
+            if op == oq:  # parts of one pattern: one size wherever both were given until now
+                common = self.sizes.get(op, set())
+                one, seen, two = True, next(iter(common), None), len(common) > 1
+            else:
+                one, seen, two = self.pairs.get((min(op, oq), max(op, oq)), (True, None, False))
+            if sp is not None and sq is not None:
+                one, two = one and sp == sq, two or (seen is not None and seen != sp)
+                seen = sp if seen is None else seen
+            pairs[(p, q)] = (one, seen, two)
+        self.first, self.sizes, self.at, self.pairs = first, sizes, at, pairs
+        self.watched.add(call)
+        return call
+
+    def forget(self, call: int) -> None:
+        """Stop keeping the sizes of ``call`` (no longer a candidate example)."""
+        self.watched.discard(call)
+        for sizes in self.at.values():
+            sizes.pop(call, None)
+
+    def better(self, a: int, b: int) -> int:
+        """Of the watched calls ``a`` and ``b``, the one ``decide`` would take as the example from the
+        calls so far with these two candidates (``_example``)."""
+        dynamic = sorted((p for p, s in self.sizes.items() if len(s) > 1), key=self.first.__getitem__)
+        root = {p: p for p in dynamic}
+
+        def find(p: int) -> int:
+            while root[p] != p:
+                root[p] = root[root[p]]
+                p = root[p]
+            return p
+
+        for p, q in itertools.combinations(dynamic, 2):
+            one, _, two = self.pairs[(min(p, q), max(p, q))]
+            if one and two:
+                root[find(q)] = find(p)
+        groups: dict[int, list[int]] = {}
+        for p in dynamic:  # in order of their first axes: a dimension's size in a call is its first axis given
+            groups.setdefault(find(p), []).append(p)
+
+        def badness(c: int) -> tuple:
+            here = [next((s for s in (self.at[p].get(c) for p in g) if s is not None), None) for g in groups.values()]
+            here = [s for s in here if s is not None]
+            return (-self.tensors[c], sum(v <= 1 for v in here), len(here) - len(set(here)), c)
+
+        return min((a, b), key=badness)
 
 
 def _dimensions(calls: list[Shapes]) -> tuple[list[list[tuple[Leaf, int]]], list[list[int | None]]]:
