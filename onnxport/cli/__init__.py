@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             return 130
     if held.lines:  # torch's warnings and log lines may say why: where to see them
-        text += f"\n  ({len(held.lines)} lines other libraries printed were held back; --verbose shows them)"
+        n = len(held.lines)
+        said = "1 line other libraries printed was" if n == 1 else f"{n} lines other libraries printed were"
+        text += f"\n  ({said} held back; --verbose shows them)"
     print(text, file=sys.stderr)
     return 2
 
