@@ -38,7 +38,14 @@ _IMAGE = 2 ** 32  # a key's step from one image to the next: more windows than a
 def windows_per_token(grid_thw, spatial_merge_size, window_size, patch_size, kwargs=None):
     """``(window_index, cu_window_seqlens)``: the merged patches ``[sum(t * h' * w')]`` int64 in window
     order, and ``[1 + sum(t * h' * w')]`` int32 window ends (``(i + 1) * m * m`` where the window
-    changes after sorted patch ``i``, 0 elsewhere), from ``grid_thw`` ``[images, 3]``."""
+    changes after sorted patch ``i``, 0 elsewhere), from ``grid_thw`` ``[images, 3]``.
+
+    ``cu_window_seqlens`` is not transformers' list: its zeros are boundaries before every token, right
+    only for a reader that counts the boundaries at or before each token (the block mask of
+    ``packed_vision_attention``, which the eager and SDPA attention read it through). A length taken
+    from consecutive entries (``max_seqlen = (cu[1:] - cu[:-1]).max()``: transformers' ``get_max_seqlen``,
+    which the model calls under flash attention only) would be wrong: a window's end minus a 0 is the
+    whole sequence up to it, and a 0 minus the end before it is negative."""
     import torch
 
     if kwargs is not None:
