@@ -29,7 +29,8 @@ Then the sets of the families whose forward takes more, the same rule for every 
   encoder-decoder's waveform ``inputs`` with decoder ids;
 * trajectories (Decision Transformer's ``states``, ``actions``, ``returns_to_go``, ``timesteps``);
 * log-mel frames (Gemma 3n's ``audio_mel``, ``[batch, frames, input_feat_size]``) and their mask;
-* spectrogram vocoders (``spectrogram``): ``[batch, frames, model_in_dim]``.
+* spectrogram vocoders (``spectrogram``): ``[batch, frames, model_in_dim]``;
+* SAM's parts, a prompt encoder's points and a mask decoder's embeddings (``hf_prompts.py``).
 
 ``fill(model, names, dims, fixed)`` then gives a forward's required parameters the set leaves out where a
 maker of this module knows them by name (BLIP-2's ``input_ids`` beside its image, InstructBLIP's
@@ -47,6 +48,8 @@ import inspect
 from typing import Any
 
 import torch
+
+import hf_prompts
 
 VOCAB = 1000
 SIZES = {"batch": (2, 3), "seq": (7, 11), "decoder_seq": (5, 9)}  # example size, other size
@@ -445,7 +448,11 @@ class Inputs:
         """``{input: {axis: dim name}}`` of the dynamic dims."""
         out = {}
         for name in self.names:
-            axes = {axis: dim for axis, dim in _axes(name, self.fixed).items() if dim in self.dims}
+            axes = _axes(name, self.fixed)
+            if isinstance(axes, list):  # a list of tensors (SAM 2's high_resolution_features): axes of each
+                out[name] = [{a: d for a, d in ax.items() if d in self.dims} or None for ax in axes]
+                continue
+            axes = {axis: dim for axis, dim in axes.items() if dim in self.dims}
             out[name] = axes or None
         return out
 
@@ -497,7 +504,7 @@ MAKERS = {
     "noise": lambda m, s, g: torch.rand(s["batch"], _patches(m, s["image"]), generator=g),
     "bbox": lambda m, s, g: torch.sort(torch.randint(0, 1000, (s["batch"], s["seq"], 4), generator=g), -1)[0][
         ..., [0, 1, 2, 3]],
-} | {n: f for n, f in _FAMILY_MAKERS.items() if n != "pixel_values"}
+} | {n: f for n, f in _FAMILY_MAKERS.items() if n != "pixel_values"} | hf_prompts.MAKERS
 AXES = {
     "input_ids": {0: "batch", 1: "seq"},
     "attention_mask": {0: "batch", 1: "seq"},
@@ -525,6 +532,8 @@ def _axes(name: str, fixed: dict) -> dict:
     if name == "input_values" and fixed.get("layout") == "channels":
         return {0: "batch", 2: "samples"}
     family = _family_axes(name, fixed)
+    if family is None:
+        family = hf_prompts.axes(name, fixed)
     return AXES[name] if family is None else family
 
 
@@ -547,7 +556,7 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
     main = getattr(model, "main_input_name", "input_ids")
     config = model.config
     batch = {"batch": SIZES["batch"]}
-    out = []
+    out = [Inputs(*s) for s in hf_prompts.prompt_sets(model)]  # a part of SAM: its prompts lead
     if main == "pixel_values" or ("pixel_values" in params and "input_ids" not in params):
         dims, fixed = _image_dims(model)
         out.append(Inputs(["pixel_values"], batch | dims, fixed))

@@ -123,8 +123,10 @@ def _first_line(e: BaseException) -> str:
 
 
 def _ort(proto: Any):
-    """A function running the ONNX model on a dict of tensors, returning its outputs as arrays."""
+    """A function running the ONNX model on a dict of tensors (a list of tensors as one input each; other
+    values, constants of the export, left out), returning its outputs as arrays."""
     import onnxruntime as ort
+    import torch
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
@@ -137,7 +139,11 @@ def _ort(proto: Any):
             raise KeyError(f"the ONNX model takes inputs {missing} the model's call has not")
         return session.run(None, {n: inputs[n].numpy() for n in names})
 
-    return run, session
+    def feed(inputs: dict) -> list:
+        return run({part: v for name, value in inputs.items() for part, v in _parts(name, value)
+                    if isinstance(v, torch.Tensor)})
+
+    return feed, session
 
 
 def _declared_fixed(session: Any, inputs: Any) -> list[str]:
@@ -145,11 +151,19 @@ def _declared_fixed(session: Any, inputs: Any) -> list[str]:
     out = []
     shapes = {i.name: i.shape for i in session.get_inputs()}
     for name, axes in inputs.dynamic_shapes().items():
-        for axis, dim in (axes or {}).items():
-            shape = shapes.get(name)
-            if shape is not None and axis < len(shape) and isinstance(shape[axis], int):
-                out.append(f"{name}[{axis}] ({dim}) = {shape[axis]}")
+        for part, part_axes in _parts(name, axes):
+            for axis, dim in (part_axes or {}).items():
+                shape = shapes.get(part)
+                if shape is not None and axis < len(shape) and isinstance(shape[axis], int):
+                    out.append(f"{part}[{axis}] ({dim}) = {shape[axis]}")
     return out
+
+
+def _parts(name: str, value: Any) -> list:
+    """``(ONNX input name, value)`` of an input, a list of tensors as one ONNX input each (``name_0``, ...)."""
+    if isinstance(value, (list, tuple)):
+        return [(f"{name}_{i}", v) for i, v in enumerate(value)]
+    return [(name, value)]
 
 
 def export_onnxport(model, example, inputs):

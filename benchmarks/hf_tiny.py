@@ -459,9 +459,25 @@ def model_class(model_type: str) -> type:
              and c.__dict__.get("config_class", getattr(c, "config_class", None)) is config_cls
              and not c.__name__.endswith("PreTrainedModel")]
     found.sort(key=lambda c: ("For" in c.__name__, len(c.__name__)))
+    if not found:  # a part built from its config alone (SAM 2's mask decoder: Sam2MaskDecoderConfig)
+        stem = config_cls.__name__.removesuffix("Config")
+        found = sorted((c for c in vars(module).values() if isinstance(c, type) and issubclass(c, torch.nn.Module)
+                        and c.__name__.startswith(stem) and _takes_config(c, config_cls)),
+                       key=lambda c: (c.__name__ != stem, not c.__name__.endswith(("Transformer", "Model")),
+                                      len(c.__name__)))
     if not found:
         raise LookupError(f"no model class for {model_type}")
     return found[0]
+
+
+def _takes_config(cls: type, config_cls: type) -> bool:
+    """Whether ``cls.__init__``'s first parameter is annotated as ``config_cls`` and it needs no other."""
+    try:
+        params = list(inspect.signature(cls.__init__).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return len(params) > 1 and params[1].annotation in (config_cls, config_cls.__name__) and all(
+        p.default is not inspect.Parameter.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params[2:])
 
 
 _MISSING = re.compile(r"^'(\w+)' object has no attribute '(\w+)'$")
@@ -536,6 +552,8 @@ def build(model_type: str, attempt: str) -> torch.nn.Module:
             if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and scale is not None and scale.any() \
                     and float(scale.abs().max()) < 0.1:
                 scale.fill_(1.0)
+    if not hasattr(model, "config"):  # a part that keeps no config: its inputs are read from it
+        model.config = config
     return model.eval().float()
 
 
