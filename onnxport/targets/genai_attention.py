@@ -166,10 +166,11 @@ class _Shared:
     """The operator's inputs computed once from ``attention_mask`` (``[B, T]``): ``total_sequence_length``
     (``T`` as a 1-element int32 vector, which the operator reads as its scalar), ``seqlens_k`` (the index
     of each row's last key not masked, ``T - 1`` for a left-padded or unpadded row) and the padding's
-    ``attention_bias`` ``[B, 1, S, T]`` (the lowest float where ``attention_mask`` is 0): 8 nodes. The
-    bias is ``[B, 1, 1, T]`` expanded over the new tokens: onnxruntime 1.32's operator refuses a bias
-    whose third dim is not the new tokens' count ("attention_bias dimension 2 must be equal to the
-    sequence length"), 1 included."""
+    ``attention_bias`` ``[B, 1, S, T]`` (the lowest float where ``attention_mask`` is 0): 9 nodes. The
+    bias is made ``[B, 1, S, T]`` by comparing the mask ``[B, 1, 1, T]`` with zeros ``[B, 1, S, 1]``
+    (``input_ids * 0``; an ``Expand`` of the same shape would take a ``Shape`` and a ``Concat`` more):
+    onnxruntime 1.32's operator refuses a bias whose third dim is not the new tokens' count
+    ("attention_bias dimension 2 must be equal to the sequence length"), 1 included."""
 
     def __init__(self, graph: ir.Graph, fresh: FreshNames, const: Constants, dtype: ir.DataType):
         self.nodes: list[ir.Node] = []
@@ -179,13 +180,14 @@ class _Shared:
         self.total = self._op("Cast", [self._op("Shape", [mask], start=1, end=2)], to=ir.DataType.INT32)  # [1]
         last = self._op("ArgMax", [mask], axis=1, keepdims=0, select_last_index=1)  # [B] int64
         self.seqlens = self._op("Cast", [last], to=ir.DataType.INT32)
-        lowest = np.finfo(dtype.numpy()).min
+        zeros = self._op("Mul", [ids, const(np.array(0, ids.dtype.numpy()))])  # [B, S]
+        if ids.dtype != mask.dtype:
+            zeros = self._op("Cast", [zeros], to=mask.dtype)
         padded = self._op("Equal", [self._op("Unsqueeze", [mask, const(np.array([1, 2], np.int64))]),
-                                    const(np.array(0, mask.dtype.numpy()))])  # [B, 1, 1, T]
-        bias = self._op("Where", [padded, const(np.array(lowest, dtype.numpy())), const(np.array(0, dtype.numpy()))])
-        seq = self._op("Shape", [ids], start=1, end=2)
-        across = self._op("Concat", [const(np.array([1, 1], np.int64)), seq, const(np.array([1], np.int64))], axis=0)
-        self.bias = self._op("Expand", [bias, across])  # [B, 1, 1, T] broadcast with [1, 1, S, 1]
+                                    self._op("Unsqueeze", [zeros, const(np.array([1, 3], np.int64))])])
+        lowest = np.finfo(dtype.numpy()).min
+        self.bias = self._op("Where", [padded, const(np.array(lowest, dtype.numpy())),
+                                       const(np.array(0, dtype.numpy()))])  # [B, 1, S, T]
 
     def _op(self, op_type: str, inputs: list, **attributes) -> ir.Value:
         node = ir.Node("", op_type, inputs, attributes=[ir.convenience.convert_attribute(k, v)

@@ -1,6 +1,6 @@
 """Target ``genai-cpu``'s RMS norms not of a residual sum as ``SimplifiedLayerNormalization`` (a tiny Llama's
 and a tiny Qwen2's first layer's, a tiny Qwen3's norms of heads) and its padding mask (``total_sequence_length``,
-``seqlens_k``, ``attention_bias`` from ``attention_mask`` in 8 nodes): the rewritten decoder checked against
+``seqlens_k``, ``attention_bias`` from ``attention_mask`` in 9 nodes): the rewritten decoder checked against
 eager PyTorch (the export's own check, and its greedy decoding with a left-padded row), a batch padded on the
 right as onnxruntime-genai pads one (``PadInputs``) equal to eager at its tokens over a prompt and a decode
 step, and a norm or a mask rewritten wrong refused."""
@@ -28,8 +28,8 @@ ort = pytest.importorskip("onnxruntime")
 
 NORM = {"Pow", "ReduceMean", "Sqrt", "Reciprocal"}
 # the padding mask's nodes: total_sequence_length (Shape, Cast), seqlens_k (ArgMax, Cast), attention_bias
-# (Unsqueeze, Equal, Where, Shape, Concat, Expand)
-MASK = {"Shape": 2, "Cast": 2, "ArgMax": 1, "Unsqueeze": 1, "Equal": 1, "Where": 1, "Concat": 1, "Expand": 1}
+# (Mul, Unsqueeze twice, Equal, Where)
+MASK = {"Shape": 1, "Cast": 2, "ArgMax": 1, "Unsqueeze": 2, "Equal": 1, "Where": 1, "Concat": 0, "Expand": 0}
 
 
 def _tiny(family: str, path):
@@ -92,8 +92,9 @@ def test_first_norm_and_mask(family, tmp_path):
     assert attrs["axis"] == -1 and attrs["stash_type"] == 1 and attrs["epsilon"] == pytest.approx(1e-5)
     assert ops.count("SkipSimplifiedLayerNormalization") == 4
     gqa = [n for n in decoder.model.graph if n.op_type == "GroupQueryAttention"]
-    mask_nodes = {n.op_type for g in gqa for n in _ancestors_from_mask(g)}
-    assert {k: ops.count(k) for k in MASK} == MASK and mask_nodes <= set(MASK)
+    mask_nodes = {id(n): n.op_type for g in gqa for n in _ancestors_from_mask(g)}  # shared by every attention
+    assert {k: ops.count(k) for k in MASK} == MASK and len(mask_nodes) == 9
+    assert sorted(mask_nodes.values()) == sorted([k for k, n in MASK.items() for _ in range(n)] + ["Mul"])
     _right_padded_matches_eager(eager, decoder.model_proto)
 
 
