@@ -6,7 +6,9 @@ compute the same thing (``onnxport/library/``: transformers' tables, padding and
 transformers' kernel-hub dispatcher, and from the ``kernels`` package's module form of a function),
 lets ``transform`` change its ``ast.FunctionDef`` in place and compiles the result in ``fn``'s module
 globals, with ``fn``'s file and line numbers (so errors and guards name the library's own lines),
-defaults and name. One variant per function and transform is kept for the process.
+defaults and name. One variant per function and transform is kept for the process. A capture patch
+installs it as ``function_variant`` (the function's code replaced, its decorators kept) or
+``forward_variants`` (a class's ``forward`` replaced).
 """
 
 from __future__ import annotations
@@ -54,6 +56,17 @@ def source_variant(fn: Callable, transform: Callable[[ast.FunctionDef], bool]) -
     new.__qualname__, new.__doc__ = fn.__qualname__, fn.__doc__
     _COMPILED[key] = new
     return new
+
+
+def function_variant(fn: Callable, transform: Callable[[ast.FunctionDef], bool]) -> list:
+    """One ``patches.SetCode`` of ``fn`` (under its decorators: ``library_function``) to the code of its
+    ``source_variant``, the decorators still applying while the patch is installed; none where there is
+    no variant (``transform`` found nothing to change, or the source is not available)."""
+    from onnxport.capture.patches import SetCode
+
+    inner = library_function(fn)
+    variant = source_variant(inner, transform)
+    return [] if variant is None else [SetCode(inner, variant)]
 
 
 def replace_statement(body: list[ast.stmt], matches: Callable[[ast.stmt], bool],

@@ -37,17 +37,13 @@ def method_variants(method: str, transform, *, reads: frozenset[str] = frozenset
     """One ``patches.SetCode`` for each class of ``model_classes((method,))`` whose own ``method``
     (under its decorators: ``library_function``) reads every name of ``reads`` and is changed by
     ``transform``: the code of its ``source_variant`` while the patch is installed, the decorators
-    still applying."""
-    from onnxport.capture.patches import SetCode
-    from onnxport.capture.source_variants import source_variant
+    still applying (``source_variants.function_variant``)."""
+    from onnxport.capture.source_variants import function_variant
     from onnxport.library_functions import library_function
 
     changes = []
     for cls in model_classes((method,)):
-        inner = library_function(vars(cls)[method])
-        if reads and not reads <= _names(getattr(inner, "__code__", None)):
-            continue
-        variant = source_variant(inner, transform)
-        if variant is not None:
-            changes.append(SetCode(inner, variant))
+        fn = vars(cls)[method]
+        if not reads or reads <= _names(getattr(library_function(fn), "__code__", None)):
+            changes += function_variant(fn, transform)
     return changes

@@ -21,9 +21,8 @@ from __future__ import annotations
 import ast
 import sys
 
-from onnxport.capture.patches import Patch, SetCode, always, register
-from onnxport.capture.source_variants import replace_statement, source_variant
-from onnxport.library_functions import library_function
+from onnxport.capture.patches import Patch, always, register
+from onnxport.capture.source_variants import function_variant, replace_statement
 
 MODULE = "transformers.integrations.sdpa_attention"
 _FIRST = "is_causal = q_length > 1 and attention_mask is None and is_causal"
@@ -40,11 +39,7 @@ def _causal_last(func: ast.FunctionDef) -> bool:
 def _changes() -> list:
     module = sys.modules.get(MODULE)
     fn = getattr(module, "sdpa_attention_forward", None) if module is not None else None
-    if fn is None:
-        return []
-    inner = library_function(fn)
-    variant = source_variant(inner, _causal_last)
-    return [] if variant is None else [SetCode(inner, variant)]
+    return [] if fn is None else function_variant(fn, _causal_last)
 
 
 CAUSAL_LAST = register(Patch(
