@@ -136,7 +136,7 @@ def shadows_for(trace: Any) -> list[tuple[str, str]]:
     (``capture.state.Traced``): a specialization recorded at a line calling ``len(`` or ``int(``, or a
     refused branch on a size at such a line (``int(h * 14)`` of ``h = image // 14`` fixes ``image // 14``,
     a range of sizes, not one), a data-dependent size needed as a Python number at a line calling
-    ``int(``; in the order met."""
+    ``int(``; in the order met, each pair once (a module fixing sizes at several lines is shadowed once)."""
     error, found = trace.error, []
     if isinstance(error, SpecializationError):
         for record in trace.records:

@@ -128,3 +128,26 @@ def test_int_used_as_a_type_is_left_the_builtin(tmp_path):
         source.write_text(f"def f(n):\n    k = int(n)\n    return {used}\n")
         assert not _int_called_only(str(source)), used
     assert _int_called_only(__file__)  # this module's MaskedMean is captured with int() symbolic
+
+
+def test_a_module_fixing_sizes_at_several_lines_is_shadowed_once():
+    """Specializations recorded at one line twice and at another line of the same module, the refusal at the
+    first: ``shadows_for`` lists ``(module, "len")`` once, so the retrace installs one shadowing global."""
+    from types import SimpleNamespace
+
+    from onnxport.capture.guards.record import Specialization
+    from onnxport.capture.symbolic_builtins import shadows_for
+
+    def where(fn, text):
+        import inspect
+
+        lines, first = inspect.getsourcelines(fn)
+        k = next(k for k, line in enumerate(lines) if text in line)
+        return f"{__file__}:{first + k} in {fn.__name__}: {lines[k].strip()}"
+
+    mask = where(_lengths_mask, "len(length)")
+    loop = where(LoopOverBatch.forward, "len(lengths)")
+    records = [Specialization(("L['x'].size()[0]",), 3, w) for w in (mask, mask, loop)]
+    trace = SimpleNamespace(error=onnxport.SpecializationError("fixed", where=mask), records=records, exception=None)
+    module = next(name for name, m in sys.modules.items() if getattr(m, "__file__", None) == __file__)
+    assert shadows_for(trace) == [(module, "len")]
