@@ -7,8 +7,9 @@ size was made, with the user's line.
   (``GuardEvent``), with whether the user's own code branched on it; each comparison of one size
   with a number the user's code decided from torch.export's default minimum of 2 alone, which
   reads otherwise at size 1 (``if x.shape[1] == 1:``, ``is_causal=n > 1``: no guard, torch knows
-  the answer from that minimum); torch's solver of the conditions made tolerant of what sympy
-  cannot solve;
+  the answer from that minimum); a condition the user's ``if`` turns into a bool whose sides differ
+  only by memory layout (``capture.layout_branches``) evaluated with torch's guards suppressed, so
+  that it keeps none; torch's solver of the conditions made tolerant of what sympy cannot solve;
 - ``DEFER_RANGE_VIOLATIONS``: torch's check of the declared ranges records its violation instead of
   raising, so the traced program is kept for onnxport to decide;
 - ``RECORD_UNBACKED``: where each data-dependent size (``u0`` of ``nonzero``, a boolean mask) was
@@ -30,6 +31,7 @@ from typing import Any, Iterator, NamedTuple
 
 import sympy
 
+from onnxport.capture.layout_branches import layout_only_if
 from onnxport.capture.patches import Patch, SetAttribute, register
 from onnxport.errors import is_internal_path
 
@@ -171,6 +173,18 @@ def branch_frame() -> str | None:
     return None if line.partition(": ")[2].startswith("assert ") else line
 
 
+def _layout_branch(expr) -> bool:
+    """``expr``, a condition on sizes, is being turned into a Python bool by the user's ``if`` whose sides
+    differ only by memory layout (``capture.layout_branches``)."""
+    try:
+        if not isinstance(expr, sympy.logic.boolalg.Boolean) or not expr.free_symbols:
+            return False
+        where = branch_frame()
+        return where is not None and where != _DECIDING.get() and layout_only_if(where)
+    except Exception:  # noqa: BLE001 - a line that cannot be read is an ordinary branch
+        return False
+
+
 def _backed(env) -> dict:
     """The shape environment's backed symbols -> their example values (torch renamed the table)."""
     table = getattr(env, "backed_var_to_val", None)
@@ -217,6 +231,9 @@ class _GuardRecorder:
 
     def evaluate(self, original):
         def evaluate_expr(env, orig_expr, *args, **kwargs):
+            if _layout_branch(orig_expr):  # the sides compute the same values: no guard (capture.layout_branches)
+                with env.suppress_guards():
+                    return original(env, orig_expr, *args, **kwargs)
             out = original(env, orig_expr, *args, **kwargs)
             if isinstance(orig_expr, sympy.Rel) and len(orig_expr.free_symbols) == 1:
                 try:
@@ -349,7 +366,8 @@ RECORD_GUARDS = register(Patch(
     "record guards", _guard_changes,
     "ShapeEnv.guard_or_defer_runtime_assert / _update_var_to_range / _maybe_guard_rel: each condition torch "
     "defers and each range it narrows (GuardEvent); ShapeEnv.evaluate_expr: each comparison of one size with a "
-    "number the user's code decided from torch.export's default minimum of 2 alone (a \"floor\" GuardEvent); "
+    "number the user's code decided from torch.export's default minimum of 2 alone (a \"floor\" GuardEvent), and no "
+    "guard where the user's if differs only by memory layout (capture.layout_branches); "
     "DimConstraints.solve / prettify_results tolerate what sympy cannot solve", ([],),
     when=lambda trace: (trace.events,), order=2))
 
