@@ -157,14 +157,19 @@ def _capture_with(job: Export, model: Any, strict: bool, rewritten: bool, remain
     remainders adopted on trial or not; its ``strategy`` says how: ``"non-strict"``, ``"strict"``,
     ``"rewritten"``, ``"rewritten, strict"``, ``"remainder adopted"``... A ``fallback`` capture (a strategy
     tried after a failure) or one piece of a range has every torch.export call bounded by
-    ``options.fallback_seconds``, any other capture its retraces only."""
+    ``options.fallback_seconds``, any other capture its retraces only. A capture of a module not yet
+    rewritten, where a failure would be answered by rewriting its control flow (``rewrite_control_flow``
+    None), adopts on trial at once a branch on a remainder that the rewrite would leave as Python
+    (``capture.capture``'s ``rewrite_later``)."""
     from onnxport.capture import capture as capture_program
 
     o = job.options
+    later = not rewritten and o.rewrite_control_flow is None and isinstance(model, torch.nn.Module)
     captured = capture_program(model, job.args, job.kwargs, o.dynamic_shapes, rewritten=rewritten, strict=strict,
                                other_axes=o.other_axes, ops=job.translations, hooks=o.capture_hooks,
                                relations=o.relations, within=job.within, remainders=remainders,
-                               fallback_seconds=o.fallback_seconds, fallback=fallback or bool(job.within))
+                               fallback_seconds=o.fallback_seconds, fallback=fallback or bool(job.within),
+                               rewrite_later=later)
     how = ", ".join(name for name, used in (("rewritten", rewritten), ("strict", strict),
                                             ("remainder adopted", remainders)) if used)
     return dataclasses.replace(captured, strategy=how or "non-strict")

@@ -64,6 +64,7 @@ class Request:
     strict: bool = False
     rewritten: bool = False
     remainders: bool = False  # a branch on a remainder of sizes adopted on trial (``steps.remainder_branch``)
+    rewrite_later: bool = False  # the control flow is rewritten after a failed capture (``steps._remainder_left``)
     other_axes: str = "static"
     ops: OpSupport | None = None
     hooks: tuple[Patch, ...] = ()

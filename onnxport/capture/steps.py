@@ -39,6 +39,7 @@ from onnxport.capture.state import CaptureState, Traced
 from onnxport.capture.symbolic_builtins import SYMBOLIC_BUILTINS, shadowed, shadows_for
 from onnxport.capture.tracing import describe, failed, trace
 from onnxport.errors import CaptureTimeoutError, DynamicShapesError, ExportError, SpecializationError
+from onnxport.rewrite.left_branches import left_as_python
 
 MAX_TRACES = 6  # torch.export calls in one capture, the first included
 
@@ -581,14 +582,21 @@ def remainder_branch(error: BaseException) -> bool:
 def _remainder_left(state: CaptureState, error: SpecializationError) -> bool:
     """A branch on a remainder of sizes (``if dim % 8 != 0:``, diffusers' UNet forwarding its upsampling
     sizes) once the rewrite of the model's control flow was tried (``request.rewritten``: it left the
-    branch as Python) or had nothing to rewrite (``request.remainders``): it cannot be carried both ways
+    branch as Python), had nothing to rewrite (``request.remainders``), or, where it runs after a failed
+    capture (``request.rewrite_later``), would leave that branch and the constructs around it as Python
+    (``rewrite.left_branches``: the rewritten model's capture would meet it again, so the model as given
+    is captured once): it cannot be carried both ways
     as ``torch.cond`` (it sets a flag read far after it, leaves a loop, or is an expression), nor cut
     into intervals (its value changes every few sizes). It is read as a condition the model needs,
     adopted on trial where eager PyTorch runs the other side (``ProbeAdoptedInEager``): after the
     export, onnxruntime is compared with eager PyTorch at the sizes it excludes (``settle``), and the
     constraint dropped where the traced side is right there too (both sides compute the same), stated
     where it is not."""
-    return bool(state.request.rewritten or state.request.remainders) and remainder_branch(error)
+    if not remainder_branch(error):
+        return False
+    request = state.request
+    return bool(request.rewritten or request.remainders) or (
+        request.rewrite_later and left_as_python(getattr(error, "branch", None)))
 
 
 def _far_bound(state: CaptureState, error: ExportError, adoptable: bool = True) -> FarBound | None:

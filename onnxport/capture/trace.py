@@ -25,7 +25,7 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
             rewritten: bool = False, other_axes: str = "static", ops: OpSupport | None = None,
             hooks: Callable[[], Any] | None = None, relations: dict | None = None,
             within: dict | None = None, remainders: bool = False, fallback_seconds: float | None = None,
-            fallback: bool = False) -> Captured:
+            fallback: bool = False, rewrite_later: bool = False) -> Captured:
     """Capture ``model`` with torch.export and decide its shape guards: the steps of
     ``capture.steps.STEPS`` in order, back to the trace whenever a step changed what torch.export
     is asked. ``Captured.attempts`` lists the steps as they ran.
@@ -54,6 +54,9 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
             trace (and with ``fallback``, every trace) longer than that is stopped (``capture.time_bound``).
         fallback: this capture is itself a fallback (another strategy after a failed capture, one piece
             of a range): its first trace is bounded too.
+        rewrite_later: the caller rewrites the model's control flow and captures it again where this
+            capture fails (``rewrite_control_flow=None``): a branch on a remainder of sizes that rewrite would
+            leave as Python (``rewrite.left_branches``) is adopted on trial here already, as after it.
 
     Raises:
         DynamicShapesError: the spec names unknown inputs or axes, or is malformed; a relation
@@ -73,7 +76,7 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
     request = Request.make(model, args, dict(kwargs or {}), dynamic_shapes, relations=relations, strict=strict,
                            rewritten=rewritten, remainders=remainders, other_axes=other_axes, ops=ops,
                            hooks=(user_hooks(hooks),) if hooks is not None else (), within=dict(within or {}),
-                           fallback_seconds=fallback_seconds, fallback=fallback)
+                           fallback_seconds=fallback_seconds, fallback=fallback, rewrite_later=rewrite_later)
     state = run_steps(start(request))
     return finish(state)
 

@@ -3,10 +3,12 @@
 * A side that differs from the other only by layout-only calls (diffusers' upsampling block,
   ``if hidden_states.shape[0] >= 64: hidden_states = hidden_states.contiguous()``, and the same under
   ``numel() * scale_factor > 2**31`` with a scale computed from the sizes asked for) is the shared
-  graph, no guard kept (``rewrite/size_branches.py``).
+  graph, no guard kept (``capture/layout_branches.py``; ``rewrite/size_branches.py`` where the model is
+  rewritten).
 * A branch on a remainder the rewrite leaves as Python (the UNet's ``for dim in sample.shape[-2:]: if dim
-  % default_overall_up_factor != 0: forward_upsample_size = True; break``) is adopted on trial
-  (``capture/steps.py``: ``_remainder_left``), never refused: dropped where onnxruntime matches eager
+  % default_overall_up_factor != 0: forward_upsample_size = True; break``) is adopted on trial at the
+  first capture (``capture/steps.py``: ``_remainder_left``, ``rewrite/left_branches.py``: the rewritten
+  model's capture would meet it again), never refused: dropped where onnxruntime matches eager
   PyTorch on its other side; else the other side is traced, and taken where it holds at the example's
   sizes too (``onnxport/remainder_sides.py``); else the constraint is stated.
 """
@@ -18,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch.export import Dim
 
+import onnxport
 from exportcheck import check_export, count_ops
 from onnxport.capture.trace import ADOPTED_PREFIX
 
@@ -80,6 +83,7 @@ def test_layout_only_sides_are_the_shared_graph_with_no_guard():
     assert not r.constraints and not _adopted(caught)
     assert count_ops(r, "If") == 0
     assert not [g for g in r.guards if "batch" in g.names and g.status != "proved"]
+    assert r.captured.strategy == "non-strict" and not r.rewrite_notes  # both captures the model as given
 
 
 def test_a_remainder_branch_is_traced_on_its_side_that_holds_at_every_size():
@@ -123,13 +127,20 @@ def test_a_remainder_branch_is_stated_where_neither_side_holds_on_the_other():
         warnings.simplefilter("always")
         r = check_export(GroupsOfFour(), (torch.randn(2, 8),), {"x": {0: Dim("batch"), 1: Dim("n")}},
                          sizes=[{"batch": 3, "n": 12}, {"batch": 1, "n": 4}])
-    assert [str(g) for g in r.constraints] == ["n % 4 == 0"] and r.captured.strategy == "remainder adopted"
+    assert [str(g) for g in r.constraints] == ["n % 4 == 0"]
+    assert r.captured.strategy == "non-strict" and not r.rewrite_notes  # the first capture adopted it
     said = _adopted(caught)
     assert len(said) == 1 and "if dim % 4 == 0:" in said[0] and "n = 1, 2, 3, 5" in said[0]
     assert not [w for w in caught if "on the other side of that branch" in str(w.message)]
     assert tuple(r.example[0][0].shape) == (2, 8)
     with pytest.raises(Exception, match="n % 4 == 0"):
         r.validate(sizes=[{"batch": 2, "n": 6}])
+
+
+def test_a_remainder_branch_is_refused_where_control_flow_stays_as_written():
+    with pytest.raises(onnxport.SpecializationError, match=r"n % 4 == 0"):
+        onnxport.to_onnx(GroupsOfFour(), (torch.randn(2, 8),), dynamic_shapes={"x": {0: Dim("batch"), 1: Dim("n")}},
+                         rewrite_control_flow=False)
 
 
 class SameEitherWay(torch.nn.Module):
