@@ -30,7 +30,9 @@ Then the sets of the families whose forward takes more, the same rule for every 
 * trajectories (Decision Transformer's ``states``, ``actions``, ``returns_to_go``, ``timesteps``);
 * log-mel frames (Gemma 3n's ``audio_mel``, ``[batch, frames, input_feat_size]``) and their mask;
 * spectrogram vocoders (``spectrogram``): ``[batch, frames, model_in_dim]``;
-* SAM's parts, a prompt encoder's points and a mask decoder's embeddings (``hf_prompts.py``).
+* SAM's parts, a prompt encoder's points and a mask decoder's embeddings (``hf_prompts.py``);
+* parts fed by another part: a codec decoder's latents, a decoder's encoder states, a tower's raw
+  hidden states at its input width, an optional parameter the forward requires (``hf_fed.py``).
 
 ``fill(model, names, dims, fixed)`` then gives a forward's required parameters the set leaves out where a
 maker of this module knows them by name (BLIP-2's ``input_ids`` beside its image, InstructBLIP's
@@ -49,6 +51,7 @@ from typing import Any
 
 import torch
 
+import hf_fed
 import hf_prompts
 
 VOCAB = 1000
@@ -255,7 +258,7 @@ def family_sets(model: torch.nn.Module, image: dict, fixed: dict) -> list:
             + _pair_sets(model, params, image, fixed) + _trajectory_sets(model, params)
             + _image_sets(model, params, image, fixed) + _speech_sets(model, params) + _flattened_sets(model, params)
             + _navit_sets(model, params) + _positioned_sets(model, params) + _mel_sets(model, params)
-            + _vocoder_sets(model, params) + _region_sets(model, params))
+            + _vocoder_sets(model, params) + _region_sets(model, params) + hf_fed.latent_sets(model, params))
 
 
 def _required(model: torch.nn.Module) -> set:
@@ -274,14 +277,17 @@ def fill(model: torch.nn.Module, names: list, dims: dict, fixed: dict) -> tuple 
     missing = [n for n in sorted(_required(model)) if n not in names]
     if not missing:
         return names, dims, fixed
-    if any(n not in MAKERS for n in missing):
+    unknown = [n for n in missing if n not in MAKERS]
+    if unknown and hf_fed.optional(model, unknown) != unknown:
         return None
     params = inspect.signature(model.forward).parameters
     names = [n for n in names if n in params]  # not the generic token ids a ``**kwargs`` would swallow
     dims = dict(dims)
     if any(n in IDS or n in EMBEDS for n in missing):
         dims.setdefault("seq", (7, 11))
-    fixed = dict(fixed)
+    fixed = dict(fixed) | ({"none": unknown} if unknown else {})
+    if "hidden_states" in missing:
+        fixed |= hf_fed.input_width(model)
     if "input_values" in missing:
         dims.setdefault("samples", (3200, 4800))  # a codec's mono waveform, [batch, 1, samples]
         fixed = {"layout": "channels", "channels": 1} | fixed
@@ -442,7 +448,7 @@ class Inputs:
         size = {d: v[which] for d, v in self.dims.items()}
         size |= {d: v for d, v in self.fixed.items() if d not in size}
         gen = torch.Generator().manual_seed(seed + which)
-        return {name: MAKERS[name](model, size, gen) for name in self.names}
+        return {name: MAKERS[name](model, size, gen) if name in MAKERS else None for name in self.names}
 
     def dynamic_shapes(self) -> dict:
         """``{input: {axis: dim name}}`` of the dynamic dims."""
@@ -504,7 +510,12 @@ MAKERS = {
     "noise": lambda m, s, g: torch.rand(s["batch"], _patches(m, s["image"]), generator=g),
     "bbox": lambda m, s, g: torch.sort(torch.randint(0, 1000, (s["batch"], s["seq"], 4), generator=g), -1)[0][
         ..., [0, 1, 2, 3]],
-} | {n: f for n, f in _FAMILY_MAKERS.items() if n != "pixel_values"} | hf_prompts.MAKERS
+} | {n: f for n, f in _FAMILY_MAKERS.items() if n != "pixel_values"} | hf_prompts.MAKERS | hf_fed.MAKERS | {
+    "encoder_hidden_states": lambda m, s, g: torch.randn(s["batch"], s["seq"], s["encoder_width"], generator=g)
+    if "encoder_width" in s else embeds(m, s, g),
+    "hidden_states": lambda m, s, g: torch.randn(s["batch"], s["seq"], s["embed_width"], generator=g)
+    if "embed_width" in s else embeds(m, s, g),
+}
 AXES = {
     "input_ids": {0: "batch", 1: "seq"},
     "attention_mask": {0: "batch", 1: "seq"},
@@ -514,7 +525,7 @@ AXES = {
     "input_features": {0: "batch"},
     "bbox": {0: "batch", 1: "seq"},
     "noise": {0: "batch"},
-}
+} | hf_fed.AXES
 
 
 def _patches(model: torch.nn.Module, side: int) -> int:
@@ -531,6 +542,8 @@ def _axes(name: str, fixed: dict) -> dict:
         return {}
     if name == "input_values" and fixed.get("layout") == "channels":
         return {0: "batch", 2: "samples"}
+    if name in fixed.get("none", ()):
+        return {}
     family = _family_axes(name, fixed)
     if family is None:
         family = hf_prompts.axes(name, fixed)
@@ -621,4 +634,5 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
             out.append(Inputs(["input_ids"], dims, {"codebooks": codebooks}))
     image, fixed = _image_dims(model) if "pixel_values" in params or "pixel_values_videos" in params else ({}, {})
     out += [Inputs(*s) for s in family_sets(model, image, fixed)]
+    out += [Inputs(*s) for s in hf_fed.cross_sets(model, params, [(i.names, i.dims, i.fixed) for i in out])]
     return out

@@ -554,6 +554,8 @@ def build(model_type: str, attempt: str) -> torch.nn.Module:
                 scale.fill_(1.0)
     if not hasattr(model, "config"):  # a part that keeps no config: its inputs are read from it
         model.config = config
+    if type(model).forward is torch.nn.Module.forward and callable(getattr(model, "encode", None)):
+        model.forward = model.encode  # a VQ-VAE without a forward (Chameleon's): run as its encoder
     return model.eval().float()
 
 

@@ -1,0 +1,73 @@
+"""Example inputs of a model part fed by another part (``hf_inputs.py`` asks this module for them).
+
+* a codec's decoder (``forward(latents)``: Mimi's, Pocket TTS's): latents ``[batch, hidden_size,
+  frames]``, ``frames`` dynamic;
+* a decoder attending to an encoder it is not built with (T5Gemma 2's decoder, BLIP-2's Q-Former):
+  its generic input set then ``encoder_hidden_states`` ``[batch, seq, encoder width]`` (the config's
+  ``encoder_hidden_size``, ``cross_attention_hidden_size``, else ``hidden_size``); tried after every
+  other set, so a model that runs without them keeps its own;
+* a tower's raw ``hidden_states`` (the first parameter of its forward: Granite Speech's CTC encoder,
+  Phi-4's audio model) at the config's input width (``input_dim``, ``input_size``), not its
+  ``hidden_size``;
+* a parameter the forward requires but annotates as optional (``mask: Tensor | None``) and no maker
+  knows: ``None``.
+
+A maker is ``maker(model, sizes, generator) -> value`` as in ``hf_inputs``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+INPUT_WIDTHS = ("input_dim", "input_size", "input_feat_size")
+ENCODER_WIDTHS = ("encoder_hidden_size", "cross_attention_hidden_size", "hidden_size", "d_model")
+
+
+def _first(config: Any, names: tuple) -> Any:
+    return next((getattr(config, n) for n in names if isinstance(getattr(config, n, None), int)), None)
+
+
+def latent_sets(model: torch.nn.Module, params: dict) -> list:
+    """``(names, dims, fixed)`` of a codec decoder's latents, else none."""
+    if next(iter(params), None) != "latents":
+        return []
+    return [(["latents"], {"batch": (2, 3), "frames": (16, 24)}, {})]
+
+
+def cross_sets(model: torch.nn.Module, params: dict, sets: list) -> list:
+    """Each of ``sets`` (``(names, dims, fixed)``) with the encoder's hidden states added, where the
+    forward takes them and the model is not itself an encoder-decoder."""
+    if "encoder_hidden_states" not in params or getattr(model.config, "is_encoder_decoder", False):
+        return []
+    width = int(_first(model.config, ENCODER_WIDTHS) or 128)
+    out = []
+    for names, dims, fixed in sets:
+        if "encoder_hidden_states" in names:
+            continue
+        out.append((names + ["encoder_hidden_states"], dims | {"seq": dims.get("seq", (7, 11))},
+                    fixed | {"encoder_width": width}))
+    return out
+
+
+def input_width(model: torch.nn.Module) -> dict:
+    """``{"embed_width": w}`` where the forward's first parameter is ``hidden_states`` and the config
+    names an input width, else ``{}``."""
+    params = inspect.signature(model.forward).parameters
+    width = _first(model.config, INPUT_WIDTHS)
+    return {"embed_width": int(width)} if next(iter(params), None) == "hidden_states" and width else {}
+
+
+def optional(model: torch.nn.Module, names: list) -> list:
+    """Of ``names`` (required parameters no maker knows), those the forward annotates as optional."""
+    params = inspect.signature(model.forward).parameters
+    return [n for n in names if n in params and "None" in str(params[n].annotation)]
+
+
+MAKERS: dict[str, Any] = {
+    "latents": lambda m, s, g: torch.randn(s["batch"], int(_first(m.config, ("hidden_size",)) or 128),
+                                           s.get("frames", 16), generator=g),
+}
+AXES = {"latents": {0: "batch", 2: "frames"}}
