@@ -9,6 +9,9 @@
 * a tower's raw ``hidden_states`` (the first parameter of its forward: Granite Speech's CTC encoder,
   Phi-4's audio model) at the config's input width (``input_dim``, ``input_size``), not its
   ``hidden_size``;
+* a codec's conv tower on ``hidden_states`` where its main input is ``input_values`` (VibeVoice's
+  acoustic tokenizer's encoder and decoder): a waveform ``[batch, channels, samples]``, else latents
+  ``[batch, hidden_size, frames]``;
 * a parameter the forward requires but annotates as optional (``mask: Tensor | None``) and no maker
   knows: ``None``.
 
@@ -35,6 +38,26 @@ def latent_sets(model: torch.nn.Module, params: dict) -> list:
     if next(iter(params), None) != "latents":
         return []
     return [(["latents"], {"batch": (2, 3), "frames": (16, 24)}, {})]
+
+
+def conv_sets(model: torch.nn.Module, params: dict) -> list:
+    """``(names, dims, fixed)`` of a codec's conv tower led by ``hidden_states``, else none."""
+    if next(iter(params), None) != "hidden_states" or getattr(model, "main_input_name", None) != "input_values":
+        return []
+    channels = int(_first(model.config, ("channels", "audio_channels")) or 1)
+    return [(["hidden_states"], {"batch": (2, 3), "samples": (3200, 4800)}, {"conv": "wave", "channels": channels}),
+            (["hidden_states"], {"batch": (2, 3), "frames": (16, 24)}, {"conv": "latent"})]
+
+
+def conv_states(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
+    """A conv tower's ``hidden_states`` in the set's layout (``conv_sets``)."""
+    if s["conv"] == "wave":
+        return torch.randn(s["batch"], s["channels"], s["samples"], generator=g)
+    return torch.randn(s["batch"], int(_first(m.config, ("hidden_size",)) or 128), s["frames"], generator=g)
+
+
+def conv_axes(fixed: dict) -> dict:
+    return {0: "batch", 2: "samples" if fixed["conv"] == "wave" else "frames"}
 
 
 def cross_sets(model: torch.nn.Module, params: dict, sets: list) -> list:

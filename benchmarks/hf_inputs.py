@@ -258,7 +258,8 @@ def family_sets(model: torch.nn.Module, image: dict, fixed: dict) -> list:
             + _pair_sets(model, params, image, fixed) + _trajectory_sets(model, params)
             + _image_sets(model, params, image, fixed) + _speech_sets(model, params) + _flattened_sets(model, params)
             + _navit_sets(model, params) + _positioned_sets(model, params) + _mel_sets(model, params)
-            + _vocoder_sets(model, params) + _region_sets(model, params) + hf_fed.latent_sets(model, params))
+            + _vocoder_sets(model, params) + _region_sets(model, params) + hf_fed.latent_sets(model, params)
+            + hf_fed.conv_sets(model, params))
 
 
 def _required(model: torch.nn.Module) -> set:
@@ -513,8 +514,8 @@ MAKERS = {
 } | {n: f for n, f in _FAMILY_MAKERS.items() if n != "pixel_values"} | hf_prompts.MAKERS | hf_fed.MAKERS | {
     "encoder_hidden_states": lambda m, s, g: torch.randn(s["batch"], s["seq"], s["encoder_width"], generator=g)
     if "encoder_width" in s else embeds(m, s, g),
-    "hidden_states": lambda m, s, g: torch.randn(s["batch"], s["seq"], s["embed_width"], generator=g)
-    if "embed_width" in s else embeds(m, s, g),
+    "hidden_states": lambda m, s, g: hf_fed.conv_states(m, s, g) if "conv" in s else torch.randn(
+        s["batch"], s["seq"], s["embed_width"], generator=g) if "embed_width" in s else embeds(m, s, g),
 }
 AXES = {
     "input_ids": {0: "batch", 1: "seq"},
@@ -544,6 +545,8 @@ def _axes(name: str, fixed: dict) -> dict:
         return {0: "batch", 2: "samples"}
     if name in fixed.get("none", ()):
         return {}
+    if name == "hidden_states" and fixed.get("conv"):
+        return hf_fed.conv_axes(fixed)
     family = _family_axes(name, fixed)
     if family is None:
         family = hf_prompts.axes(name, fixed)

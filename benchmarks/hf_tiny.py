@@ -202,9 +202,11 @@ def overrides(config: Any, rules: Rules) -> dict:
                 and isinstance(out.get("hidden_size"), int):
             out[name] = out["hidden_size"]
     if rules.widths and any(isinstance(_value(config, n), (list, tuple)) for n in _STAGE_RATIOS):
+        stages = max(len(_value(config, n)) for n in _STAGE_RATIOS if isinstance(_value(config, n), (list, tuple)))
+        base = BASE_WIDTH if stages <= 4 else max(4, BASE_WIDTH >> (stages - 4))  # doubled 5 times or more
         for name in _BASE_WIDTHS:  # a codec or VQ-VAE widens its base width stage after stage
-            if isinstance(_value(config, name), int) and _value(config, name) > BASE_WIDTH:
-                out[name] = BASE_WIDTH
+            if isinstance(_value(config, name), int) and _value(config, name) > base:
+                out[name] = base
     if "width_coefficient" in out and isinstance(_value(config, "hidden_dim"), int):  # EfficientNet's last width
         out["hidden_dim"] = int(_value(config, "hidden_dim") * out["width_coefficient"] / config.width_coefficient)
     _fix_ids(config, params, out)
