@@ -10,10 +10,10 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 from onnxport.errors import ExportError
-from onnxport.targets import DEFAULT_TARGET
 
 MIN_OPSET = 18
 MAX_OPSET = 23  # the newest opset whose operators onnxport emits and tests
+DEFAULT_TARGET = "onnxruntime"  # the target where none is named: to_onnx's, the CLI's, a config's
 FALLBACK_SECONDS = 300.0  # the default time bound of one capture fallback (to_onnx's fallback_seconds)
 
 StepCallback = Callable[[str, float], None]  # (step name, seconds), called as each step ends

@@ -38,6 +38,7 @@ import onnx_ir as ir
 
 from onnxport.errors import RuntimeTargetError
 from onnxport.metadata import TARGET_KEY
+from onnxport.options import DEFAULT_TARGET
 
 # genai-cpu: the rewritten model may lie this many times as far from float64 as the standard export
 # (twice the largest ratio measured on trained decoders; the basis: ``onnxport.verify.rewritten``)
@@ -78,7 +79,6 @@ inline_functions, pass_outer_values = Later("inline:inline_functions"), Later("o
 check_standard_domains = Later("domains:check_standard_domains")
 mask_sequence_lengths = Later("recurrent_lengths:mask_sequence_lengths")
 PORTABLE = (inline_functions, pass_outer_values, check_standard_domains)
-DEFAULT_TARGET = "onnxruntime"  # the target where none is named: to_onnx's, the CLI's, a config's
 TARGETS = {t.name: t for t in (
     Target(DEFAULT_TARGET, "onnxruntime", (), "the export as it is (local functions kept)"),
     Target("portable", "onnxruntime", PORTABLE,
