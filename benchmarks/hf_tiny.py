@@ -56,7 +56,7 @@ _LAYERS = re.compile(r"^(num_(hidden_|encoder_|decoder_|text_|vision_|audio_|tra
                      r"(encoder|decoder|text|vision|audio)_layers|depth|num_hidden_blocks|num_blocks)$")
 _WIDTH = re.compile(r"^(hidden_size|d_model|n_embd|n_embed|embed_dim|dim|hidden_dim|d_embed|model_dim|emb_dim|"
                     r"word_embed_proj_dim|projection_dim|proj_dim|text_embed_dim|vision_embed_dim|"
-                    r"(encoder|decoder|text|vision|audio|backbone)_hidden_size|d_hidden|d_latents)$")
+                    r"(encoder|decoder|text|vision|audio|backbone|fpn)_hidden_size|d_hidden|d_latents)$")
 _HEADS = re.compile(r"^(num_attention_heads|n_heads?|num_heads|(encoder|decoder)_attention_heads|attention_heads|"
                     r"num_(encoder|decoder)_attention_heads)$")
 _KV = re.compile(r"^(num_key_value_heads|num_kv_heads|n_kv_heads|multi_query_group_num)$")
@@ -170,6 +170,7 @@ def overrides(config: Any, rules: Rules) -> dict:
     for name in ("image_size", "input_size"):
         if name in params and _value(config, name) is not None and rules.widths:
             out[name] = _image(_value(config, name), _value(config, "patch_size"))
+    _fit_stage_widths(config, params, out)
     if old_layers is not None:
         count = next(out[n] for n in ("num_hidden_layers", "num_layers", "n_layer") if n in out)
         for name in params:
@@ -228,6 +229,28 @@ def _uses_sliding(config: Any) -> bool:
 
 
 _LAYER_TYPES = ("layers_block_type", "block_types", "hybrid_layer_types")
+
+
+def _fit_stage_widths(config: Any, params: Any, out: dict) -> None:
+    """A width kept where a per-stage width list starts at it (SAM 2's Hiera: ``hidden_size`` is
+    ``embed_dim_per_stage[0]``); a sub-config's feature map sizes (``backbone_feature_sizes``) scaled
+    with its backbone's image size."""
+    width = _value(config, "hidden_size")
+    if "hidden_size" in out and any(name.endswith("_per_stage") and isinstance(_value(config, name), (list, tuple))
+                                    and list(_value(config, name))[:1] == [width] for name in params):
+        del out["hidden_size"]
+    backbone = out.get("backbone_config")
+    old_side, new_side = _side(_value(_value(config, "backbone_config"), "image_size")), _side(
+        _value(backbone, "image_size"))
+    for name in params:
+        sizes = _value(config, name)
+        if name.endswith("_feature_sizes") and old_side and new_side and isinstance(sizes, (list, tuple)):
+            out[name] = [[max(1, v * new_side // old_side) for v in size] for size in sizes]
+
+
+def _side(value: Any) -> int | None:
+    value = value[0] if isinstance(value, (list, tuple)) and value else value
+    return value if isinstance(value, int) else None
 
 
 def _fit_ssm_heads(config: Any, params: Any, out: dict) -> None:
@@ -342,7 +365,8 @@ def _int_rule(name: str, value: int, rules: Rules, config: Any) -> int | None:
 
 
 def _list_rule(name: str, values: list, rules: Rules) -> list | None:
-    if name in ("depths", "num_layers", "block_repeats", "num_blocks", "layers", "stage_depths", "depth"):
+    if name in ("depths", "num_layers", "block_repeats", "num_blocks", "layers", "stage_depths", "depth",
+                "blocks_per_stage"):
         return [min(v, 1) for v in values] if rules.layers else None
     if not rules.widths:
         return None
