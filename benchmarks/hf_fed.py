@@ -12,6 +12,10 @@
 * a codec's conv tower on ``hidden_states`` where its main input is ``input_values`` (VibeVoice's
   acoustic tokenizer's encoder and decoder): a waveform ``[batch, channels, samples]``, else latents
   ``[batch, hidden_size, frames]``;
+* a vision tower reading its images' patches packed in a row with their grids (MiniCPM-V's:
+  ``forward(pixel_values, target_sizes)``): ``[1, channels, patch_size, images * side**2 *
+  patch_size]``, ``side = image_size // patch_size`` patches a side, and ``target_sizes`` ``[images,
+  2]``; no dim dynamic (the images are counted in the packed row);
 * a parameter the forward requires but annotates as optional (``mask: Tensor | None``) and no maker
   knows: ``None``.
 
@@ -60,6 +64,24 @@ def conv_axes(fixed: dict) -> dict:
     return {0: "batch", 2: "samples" if fixed["conv"] == "wave" else "frames"}
 
 
+def packed_sets(model: torch.nn.Module, params: dict) -> list:
+    """``(names, dims, fixed)`` of a vision tower on packed patches with their grids, else none."""
+    if "target_sizes" not in params or "pixel_values" not in params:
+        return []
+    config = model.config
+    patch, side = _first(config, ("patch_size",)), _first(config, ("image_size",))
+    if not patch or not side:
+        return []
+    channels = _first(config, ("num_channels",)) or 3
+    return [(["pixel_values", "target_sizes"], {}, {"pixels": "packed", "images": 2, "grid": side // patch,
+                                                     "patch": patch, "channels": channels})]
+
+
+def packed(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
+    """Patches of ``images`` images packed in a row (``packed_sets``)."""
+    return torch.randn(1, s["channels"], s["patch"], s["images"] * s["grid"] ** 2 * s["patch"], generator=g)
+
+
 def cross_sets(model: torch.nn.Module, params: dict, sets: list) -> list:
     """Each of ``sets`` (``(names, dims, fixed)``) with the encoder's hidden states added, where the
     forward takes them and the model is not itself an encoder-decoder."""
@@ -90,7 +112,8 @@ def optional(model: torch.nn.Module, names: list) -> list:
 
 
 MAKERS: dict[str, Any] = {
+    "target_sizes": lambda m, s, g: torch.tensor([[s["grid"], s["grid"]]] * s["images"], dtype=torch.int64),
     "latents": lambda m, s, g: torch.randn(s["batch"], int(_first(m.config, ("hidden_size",)) or 128),
                                            s.get("frames", 16), generator=g),
 }
-AXES = {"latents": {0: "batch", 2: "frames"}}
+AXES = {"latents": {0: "batch", 2: "frames"}, "target_sizes": {}}

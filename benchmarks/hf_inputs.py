@@ -259,7 +259,7 @@ def family_sets(model: torch.nn.Module, image: dict, fixed: dict) -> list:
             + _image_sets(model, params, image, fixed) + _speech_sets(model, params) + _flattened_sets(model, params)
             + _navit_sets(model, params) + _positioned_sets(model, params) + _mel_sets(model, params)
             + _vocoder_sets(model, params) + _region_sets(model, params) + hf_fed.latent_sets(model, params)
-            + hf_fed.conv_sets(model, params))
+            + hf_fed.conv_sets(model, params) + hf_fed.packed_sets(model, params))
 
 
 def _required(model: torch.nn.Module) -> set:
@@ -324,6 +324,8 @@ def pixels(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
     layout = s.get("pixels", "image")
     if layout == "patches":
         return torch.randn(s["t"] * s["grid"] ** 2, s["width"], generator=g)
+    if layout == "packed":
+        return hf_fed.packed(m, s, g)
     if layout == "patch_images":
         return torch.randn(s["t"] * s["grid"] ** 2, s["channels"], s["patch"], s["patch"], generator=g)
     if layout == "pair":
@@ -412,7 +414,7 @@ def _family_axes(name: str, fixed: dict) -> dict | None:
         return {0: "batch", 1: "samples"}
     if name in ("pixel_values", "pixel_values_videos", "hidden_states") and layout:
         return {"video": {0: "batch", 3: "image", 4: "image"}, "video_cf": {0: "batch", 3: "image", 4: "image"},
-                "pair": {0: "batch", 3: "image", 4: "image"}, "navit": {0: "batch"},
+                "pair": {0: "batch", 3: "image", 4: "image"}, "navit": {0: "batch"}, "packed": {},
                 "frames_in_batch": {0: "batch", 2: "image", 3: "image"}}.get(layout, {})
     if name in ("pixel_attention_mask", "spatial_shapes", "pixel_position_ids", "input_features_mask", "past_values",
                 "past_observed_mask", "future_values", "past_time_features", "future_time_features",
