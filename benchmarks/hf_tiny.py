@@ -140,6 +140,9 @@ def overrides(config: Any, rules: Rules) -> dict:
                 out[name] = SLIDING_WINDOW  # a window the config's sliding layers require
             elif name == "image_token_index" and isinstance(_value(config, "num_query_tokens"), int):
                 out[name] = VOCAB - 1  # BLIP-2's query outputs placed at these tokens of the text
+            elif name == "model_args" and rules.widths and str(_value(config, "architecture")).startswith("vit"):
+                out[name] = {"embed_dim": WIDTH, "depth": LAYERS, "num_heads": HEADS, "img_size": 64,  # a timm ViT (PE)
+                             "patch_size": 16}
             elif name == "default_language" and _value(config, "languages"):
                 out[name] = list(_value(config, "languages"))[0]  # X-MOD's adapter to run
             continue
