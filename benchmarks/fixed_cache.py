@@ -13,7 +13,8 @@ model is run two ways: its ``present`` outputs fed back as new arrays, as the gr
 with I/O binding of each ``present`` to its ``past`` buffer (one ``OrtValue`` updated in place, as a
 runtime keeping the buffer would). Both decodings must choose the same tokens.
 
-Run: ``.venv/bin/python benchmarks/fixed_cache.py [--rounds 7] [--tokens 64] [--prompt 16]``.
+Run: ``.venv/bin/python benchmarks/fixed_cache.py [--rounds 7] [--tokens 64] [--prompts 16,448]
+[--markdown benchmarks/FIXED_CACHE.md]``.
 """
 
 from __future__ import annotations
@@ -82,14 +83,82 @@ def decode(sess, prompt: np.ndarray, tokens: int, fixed: bool, bind: bool) -> tu
     return chosen, times[1:]
 
 
+def measure(forms: dict, prompt: np.ndarray, tokens: int, rounds: int) -> dict[str, list[float]]:
+    """Decode ms/token of each form over ``rounds`` alternated rounds (the order reversed every other
+    round), after one warm-up of each; every form must choose the same tokens."""
+    per_round: dict[str, list[float]] = {name: [] for name in forms}
+    reference = None
+    for sess, fixed, bind in forms.values():
+        decode(sess, prompt, 8, fixed, bind)  # warm-up
+    order = list(forms)
+    for r in range(rounds):
+        for name in (order if r % 2 == 0 else order[::-1]):
+            sess, fixed, bind = forms[name]
+            chosen, times = decode(sess, prompt, tokens, fixed, bind)
+            reference = reference or chosen
+            assert chosen == reference, f"{name} chose other tokens"
+            per_round[name].append(1000 * statistics.mean(times))
+    return per_round
+
+
+def table(results: dict[int, dict[str, list[float]]]) -> list[str]:
+    """A markdown table: a row per form, a column per prompt length, median (min-max) ms/token and the
+    median (min-max) over rounds of its ratio to the default export's time in the same round."""
+    prompts = list(results)
+    lines = ["| form | " + " | ".join(f"prompt {p}: ms/token (min-max) | ratio (min-max)" for p in prompts) + " |",
+             "|---|" + "---|---|" * len(prompts)]
+    for name in next(iter(results.values())):
+        cells = []
+        for p in prompts:
+            values, base = results[p][name], next(iter(results[p].values()))
+            paired = sorted(v / b for v, b in zip(values, base))  # the same round's default export
+            cells.append(f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f}) | "
+                         f"{statistics.median(paired):.2f} ({paired[0]:.2f}-{paired[-1]:.2f})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def write_markdown(path: str, lines: list[str], args: argparse.Namespace, seconds: float, load: float) -> None:
+    """``path`` written atomically: the run's command, machine and table."""
+    import os
+    import platform
+    import subprocess
+
+    import onnxruntime
+
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")),
+               platform.machine())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    text = "\n".join([
+        "# Decode speed of opset 24's fixed-buffer cache", "",
+        f"One run of `python benchmarks/fixed_cache.py --rounds {args.rounds} --tokens {args.tokens} "
+        f"--prompts {args.prompts} --markdown {args.markdown}` on "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {seconds / 60:.1f} min, onnxport at {commit} "
+        f"(method: the script's docstring). Machine: {cpu}, "
+        f"{os.cpu_count()} cores, load average {load:.1f} at the end (shared: absolute times are inflated, the "
+        f"forms are alternated within rounds); onnxruntime {onnxruntime.__version__}, torch {torch.__version__}, "
+        "one intra-op thread.", "",
+        f"Decode ms/token of {args.tokens} greedy tokens after the prompt (its own step left out), median over rounds; "
+        "ratio: to the default export's time in the same round, median (min-max) over rounds. All forms chose "
+        "the same tokens.", "",
+        *lines, ""])
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--prompt", type=int, default=16)
+    parser.add_argument("--prompts", default="16", help="comma-separated prompt lengths, each measured in turn")
+    parser.add_argument("--markdown", help="also write the table to this file (e.g. benchmarks/FIXED_CACHE.md)")
     args = parser.parse_args()
     from onnxport.pretrained import export_pretrained
 
+    start = time.perf_counter()
+    prompts = [int(p) for p in args.prompts.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         save_llama(f"{tmp}/llama")
         paths = {}
@@ -102,23 +171,18 @@ def main() -> None:
                  "opset 23 (Attention, growing cache)": (session(paths[23]), False, False),
                  "opset 24 fixed buffer, present fed back": (session(paths[24]), True, False),
                  "opset 24 fixed buffer, I/O bound in place": (session(paths[24]), True, True)}
-        prompt = np.random.default_rng(0).integers(3, 1024, (1, args.prompt)).astype(np.int64)
-        per_round: dict[str, list[float]] = {name: [] for name in forms}
-        reference = None
-        for sess, fixed, bind in forms.values():
-            decode(sess, prompt, 8, fixed, bind)  # warm-up
-        order = list(forms)
-        for r in range(args.rounds):
-            for name in (order if r % 2 == 0 else order[::-1]):
-                sess, fixed, bind = forms[name]
-                chosen, times = decode(sess, prompt, args.tokens, fixed, bind)
-                reference = reference or chosen
-                assert chosen == reference, f"{name} chose other tokens"
-                per_round[name].append(1000 * statistics.mean(times))
-        print(f"decode ms/token, onnxruntime CPU 1 thread, Llama-style 8 layers hidden 256, prompt {args.prompt}, "
-              f"{args.tokens} tokens, median of {args.rounds} alternated rounds:")
-        for name, values in per_round.items():
-            print(f"  {name}: {statistics.median(values):.2f}")
+        results = {}
+        for n in prompts:
+            prompt = np.random.default_rng(0).integers(3, 1024, (1, n)).astype(np.int64)
+            results[n] = measure(forms, prompt, args.tokens, args.rounds)
+    lines = table(results)
+    print(f"decode ms/token, onnxruntime CPU 1 thread, Llama-style 8 layers hidden 256, {args.tokens} tokens, "
+          f"median of {args.rounds} alternated rounds:")
+    print("\n".join(lines))
+    if args.markdown:
+        import os
+
+        write_markdown(args.markdown, lines, args, time.perf_counter() - start, os.getloadavg()[0])
 
 
 if __name__ == "__main__":
