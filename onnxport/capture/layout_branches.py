@@ -8,7 +8,7 @@ was refused at its first capture, to be captured again after the control-flow re
 (``rewrite.size_branches`` runs such a side at every size). Both sides compute the same values, and
 ONNX tensors have no memory layout: the branch decides nothing the ONNX model computes.
 
-``layout_only_if(where)`` reads the statement at the user's line ``where`` (``file:line in func:
+``layout_only_if(where, frame)`` reads the statement at the user's line ``where`` (``file:line in func:
 code``, the line turning the condition into a bool): an ``if`` (no ``elif``) or a conditional
 expression assigned to one name, whose two sides bind every name to the same value, each side made
 only of assignments ``y = x`` or ``y = x.<op>(...)`` chained through layout-only operations
@@ -20,6 +20,23 @@ The guard recorder (``guards.record``) evaluates such a condition with the shape
 guards suppressed: the trace follows the example's side, which is the other side's values too, and
 keeps no condition on any size.
 
+The sides being the same values also asks that nothing else differs between them:
+
+- the condition evaluates nothing on one side only: its test holds no ``and`` / ``or``, conditional
+  expression, ``:=``, lambda or comprehension (``if n >= 4 and x.add_(1) is not None: pass``);
+- no tensor is changed in place where the branch is (an augmented assignment, an assignment to an item
+  or to ``.data``, a method ending in ``_`` such as ``add_``, an ``out=`` or ``inplace=`` argument anywhere
+  in the function holding it; a name a side binds declared ``global`` or ``nonlocal``), unless each side
+  is ``detach`` alone: ``clone`` and ``contiguous`` copy on one side only, so a name bound to the value
+  before the branch (``y = x``; ``x = x.clone()``; ``x.add_(1)``) sees the change on the other side only;
+- with the running frame given (``frame``, as the recorder does): each name a side starts a chain from
+  holds a tensor whose class keeps torch's own method (a user object's ``contiguous`` may return
+  anything), and the function's code compiled from the file is the code running (a file edited after
+  import, or code compiled under another file's name, is not read as that file).
+
+A change in place inside another function the model calls after the branch (a module built with
+``inplace=True``, a helper writing into its argument) is not seen by reading the function holding it.
+
 Semantics: ``torch.Tensor.contiguous``, ``clone``, ``detach`` and ``to(memory_format=...)`` return a
 tensor of the same values, dtype and device (a copy or the tensor itself).
 """
@@ -30,6 +47,7 @@ import ast
 import functools
 import os
 import re
+from types import CodeType, FrameType
 
 _WHERE = re.compile(r"^(.*):(\d+) in ")
 # methods returning their tensor's values in another (or the same) memory layout, and the keywords
@@ -39,36 +57,162 @@ _LAYOUT_METHODS = {"contiguous": {"memory_format"}, "clone": {"memory_format"}, 
 _REQUIRED = {"to": {"memory_format"}}  # ``x.to()`` without it could be anything a later version adds
 
 
-def layout_only_if(where: str | None) -> bool:
+def layout_only_if(where: str | None, frame: FrameType | None = None) -> bool:
     """Whether the statement at the user's line ``where`` (``file:line in func: code``) is a branch
     whose sides bind the same values, differing only by memory layout (see the module's docstring);
-    False where the source cannot be read or the statement is of another form."""
+    False where the source cannot be read or the statement is of another form. With ``frame``, the
+    frame running that line: False too where a name a side starts from is not a tensor with torch's
+    own layout methods, or the code running is not the file's."""
     match = _WHERE.match(where or "")
     if match is None:
         return False
+    path = match.group(1)
     try:
-        changed = os.stat(match.group(1)).st_mtime_ns
+        changed = os.stat(path).st_mtime_ns
     except OSError:
         return False
-    return _layout_only_at(match.group(1), int(match.group(2)), changed)
+    roots = _layout_only_at(path, int(match.group(2)), changed)
+    if roots is None:
+        return False
+    if frame is None:
+        return True
+    code = frame.f_code
+    return code.co_filename == path and _compiled_matches(path, changed, code) and \
+        all(_tensor_with_own_methods(frame.f_locals, name, methods) for name, methods in roots.items())
+
+
+def _tensor_with_own_methods(names: dict, name: str, methods: frozenset[str]) -> bool:
+    """``names[name]`` is a tensor whose class has torch's own ``methods``."""
+    import torch
+
+    value = names.get(name)
+    return isinstance(value, torch.Tensor) and \
+        all(getattr(type(value), m, None) is getattr(torch.Tensor, m) for m in methods)
 
 
 @functools.lru_cache(maxsize=4096)
-def _layout_only_at(path: str, line: int, changed: int) -> bool:
+def _layout_only_at(path: str, line: int, changed: int) -> dict[str, frozenset[str]] | None:
+    """The names the sides of the branch at ``line`` start their chains from -> the methods called on
+    them, where it is layout-only; else None."""
     tree = _parsed(path, changed)
     if tree is None:
+        return None
+    found = [(scope, node) for scope, node in _nodes_in_scopes(tree) if _test_at(node, line)]
+    if len(found) != 1:  # none, or two branches on the line: which one runs is not known
+        return None
+    scope, node = found[0]
+    if isinstance(node, ast.If):
+        sides, test = [node.body, node.orelse], node.test
+    else:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if len(targets) != 1 or not isinstance(targets[0], ast.Name):
+            return None
+        sides, test = [[ast.Assign([targets[0]], node.value.body)], [ast.Assign([targets[0]], node.value.orelse)]], \
+            node.value.test
+    if not _same_bindings(*sides) or any(isinstance(n, _CONDITIONAL) for n in ast.walk(test)):
+        return None
+    roots = _chain_roots(sides)
+    if not set().union(*roots.values()) <= {"detach"} and _changes_in_place(scope):
+        return None
+    bound = set(_bindings(sides[0])) | set(_bindings(sides[1]))
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and bound & set(n.names) for n in ast.walk(scope)):
+        return None  # bound for another function too, which may change it in place
+    return roots
+
+
+def _test_at(node: ast.AST, line: int) -> bool:
+    """``node`` is an ``if``, or an assignment of a conditional expression, whose condition spans ``line``."""
+    if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.IfExp):
+        node = node.value
+    elif not isinstance(node, ast.If):
         return False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and node.test.lineno <= line <= node.test.end_lineno:
-            return _same_bindings(node.body, node.orelse)
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.IfExp) \
-                and node.value.test.lineno <= line <= node.value.test.end_lineno:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if len(targets) != 1 or not isinstance(targets[0], ast.Name):
-                return False
-            a, b = _root(node.value.body), _root(node.value.orelse)
-            return a is not None and a == b
+    return node.test.lineno <= line <= node.test.end_lineno
+
+
+# evaluated on one side of a condition only, or binding a name: a test holding one is a branch of its own
+_CONDITIONAL = (ast.BoolOp, ast.IfExp, ast.NamedExpr, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+                ast.GeneratorExp)
+
+
+def _nodes_in_scopes(tree: ast.Module):
+    """(the innermost function holding it, else the module; the node) for every node of ``tree``."""
+    stack = [(tree, tree)]
+    while stack:
+        scope, node = stack.pop()
+        yield scope, node
+        inner = node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else scope
+        stack.extend((inner, child) for child in ast.iter_child_nodes(node))
+
+
+def _changes_in_place(scope: ast.AST) -> bool:
+    """``scope`` holds a statement or call that may change a tensor in place: an augmented assignment,
+    an assignment to an item or to ``.data``, a method ending in one ``_`` (``add_``, ``copy_``), an
+    ``out=`` argument or an ``inplace=`` one other than ``False``."""
+    for node in ast.walk(scope):
+        if isinstance(node, ast.AugAssign):
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AnnAssign, ast.For, ast.withitem, ast.NamedExpr)) else []
+        for target in targets:
+            for t in ast.walk(target) if target is not None else ():
+                if isinstance(t, ast.Subscript) and isinstance(t.ctx, ast.Store) or \
+                        isinstance(t, ast.Attribute) and isinstance(t.ctx, ast.Store) and t.attr == "data":
+                    return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name.endswith("_") and not name.endswith("__") and not name.startswith("_"):
+                return True
+            for k in node.keywords:
+                if k.arg == "out" or k.arg == "inplace" and not (
+                        isinstance(k.value, ast.Constant) and k.value.value is False):
+                    return True
     return False
+
+
+def _chain_roots(sides: list[list[ast.stmt]]) -> dict[str, frozenset[str]]:
+    """The names each side's chains start from, not bound before by the side -> the methods the chains
+    call (every method of a chain: the receiver of each is that name's value or a layout-only copy)."""
+    roots: dict[str, set[str]] = {}
+    for body in sides:
+        bound: set[str] = set()
+        for stmt in body:
+            if isinstance(stmt, ast.Pass):
+                continue
+            target, value = (stmt.targets[0], stmt.value) if isinstance(stmt, ast.Assign) else (stmt.target, stmt.value)
+            methods = []
+            while isinstance(value, ast.Call):
+                methods.append(value.func.attr)
+                value = value.func.value
+            if value.id not in bound:
+                roots.setdefault(value.id, set()).update(methods)
+            bound.add(target.id)
+    return {name: frozenset(methods) for name, methods in roots.items()}
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(path: str, changed: int) -> dict[tuple[str, int], bytes] | None:
+    """(name, first line) -> bytecode of every function compiled from the file as it reads now."""
+    tree = _parsed(path, changed)
+    if tree is None:
+        return None
+    try:
+        top = compile(tree, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+    found, stack = {}, [top]
+    while stack:
+        code = stack.pop()
+        found[(code.co_name, code.co_firstlineno)] = code.co_code
+        stack.extend(c for c in code.co_consts if isinstance(c, CodeType))
+    return found
+
+
+def _compiled_matches(path: str, changed: int, code: CodeType) -> bool:
+    """``code`` is the file's own code at its line, as the file reads now (not edited since import, not
+    another source compiled under the file's name)."""
+    found = _compiled(path, changed)
+    return found is not None and found.get((code.co_name, code.co_firstlineno)) == code.co_code
 
 
 @functools.lru_cache(maxsize=64)

@@ -92,3 +92,167 @@ def test_which_branches_are_layout_only(form, layout_only):
     (k,) = [k for k, text in enumerate(lines) if text.rstrip().endswith(f"# [{form}]")]
     where = f"{inspect.getsourcefile(_forms)}:{first + k} in _forms: {lines[k].strip()}"
     assert layout_only_if(where) is layout_only
+
+
+# ---------------------------------------------------------------- sides the same values, the rest not
+SIDES = [{"n": 2}, {"n": 3}, {"n": 4}, {"n": 6}]  # both sides of ``n >= 4``
+
+
+class CloneThenInPlace(torch.nn.Module):
+    """``y`` names the value before the branch: ``clone`` keeps it from ``add_`` on one side only."""
+
+    def forward(self, inp):
+        x = inp * 2
+        y = x
+        if x.shape[0] >= 4:
+            x = x.clone()
+        x.add_(1)
+        return y * 1
+
+
+class ContiguousThenItem(torch.nn.Module):
+    """``contiguous`` of a transposed view copies it: the write reaches ``base`` on the other side only."""
+
+    def forward(self, inp):
+        base = inp * 2
+        x = base.t()
+        if x.shape[1] >= 4:
+            x = x.contiguous()
+        x[0] = 0
+        return base + 0
+
+
+@pytest.mark.parametrize("model", [CloneThenInPlace(), ContiguousThenItem()], ids=["add_", "item"])
+@pytest.mark.parametrize("example", [2, 6])
+def test_a_copy_on_one_side_before_a_change_in_place_is_refused(model, example):
+    with pytest.raises(onnxport.SpecializationError, match=r"n (<=|>=)"):
+        onnxport.to_onnx(model, (torch.randn(example, 3),), dynamic_shapes={"inp": {0: Dim("n")}},
+                         rewrite_control_flow=False)
+
+
+class DetachThenInPlace(torch.nn.Module):
+    """``detach`` shares the storage: the change in place reaches ``y`` on both sides."""
+
+    def forward(self, inp):
+        x = inp * 2
+        y = x
+        if x.shape[0] >= 4:
+            x = x.detach()
+        x.add_(1)
+        return y * 1
+
+
+class InPlaceInTheCondition(torch.nn.Module):
+    """``and`` evaluates its right side where the size condition holds only."""
+
+    def forward(self, inp):
+        x = inp * 2
+        if x.shape[0] >= 4 and x.add_(1) is not None:
+            pass
+        return x
+
+
+class BoundInTheCondition(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] >= 4 and (x := x * 2) is not None:
+            pass
+        return x + 1
+
+
+class NotATensor:
+    """A method named ``contiguous`` that changes the values."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def contiguous(self):
+        return NotATensor(self.t * 10)
+
+
+class ContiguousOfAnObject(torch.nn.Module):
+    def forward(self, x):
+        w = NotATensor(x)
+        if x.shape[0] >= 4:
+            w = w.contiguous()
+        return w.t + 1
+
+
+class CloneInAClosure(torch.nn.Module):
+    """The branch binds ``x`` of the enclosing function, which changes it in place."""
+
+    def forward(self, inp):
+        x = inp * 2
+        y = x
+
+        def protect():
+            nonlocal x
+            if x.shape[0] >= 4:
+                x = x.clone()
+
+        protect()
+        x.add_(1)
+        return y * 1
+
+
+class TwoConditionsOnALine(torch.nn.Module):
+    """Two conditional expressions on one line, the second changing the values."""
+
+    def forward(self, x):
+        z = x.contiguous() if x.shape[0] >= 4 else x; w = x * 2 if x.shape[0] >= 4 else x  # noqa: E702
+        return z + w
+
+
+@pytest.mark.parametrize("model", [DetachThenInPlace(), InPlaceInTheCondition(), BoundInTheCondition(),
+                                   ContiguousOfAnObject(), CloneInAClosure(), TwoConditionsOnALine()],
+                         ids=["detach", "and", "walrus", "object", "closure", "two on a line"])
+@pytest.mark.parametrize("example", [2, 6])
+def test_sides_differing_beyond_the_layout_are_right_on_both_sides(model, example):
+    """Where the branch is not layout-only after all, it is rewritten or refused, never followed at
+    the example's side alone: onnxruntime matches eager PyTorch on both sides of ``n >= 4``."""
+    x = torch.randn(example, 3)
+    name = next(iter(inspect.signature(model.forward).parameters))
+    check_export(model, (x,), {name: {0: Dim("n")}}, sizes=SIDES)
+
+
+_RUNS = '''
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] >= 4:
+            x = x * 2
+        return x + 1
+'''
+
+
+def _loaded_then_edited(tmp_path, name):
+    """A model imported from a file, the file then edited so its branch reads layout-only."""
+    import importlib.util
+    import os
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(_RUNS)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path.write_text(_RUNS.replace("x * 2", "x.contiguous()"))
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    return module.Model(), path
+
+
+def _compiled_under_the_name_of(path):
+    namespace = {}
+    exec(compile(_RUNS, str(path), "exec"), namespace)
+    return namespace["Model"]()
+
+
+@pytest.mark.parametrize("how", ["edited after import", "compiled under a file's name"])
+def test_the_file_read_must_be_the_code_running(tmp_path, how):
+    model, path = _loaded_then_edited(tmp_path, f"edited_{how.split()[0]}")
+    if how != "edited after import":
+        model = _compiled_under_the_name_of(path)
+    assert layout_only_if(f"{path}:7 in forward: if x.shape[0] >= 4:")  # the file alone reads layout-only
+    with pytest.raises(onnxport.SpecializationError, match=r"n <= 3"):
+        onnxport.to_onnx(model, (torch.randn(2, 3),), dynamic_shapes={"x": {0: Dim("n")}}, rewrite_control_flow=False)

@@ -162,15 +162,22 @@ def branch_frame() -> str | None:
     Python int (``for i in range(num_chunks)``: a loop unrolled that many times) right now, or the
     line a capture patch decides an operator's bool argument for (``deciding``), or None when torch
     itself asks (an operator's size check) or the user's line is an ``assert``."""
-    f = sys._getframe(1)
+    f = _converting_frame()
+    if f is None:
+        return _DECIDING.get()
+    line = _frame_line(f)
+    return None if line.partition(": ")[2].startswith("assert ") else line
+
+
+def _converting_frame() -> FrameType | None:
+    """The frame of the user's code turning a SymBool into a Python bool, or a size into a Python int,
+    right now (``branch_frame``), or None."""
+    f = sys._getframe(2)
     while f is not None and not (f.f_code.co_name in _TO_PYTHON and f.f_code.co_filename.endswith(_TORCH_INIT)):
         f = f.f_back
     while f is not None and f.f_code.co_filename.endswith(_TORCH_INIT):
         f = f.f_back
-    if f is None or is_internal_path(f.f_code.co_filename):
-        return _DECIDING.get()
-    line = _frame_line(f)
-    return None if line.partition(": ")[2].startswith("assert ") else line
+    return None if f is None or is_internal_path(f.f_code.co_filename) else f
 
 
 def _layout_branch(expr) -> bool:
@@ -179,8 +186,11 @@ def _layout_branch(expr) -> bool:
     try:
         if not isinstance(expr, sympy.logic.boolalg.Boolean) or not expr.free_symbols:
             return False
-        where = branch_frame()
-        return where is not None and where != _DECIDING.get() and layout_only_if(where)
+        frame = _converting_frame()
+        if frame is None:
+            return False
+        where = _frame_line(frame)
+        return not where.partition(": ")[2].startswith("assert ") and layout_only_if(where, frame)
     except Exception:  # noqa: BLE001 - a line that cannot be read is an ordinary branch
         return False
 
