@@ -374,7 +374,8 @@ _FAMILY_MAKERS = {n: embeds for n in EMBEDS} | {n: pixels for n in ("image", "pr
     "pixel_position_ids": lambda m, s, g: torch.stack(torch.meshgrid(
         torch.arange(s["grid"]), torch.arange(s["grid"]), indexing="xy"), -1).reshape(1, -1, 2).expand(
         s["batch"], -1, -1).contiguous(),
-    "spatial_shapes": lambda m, s, g: torch.tensor([[s["grid"], s["grid"]]] * s["batch"], dtype=torch.int64),
+    "spatial_shapes": lambda m, s, g: hf_prompts.spatial_shapes(m, s, g) if s.get("prompt") else torch.tensor(
+        [[s["grid"], s["grid"]]] * s["batch"], dtype=torch.int64),
     "flattened_patches": _flattened,
     "visual_feats": lambda m, s, g: torch.randn(s["batch"], s["regions"], s["feat"], generator=g),
     "visual_pos": lambda m, s, g: torch.rand(s["batch"], s["regions"], s["pos"], generator=g),
@@ -416,6 +417,8 @@ def _family_axes(name: str, fixed: dict) -> dict | None:
         return {"video": {0: "batch", 3: "image", 4: "image"}, "video_cf": {0: "batch", 3: "image", 4: "image"},
                 "pair": {0: "batch", 3: "image", 4: "image"}, "navit": {0: "batch"}, "packed": {},
                 "frames_in_batch": {0: "batch", 2: "image", 3: "image"}}.get(layout, {})
+    if name == "spatial_shapes" and fixed.get("prompt"):  # SAM 3's one feature map size
+        return {}
     if name in ("pixel_attention_mask", "spatial_shapes", "pixel_position_ids", "input_features_mask", "past_values",
                 "past_observed_mask", "future_values", "past_time_features", "future_time_features",
                 "past_values_padding", "freq"):
@@ -515,7 +518,7 @@ MAKERS = {
         ..., [0, 1, 2, 3]],
 } | {n: f for n, f in _FAMILY_MAKERS.items() if n != "pixel_values"} | hf_prompts.MAKERS | hf_fed.MAKERS | {
     "encoder_hidden_states": lambda m, s, g: torch.randn(s["batch"], s["seq"], s["encoder_width"], generator=g)
-    if "encoder_width" in s else embeds(m, s, g),
+    if "encoder_width" in s else hf_prompts.flat(m, s, g) if s.get("prompt") else embeds(m, s, g),
     "hidden_states": lambda m, s, g: hf_fed.conv_states(m, s, g) if "conv" in s else torch.randn(
         s["batch"], s["seq"], s["embed_width"], generator=g) if "embed_width" in s else embeds(m, s, g),
 }
