@@ -257,7 +257,8 @@ class ExportResult:
         (OpenVINO for ``target="openvino"``, onnxruntime otherwise). A runtime computing the model
         wrongly fails the validation, the report naming it. A model of target ``genai-cpu`` whose
         attention is ``GroupQueryAttention`` is compared at that target's ``check_sizes`` instead of
-        the example, the default sizes and value kinds (the operator refuses the example). The
+        the example, the default sizes and value kinds (the operator refuses the example), on inputs
+        fed as onnxruntime-genai feeds them (``Target.check_inputs``). The
         quantized and checkpoint-only checks run in onnxruntime only (``ValidationError`` for another runtime)."""
         from onnxport.targets import target
 
@@ -286,6 +287,9 @@ class ExportResult:
                 inputs, sizes, values=values, atol=atol, rtol=rtol, runtime=runtime)
         check = chosen.check_sizes
         fixed = check(self.model) if check is not None and sizes is None else None
+        made = chosen.check_inputs(self, fixed) if fixed and chosen.check_inputs is not None else []
+        if made:  # the check's sets made as the target's runtime feeds the model (Target.check_inputs)
+            inputs, fixed = list(inputs or []) + made, []
         if self.quantization is not None:
             from onnxport.verify.accuracy import validate_quantized
 

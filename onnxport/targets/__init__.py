@@ -15,10 +15,12 @@
   and read at the lengths, or as a Scan masking each step where an LSTM's cell state is read).
 * ``"genai-cpu"``: a decoder with its cache (``export-hf``'s ``text-generation-with-past``) in the
   forms onnxruntime-genai's model builder writes for CPU (``targets.genai_cpu``): attention as
-  ``com.microsoft.GroupQueryAttention``, rotary as ``RotaryEmbedding``, packed QKV,
+  ``com.microsoft.GroupQueryAttention`` rotating the packed QKV it reads (prompts as onnxruntime-genai
+  feeds them: not left-padded), or rotary as ``RotaryEmbedding`` and packed QKV split,
   ``SkipSimplifiedLayerNormalization``, the cache one buffer shared by past and present; each
   fusion that does not match is skipped with its reason (``targets.genai_cpu.genai_fusions``);
-  checked against eager at the sizes the operator runs (``Target.check_sizes``), each output within
+  checked against eager at the sizes the operator runs (``Target.check_sizes``) on inputs fed as
+  onnxruntime-genai feeds them (``Target.check_inputs``), each output within
   its float64 limit or ``CONTRIB_FACTOR`` times the standard export's distance from float64
   (the contrib kernels round otherwise than the standard operators; ``verify.rewritten``).
 
@@ -68,6 +70,9 @@ class Target:
     doc: str
     # the sizes of the check against eager for a rewritten model whose runtime form does not run at the example
     check_sizes: Callable[[ir.Model], list[dict] | None] | None = None
+    # the input sets of that check, made at those sizes (``(result, sizes) -> [(args, kwargs)]``; None: as any
+    # validation makes them)
+    check_inputs: Callable[[Any, list[dict]], list] | None = None
     # what the rewrites read of the eager module, recorded in the model first (``(model, module) -> None``)
     prepare: Callable[[ir.Model, Any], None] | None = None
     # how many times as far from float64 as the standard export the rewritten model may lie where it
@@ -89,7 +94,8 @@ TARGETS = {t.name: t for t in (
     Target("genai-cpu", "onnxruntime", (Later("genai_cpu:rewrite_for_genai_cpu"),),
            "a decoder with its cache in onnxruntime-genai's CPU forms: GroupQueryAttention, RotaryEmbedding, "
            "packed QKV, SkipSimplifiedLayerNormalization, a shared cache buffer",
-           check_sizes=Later("genai_cpu:check_sizes"), prepare=Later("genai_rotary:record_max_positions"),
+           check_sizes=Later("genai_cpu:check_sizes"), check_inputs=Later("genai_cpu:check_inputs"),
+           prepare=Later("genai_rotary:record_max_positions"),
            kernel_factor=CONTRIB_FACTOR),
 )}
 TARGET_NAMES = tuple(TARGETS)  # to_onnx's target, a config's [export] target, the CLI's --target

@@ -192,3 +192,40 @@ def fuse_rotary(model: ir.Model) -> tuple[list[str], str]:
             node.replace_input_with(index, rotary.outputs[0])
     graph.extend(made)
     return reasons, per_step
+
+
+def rotate_inside(model: ir.Model) -> tuple[int, list[str]]:
+    """Each ``GroupQueryAttention`` of ``model`` whose query and key are ``RotaryEmbedding`` (``fuse_rotary``)
+    of the first two ``Split`` outputs of one packed projection and whose value is the third
+    (``onnxport.targets.genai_packed``) rewritten as the model builder writes it: the packed projection as
+    its query (no key, no value: the operator splits it), ``do_rotary=1`` with the rotary's ``cos_cache``,
+    ``sin_cache`` and ``position_ids``; in place, the old nodes left unread. Right for every input
+    onnxruntime-genai feeds, not for a first prompt whose rows start at different positions (a
+    left-padded batch: ``onnxport.targets.genai_cpu``'s docstring). The ``Split`` and the two
+    ``RotaryEmbedding`` are removed. Returns how many were rewritten and why the others were not."""
+    count, reasons = 0, []
+    for node in [n for n in model.graph if n.op_type == "GroupQueryAttention" and n.domain == MS_DOMAIN]:
+        q, k = (node.inputs[i].producer() if node.inputs[i] is not None else None for i in (0, 1))
+        if q is None or k is None or q.op_type != "RotaryEmbedding" or k.op_type != "RotaryEmbedding":
+            reasons.append("the query and key are not rotated by RotaryEmbedding")
+            continue
+        split = q.inputs[0].producer()
+        if split is None or split.op_type != "Split" or len(split.outputs) != 3 or \
+                [q.inputs[0], k.inputs[0], node.inputs[2]] != list(split.outputs) or \
+                any(len(list(v.uses())) != 1 for v in split.outputs):
+            reasons.append("the query, key and value are not one packed projection's Split")
+            continue
+        if q.inputs[1:] != k.inputs[1:]:
+            reasons.append("the query and key are rotated at other positions or by other caches")
+            continue
+        head = q.inputs[0].shape[-1] // q.attributes["num_heads"].value if q.inputs[0].shape is not None else None
+        if not isinstance(head, int) or head % 16:
+            reasons.append(f"the head size {head} is not a multiple of 16 (the operator's rotary needs one)")
+            continue
+        position_ids, cos, sin = q.inputs[1:4]
+        for index, value in ((0, split.inputs[0]), (1, None), (2, None), (7, cos), (8, sin), (9, position_ids)):
+            node.replace_input_with(index, value)
+        node.attributes["do_rotary"] = ir.AttrInt64("do_rotary", 1)
+        model.graph.remove([q, k, split], safe=True)  # (after the nodes reading them: not found unread in one pass)
+        count += 1
+    return count, reasons

@@ -39,7 +39,8 @@ from onnxport.verify.report import FLOAT64, Check, ValidationReport
 def check_rewritten(standard, rewritten, sizes: list[dict] | None, kernel_factor: float | None) -> ValidationReport:
     """The validation of ``rewritten`` (an ``ExportResult`` of the target's model) against eager PyTorch
     at ``sizes`` (None: the example) on the target's runtime (``Target.runtime``; the standard export
-    on the same), judged as the module docstring says.
+    on the same), the inputs made at those sizes by the target's ``check_inputs`` where it has one (as its
+    runtime feeds the model), judged as the module docstring says.
 
     Args:
         standard: the ``ExportResult`` of the standard export, the model before the rewrite
@@ -52,14 +53,17 @@ def check_rewritten(standard, rewritten, sizes: list[dict] | None, kernel_factor
     Returns the ``ValidationReport`` (``.ok``); rows whose limit the standard export widened say so
     in their note. Raises ``ValidationError`` where the check cannot run.
     """
-    from onnxport.targets import target_runtime
+    from onnxport.targets import target
     from onnxport.verify.validate import validate
 
-    runtime = target_runtime(rewritten.target)  # both models on the runtime of the target (Target.runtime)
+    chosen = target(rewritten.target)
+    runtime = chosen.runtime  # both models on the runtime of the target
+    # the sets fed as the target's runtime feeds the model (Target.check_inputs), the same for both models
+    inputs = chosen.check_inputs(rewritten, sizes) if sizes and chosen.check_inputs is not None else []
 
     def run(result) -> ValidationReport:
-        return validate(result, sizes=sizes or [], values=[], runtime=runtime, include_example=sizes is None,
-                        explain=False)
+        return validate(result, inputs=inputs, sizes=[] if inputs else sizes or [], values=[], runtime=runtime,
+                        include_example=sizes is None, explain=False)
 
     report = run(rewritten)
     if report.ok or kernel_factor is None:

@@ -1,11 +1,11 @@
 """Target ``genai-cpu``: a tiny Llama (``export-hf --target genai-cpu``) and a tiny Qwen2
 (``export_pretrained(target="genai-cpu")``), two architectures written by ``save_pretrained``, have
 their attention fused as ``com.microsoft.GroupQueryAttention`` with a cache buffer shared by past and
-present, their rotary embedding as RotaryEmbedding reading cos/sin caches of max_position_embeddings rows (right
-up to the last position, refused beyond it), their q/k/v projections packed into one MatMul
-and the norms of residual sums as SkipSimplifiedLayerNormalization; the rewritten decoder is validated
-against eager PyTorch, its greedy tokens equal ``generate``'s in onnxruntime (batch 1, and batch 2
-with a left-padded row) and in onnxruntime-genai.
+present, rotating (``do_rotary``) by cos/sin caches of max_position_embeddings rows (right up to the last
+position, refused beyond it) the q/k/v projections packed into one MatMul it reads whole, and the norms of
+residual sums as SkipSimplifiedLayerNormalization; the rewritten decoder is validated against eager PyTorch
+on inputs fed as onnxruntime-genai feeds them, its greedy tokens equal ``generate``'s in onnxruntime
+(batch 1, and batch 2 of one length) and in onnxruntime-genai.
 A model whose attention does not match keeps its standard graph and says why."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 
 from onnxport import to_onnx
 from onnxport.cli import main
-from onnxport.targets.genai_cpu import APPLIED, CACHES_HELD, ROTARY_OUTSIDE, genai_fusions
+from onnxport.targets.genai_cpu import APPLIED, CACHES_HELD, ROTARY_INSIDE, genai_fusions
 from onnxport.targets.genai_rotary import position_caches
 from tests.cli.test_export_hf_files import llama  # noqa: F401 - fixture: a saved tiny Llama
 
@@ -69,8 +69,9 @@ def _check_fused(out, layers: int = 2):
     proto = onnx.load(str(out / "model.onnx"))
     ops = [n.op_type for n in proto.graph.node]
     assert ops.count("GroupQueryAttention") == layers and "Softmax" not in ops
-    # query and key, the cos/sin caches initializers of max_position_embeddings rows: no angle computed per step
-    assert ops.count("RotaryEmbedding") == 2 * layers and not {"Sin", "Cos", "Range"} & set(ops)
+    # rotated inside the attention by cos/sin caches, initializers of max_position_embeddings rows: no angle
+    # computed per step; the packed projections read whole (no Split)
+    assert not {"RotaryEmbedding", "Split", "Sin", "Cos", "Range"} & set(ops)
     positions = json.loads((out / "config.json").read_text())["max_position_embeddings"]
     caches = {i.name: i for i in proto.graph.initializer if i.name.endswith("_cache")}
     assert sorted(caches) == ["cos_cache", "sin_cache"]
@@ -81,8 +82,9 @@ def _check_fused(out, layers: int = 2):
     assert ops.count("SimplifiedLayerNormalization") == 1  # the first layer's, of the embedding alone
     gqa = next(n for n in proto.graph.node if n.op_type == "GroupQueryAttention")
     assert gqa.domain == "com.microsoft"
-    assert {a.name: onnx.helper.get_attribute_value(a) for a in gqa.attribute if a.name.endswith("heads")} == \
-        {"num_heads": 4, "kv_num_heads": 2}
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in gqa.attribute if a.name.endswith("heads")
+            or a.name == "do_rotary"} == {"num_heads": 4, "kv_num_heads": 2, "do_rotary": 1}
+    assert list(gqa.input[1:3]) == ["", ""] and list(gqa.input[7:10]) == ["cos_cache", "sin_cache", "position_ids"]
     config = json.loads((out / "genai_config.json").read_text())
     assert config["search"]["past_present_share_buffer"] is True
 
@@ -94,8 +96,8 @@ def test_llama_export_hf_target_genai_cpu(llama, tmp_path):  # noqa: F811 - the 
                  "--generate", str(GENERATE), "--report", str(report)])
     data = json.loads(report.read_text())
     assert code == 0 and data["ok"]
-    assert {c["inputs"] for c in data["validation"]["model"]["checks"]} == {"sizes 1", "sizes 2", "sizes 3"}
-    assert [g["label"] for g in data["generation"]] == ["batch 1", "batch 2, the second prompt left-padded"]
+    assert {c["inputs"] for c in data["validation"]["model"]["checks"]} == {"inputs 1", "inputs 2", "inputs 3"}
+    assert [g["label"] for g in data["generation"]] == ["batch 1", "batch 2, prompts of one length"]
     _check_fused(out)
     tokens = _genai_tokens(out, GENERATE)
     assert len(tokens) >= 2 and tokens == _eager_tokens(llama, GENERATE)
@@ -109,8 +111,8 @@ def test_qwen2_export_pretrained_target_genai_cpu(qwen2, tmp_path):
     decoder = result.parts["model"]
     assert decoder.target == "genai-cpu"
     assert genai_fusions(decoder.model) == {
-        "attention": APPLIED, "rotary": f"{APPLIED} (com.microsoft.RotaryEmbedding, {CACHES_HELD}; {ROTARY_OUTSIDE})",
-        "shared_buffer": APPLIED, "packed_qkv": APPLIED, "skip_norm": APPLIED, "norm": APPLIED}
+        "attention": APPLIED, "rotary": f"{APPLIED} ({CACHES_HELD}; {ROTARY_INSIDE})", "shared_buffer": APPLIED,
+        "packed_qkv": f"{APPLIED} (fed to GroupQueryAttention whole)", "skip_norm": APPLIED, "norm": APPLIED}
     assert decoder.validation.ok and all(g.ok for _, g in result.generation) and result.ok
     result.save(tmp_path / "out")
     _check_fused(tmp_path / "out")
@@ -121,14 +123,15 @@ def test_qwen2_export_pretrained_target_genai_cpu(qwen2, tmp_path):
 
 def _check_last_positions(directory, path):
     """The decoder's logits at the last positions of its caches (max_position_embeddings - 3 .. - 1)
-    and a row of a left-padded batch equal eager's; a position beyond them is refused by onnxruntime."""
+    and a row of a batch padded on the right (as onnxruntime-genai pads it, its padding at position 0) equal
+    eager's; a position beyond them is refused by onnxruntime."""
     import onnxruntime as ort
 
     eager = transformers.AutoModelForCausalLM.from_pretrained(directory).eval()
     last = eager.config.max_position_embeddings
     session = ort.InferenceSession(str(path))
-    ids = np.array([[5, 17, 42], [0, 9, 11]], np.int64)
-    mask = np.array([[1, 1, 1], [0, 1, 1]], np.int64)
+    ids = np.array([[5, 17, 42], [9, 11, 0]], np.int64)
+    mask = np.array([[1, 1, 1], [1, 1, 0]], np.int64)
 
     def run(positions):
         feed = {"input_ids": ids, "attention_mask": mask, "position_ids": np.array(positions, np.int64)}
@@ -137,14 +140,14 @@ def _check_last_positions(directory, path):
         return session.run(["logits"], feed)[0]
 
     for start in (0, last - 3):
-        positions = [[start, start + 1, start + 2], [start + 1, start + 1, start + 2]]
+        positions = [[start, start + 1, start + 2], [start, start + 1, 0]]
         with torch.no_grad():
             expected = eager(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
                              position_ids=torch.tensor(positions)).logits.numpy()
         got = run(positions)
         np.testing.assert_allclose(got[0], expected[0], atol=1e-5)
-        np.testing.assert_allclose(got[1, 1:], expected[1, 1:], atol=1e-5)  # (the padded token's logits: any)
-    with pytest.raises(Exception, match="out of range"):
+        np.testing.assert_allclose(got[1, :2], expected[1, :2], atol=1e-5)  # (the padded token's logits: any)
+    with pytest.raises(Exception, match="exceeds cos/sin cache range"):
         run([[last - 2, last - 1, last]] * 2)
 
 
@@ -204,7 +207,7 @@ def test_genai_cpu_quantized_int4_validated_at_the_operator_sizes(qwen2, tmp_pat
     ops = [n.op_type for n in decoder.model.graph]
     assert ops.count("GroupQueryAttention") == 2 and ops.count("MatMulNBits") == 11 and "MatMul" not in ops
     checks = decoder.validation.checks
-    assert sorted({c.inputs for c in checks}) == ["sizes 1", "sizes 2", "sizes 3"]
+    assert sorted({c.inputs for c in checks}) == ["inputs 1", "inputs 2", "inputs 3"]
     assert len(checks) == 15 and all(np.isfinite(c.max_abs) and np.isfinite(c.cosine) for c in checks), checks
 
 
@@ -234,9 +237,8 @@ def test_rotary_without_known_positions_computes_its_caches_each_step(qwen2, mon
     monkeypatch.setattr(rotary_positions, "max_positions", lambda module: (None, "not known here"))
     decoder = export_pretrained(qwen2, target="genai-cpu", generate=GENERATE)
     model = decoder.parts["model"].model
-    assert genai_fusions(model)["rotary"] == \
-        f"{APPLIED} (com.microsoft.RotaryEmbedding, cos/sin computed each step: not known here; {ROTARY_OUTSIDE})"
+    assert genai_fusions(model)["rotary"] == f"{APPLIED} (cos/sin computed each step: not known here; {ROTARY_INSIDE})"
     ops = [n.op_type for n in model.graph]
-    assert ops.count("RotaryEmbedding") == 4 and {"Sin", "Cos", "Range"} <= set(ops)
+    assert "RotaryEmbedding" not in ops and {"Sin", "Cos", "Range"} <= set(ops)
     assert "onnxport.max_positions" not in model.metadata_props
     assert decoder.parts["model"].validation.ok and all(g.ok for _, g in decoder.generation)
