@@ -24,8 +24,9 @@ applied to sub-configs too):
 ``build(model_type, attempt)`` makes the base model (``AutoModel``'s class for the type, seeded; weight
 matrices the model's own initialization leaves all zero, a mixture-of-experts router's gate for one,
 drawn from N(0, 0.02) so that the router's scores do not tie and which experts eager PyTorch picks is
-defined; batch norms' scales the initialization draws near zero set to one, else the features of a
-detector's stacked conv blocks vanish and its top-k queries are picked among tied scores);
+defined; batch norms' scales the initialization draws near zero set to one, and a batch-normed conv's
+weights it draws far below a variance-keeping scale scaled up, else the features of a detector's
+stacked conv blocks vanish and its top-k queries are picked among tied scores);
 ``probe`` finds the first attempt whose model runs in eager on one of its input sets
 (``hf_inputs.candidates``, the forward's required parameters filled where a maker knows them) and
 which dims eager also runs at another size: batch always tried, the text length, the decoder's
@@ -578,14 +579,36 @@ def build(model_type: str, attempt: str) -> torch.nn.Module:
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
         for module in model.modules():  # batch norms' scales drawn small (RT-DETR: N(0, initializer_range))
             scale = getattr(module, "weight", None)
-            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and scale is not None and scale.any() \
+            if _batch_norm(module) and isinstance(scale, torch.Tensor) and scale.any() \
                     and float(scale.abs().max()) < 0.1:
                 scale.fill_(1.0)
+            _scale_normed_conv(module)
     if not hasattr(model, "config"):  # a part that keeps no config: its inputs are read from it
         model.config = config
     if type(model).forward is torch.nn.Module.forward and callable(getattr(model, "encode", None)):
         model.forward = model.encode  # a VQ-VAE without a forward (Chameleon's): run as its encoder
     return model.eval().float()
+
+
+def _batch_norm(module: torch.nn.Module) -> bool:
+    """A batch norm, trained or frozen (HGNetV2's keeps its scale as a buffer)."""
+    return isinstance(module, torch.nn.modules.batchnorm._BatchNorm) or "BatchNorm" in type(module).__name__
+
+
+def _scale_normed_conv(module: torch.nn.Module) -> None:
+    """A conv followed by a batch norm (a conv-norm block: HGNetV2's, D-FINE's) whose weights the
+    initialization draws far below a variance-keeping scale (N(0, initializer_range) for a 3-channel
+    stem: std 0.02 against 1 / sqrt(27)) scaled up to std ``1 / sqrt(fan_in)``: else the features
+    vanish block after block and a detector's top-k queries are picked among tied scores."""
+    children = list(module.children())
+    for conv, norm in zip(children, children[1:]):
+        if not isinstance(conv, torch.nn.Conv2d) or not _batch_norm(norm):
+            continue
+        weight = conv.weight
+        target = (weight[0].numel()) ** -0.5
+        std = float(weight.std()) if weight.numel() > 1 else 0.0
+        if 0.0 < std < target / 4:
+            weight.mul_(target / std)
 
 
 def _configs(config: Any, seen: set | None = None) -> list:
