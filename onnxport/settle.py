@@ -164,26 +164,40 @@ def settle_unneeded(result: ExportResult, tries: list, notices: list[str]) -> Ex
     """``result``, or a new one where an adopted constraint the ONNX model does not need (it matches
     eager PyTorch at sizes the constraint excludes, ``verify.unneeded_constraints``) is kept instead,
     a notice saying so appended to ``notices``. ``tries``: ``(guard, sizes)`` of
-    ``unneeded_constraints.candidates``."""
+    ``unneeded_constraints.candidates``. Each is tried with the candidates not yet judged kept too, so
+    that two of them excluding each other's sizes (a remainder ``h % 2 == 1`` and a ratio of sizes broken
+    at ``h = 2``) do not keep each other adopted; one the ONNX model differs at stays adopted."""
     from onnxport.capture.guards.conditions import EAGER_RUNS
     from onnxport.verify.unneeded_constraints import kept, right_at
 
+    pending = {id(g): (g, sizes) for g, sizes in tries}
     for guard, sizes in tries:
-        trial_guard = kept(guard, sizes)
-        guards = [trial_guard if g is guard else g for g in result.guards]
-        low = {n: min(s[n] for s in sizes if n in s) for n in guard.names}
-        variables = {s: dataclasses.replace(v, lo=min(v.lo, low[v.name])) if v.name in low else v
-                     for s, v in result.captured.variables.items()}
-        trial = with_guards(result, guards, variables, record=False)
+        relaxed = {key: kept(g, s) for key, (g, s) in pending.items()}
+        trial_guard = relaxed[id(guard)]
+        trial = with_guards(result, [relaxed.get(id(g), g) for g in result.guards],
+                            _lowered(result, [(g, s) for g, s in pending.values()]), record=False)
         shown = "; ".join(", ".join(f"{k}={v}" for k, v in s.items() if k in guard.names) for s in sizes[:3])
+        del pending[id(guard)]
         if right_at(trial, trial_guard):
-            result = trial
+            result = with_guards(result, [trial_guard if g is guard else g for g in result.guards],
+                                 _lowered(result, [(guard, sizes)]), record=False)
             notices.append(f"{guard.text} is not a constraint of the export after all: at {shown} onnxruntime "
                            f"matches eager PyTorch (the ONNX model computes those sizes alike)")
         elif guard.method == EAGER_RUNS:
             result = with_guards(result, [_differs(result, g, shown) if g is guard else g for g in result.guards],
                                  record=False)
     return with_guards(result, result.captured.guards)  # the metadata, once, for the guards decided
+
+
+def _lowered(result: ExportResult, tries: list) -> dict:
+    """The capture's variables, each dim's lower bound lowered to the smallest size ``tries`` (``(guard,
+    sizes)``) try for it."""
+    low: dict[str, int] = {}
+    for guard, sizes in tries:
+        for n in guard.names:
+            low[n] = min([low.get(n, 1 << 62)] + [s[n] for s in sizes if n in s])
+    return {s: dataclasses.replace(v, lo=min(v.lo, low[v.name])) if v.name in low else v
+            for s, v in result.captured.variables.items()}
 
 
 def _differs(result: ExportResult, guard, shown: str):

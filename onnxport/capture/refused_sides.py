@@ -76,10 +76,12 @@ def other_side_refused(model: torch.nn.Module, captured: Captured, excluded: tup
     return first
 
 
-def without_branch(events: tuple, branch: str, far: Any = None) -> tuple:
+def without_branch(events: tuple, branch: str, far: Any = None, needed: bool = False) -> tuple:
     """``events`` with ``branch`` no longer read as the user's branch (a condition the model needs), and
-    read as the far bound ``far`` sets where given (``guards.far_bounds.FarBound``)."""
-    return tuple(dataclasses.replace(e, branch=None, far=far) if e.branch == branch else e for e in events)
+    read as the far bound ``far`` sets where given (``guards.far_bounds.FarBound``); ``needed``: marked as
+    the model's own condition, never one torch chose among equivalent traces (``GuardEvent.needed``)."""
+    return tuple(dataclasses.replace(e, branch=None, far=far, needed=needed or e.needed) if e.branch == branch
+                 else e for e in events)
 
 
 EAGER_TRIES = 3  # excluded size assignments a condition's probe runs in eager PyTorch

@@ -562,14 +562,15 @@ def _unless_eager_refuses(state: CaptureState, decide) -> tuple[CaptureState, ob
         except SpecializationError as error:
             branch = getattr(error, "branch", None)
             far = _far_bound(state, error) if branch is not None and branch not in seen else None
-            needed = far is not None or (branch is not None and branch not in seen and (
-                _remainder_left(state, error) or other_side_refused(
-                    state.request.model, captured_of(state), error.excluded, branch) is not None))
+            left = far is None and branch is not None and branch not in seen and _remainder_left(state, error)
+            needed = far is not None or left or (branch is not None and branch not in seen and other_side_refused(
+                state.request.model, captured_of(state), error.excluded, branch) is not None)
             if not needed:
                 error.captured = captured_of(state)  # the other side's inputs are made like its example
                 raise
             seen.add(branch)
-            events = without_branch(state.trace.events, branch, far)
+            # a remainder branch left is the model's condition, whichever side the example takes (a ``!=`` too)
+            events = without_branch(state.trace.events, branch, far, needed=left)
             state = state.but(state.why, trace=dataclasses.replace(state.trace, events=events))
 
 

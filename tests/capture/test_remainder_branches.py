@@ -187,3 +187,50 @@ def test_remainder_constraints_are_found_by_their_expression():
         constraints = kept
 
     assert flipped(Result()) == [kept[0]]
+
+
+class ScaledWhereOdd(torch.nn.Module):
+    """A remainder branch the rewrite leaves as Python (a flag set, then ``break``) whose sides differ:
+    traced at an odd size, torch's condition is ``w % 2 != 0``."""
+
+    def forward(self, x):
+        scale = 1.0
+        for dim in x.shape[-1:]:
+            if dim % 2 != 0:
+                scale = 2.0
+                break
+        return x * scale
+
+
+class ScaledWhereTwoModFour(torch.nn.Module):
+    """The same under ``while True: ... break``, traced where the branch is not taken."""
+
+    def forward(self, x):
+        scale, n = 1.0, x.shape[-1]
+        while True:
+            if n % 4 == 2:
+                scale = 3.0
+            break
+        return x * scale
+
+
+@pytest.mark.parametrize("model, example, needed", [
+    (ScaledWhereOdd(), 7, "w % 2 == 1"), (ScaledWhereOdd(), 8, "w % 2 == 0"),
+    (ScaledWhereTwoModFour(), 8, "w % 4 in (0, 1, 3)"), (ScaledWhereTwoModFour(), 6, "w % 4 == 2")],
+    ids=["odd", "even", "not 2 mod 4", "2 mod 4"])
+def test_a_remainder_branch_whose_sides_differ_is_stated_whichever_side_the_example_takes(model, example, needed):
+    """A condition ``!=`` on a remainder is the model's where its own branch reads it, not torch's choice
+    among equivalent traces: it is stated, and onnxruntime matches eager PyTorch where it holds and
+    differs from it beyond (so the constraint is needed)."""
+    import onnxruntime as ort
+
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        r = onnxport.to_onnx(model, (torch.randn(2, example),), dynamic_shapes={"x": {1: Dim("w")}})
+    assert [str(g) for g in r.constraints] == [needed]
+    session = ort.InferenceSession(r.model_proto.SerializeToString())
+    holds = [g for g in r.constraints][0].holds
+    for w in range(2, 14):
+        x = torch.randn(2, w)
+        got = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
+        assert torch.allclose(torch.from_numpy(got), model(x)) is holds({"w": w}), w

@@ -423,7 +423,9 @@ def boundary_points(expr: sympy.Basic, outcome: Outcome, status: GuardStatus, va
 # ------------------------------------------------------------------------------ decisions
 def decide(conditions: list[tuple],
            variables: dict[sympy.Symbol, SizeVar]) -> list[Guard]:
-    """Decide each ``(condition, user line, branching line[, layout only[, far bound]])``; returns the
+    """Decide each ``(condition, user line, branching line[, layout only[, far bound[, eager runs[,
+    needed]]]])`` (``needed``: the user's branch read as a condition the model needs, never torch's choice
+    among equivalent traces, ``kept_kind``, whichever side the example takes); returns the
     ``Guard``s in the order decided (simple conditions first, each checked only on the sizes earlier
     adoptions allow). A condition met only while torch computed strides (layout only) is kept, not
     adopted; one that sets the far bound of a branch read as such (``far_bounds.FarBound``) is adopted
@@ -443,6 +445,7 @@ def decide(conditions: list[tuple],
     for expr, where, branch, *rest in conditions:
         layout, far = (rest[0] if rest else False), (rest[1] if len(rest) > 1 else None)
         runs, given = (rest[2] if len(rest) > 2 else None), expr
+        needed = bool(rest[3]) if len(rest) > 3 else False  # the user's branch read as the model's condition
         if same and isinstance(expr, sympy.Basic):
             expr = expr.xreplace(same)
         if not isinstance(expr, sympy.Basic) or expr in (sympy.true, sympy.false) or not expr.free_symbols \
@@ -451,12 +454,12 @@ def decide(conditions: list[tuple],
         seen.add(str(expr))
         outcome = check(expr, variables)
         checked.append((expr, where, branch, outcome, readable(expr, outcome, variables), bool(layout), far,
-                        runs, given))
+                        runs, given, needed))
     # conditions the model may need first (simplest first), torch's "these sizes differ" ones last,
     # so each is checked on the sizes the adopted constraints leave
     checked.sort(key=lambda c: (isinstance(c[0], sympy.Ne), len(c[3].symbols), c[4][0] == c[4][1], len(c[4][0])))
     guards: list[Guard] = []
-    for expr, where, branch, outcome, (text, python, names), layout, far, runs, given in checked:
+    for expr, where, branch, outcome, (text, python, names), layout, far, runs, given, needed in checked:
         adopted = adopted_of(guards)
         points = [p for p in outcome.excluded if _allowed(p, outcome.symbols, variables, adopted)]
         outcome = dataclasses.replace(outcome, excluded=points)
@@ -483,7 +486,7 @@ def decide(conditions: list[tuple],
                                          names, remainder=remainder)))
             continue
         method = outcome.method
-        if kept_kind(expr, outcome):
+        if kept_kind(expr, outcome) and not needed:
             status, text, where = GuardStatus.KEPT, python, branch or where
         elif runs:  # eager PyTorch runs where it excludes: adopted on trial, judged in onnxruntime (settle)
             status, method = GuardStatus.ADOPTED, EAGER_RUNS

@@ -196,7 +196,7 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
                     pass
             if subs and isinstance(expr, sympy.Basic) and expr.free_symbols & subs.keys():
                 expr = expr.xreplace(subs)
-            conditions.append((expr, e.where, e.branch, e.layout, e.far, e.eager_runs))
+            conditions.append((expr, e.where, e.branch, e.layout, e.far, e.eager_runs, e.needed))
             origin.setdefault(expr, e)
     try:
         decided = guards + G.decide(conditions, variables)

@@ -71,6 +71,8 @@ class GuardEvent:
     # read as the bound it sets (adopted with its note) instead of refused
     eager_runs: Any = None  # sizes the condition excludes at which eager PyTorch runs the model
     # (``capture.refused_sides.eager_runs_at``): adopted on trial, never refused, judged in onnxruntime (``settle``)
+    needed: bool = False  # the user's branch on a remainder, read as a condition the model needs
+    # (``capture.steps._remainder_left``): never torch's choice among equivalent traces (``conditions.kept_kind``)
 
 
 @dataclasses.dataclass(frozen=True)
