@@ -29,6 +29,8 @@ The sides being the same values also asks that nothing else differs between them
   in the function holding it; a name a side binds declared ``global`` or ``nonlocal``), unless each side
   is ``detach`` alone: ``clone`` and ``contiguous`` copy on one side only, so a name bound to the value
   before the branch (``y = x``; ``x = x.clone()``; ``x.add_(1)``) sees the change on the other side only;
+- nothing in the function holding it reads the memory layout (``is_contiguous()``, ``stride()``,
+  ``data_ptr()``...) or asks for a ``view``, which eager PyTorch refuses of a tensor not contiguous;
 - with the running frame given (``frame``, as the recorder does): each name a side starts a chain from
   holds a tensor whose class keeps torch's own method (a user object's ``contiguous`` may return
   anything), and the function's code compiled from the file is the code running (a file edited after
@@ -112,7 +114,7 @@ def _layout_only_at(path: str, line: int, changed: int) -> dict[str, frozenset[s
     if not _same_bindings(*sides) or any(isinstance(n, _CONDITIONAL) for n in ast.walk(test)):
         return None
     roots = _chain_roots(sides)
-    if not set().union(*roots.values()) <= {"detach"} and _changes_in_place(scope):
+    if _reads_layout(scope) or not set().union(*roots.values()) <= {"detach"} and _changes_in_place(scope):
         return None
     bound = set(_bindings(sides[0])) | set(_bindings(sides[1]))
     if any(isinstance(n, (ast.Global, ast.Nonlocal)) and bound & set(n.names) for n in ast.walk(scope)):
@@ -142,6 +144,18 @@ def _nodes_in_scopes(tree: ast.Module):
         yield scope, node
         inner = node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else scope
         stack.extend((inner, child) for child in ast.iter_child_nodes(node))
+
+
+# what reads a tensor's memory layout, or refuses a layout (``view`` of a tensor not contiguous)
+_LAYOUT_READS = frozenset({"is_contiguous", "stride", "storage_offset", "data_ptr", "view", "storage",
+                           "untyped_storage", "_base", "is_set_to", "is_non_overlapping_and_dense"})
+
+
+def _reads_layout(scope: ast.AST) -> bool:
+    """``scope`` reads a tensor's memory layout (``x.is_contiguous()``, ``x.stride(0)``) or asks for a
+    view (``x.view(n, -1)``, which eager PyTorch refuses of a tensor not contiguous): the sides, the same
+    values, are told apart there."""
+    return any(isinstance(n, ast.Attribute) and n.attr in _LAYOUT_READS for n in ast.walk(scope))
 
 
 def _changes_in_place(scope: ast.AST) -> bool:

@@ -130,6 +130,32 @@ def test_a_copy_on_one_side_before_a_change_in_place_is_refused(model, example):
                          rewrite_control_flow=False)
 
 
+class ReadsTheLayout(torch.nn.Module):
+    """``is_contiguous()`` after the branch tells its sides apart."""
+
+    def forward(self, inp):
+        x = inp.transpose(0, 1)
+        if x.shape[1] >= 4:
+            x = x.contiguous()
+        return x * (2 if x.is_contiguous() else 3)
+
+
+class ReadsAStride(torch.nn.Module):
+    def forward(self, inp):
+        x = inp.transpose(0, 1)
+        if x.shape[1] >= 4:
+            x = x.contiguous()
+        return x * x.stride(0)
+
+
+@pytest.mark.parametrize("model", [ReadsTheLayout(), ReadsAStride()], ids=["is_contiguous", "stride"])
+@pytest.mark.parametrize("example", [2, 6])
+def test_a_branch_whose_layout_is_read_after_it_is_refused(model, example):
+    with pytest.raises(onnxport.SpecializationError, match=r"n (<=|>=)"):
+        onnxport.to_onnx(model, (torch.randn(example, 3),), dynamic_shapes={"inp": {0: Dim("n")}},
+                         rewrite_control_flow=False)
+
+
 class DetachThenInPlace(torch.nn.Module):
     """``detach`` shares the storage: the change in place reaches ``y`` on both sides."""
 
