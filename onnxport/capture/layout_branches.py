@@ -37,7 +37,12 @@ The sides being the same values also asks that nothing else differs between them
   import, or code compiled under another file's name, is not read as that file).
 
 A change in place inside another function the model calls after the branch (a module built with
-``inplace=True``, a helper writing into its argument) is not seen by reading the function holding it.
+``inplace=True``, a helper writing into its argument) is not seen by reading the function holding it;
+it is seen while tracing (``layout_branch``): where one side copies, the trace follows the branch with no
+guard only where the example takes the side making no copy, and a change in place of what that side
+passes on advances its version counter, which the capture checks once traced
+(``guards.events``, refused naming the branch). Where the example takes the copying side, the branch
+is an ordinary one.
 
 Semantics: ``torch.Tensor.contiguous``, ``clone``, ``detach`` and ``to(memory_format=...)`` return a
 tensor of the same values, dtype and device (a copy or the tensor itself).
@@ -46,6 +51,7 @@ tensor of the same values, dtype and device (a copy or the tensor itself).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import os
 import re
@@ -57,6 +63,40 @@ _WHERE = re.compile(r"^(.*):(\d+) in ")
 _LAYOUT_METHODS = {"contiguous": {"memory_format"}, "clone": {"memory_format"}, "detach": set(),
                    "to": {"memory_format", "copy", "non_blocking"}}
 _REQUIRED = {"to": {"memory_format"}}  # ``x.to()`` without it could be anything a later version adds
+
+
+@dataclasses.dataclass(frozen=True)
+class LayoutBranch:
+    """A branch ``layout_branch`` found layout-only, as the running frame holds it.
+
+    ``copy_free``: the value of the condition that selects the side making no copy (only ``detach`` or
+    plain names), None where neither side copies; ``versions``: each tensor a side starts from with its
+    version counter then (``Tensor._version``, which every change in place of its storage, through any
+    view, advances)."""
+
+    copy_free: bool | None
+    versions: tuple
+
+
+def layout_branch(where: str | None, frame: FrameType) -> LayoutBranch | None:
+    """The branch at the user's line ``where`` run by ``frame``, where it is layout-only
+    (``layout_only_if``), else None. The trace may follow it with no guard only where the example takes
+    its side making no copy (``copy_free``) and nothing changes the tensors its sides start from in place
+    until the trace ends (``changed_in_place``): where neither side copied, the other side's copy computes
+    the same values too. One side copying is only followed for a condition made of one comparison,
+    whose value is the side taken."""
+    match = _WHERE.match(where or "")
+    if match is None or not layout_only_if(where, frame):
+        return None
+    path = match.group(1)
+    roots, copy_free = _layout_only_at(path, int(match.group(2)), os.stat(path).st_mtime_ns)
+    tensors = tuple(frame.f_locals[name] for name in roots)
+    return LayoutBranch(copy_free, tuple((t, t._version) for t in tensors))
+
+
+def changed_in_place(branch: LayoutBranch) -> bool:
+    """Whether a tensor the branch's sides start from was changed in place since the branch."""
+    return any(t._version != v for t, v in branch.versions)
 
 
 def layout_only_if(where: str | None, frame: FrameType | None = None) -> bool:
@@ -73,9 +113,10 @@ def layout_only_if(where: str | None, frame: FrameType | None = None) -> bool:
         changed = os.stat(path).st_mtime_ns
     except OSError:
         return False
-    roots = _layout_only_at(path, int(match.group(2)), changed)
-    if roots is None:
+    found = _layout_only_at(path, int(match.group(2)), changed)
+    if found is None:
         return False
+    roots = found[0]
     if frame is None:
         return True
     code = frame.f_code
@@ -93,9 +134,10 @@ def _tensor_with_own_methods(names: dict, name: str, methods: frozenset[str]) ->
 
 
 @functools.lru_cache(maxsize=4096)
-def _layout_only_at(path: str, line: int, changed: int) -> dict[str, frozenset[str]] | None:
-    """The names the sides of the branch at ``line`` start their chains from -> the methods called on
-    them, where it is layout-only; else None."""
+def _layout_only_at(path: str, line: int, changed: int) -> tuple[dict[str, frozenset[str]], bool | None] | None:
+    """``(roots, copy_free)`` where the branch at ``line`` is layout-only, else None: the names the sides
+    start their chains from -> the methods called on them, and the value of the condition selecting the
+    side that makes no copy (``LayoutBranch.copy_free``)."""
     tree = _parsed(path, changed)
     if tree is None:
         return None
@@ -119,7 +161,30 @@ def _layout_only_at(path: str, line: int, changed: int) -> dict[str, frozenset[s
     bound = set(_bindings(sides[0])) | set(_bindings(sides[1]))
     if any(isinstance(n, (ast.Global, ast.Nonlocal)) and bound & set(n.names) for n in ast.walk(scope)):
         return None  # bound for another function too, which may change it in place
-    return roots
+    plain = [set().union(*_chain_roots([side]).values()) <= {"detach"} for side in sides]
+    if all(plain):
+        return roots, None
+    if not any(plain) or not _one_comparison(test):
+        return None  # which side the condition's value selects is not known
+    return roots, plain[0]
+
+
+# calls a condition of one comparison may hold: none of them turns a size condition into a bool itself
+_SIZE_CALLS = frozenset({"size", "numel", "dim", "pow", "len"})
+
+
+def _one_comparison(test: ast.expr) -> bool:
+    """``test`` is one comparison (``n >= 64``, ``x.numel() * 2 > pow(2, 31)``) whose value is the one the
+    ``if`` turns into a bool, with no call that turns another condition into a bool on the way (``min``)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    for node in ast.walk(test):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if name not in _SIZE_CALLS:
+                return False
+    return True
 
 
 def _test_at(node: ast.AST, line: int) -> bool:

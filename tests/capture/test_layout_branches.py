@@ -130,6 +130,50 @@ def test_a_copy_on_one_side_before_a_change_in_place_is_refused(model, example):
                          rewrite_control_flow=False)
 
 
+class CloneBeforeAnInPlaceModule(torch.nn.Module):
+    """The change in place is a module's (``ReLU(inplace=True)``), out of sight of the function's source."""
+
+    def __init__(self):
+        super().__init__()
+        self.act = torch.nn.ReLU(inplace=True)
+
+    def forward(self, inp):
+        x = inp * 2
+        y = x
+        if x.shape[0] >= 4:
+            x = x.clone()
+        x = self.act(x)
+        return y * 1 + x
+
+
+def _zeroed(t):
+    return t.mul_(0)
+
+
+class ContiguousBeforeAnInPlaceHelper(torch.nn.Module):
+    def forward(self, inp):
+        x = inp - 0.5
+        y = x
+        if x.shape[0] >= 4:
+            x = x.contiguous().clone()
+        _zeroed(x)
+        return y * 1
+
+
+@pytest.mark.parametrize("model", [CloneBeforeAnInPlaceModule(), ContiguousBeforeAnInPlaceHelper()],
+                         ids=["module", "helper"])
+@pytest.mark.parametrize("example", [2, 6])
+def test_a_copy_on_one_side_before_a_change_in_place_out_of_sight_is_refused(model, example):
+    """Followed at the side making no copy (the example's, ``n = 2``), the change in place advances the
+    version of the tensor the sides start from, and the export is refused naming the branch; at the side
+    making the copy (``n = 6``) the branch is an ordinary one."""
+    error = onnxport.CaptureError if example == 2 else onnxport.SpecializationError
+    with pytest.raises(error, match=r"change in place" if example == 2 else r"n <= 3|n >= 4") as info:
+        onnxport.to_onnx(model, (torch.randn(example, 3),), dynamic_shapes={"inp": {0: Dim("n")}},
+                         rewrite_control_flow=False)
+    assert "if x.shape[0] >= 4:" in str(info.value)
+
+
 class ReadsTheLayout(torch.nn.Module):
     """``is_contiguous()`` after the branch tells its sides apart."""
 

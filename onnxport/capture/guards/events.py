@@ -30,7 +30,7 @@ from onnxport.capture.guards import conditions as G
 from onnxport.capture.guards.record import GuardEvent
 from onnxport.capture.dynamic_shapes import DeclaredDim, int_oo_or_none
 from onnxport.capture.relations import resolve, symbol
-from onnxport.errors import DynamicShapesError
+from onnxport.errors import CaptureError, DynamicShapesError
 
 _VIOLATION = re.compile(r"Not all values of (\w+) = (\S+) in the specified range")
 
@@ -162,9 +162,11 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
     over dim names, ``onnxport.capture.relations``).
 
     Returns the guards and the variables with their promised ranges. Raises
-    ``SpecializationError`` (a branch of the user's code on a size) or ``DynamicShapesError`` (a
-    condition cutting an explicit range).
+    ``SpecializationError`` (a branch of the user's code on a size), ``DynamicShapesError`` (a
+    condition cutting an explicit range) or ``CaptureError`` (a branch followed as layout-only whose
+    copied tensor was changed in place after it).
     """
+    _layout_branches_unchanged(events)
     guards: list[G.Guard] = []
     variables = dict(variables)
     for sym, var in list(variables.items()):
@@ -204,6 +206,29 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
         error.event = origin.get(getattr(error, "condition_expr", None))  # the event to probe in eager PyTorch
         raise
     return decided + floor_guards(events, variables, decided, relations or {}), variables
+
+
+def _layout_branches_unchanged(events: list[GuardEvent]) -> None:
+    """Each branch the trace followed with no guard as layout-only (``"layout"`` events,
+    ``capture.layout_branches``) had nothing change the tensors its sides start from in place after it:
+    the side making a copy would have kept that change from names bound before the branch.
+
+    Raises:
+        CaptureError: one was changed in place, naming the branch's line.
+    """
+    from onnxport.capture.layout_branches import changed_in_place
+
+    for e in events:
+        if e.kind != "layout" or e.cause is None:
+            continue
+        if changed_in_place(e.cause):
+            raise CaptureError(
+                "a branch on sizes whose sides differ only by memory layout (a copy on one side) is followed by a "
+                "change in place of the tensor it copies: the copy keeps the change from what was bound to that "
+                "tensor before the branch on one side only, so the export cannot follow one side", where=e.where,
+                hint="make the copy on both sides (or on neither), or write the change in place as an "
+                     "out-of-place operation (x = x + 1 for x.add_(1))")
+        e.cause = None  # checked: the tensors are not kept past the trace
 
 
 def _from_replaced(event: GuardEvent, events: list[GuardEvent]) -> GuardEvent:

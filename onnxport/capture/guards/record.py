@@ -31,7 +31,7 @@ from typing import Any, Iterator, NamedTuple
 
 import sympy
 
-from onnxport.capture.layout_branches import layout_only_if
+from onnxport.capture.layout_branches import LayoutBranch, layout_branch
 from onnxport.capture.patches import Patch, SetAttribute, register
 from onnxport.errors import is_internal_path
 
@@ -53,7 +53,9 @@ class GuardEvent:
     ``"range"`` (torch narrowed ``symbol``'s range to ``lower..upper`` from a condition it could
     solve for that symbol) or ``"floor"`` (the user's code decided ``expr``, a comparison of
     ``symbol`` with a number, from torch.export's default minimum of 2 alone: it reads otherwise at
-    size 1, and no guard was recorded). ``where`` is the user's line; ``branch`` the user's line when the user's
+    size 1, and no guard was recorded) or ``"layout"`` (the user's branch at ``where`` followed with no
+    guard, its sides differing only by memory layout: ``cause`` is its ``layout_branches.LayoutBranch``,
+    checked once traced). ``where`` is the user's line; ``branch`` the user's line when the user's
     own code turned the condition into a Python bool (``if``, ``while``, ``and``, ``min()``...).
     """
 
@@ -182,19 +184,23 @@ def _converting_frame() -> FrameType | None:
     return None if f is None or is_internal_path(f.f_code.co_filename) else f
 
 
-def _layout_branch(expr) -> bool:
-    """``expr``, a condition on sizes, is being turned into a Python bool by the user's ``if`` whose sides
-    differ only by memory layout (``capture.layout_branches``)."""
+def _layout_branch(expr) -> tuple[str, LayoutBranch] | None:
+    """The user's line and its ``if`` whose sides differ only by memory layout
+    (``capture.layout_branches``) where ``expr``, a condition on sizes, is being turned into a Python bool
+    by it; else None."""
     try:
         if not isinstance(expr, sympy.logic.boolalg.Boolean) or not expr.free_symbols:
-            return False
+            return None
         frame = _converting_frame()
         if frame is None:
-            return False
+            return None
         where = _frame_line(frame)
-        return not where.partition(": ")[2].startswith("assert ") and layout_only_if(where, frame)
+        if where.partition(": ")[2].startswith("assert "):
+            return None
+        branch = layout_branch(where, frame)
+        return None if branch is None else (where, branch)
     except Exception:  # noqa: BLE001 - a line that cannot be read is an ordinary branch
-        return False
+        return None
 
 
 def _backed(env) -> dict:
@@ -243,9 +249,18 @@ class _GuardRecorder:
 
     def evaluate(self, original):
         def evaluate_expr(env, orig_expr, *args, **kwargs):
-            if _layout_branch(orig_expr):  # the sides compute the same values: no guard (capture.layout_branches)
+            layout = _layout_branch(orig_expr)
+            if layout is not None:  # the sides compute the same values: no guard (capture.layout_branches)
+                where, branch = layout
                 with env.suppress_guards():
-                    return original(env, orig_expr, *args, **kwargs)
+                    out = original(env, orig_expr, *args, **kwargs)
+                if branch.copy_free is None:  # neither side copies
+                    return out
+                if out == (sympy.true if branch.copy_free else sympy.false):
+                    # checked once traced: nothing changed in place what the side making no copy passes on
+                    self.events.append(GuardEvent("layout", where=where, cause=branch))
+                    return out
+                # the example takes the side making a copy: an ordinary branch
             out = original(env, orig_expr, *args, **kwargs)
             if isinstance(orig_expr, sympy.Rel) and len(orig_expr.free_symbols) == 1:
                 try:
