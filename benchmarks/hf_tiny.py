@@ -8,8 +8,13 @@ applied to sub-configs too):
 * ``tiny``: widths 128, 2 heads (1 key/value head where the default groups them), head sizes 64,
   feed-forward 256, 2 layers, vocabulary 1000, 4 experts (2 per token), images of 4 patches
   and at least 64 pixels, stage depths 1, stage widths an eighth, positions 256, object queries
-  ``QUERIES``, a codec's or VQ-VAE's base width (which its stages multiply) ``BASE_WIDTH``, a
-  backbone's ``out_indices`` as many as they were (a DPT neck takes one feature map per index);
+  ``QUERIES``, a codec's or VQ-VAE's base width (which its stages multiply) ``BASE_WIDTH`` (less
+  where it doubles five times or more), a backbone's ``out_indices`` as many as they were (a DPT neck
+  takes one feature map per index), a list of layer indices kept as indices (Llama 4's
+  ``moe_layers``), layers given by their types alone cut (Nemotron-H's ``layers_block_type``), a
+  Mamba-2 mixer's heads fitted to the width, a width a per-stage width list starts at kept (SAM 2's
+  Hiera) and feature map sizes scaled with the image, a timm ViT left at its defaults given a tiny
+  ``model_args``;
 * ``shallow``: only layers, stage depths, vocabulary and experts reduced, widths and images as the
   defaults;
 * ``narrow``: ``tiny`` with the default number of layers and stage depths (a config class whose
@@ -18,10 +23,14 @@ applied to sub-configs too):
 * what a config leaves unset and its model requires is set: a forecaster's ``prediction_length``
   (``PREDICTION``), a routed MoE's experts per token, the window of a config naming sliding
   attention (``SLIDING_WINDOW``), BLIP-2's image token, X-MOD's default language;
-* where a config's validators refuse the changes, those its error message names are left at their
-  defaults (``construct``).
+* where a config's validators refuse the changes: a field the message states must equal a value set
+  to it, key/value heads tied to the heads made the heads, else the changes the message names left
+  at their defaults (``construct``);
+* an attribute the model reads that its config lacks (a sub-config split from its parent) set: from
+  a sub-config holding it, else by its name (dropout 0, ``rope_theta``...: ``instantiate``).
 
-``build(model_type, attempt)`` makes the base model (``AutoModel``'s class for the type, seeded; weight
+``build(model_type, attempt)`` makes the base model (``AutoModel``'s class for the type, else a part
+built from its config alone: SAM's mask decoder; a VQ-VAE without a forward run as its encoder; seeded; weight
 matrices the model's own initialization leaves all zero, a mixture-of-experts router's gate for one,
 drawn from N(0, 0.02) so that the router's scores do not tie and which experts eager PyTorch picks is
 defined; batch norms' scales the initialization draws near zero set to one, and a batch-normed conv's
@@ -207,8 +216,9 @@ def overrides(config: Any, rules: Rules) -> dict:
                 and isinstance(out.get("hidden_size"), int):
             out[name] = out["hidden_size"]
     if rules.widths and any(isinstance(_value(config, n), (list, tuple)) for n in _STAGE_RATIOS):
-        stages = max(len(_value(config, n)) for n in _STAGE_RATIOS if isinstance(_value(config, n), (list, tuple)))
-        base = BASE_WIDTH if stages <= 4 else max(4, BASE_WIDTH >> (stages - 4))  # doubled 5 times or more
+        strides = [n for n in _STAGE_RATIOS if "ratios" in n or n in ("strides", "encoder_rates")]  # not multipliers
+        stages = max([len(_value(config, n)) for n in strides if isinstance(_value(config, n), (list, tuple))] or [0])
+        base = BASE_WIDTH if stages <= 4 else max(4, BASE_WIDTH >> (stages - 4))  # doubled at 5 strides or more
         for name in _BASE_WIDTHS:  # a codec or VQ-VAE widens its base width stage after stage
             if isinstance(_value(config, name), int) and _value(config, name) > base:
                 out[name] = base
