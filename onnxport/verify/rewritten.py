@@ -38,9 +38,10 @@ from onnxport.verify.report import FLOAT64, Check, ValidationReport
 
 def check_rewritten(standard, rewritten, sizes: list[dict] | None, kernel_factor: float | None) -> ValidationReport:
     """The validation of ``rewritten`` (an ``ExportResult`` of the target's model) against eager PyTorch
-    at ``sizes`` (None: the example) on the target's runtime (``Target.runtime``; the standard export
-    on the same), the inputs made at those sizes by the target's ``check_inputs`` where it has one (as its
-    runtime feeds the model), judged as the module docstring says.
+    at ``sizes`` (None: the example) on the target's runtime (``Target.runtime``, onnxruntime where
+    that is OpenVINO and it is not installed; the standard export on the same), the inputs made at
+    those sizes by the target's ``check_inputs`` where it has one (as its runtime feeds the model),
+    judged as the module docstring says.
 
     Args:
         standard: the ``ExportResult`` of the standard export, the model before the rewrite
@@ -54,10 +55,14 @@ def check_rewritten(standard, rewritten, sizes: list[dict] | None, kernel_factor
     in their note. Raises ``ValidationError`` where the check cannot run.
     """
     from onnxport.targets import target
+    from onnxport.verify.runtimes import openvino_available
     from onnxport.verify.validate import validate
 
     chosen = target(rewritten.target)
-    runtime = chosen.runtime  # both models on the runtime of the target
+    # both models on the runtime of the target; where that runtime is not installed (OpenVINO, an optional
+    # extra), on onnxruntime: the rewrite's semantics are ONNX's, and validate() on the target's runtime says
+    # how to install it
+    runtime = chosen.runtime if chosen.runtime != "openvino" or openvino_available() else "onnxruntime"
     # the sets fed as the target's runtime feeds the model (Target.check_inputs), the same for both models
     inputs = chosen.check_inputs(rewritten, sizes) if sizes and chosen.check_inputs is not None else []
 
