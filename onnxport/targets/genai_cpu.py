@@ -15,8 +15,8 @@ skipped, with its reason recorded, where it does not match:
    may be one buffer of ``max_length`` shared by past and present, written in place
    (``genai_config.json``'s ``past_present_share_buffer: true``, ``onnxport.pretrained.genai``);
 4. ``packed_qkv``: the query, key and value projections of each attention as one ``MatMul``
-   (``onnxport.targets.genai_packed``), read whole by ``GroupQueryAttention`` where the rotary is
-   inside it, else ``Split``;
+   (``onnxport.targets.genai_packed``; a projection the model packed itself, as Phi-3's, taken as
+   packed), read whole by ``GroupQueryAttention`` where the rotary is inside it, else ``Split``;
 5. ``skip_norm``: each RMS norm of a residual sum as ``com.microsoft.SkipSimplifiedLayerNormalization``
    (``onnxport.targets.genai_norm``);
 6. ``norm``: each other RMS norm (the first layer's, of the embedding alone; a final one of no
