@@ -1,0 +1,214 @@
+"""Tiny configs of every architecture transformers ships, derived generically from the config
+class's defaults (``make_config``; ``hf_tiny.py`` builds and probes the models).
+
+``overrides(config, rules)`` gives the constructor arguments of an attempt (``hf_rules.ATTEMPTS``),
+made by rules on the constructor's parameter names (the same rules for every class, applied to
+sub-configs too): the per-field rules of ``hf_rules.py``; a list of layer indices kept as indices
+(Llama 4's ``moe_layers``), per-layer lists cut keeping one of each distinct entry, layers given by
+their types alone cut (Nemotron-H's ``layers_block_type``); the fits of ``hf_widths.py``; token ids
+beyond the new vocabulary moved to its end. What a config leaves unset and its model requires is
+set: a forecaster's ``prediction_length`` (``PREDICTION``), a routed MoE's experts per token, the
+window of a config naming sliding attention (``SLIDING_WINDOW``), BLIP-2's image token, X-MOD's
+default language, a timm ViT left at its defaults given a tiny ``model_args``.
+
+``construct(cls, base, changes)``: where a config's validators refuse the changes, a field the
+message states must equal a value set to it, key/value heads tied to the heads made the heads, else
+the changes the message names left at their defaults.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+from hf_rules import (_HEADS, _IDS, _KV, _LAYER_TYPES, _PER_LAYER_NAME, _PER_TOKEN, HEAD_DIM, HEADS, LAYERS,
+                      PREDICTION, SLIDING_WINDOW, VOCAB, WIDTH, Rules, _dict_rule, _image, _int_rule, _list_rule,
+                      _trim_layers, _uses_sliding, _value)
+from hf_widths import (_fit_base_width, _fit_groups, _fit_last_width, _fit_out_indices, _fit_ssm_heads,
+                       _fit_stage_widths)
+
+def overrides(config: Any, rules: Rules) -> dict:
+    """Constructor arguments of ``type(config)`` that make ``config`` small (see the module
+    docstring); sub-configs (attributes holding configs) shrunk the same way, from their current
+    values."""
+    from transformers import PretrainedConfig
+
+    params = inspect.signature(type(config).__init__).parameters
+    out: dict[str, Any] = {}
+    old_layers = None
+    for name in params:
+        if name in ("self", "kwargs"):
+            continue
+        value = _value(config, name)
+        if value is None:
+            if name == "vocab_size":
+                out[name] = VOCAB
+            elif rules.widths and name == "head_dim":  # left to the model, which reads it as it is
+                out[name] = HEAD_DIM
+            elif rules.widths and _KV.match(name):
+                out[name] = HEADS
+            elif name == "prediction_length":  # time series: a horizon the config requires
+                out[name] = PREDICTION
+            elif _PER_TOKEN.match(name) and isinstance(_value(config, "n_routed_experts"), int):
+                out[name] = 2  # experts the router picks, which the model's code requires
+            elif name == "sliding_window" and _uses_sliding(config):
+                out[name] = SLIDING_WINDOW  # a window the config's sliding layers require
+            elif name == "image_token_index" and isinstance(_value(config, "num_query_tokens"), int):
+                out[name] = VOCAB - 1  # BLIP-2's query outputs placed at these tokens of the text
+            elif name == "model_args" and rules.widths and str(_value(config, "architecture")).startswith("vit"):
+                out[name] = {"embed_dim": WIDTH, "depth": LAYERS, "num_heads": HEADS, "img_size": 64,  # a timm ViT (PE)
+                             "patch_size": 16}
+            elif name == "default_language" and _value(config, "languages"):
+                out[name] = list(_value(config, "languages"))[0]  # X-MOD's adapter to run
+            continue
+        if isinstance(value, PretrainedConfig):
+            out[name] = construct(type(value), _current(value), overrides(value, rules))
+            continue
+        if isinstance(value, bool):
+            if name == "use_timm_backbone" and value:  # a backbone the installed transformers ships
+                out[name] = False
+            continue
+        if isinstance(value, int):
+            new = _int_rule(name, value, rules, config)
+            if new is not None and new != value:
+                if name in ("num_hidden_layers", "num_layers", "n_layer"):
+                    old_layers = value
+                out[name] = new
+        elif isinstance(value, float) and name.endswith("_coefficient") and value > 1.0 and rules.widths:
+            out[name] = 1.0
+        elif isinstance(value, dict) and rules.widths:
+            new = _dict_rule(value, config)
+            if new != value:
+                out[name] = new
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, int) and not isinstance(v, bool)
+                                                                 for v in value):
+            new = _list_rule(name, list(value), rules)
+            if new is not None:
+                out[name] = type(value)(new) if isinstance(value, tuple) else new
+    for name in ("image_size", "input_size"):
+        if name in params and _value(config, name) is not None and rules.widths:
+            out[name] = _image(_value(config, name), _value(config, "patch_size"))
+    _fit_stage_widths(config, params, out)
+    if old_layers is not None:
+        count = next(out[n] for n in ("num_hidden_layers", "num_layers", "n_layer") if n in out)
+        for name in params:
+            value = _value(config, name)
+            if name in out or not _PER_LAYER_NAME.search(name):
+                continue
+            if isinstance(value, (list, tuple)) and list(value) == list(range(old_layers)):
+                trimmed = list(range(count))  # indices of layers (Llama 4's moe_layers), not one entry per layer
+            elif isinstance(value, (list, tuple)) and len(value) == old_layers:
+                trimmed = _trim_layers(list(value), count)
+            elif isinstance(value, str) and len(value) == old_layers and "pattern" in name:
+                trimmed = "".join(_trim_layers(list(value), count))
+            else:
+                continue
+            out[name] = trimmed
+            if len(trimmed) > count:
+                for n in ("num_hidden_layers", "num_layers", "n_layer"):
+                    if n in out:
+                        out[n] = len(trimmed)
+    if old_layers is None and rules.layers:  # layers given by their types alone (Nemotron-H's layers_block_type)
+        for name in params:
+            value = _value(config, name)
+            if name in _LAYER_TYPES and isinstance(value, (list, tuple)) and len(value) > LAYERS:
+                out[name] = _trim_layers(list(value), LAYERS)
+    _fit_ssm_heads(config, params, out)
+    _fit_out_indices(config, params, out)
+    _fit_groups(config, params, out)
+    if rules.widths:
+        _fit_base_width(config, out)
+    _fit_last_width(config, out)
+    _fix_ids(config, params, out)
+    return out
+
+
+def _current(config: Any) -> dict:
+    """The constructor arguments that rebuild ``config`` as it is."""
+    params = inspect.signature(type(config).__init__).parameters
+    out = {}
+    for name in params:
+        if name not in ("self", "kwargs") and name in vars(config):
+            out[name] = vars(config)[name]
+    if "_out_indices" in vars(config):  # a backbone's stages out, kept private (RT-DETR's ResNet: 2, 3, 4)
+        out["out_indices"] = vars(config)["_out_indices"]
+    return out
+
+
+
+def _fix_ids(config: Any, params: Any, out: dict) -> None:
+    """Token ids beyond the new vocabulary moved to its end (the same old id, the same new id)."""
+    vocab = out.get("vocab_size", getattr(config, "vocab_size", None))
+    if not isinstance(vocab, int):
+        vocab = VOCAB
+    moved: dict[int, int] = {}
+
+    def move(i: Any) -> Any:
+        if isinstance(i, int) and not isinstance(i, bool) and i >= vocab:
+            moved.setdefault(i, vocab - 1 - len(moved))
+            return moved[i]
+        return i
+
+    for name in params:
+        if _IDS.search(name) and hasattr(config, name):
+            value = getattr(config, name)
+            new = [move(v) for v in value] if isinstance(value, (list, tuple)) else move(value)
+            if new != value:
+                out[name] = new
+
+
+def make_config(model_type: str, rules: Rules) -> Any:
+    """The config of ``model_type`` under ``rules``."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    cls = CONFIG_MAPPING[model_type]
+    return construct(cls, {}, overrides(cls(), rules))
+
+
+def construct(cls: type, base: dict, changes: dict, tries: int = 8) -> Any:
+    """``cls(**base, **changes)``; where the config's validators refuse it: a field the message states
+    must equal a value (```adaptor_config.intermediate_size` (256) must equal `text_config.hidden_size
+    // 4` (32)``) set to it, key/value heads it ties to the heads (``num_key_value_heads must match
+    num_attention_heads``) made the heads; else the changes the message names (``hidden_size_per_layer_input
+    must be 0``) left at their defaults; again, until it builds or no change is named."""
+    for _ in range(tries):
+        try:
+            return cls(**(base | changes))
+        except Exception as e:  # noqa: BLE001 - a validator's refusal names the fields it ties
+            text = str(e)
+            if _set_stated(changes, text):
+                continue
+            named = [n for n in changes if re.search(rf"(?<![A-Za-z_]){re.escape(n)}(?![A-Za-z_])", text)]
+            if not named:
+                raise
+            heads = next((changes[n] for n in changes if _HEADS.match(n) and isinstance(changes[n], int)), None)
+            tied = [n for n in named if _KV.match(n) and heads is not None and changes[n] != heads]
+            if tied and all(_KV.match(n) or _HEADS.match(n) for n in named):
+                changes = changes | dict.fromkeys(tied, heads)
+                continue
+            changes = {n: v for n, v in changes.items() if n not in named}
+    return cls(**(base | changes))
+
+
+_STATED = re.compile(r"`([\w.]+)` \((\d+)\) must (?:equal|be equal to|match) [^(]*\((\d+)\)")
+
+
+def _set_stated(changes: dict, text: str) -> bool:
+    """Whether a refusal stating a changed field's required value (``` `a.b` (256) must equal ... (32)```)
+    was met by setting it (in ``changes`` or in a sub-config of them)."""
+    found = _STATED.search(text)
+    if not found:
+        return False
+    *path, name = found[1].split(".")
+    target: Any = changes
+    for part in path:
+        target = target.get(part) if isinstance(target, dict) else getattr(target, part, None)
+    want = int(found[3])
+    if isinstance(target, dict) and name in target and target[name] != want:
+        target[name] = want
+        return True
+    if target is not None and not isinstance(target, dict) and getattr(target, name, None) not in (None, want):
+        setattr(target, name, want)
+        return True
+    return False
