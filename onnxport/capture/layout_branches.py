@@ -158,8 +158,7 @@ def _layout_only_at(path: str, line: int, changed: int) -> tuple[dict[str, froze
     roots = _chain_roots(sides)
     if _reads_layout(scope) or not set().union(*roots.values()) <= {"detach"} and _changes_in_place(scope):
         return None
-    bound = set(_bindings(sides[0])) | set(_bindings(sides[1]))
-    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and bound & set(n.names) for n in ast.walk(scope)):
+    if _declared_elsewhere(scope, set(_bindings(sides[0])) | set(_bindings(sides[1]))):
         return None  # bound for another function too, which may change it in place
     plain = [set().union(*_chain_roots([side]).values()) <= {"detach"} for side in sides]
     if all(plain):
@@ -167,6 +166,45 @@ def _layout_only_at(path: str, line: int, changed: int) -> tuple[dict[str, froze
     if not any(plain) or not _one_comparison(test):
         return None  # which side the condition's value selects is not known
     return roots, plain[0]
+
+
+def copy_unobserved(where: str | None) -> bool:
+    """Whether the function holding the ``if`` at the user's line ``where`` (``file:line in func``) cannot
+    tell a copy one side of it makes from the tensor the other side passes through, as far as its source
+    shows: it changes no tensor in place (``_changes_in_place``), reads no memory layout
+    (``is_contiguous()``, ``stride()``, ``data_ptr()``...; a ``view`` aside: it refuses a layout, it does not
+    compute from one) and declares no name the ``if`` binds ``global`` or ``nonlocal``. False where the
+    source cannot be read or holds no single ``if`` there. The control-flow rewrite asks it before running
+    a side that copies at every size (``rewrite.size_branches``); what other functions do to the tensors
+    is checked once traced (``changed_in_place``)."""
+    match = _WHERE.match(where or "")
+    if match is None:
+        return False
+    path = match.group(1)
+    try:
+        changed = os.stat(path).st_mtime_ns
+    except OSError:
+        return False
+    return _copy_unobserved_at(path, int(match.group(2)), changed)
+
+
+@functools.lru_cache(maxsize=4096)
+def _copy_unobserved_at(path: str, line: int, changed: int) -> bool:
+    tree = _parsed(path, changed)
+    if tree is None:
+        return False
+    found = [(scope, node) for scope, node in _nodes_in_scopes(tree)
+             if isinstance(node, ast.If) and _test_at(node, line)]
+    if len(found) != 1:
+        return False
+    scope, node = found[0]
+    bound = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return not (_reads_layout(scope, views=False) or _changes_in_place(scope) or _declared_elsewhere(scope, bound))
+
+
+def _declared_elsewhere(scope: ast.AST, names: set[str]) -> bool:
+    """``scope`` declares one of ``names`` ``global`` or ``nonlocal``: another function may change it."""
+    return any(isinstance(n, (ast.Global, ast.Nonlocal)) and names & set(n.names) for n in ast.walk(scope))
 
 
 # calls a condition of one comparison may hold: none of them turns a size condition into a bool itself
@@ -216,11 +254,15 @@ _LAYOUT_READS = frozenset({"is_contiguous", "stride", "storage_offset", "data_pt
                            "untyped_storage", "_base", "is_set_to", "is_non_overlapping_and_dense"})
 
 
-def _reads_layout(scope: ast.AST) -> bool:
-    """``scope`` reads a tensor's memory layout (``x.is_contiguous()``, ``x.stride(0)``) or asks for a
-    view (``x.view(n, -1)``, which eager PyTorch refuses of a tensor not contiguous): the sides, the same
-    values, are told apart there."""
-    return any(isinstance(n, ast.Attribute) and n.attr in _LAYOUT_READS for n in ast.walk(scope))
+def _reads_layout(scope: ast.AST, views: bool = True) -> bool:
+    """``scope`` reads a tensor's memory layout (``x.is_contiguous()``, ``x.stride(0)``) or, with ``views``,
+    asks for a view (``x.view(n, -1)``, which eager PyTorch refuses of a tensor not contiguous): the sides,
+    the same values, are told apart there. Without ``views``, only calls of those methods count (and
+    ``x._base``): a module's ``self.stride`` is a number."""
+    if views:
+        return any(isinstance(n, ast.Attribute) and n.attr in _LAYOUT_READS for n in ast.walk(scope))
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _LAYOUT_READS - {"view"}
+               or isinstance(n, ast.Attribute) and n.attr == "_base" for n in ast.walk(scope))
 
 
 def _changes_in_place(scope: ast.AST) -> bool:

@@ -62,7 +62,7 @@ def run_cond(pred: Any, then_fn: Callable[[], Any], else_fn: Callable[[], Any], 
         known = _known(pred)
         if known is not None:  # the same side at every size of the range (``seq == 1`` where seq >= 2)
             return then_fn() if known else else_fn()
-        done, out = size_branches.unconditional(pred, then_fn, else_fn)
+        done, out = size_branches.unconditional(pred, then_fn, else_fn, where)
         if done:  # one side is the identity where it is not taken: no branch (Swin's pads and cuts)
             return out
         if _compound(pred):  # ``a or b`` on sizes, which Python's ``or`` decided by a guard

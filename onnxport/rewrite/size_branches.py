@@ -35,6 +35,18 @@ other side's where the side is not taken, as it is or read ``% m`` as for a pad 
 pad count: ``k - n % k`` on one side, 0 on the other). Anything else stops the attempt (the
 operations already run are unused and removed), and the caller keeps ``torch.cond``.
 
+Where an output of the side run is a copy of the value the other side passes through (a pad, a roll,
+``clone``, a ``contiguous`` or ``to`` that copies, ``torch.cat``; a slice and ``detach`` are views of it),
+it holds the same values but is not the same tensor, which eager PyTorch tells apart after the branch: ``y =
+x; if n >= 4: x = x.clone()``, then ``x.add_(1)`` changes ``y`` only where ``n < 4``. The side then runs at
+every size only where the function holding the ``if`` shows no change in place, layout read or
+``global`` / ``nonlocal`` name the ``if`` binds (``capture.layout_branches.copy_unobserved``, the source
+checks of layout-only branches), and the capture recording guards takes the copies and the tensors they
+copy, to refuse the export once traced where a change in place from elsewhere (a helper, a module built
+with ``inplace=True``) advanced one's version counter (``capture.guards.record.follow_layout_branch``).
+Where the function shows such a change or read, the branch is refused (``ControlFlowError``):
+``torch.cond`` returns copies on both sides, so it would not hold the branch either.
+
 "Where the branch is not taken" is checked over sizes, not proven: the condition and every amount,
 as sympy expressions of the model's size symbols, are evaluated at every size of a grid from each
 symbol's lower bound (256 consecutive sizes for one symbol, 48 x 48 for two, 16 x 16 x 16 for three;
@@ -62,6 +74,8 @@ import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
 from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
+from onnxport.errors import ControlFlowError
+
 _GRID = {1: 256, 2: 48, 3: 16}
 _DIVISORS = (1, 2, 3, 4, 8, 16)
 _MAX_POINTS = 200_000
@@ -71,12 +85,20 @@ _CONVERTING = {torch.Tensor.to, torch.Tensor.type_as, torch.Tensor.float, torch.
                torch.Tensor.bfloat16, torch.Tensor.cpu}
 _CREATING = {torch.zeros, torch.ones, torch.empty, torch.full}
 _NEW = {torch.Tensor.new_zeros, torch.Tensor.new_ones, torch.Tensor.new_empty, torch.Tensor.new_full}
+# the operations above whose result shares its source's storage (a view, or the tensor itself); every other
+# one returns a copy where it returns another tensor
+_ALIASING = {torch.Tensor.__getitem__, torch.Tensor.detach, torch.detach}
 _METADATA = {torch.Tensor.size, torch.Tensor.dim, torch.Tensor.numel, torch.Tensor.stride,
              torch.Tensor.is_contiguous, torch.Tensor.element_size}
 
 
 class _Unproven(Exception):
     """An operation of the side run is not shown to be the identity where the side is not taken."""
+
+
+class _Observed(_Unproven):
+    """The side run copies what the other side passes through, and the function holding the branch may
+    tell the copy from the tensor (a change in place, a layout read)."""
 
 
 def _expr(value: Any) -> Any:
@@ -321,12 +343,23 @@ class _IdentityWhereNotTaken(TorchFunctionMode):
     def __init__(self, grid: _Grid | None):
         super().__init__()
         self.grid = grid
-        self.source: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(result) -> (result, source)
+        # id(result) -> (result, source, whether the result is a copy of its source)
+        self.source: dict[int, tuple[torch.Tensor, torch.Tensor, bool]] = {}
 
     def root(self, t: torch.Tensor) -> torch.Tensor:
         while id(t) in self.source:
             t = self.source[id(t)][1]
         return t
+
+    def copied(self, t: torch.Tensor) -> bool:
+        """``t`` was computed from its root through a copy (a pad, a ``clone``, a ``contiguous`` that
+        copied...), not through views alone: it does not share the root's storage."""
+        while id(t) in self.source:
+            t, source, copy = self.source[id(t)]
+            if copy:
+                return True
+            t = source
+        return False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -368,11 +401,12 @@ class _IdentityWhereNotTaken(TorchFunctionMode):
         else:
             raise _Unproven(getattr(func, "__name__", str(func)))
         if out is not x:  # ``contiguous()`` of a contiguous tensor is that tensor
-            self.source[id(out)] = (out, x)  # the result held: its id is not reused while recorded
+            self.source[id(out)] = (out, x, func not in _ALIASING)  # held: its id is not reused while recorded
         return out
 
 
-def _run_side(pred: torch.SymBool, side: bool, fn: Callable[[], Any], other_fn: Callable[[], Any]) -> Any:
+def _run_side(pred: torch.SymBool, side: bool, fn: Callable[[], Any], other_fn: Callable[[], Any],
+              where: str | None) -> Any:
     with _IdentityWhereNotTaken(None) as passing:
         passed = other_fn()
     grid = _Grid(pred, side)
@@ -382,7 +416,7 @@ def _run_side(pred: torch.SymBool, side: bool, fn: Callable[[], Any], other_fn: 
     want, want_spec = pytree.tree_flatten(passed)
     if spec != want_spec:
         raise _Unproven("the sides return different structures")
-    values = []
+    values, copies = [], []
     for g, w in zip(got, want):
         if isinstance(w, torch.Tensor):
             if not isinstance(g, torch.Tensor) or mode.root(g) is not passing.root(w):
@@ -390,12 +424,34 @@ def _run_side(pred: torch.SymBool, side: bool, fn: Callable[[], Any], other_fn: 
             if g.dtype != w.dtype:  # ``torch.cat`` promotes to its operands' widest dtype
                 raise _Unproven(f"an output is {g.dtype} where the other side's is {w.dtype}")
             values.append(g)
+            if mode.copied(g):
+                copies += [mode.root(g), g]
         else:
             values.append(_value(grid, g, w))
+    if copies:
+        _follow_copies(where, side, copies)
     return pytree.tree_unflatten(values, spec)
 
 
-def unconditional(pred: torch.SymBool, then_fn: Callable[[], Any], else_fn: Callable[[], Any]) -> tuple[bool, Any]:
+def _follow_copies(where: str | None, side: bool, tensors: list[torch.Tensor]) -> None:
+    """A side run at every size copies what the other side passes through: the same values, but not the same
+    tensor, which a change in place or a read of the memory layout after the branch tells apart (``y = x``;
+    ``x = x.clone()`` where the side is taken; ``x.add_(1)`` changes ``y`` where it is not, in eager PyTorch).
+    The function holding the branch must show neither (``capture.layout_branches.copy_unobserved``), and
+    the trace is checked once done not to have changed ``tensors`` (the roots and their copies) in place
+    (``capture.guards.record.follow_layout_branch``); else ``_Unproven``."""
+    from onnxport.capture.guards.record import follow_layout_branch
+    from onnxport.capture.layout_branches import LayoutBranch, copy_unobserved
+
+    if not copy_unobserved(where):
+        raise _Observed("a copy on one side, and a change in place or a layout read where the branch is")
+    versions = tuple({id(t): (t, t._version) for t in tensors}.values())
+    if not follow_layout_branch(where, LayoutBranch(not side, versions)):
+        raise _Unproven("a copy on one side, and no capture to check the trace for changes in place")
+
+
+def unconditional(pred: torch.SymBool, then_fn: Callable[[], Any], else_fn: Callable[[], Any],
+                  where: str | None = None) -> tuple[bool, Any]:
     """Run ``if pred: then_fn() else: else_fn()`` without a branch when one side is the identity
     where it is not taken (see the module's docstring).
 
@@ -403,14 +459,34 @@ def unconditional(pred: torch.SymBool, then_fn: Callable[[], Any], else_fn: Call
         pred: the condition, a ``torch.SymBool`` over the model's sizes (not decided by their ranges).
         then_fn, else_fn: the sides, called without arguments; each returns the values the ``if``
             binds (a pytree of tensors and Python values).
+        where: the ``if``'s ``file:line in function``; a side making a copy (a pad, a ``clone``) is
+            run only where the function there shows no change in place or layout read after it (see
+            the module's docstring), which None does not.
 
     Returns:
         ``(True, outputs)`` of the side run at every size, or ``(False, None)`` when neither side is
         shown to be the identity where it is not taken; nothing is raised for that.
+
+    Raises:
+        ControlFlowError: a side is the identity where it is not taken but copies what the other side
+            passes through, and the function holding the branch changes a tensor in place or reads a
+            memory layout. ``torch.cond`` returns copies on both sides, so it cannot hold the branch
+            either: eager PyTorch's result depends on which side ran beyond its values.
     """
+    observed = None
     for side, fn, other_fn in ((True, then_fn, else_fn), (False, else_fn, then_fn)):
         try:
-            return True, _run_side(pred, side, fn, other_fn)
+            return True, _run_side(pred, side, fn, other_fn, where)
+        except _Observed as e:
+            observed = e
         except Exception:  # _Unproven, or a side failing here: torch.cond runs it again and reports
             continue
+    if observed is not None:
+        raise ControlFlowError(
+            f"the if at {where} copies on one side (a clone, a contiguous, a pad by 0) the tensor its other side "
+            "passes through, and the function holding it changes a tensor in place or reads a memory layout "
+            "(is_contiguous(), stride()): what that sees depends on the side taken beyond the values, which "
+            "neither one side at every size nor a branch in the ONNX model keeps", where=where,
+            hint="make the copy on both sides (or on neither), or write the change in place as an out-of-place "
+                 "operation (x = x + 1 for x.add_(1))") from observed
     return False, None

@@ -210,8 +210,10 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
 
 def _layout_branches_unchanged(events: list[GuardEvent]) -> None:
     """Each branch the trace followed with no guard as layout-only (``"layout"`` events,
-    ``capture.layout_branches``) had nothing change the tensors its sides start from in place after it:
-    the side making a copy would have kept that change from names bound before the branch.
+    ``capture.layout_branches``), or ran one side of at every size though it copies
+    (``rewrite.size_branches``), had nothing change the tensors its sides start from (and the copies)
+    in place after it: the side making a copy would have kept that change from names bound before the
+    branch.
 
     Raises:
         CaptureError: one was changed in place, naming the branch's line.
@@ -223,9 +225,10 @@ def _layout_branches_unchanged(events: list[GuardEvent]) -> None:
             continue
         if changed_in_place(e.cause):
             raise CaptureError(
-                "a branch on sizes whose sides differ only by memory layout (a copy on one side) is followed by a "
-                "change in place of the tensor it copies: the copy keeps the change from what was bound to that "
-                "tensor before the branch on one side only, so the export cannot follow one side", where=e.where,
+                "a branch on sizes whose sides compute the same values (a copy on one side: a clone, a contiguous, "
+                "a pad by 0) is followed by a change in place of the tensor it copies: the copy keeps the change "
+                "from what was bound to that tensor before the branch on one side only, so the export cannot "
+                "follow one side", where=e.where,
                 hint="make the copy on both sides (or on neither), or write the change in place as an "
                      "out-of-place operation (x = x + 1 for x.add_(1))")
         e.cause = None  # checked: the tensors are not kept past the trace

@@ -54,8 +54,9 @@ class GuardEvent:
     solve for that symbol) or ``"floor"`` (the user's code decided ``expr``, a comparison of
     ``symbol`` with a number, from torch.export's default minimum of 2 alone: it reads otherwise at
     size 1, and no guard was recorded) or ``"layout"`` (the user's branch at ``where`` followed with no
-    guard, its sides differing only by memory layout: ``cause`` is its ``layout_branches.LayoutBranch``,
-    checked once traced). ``where`` is the user's line; ``branch`` the user's line when the user's
+    guard, its sides differing only by memory layout, or run at every size by the control-flow rewrite
+    though one side copies: ``cause`` is its ``layout_branches.LayoutBranch``, checked once traced).
+    ``where`` is the user's line; ``branch`` the user's line when the user's
     own code turned the condition into a Python bool (``if``, ``while``, ``and``, ``min()``...).
     """
 
@@ -343,10 +344,26 @@ class _GuardRecorder:
         return narrow
 
 
+# the events of the capture recording guards now (installed with ``RECORD_GUARDS``), else None
+_EVENTS: list | None = None
+
+
+def follow_layout_branch(where: str, branch: LayoutBranch) -> bool:
+    """Record that the trace runs one side of the user's branch at ``where`` at every size though it copies
+    what the other side passes on (``rewrite.size_branches``): a ``"layout"`` event, whose tensors are
+    checked once traced to be unchanged in place (``guards.events``). False where no capture records guards
+    now: the branch cannot be checked, and must not be followed."""
+    if _EVENTS is None:
+        return False
+    _EVENTS.append(GuardEvent("layout", where=where, cause=branch))
+    return True
+
+
 def _guard_changes(events: list) -> list:
     ss = _shape_env_class()
     rec = _GuardRecorder(events)
-    return [SetAttribute(ss.ShapeEnv, "guard_or_defer_runtime_assert", rec.defer),
+    return [SetAttribute(sys.modules[__name__], "_EVENTS", lambda _: events),
+            SetAttribute(ss.ShapeEnv, "guard_or_defer_runtime_assert", rec.defer),
             SetAttribute(ss.ShapeEnv, "evaluate_expr", rec.evaluate),
             SetAttribute(ss.ShapeEnv, "_update_var_to_range", rec.narrow),
             SetAttribute(ss.ShapeEnv, "_maybe_guard_rel", rec.guard_rel),
@@ -394,7 +411,8 @@ RECORD_GUARDS = register(Patch(
     "ShapeEnv.guard_or_defer_runtime_assert / _update_var_to_range / _maybe_guard_rel: each condition torch "
     "defers and each range it narrows (GuardEvent); ShapeEnv.evaluate_expr: each comparison of one size with a "
     "number the user's code decided from torch.export's default minimum of 2 alone (a \"floor\" GuardEvent), and no "
-    "guard where the user's if differs only by memory layout (capture.layout_branches); "
+    "guard where the user's if differs only by memory layout (capture.layout_branches); _EVENTS: the events, for "
+    "a branch the control-flow rewrite runs at every size though it copies (follow_layout_branch); "
     "DimConstraints.solve / prettify_results tolerate what sympy cannot solve", ([],),
     when=lambda trace: (trace.events,), order=2))
 
