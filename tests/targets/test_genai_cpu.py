@@ -209,6 +209,11 @@ def test_genai_cpu_quantized_int4_validated_at_the_operator_sizes(qwen2, tmp_pat
     checks = decoder.validation.checks
     assert sorted({c.inputs for c in checks}) == ["inputs 1", "inputs 2", "inputs 3"]
     assert len(checks) == 15 and all(np.isfinite(c.max_abs) and np.isfinite(c.cosine) for c in checks), checks
+    # saved, it is one cache buffer shared by past and present, and onnxruntime-genai decodes it
+    result.save(tmp_path / "out")
+    config = json.loads((tmp_path / "out" / "genai_config.json").read_text())
+    assert config["search"]["past_present_share_buffer"] is True
+    assert len(_genai_tokens(tmp_path / "out", GENERATE)) == GENERATE
 
 
 def test_max_positions_only_where_the_angles_depend_on_the_position_alone():
