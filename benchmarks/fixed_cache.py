@@ -4,14 +4,16 @@ vocabulary 1024, untrained: speed does not depend on the weights), written by ``
 exported by ``export_pretrained`` at the default opset (20: the cache grows by ``Concat`` each step), at
 opset 23 (the same cache, attention as the standard ``Attention``) and at opset 24
 (``onnxport.pretrained.fixed_cache``: ``TensorScatter`` into buffers of ``max_length`` = prompt + tokens,
-``Attention`` with ``nonpad_kv_seqlen``).
+``Attention`` with ``nonpad_kv_seqlen``), and against the contrib form of ``target="genai-cpu"``
+(``com.microsoft.GroupQueryAttention`` reading one buffer of ``max_length`` shared by past and present).
 
 Prints decode ms/token of each form: each round decodes ``--tokens`` tokens greedily after a prompt of
 ``--prompt`` tokens, the first step (the prompt's) left out; after one warm-up of each form, rounds
 alternate the forms (the order reversed every other round); the median over rounds. The fixed-buffer
 model is run two ways: its ``present`` outputs fed back as new arrays, as the growing cache is, and
 with I/O binding of each ``present`` to its ``past`` buffer (one ``OrtValue`` updated in place, as a
-runtime keeping the buffer would). Both decodings must choose the same tokens.
+runtime keeping the buffer would); the genai-cpu model is run the second way. All decodings must choose
+the same tokens.
 
 Run: ``.venv/bin/python benchmarks/fixed_cache.py [--rounds 7] [--tokens 64] [--prompts 16,448]
 [--markdown benchmarks/FIXED_CACHE.md]``.
@@ -167,10 +169,15 @@ def main() -> None:
             assert result.ok, result.generation
             result.save(f"{tmp}/opset{opset}")
             paths[opset] = f"{tmp}/opset{opset}/model.onnx"
+        result = export_pretrained(f"{tmp}/llama", validate=False, generate=8, target="genai-cpu")
+        assert result.ok, result.generation
+        result.save(f"{tmp}/genai-cpu")
         forms = {"default export (opset 20, growing cache)": (session(paths[20]), False, False),
                  "opset 23 (Attention, growing cache)": (session(paths[23]), False, False),
                  "opset 24 fixed buffer, present fed back": (session(paths[24]), True, False),
-                 "opset 24 fixed buffer, I/O bound in place": (session(paths[24]), True, True)}
+                 "opset 24 fixed buffer, I/O bound in place": (session(paths[24]), True, True),
+                 "genai-cpu (contrib GroupQueryAttention), I/O bound in place":
+                     (session(f"{tmp}/genai-cpu/model.onnx"), True, True)}
         results = {}
         for n in prompts:
             prompt = np.random.default_rng(0).integers(3, 1024, (1, n)).astype(np.int64)
