@@ -34,7 +34,7 @@ The sides being the same values also asks that nothing else differs between them
 - with the running frame given (``frame``, as the recorder does): each name a side starts a chain from
   holds a tensor whose class keeps torch's own method (a user object's ``contiguous`` may return
   anything), and the function's code compiled from the file is the code running (a file edited after
-  import, or code compiled under another file's name, is not read as that file).
+  import, or code compiled under another file's name, is not read as that file: ``rewrite/running_source.py``).
 
 A change in place inside another function the model calls after the branch (a module built with
 ``inplace=True``, a helper writing into its argument) is not seen by reading the function holding it;
@@ -55,7 +55,9 @@ import dataclasses
 import functools
 import os
 import re
-from types import CodeType, FrameType
+from types import FrameType
+
+from onnxport.rewrite.running_source import runs_file
 
 _WHERE = re.compile(r"^(.*):(\d+) in ")
 # methods returning their tensor's values in another (or the same) memory layout, and the keywords
@@ -120,7 +122,7 @@ def layout_only_if(where: str | None, frame: FrameType | None = None) -> bool:
     if frame is None:
         return True
     code = frame.f_code
-    return code.co_filename == path and _compiled_matches(path, changed, code) and \
+    return code.co_filename == path and runs_file(code, frame.f_globals) and \
         all(_tensor_with_own_methods(frame.f_locals, name, methods) for name, methods in roots.items())
 
 
@@ -309,31 +311,6 @@ def _chain_roots(sides: list[list[ast.stmt]]) -> dict[str, frozenset[str]]:
                 roots.setdefault(value.id, set()).update(methods)
             bound.add(target.id)
     return {name: frozenset(methods) for name, methods in roots.items()}
-
-
-@functools.lru_cache(maxsize=64)
-def _compiled(path: str, changed: int) -> dict[tuple[str, int], bytes] | None:
-    """(name, first line) -> bytecode of every function compiled from the file as it reads now."""
-    tree = _parsed(path, changed)
-    if tree is None:
-        return None
-    try:
-        top = compile(tree, path, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
-        return None
-    found, stack = {}, [top]
-    while stack:
-        code = stack.pop()
-        found[(code.co_name, code.co_firstlineno)] = code.co_code
-        stack.extend(c for c in code.co_consts if isinstance(c, CodeType))
-    return found
-
-
-def _compiled_matches(path: str, changed: int, code: CodeType) -> bool:
-    """``code`` is the file's own code at its line, as the file reads now (not edited since import, not
-    another source compiled under the file's name)."""
-    found = _compiled(path, changed)
-    return found is not None and found.get((code.co_name, code.co_firstlineno)) == code.co_code
 
 
 @functools.lru_cache(maxsize=64)

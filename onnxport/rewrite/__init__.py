@@ -11,7 +11,9 @@ the methods it calls, and the ``forward`` of user-defined submodules) has
 
 so torch.export keeps them as control flow instead of unrolling them at the example's sizes.
 Constructs it cannot rewrite are left as they are and listed, with their line, in
-``.onnxport_rewrite_notes`` (and a warning). Before returning, the copy is run against the
+``.onnxport_rewrite_notes`` (and a warning); so is a function whose source file, as it reads now, is not
+the code running (edited after import, or other source compiled under its name: ``running_source``),
+the note saying to re-import the module. Before returning, the copy is run against the
 original on the example inputs and on a random input set of other sizes: any difference raises
 ``RewriteError``.
 """

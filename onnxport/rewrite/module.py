@@ -20,11 +20,13 @@ from typing import Callable
 
 import torch
 
+from onnxport.errors import ControlFlowError
 from onnxport.library_functions import library_function
 from onnxport.rewrite import comprehensions, flag_tails
 from onnxport.rewrite import names as N
 from onnxport.rewrite.loops import STACKING
 from onnxport.rewrite.range_tensors import RangeTensors
+from onnxport.rewrite.running_source import runs_file
 
 
 @dataclass
@@ -278,6 +280,11 @@ def rewrite_function(fn: Callable, cls: type | None, notes: list, calls: dict | 
     ``fn`` is a plain function (a method taken from its class); ``cls`` its class (for ``super()``).
     ``calls``: module-level functions ``fn`` calls by name, rewritten (name -> new function): the
     new function calls those instead. Notes about every construct seen are appended to ``notes``.
+
+    Raises:
+        ControlFlowError: ``fn``'s source file, as it reads now, does not compile to the code running
+            (edited after import, or other source compiled under the file's name): a rewrite of it
+            would compute something else (``onnxport.rewrite.running_source``).
     """
     fn = library_function(fn)
     try:
@@ -287,6 +294,13 @@ def rewrite_function(fn: Callable, cls: type | None, notes: list, calls: dict | 
         notes.append(RewriteNote("function", getattr(fn, "__qualname__", str(fn)), False,
                                  f"source not available ({e})"))
         return None
+    if not runs_file(fn.__code__, fn.__globals__):
+        where = f"{fn.__code__.co_filename}:{fn.__code__.co_firstlineno} in {fn.__name__}"
+        raise ControlFlowError(
+            f"{fn.__qualname__}: its source file differs from the code running (edited after import?), "
+            "so its control flow is not rewritten", where=where,
+            hint=f"re-import the module (or restart the process) so {fn.__code__.co_filename} and the "
+                 "code running agree")
     tree = ast.parse(textwrap.dedent("".join(lines)))
     ast.increment_lineno(tree, first - 1)
     func = tree.body[0]
@@ -373,7 +387,8 @@ def rewritten_calls(fn: Callable, notes: list, cache: dict) -> dict[str, Callabl
                 looped = _has_loop(target)
                 inner = rewritten_calls(target, notes, cache) if looped or target.__module__ == fn.__module__ else {}
                 new = rewrite_function(target, None, notes, inner) if inner or looped else None
-            except (SyntaxError, ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
+            except (SyntaxError, ValueError, TypeError, AttributeError, KeyError, IndexError,
+                    ControlFlowError) as e:
                 notes.append(RewriteNote("function", f"{target.__code__.co_filename}:{target.__code__.co_firstlineno} "
                                          f"in {target.__name__}", False, f"not rewritten ({type(e).__name__}: {e})"))
                 new = None
@@ -417,7 +432,7 @@ def _rewrite_class_methods(cls: type, notes: list, cache: dict) -> type | None:
             continue  # torch's own methods (inherited forward of Sequential...) are left as they are
         try:
             new = rewrite_function(fn, cls, notes, rewritten_calls(fn, notes, cache.setdefault("functions", {})))
-        except (SyntaxError, ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
+        except (SyntaxError, ValueError, TypeError, AttributeError, KeyError, IndexError, ControlFlowError) as e:
             # a source form the rewriter does not understand: the method keeps its original code
             notes.append(RewriteNote("function", f"{fn.__code__.co_filename}:{fn.__code__.co_firstlineno} in "
                                      f"{fn.__name__}", False, f"not rewritten ({type(e).__name__}: {e})"))
