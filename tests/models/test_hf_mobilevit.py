@@ -3,7 +3,8 @@ its feature maps cut into 2x2 patches after rounding the sizes up to whole patch
 (...))``) and resizing only where they are not whole (a branch on the sizes), captured at every image
 size (``onnxport.library.transformers.mobilevit``), and matching eager PyTorch at sizes that are and
 are not whole patches. torch.export's specialization of a patch grid of one row or one column (``!= 1`` of a
-count) is stated as constraints that exclude small images only."""
+count) is stated: as constraints that exclude small images only, or as no constraint where onnxruntime
+matches eager PyTorch at those small sizes too."""
 
 import pytest
 import torch
@@ -31,7 +32,8 @@ def test_mobilevit_exports_with_dynamic_image_size():
         image_size=64, patch_size=2, hidden_sizes=[16, 24, 32], neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64],
         num_attention_heads=2, num_labels=5))))
     unfolding = mobilevit.MobileViTLayer.unfolding
-    with pytest.warns(UserWarning, match="onnxport adopted this constraint"):
+    # each specialization of a one-row or one-column grid is stated: adopted, or found no constraint after all
+    with pytest.warns(UserWarning, match="adopted this constraint|is not a constraint of the export after all"):
         r = check_export(model, (torch.randn(2, 3, 128, 96),), {"pixel_values": {0: "batch", 2: "height", 3: "width"}},
                          sizes=[{"batch": 1, "height": 160, "width": 128}, {"batch": 1, "height": 130, "width": 100},
                                 {"batch": 3, "height": 97, "width": 131}, {"batch": 1, "height": 256, "width": 256}],
