@@ -158,7 +158,8 @@ def _layout_only_at(path: str, line: int, changed: int) -> tuple[dict[str, froze
     if not _same_bindings(*sides) or any(isinstance(n, _CONDITIONAL) for n in ast.walk(test)):
         return None
     roots = _chain_roots(sides)
-    if _reads_layout(scope) or not set().union(*roots.values()) <= {"detach"} and _changes_in_place(scope):
+    later = _observing(scope, node)
+    if _reads_layout(later) or not set().union(*roots.values()) <= {"detach"} and _changes_in_place(later):
         return None
     if _declared_elsewhere(scope, set(_bindings(sides[0])) | set(_bindings(sides[1]))):
         return None  # bound for another function too, which may change it in place
@@ -201,7 +202,8 @@ def _copy_unobserved_at(path: str, line: int, changed: int) -> bool:
         return False
     scope, node = found[0]
     bound = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    return not (_reads_layout(scope, views=False) or _changes_in_place(scope) or _declared_elsewhere(scope, bound))
+    later = _observing(scope, node)
+    return not (_reads_layout(later, views=False) or _changes_in_place(later) or _declared_elsewhere(scope, bound))
 
 
 def _declared_elsewhere(scope: ast.AST, names: set[str]) -> bool:
@@ -256,22 +258,41 @@ _LAYOUT_READS = frozenset({"is_contiguous", "stride", "storage_offset", "data_pt
                            "untyped_storage", "_base", "is_set_to", "is_non_overlapping_and_dense"})
 
 
-def _reads_layout(scope: ast.AST, views: bool = True) -> bool:
-    """``scope`` reads a tensor's memory layout (``x.is_contiguous()``, ``x.stride(0)``) or, with ``views``,
+def _observing(scope: ast.AST, branch: ast.AST) -> list[ast.AST]:
+    """The nodes of ``scope`` that may run once ``branch`` has, where a change in place or a layout read
+    could tell its sides apart: those from the branch's first line on, those of a loop holding it (run
+    again), and those of any function, lambda or class defined in ``scope`` (called later). What runs
+    before the branch in the same pass cannot (SEW-D zeroes padded frames in place before its padding
+    branch)."""
+    loops = {id(n) for n in ast.walk(scope) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+             and n.lineno <= branch.lineno <= n.end_lineno}
+    later: list[ast.AST] = []
+    for n in ast.walk(scope):
+        if n is scope:
+            continue
+        if id(n) in loops or isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            later.extend(ast.walk(n))
+        elif getattr(n, "lineno", 0) >= branch.lineno:
+            later.append(n)
+    return later
+
+
+def _reads_layout(nodes: list[ast.AST], views: bool = True) -> bool:
+    """``nodes`` read a tensor's memory layout (``x.is_contiguous()``, ``x.stride(0)``) or, with ``views``,
     asks for a view (``x.view(n, -1)``, which eager PyTorch refuses of a tensor not contiguous): the sides,
     the same values, are told apart there. Without ``views``, only calls of those methods count (and
     ``x._base``): a module's ``self.stride`` is a number."""
     if views:
-        return any(isinstance(n, ast.Attribute) and n.attr in _LAYOUT_READS for n in ast.walk(scope))
+        return any(isinstance(n, ast.Attribute) and n.attr in _LAYOUT_READS for n in nodes)
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _LAYOUT_READS - {"view"}
-               or isinstance(n, ast.Attribute) and n.attr == "_base" for n in ast.walk(scope))
+               or isinstance(n, ast.Attribute) and n.attr == "_base" for n in nodes)
 
 
-def _changes_in_place(scope: ast.AST) -> bool:
-    """``scope`` holds a statement or call that may change a tensor in place: an augmented assignment,
+def _changes_in_place(nodes: list[ast.AST]) -> bool:
+    """``nodes`` hold a statement or call that may change a tensor in place: an augmented assignment,
     an assignment to an item or to ``.data``, a method ending in one ``_`` (``add_``, ``copy_``), an
     ``out=`` argument or an ``inplace=`` one other than ``False``."""
-    for node in ast.walk(scope):
+    for node in nodes:
         if isinstance(node, ast.AugAssign):
             return True
         targets = node.targets if isinstance(node, ast.Assign) else \

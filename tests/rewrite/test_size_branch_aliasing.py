@@ -127,3 +127,43 @@ def test_a_copy_changed_in_place_out_of_the_function_is_refused_once_traced(mode
 def test_a_copy_nothing_tells_apart_still_runs_at_every_size(example):
     r = _export(CloneNothingWrites(), example)
     assert r.captured.strategy == "rewritten" and not r.constraints
+
+
+class WrittenBeforeThePad(torch.nn.Module):
+    """SEW-D's form: the input zeroed in place before a pad on sizes; nothing after the branch can tell."""
+
+    def forward(self, x, mask):
+        x = x * 1
+        x[mask] = 0.0
+        y = x[: x.shape[0] // 2 * 2]  # an even count of rows, padded back to all of them
+        if y.shape[0] < x.shape[0]:
+            y = F.pad(y, (0, 0, 0, x.shape[0] - y.shape[0]))
+        return y + 1
+
+
+class WrittenBeforeTheBranchInALoop(torch.nn.Module):
+    """A write earlier in a loop's body runs again after the branch: refused as after it."""
+
+    def forward(self, x):
+        y = x * 1
+        z = y
+        for _ in range(2):
+            y.add_(1)
+            if x.shape[0] >= 4:
+                y = y.clone()
+        return z * 1
+
+
+@pytest.mark.parametrize("example", [6, 2])
+def test_a_write_in_place_before_the_branch_does_not_refuse_it(example):
+    n = Dim("n")
+    r = check_export(WrittenBeforeThePad(), (torch.randn(example, 3), torch.rand(example, 3) > 0.5),
+                     {"x": {0: n}, "mask": {0: n}}, rewrite_control_flow=True, sizes=SIZES)
+    assert not r.constraints
+
+
+@pytest.mark.parametrize("example", [6, 2])
+def test_a_write_earlier_in_a_loop_holding_the_branch_refuses_it(example):
+    with pytest.raises(onnxport.ExportError) as e:
+        _export(WrittenBeforeTheBranchInALoop(), example)
+    assert e.value.where and e.value.where.startswith(__file__)
