@@ -107,15 +107,11 @@ def layout_only_if(where: str | None, frame: FrameType | None = None) -> bool:
     False where the source cannot be read or the statement is of another form. With ``frame``, the
     frame running that line: False too where a name a side starts from is not a tensor with torch's
     own layout methods, or the code running is not the file's."""
-    match = _WHERE.match(where or "")
-    if match is None:
+    located = _located(where)
+    if located is None:
         return False
-    path = match.group(1)
-    try:
-        changed = os.stat(path).st_mtime_ns
-    except OSError:
-        return False
-    found = _layout_only_at(path, int(match.group(2)), changed)
+    path = located[0]
+    found = _layout_only_at(*located)
     if found is None:
         return False
     roots = found[0]
@@ -180,15 +176,20 @@ def copy_unobserved(where: str | None) -> bool:
     source cannot be read or holds no single ``if`` there. The control-flow rewrite asks it before running
     a side that copies at every size (``rewrite.size_branches``); what other functions do to the tensors
     is checked once traced (``changed_in_place``)."""
+    located = _located(where)
+    return located is not None and _copy_unobserved_at(*located)
+
+
+def _located(where: str | None) -> tuple[str, int, int] | None:
+    """``(path, line, modification time in ns)`` of the user's line ``where`` (``file:line in func``), the
+    time keying the caches of the file's reading; None where ``where`` names no file that exists."""
     match = _WHERE.match(where or "")
     if match is None:
-        return False
-    path = match.group(1)
+        return None
     try:
-        changed = os.stat(path).st_mtime_ns
+        return match.group(1), int(match.group(2)), os.stat(match.group(1)).st_mtime_ns
     except OSError:
-        return False
-    return _copy_unobserved_at(path, int(match.group(2)), changed)
+        return None
 
 
 @functools.lru_cache(maxsize=4096)
