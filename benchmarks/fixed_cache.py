@@ -22,6 +22,7 @@ Run: ``.venv/bin/python benchmarks/fixed_cache.py [--rounds 7] [--tokens 64] [--
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -122,7 +123,6 @@ def table(results: dict[int, dict[str, list[float]]]) -> list[str]:
 
 def write_markdown(path: str, lines: list[str], args: argparse.Namespace, seconds: float, load: float) -> None:
     """``path`` written atomically: the run's command, machine and table."""
-    import os
     import platform
     import subprocess
 
@@ -187,8 +187,6 @@ def main() -> None:
           f"median of {args.rounds} alternated rounds:")
     print("\n".join(lines))
     if args.markdown:
-        import os
-
         write_markdown(args.markdown, lines, args, time.perf_counter() - start, os.getloadavg()[0])
 
 
