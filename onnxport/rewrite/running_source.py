@@ -9,6 +9,11 @@ file as it reads (so methods, closures, ``super()``, private names and ``from __
 compile as they did at import) and compares the code object found at the running code's name and first
 line with the running code: bytecode, constants, names, recursively through nested code objects; line
 numbers are ignored.
+
+A module whose code a loader changed from its text as it compiled it (pytest rewrites a test module's
+``assert`` statements) compiles the same way where a transform is registered for it
+(``register_transform``; ``onnxport.library.pytest`` registers pytest's): the comparison then holds for
+models defined in such modules too.
 """
 
 from __future__ import annotations
@@ -17,22 +22,35 @@ import ast
 import functools
 import linecache
 from types import CodeType
+from typing import Callable
+
+# (applies(module globals) -> bool, transform(tree, source, path) changing the tree in place), in order
+_TRANSFORMS: list[tuple[Callable[[dict], bool], Callable[[ast.Module, str, str], None]]] = []
 
 
-def runs_source(code: CodeType, source: str, pytest_asserts: bool = False) -> bool:
+def register_transform(applies: Callable[[dict], bool], transform: Callable[[ast.Module, str, str], None]) -> None:
+    """Compile a module's text through ``transform`` where ``applies(its globals)``: for modules a
+    loader changed as it compiled them (``transform(tree, source, path)`` changes the parsed ``tree`` in
+    place as that loader does; an ``ImportError`` it raises counts as a source that does not compile)."""
+    _TRANSFORMS.append((applies, transform))
+
+
+def runs_source(code: CodeType, source: str, transforms: tuple[int, ...] = ()) -> bool:
     """``code`` (named ``code.co_filename``) is what ``source``, the text of that file, compiles to at
-    ``code``'s name and first line (``pytest_asserts``: with its asserts rewritten as pytest rewrites a
-    test module's). False where ``source`` does not compile."""
-    found = _compiled(code.co_filename, source, pytest_asserts)
+    ``code``'s name and first line (``transforms``: indices of registered transforms applied first).
+    False where ``source`` does not compile."""
+    found = _compiled(code.co_filename, source, transforms)
     return found is not None and same_code(found.get((code.co_name, code.co_firstlineno)), code)
 
 
 def runs_file(code: CodeType, namespace: dict | None = None) -> bool:
     """``runs_source`` of ``code`` against its file as ``linecache`` reads it now (refreshed from disk,
-    as ``inspect.getsource`` reads it; ``namespace``: the module globals, for sources kept by a loader)."""
+    as ``inspect.getsource`` reads it; ``namespace``: the module globals, for sources kept by a loader,
+    and for the registered transforms that apply to the module)."""
     linecache.checkcache(code.co_filename)
     lines = linecache.getlines(code.co_filename, namespace)
-    return bool(lines) and runs_source(code, "".join(lines), "@pytest_ar" in (namespace or {}))
+    transforms = tuple(i for i, (applies, _) in enumerate(_TRANSFORMS) if applies(namespace or {}))
+    return bool(lines) and runs_source(code, "".join(lines), transforms)
 
 
 def same_code(a: CodeType | None, b: CodeType | None) -> bool:
@@ -64,14 +82,13 @@ def _same_constant(x: object, y: object) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(path: str, source: str, pytest_asserts: bool) -> dict[tuple[str, int], CodeType] | None:
-    """(name, first line) -> code object of every function compiled from ``source`` under ``path``."""
+def _compiled(path: str, source: str, transforms: tuple[int, ...]) -> dict[tuple[str, int], CodeType] | None:
+    """(name, first line) -> code object of every function compiled from ``source`` under ``path``
+    (through the registered ``transforms``, by index)."""
     try:
         tree = ast.parse(source, path)
-        if pytest_asserts:
-            from _pytest.assertion.rewrite import rewrite_asserts
-
-            rewrite_asserts(tree, source.encode(), path)
+        for i in transforms:
+            _TRANSFORMS[i][1](tree, source, path)
         top = compile(tree, path, "exec", dont_inherit=True)
     except (SyntaxError, ValueError, ImportError):
         return None

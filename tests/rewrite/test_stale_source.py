@@ -97,3 +97,26 @@ def test_rewrite_still_takes_a_file_that_is_the_code_running(tmp_path):
     spec.loader.exec_module(module)
     new = rewrite_module(module.Model(), (torch.randn(6, 3),), warn=False)
     assert any(n.rewritten for n in new.onnxport_rewrite_notes)
+
+
+class _AssertingModel(torch.nn.Module):
+    """Defined in this test module, whose asserts pytest rewrote as it imported it."""
+
+    def forward(self, x):
+        assert x.dim() == 2
+        if x.shape[0] >= 4:
+            x = x * 2
+        return x + 1
+
+
+def test_a_model_in_a_module_pytest_rewrote_is_the_code_running():
+    """pytest compiled this module's asserts changed: compiled plainly its text differs from the code
+    running, compiled with pytest's rewrite (``onnxport.library.pytest``) it is the same."""
+    import linecache
+
+    from onnxport.rewrite.running_source import runs_file, runs_source
+
+    code = _AssertingModel.forward.__code__
+    assert "@pytest_ar" in globals(), "this module is expected to be imported by pytest with its asserts rewritten"
+    assert not runs_source(code, "".join(linecache.getlines(code.co_filename)))
+    assert runs_file(code, globals())
