@@ -138,8 +138,5 @@ def _export_returnn(args, progress):
     if given:
         raise ConfigError(f"--returnn-config and {', '.join(given)} were both given",
                           hint="the RETURNN config's get_model and extern_data define the model and its inputs")
-    if args.runtime_target is None:  # this command leaves --target to a config; a RETURNN config names none
-        from onnxport.options import DEFAULT_TARGET
-
-        args.runtime_target = DEFAULT_TARGET
-    return export_returnn.export(args, progress)
+    # this command leaves --target to a config (None where not given); a RETURNN config names none
+    return export_returnn.export(args, progress, default_target=True)

@@ -67,13 +67,17 @@ def parse_sizes(texts: list[str]) -> list[dict[str, int]]:
     return out
 
 
-def export(args: argparse.Namespace, progress) -> object:
-    """``export_returnn_config`` of the parsed arguments; returns the ``ExportResult``."""
+def export(args: argparse.Namespace, progress, default_target: bool = False) -> object:
+    """``export_returnn_config`` of the parsed arguments; returns the ``ExportResult``. ``default_target``:
+    ``--target`` not given is ``options.DEFAULT_TARGET`` (a command whose ``--target`` defaults to a
+    config's, which a RETURNN config never names)."""
     from onnxport.integrations.returnn_export import export_returnn_config
+    from onnxport.options import DEFAULT_TARGET
 
+    target = DEFAULT_TARGET if default_target and args.runtime_target is None else args.runtime_target
     return export_returnn_config(args.returnn_config, checkpoint=args.checkpoint, validate=args.validate,
                                  sizes=parse_sizes(args.sizes) or None, opset=args.opset, atol=args.atol,
-                                 rtol=args.rtol, on_step=progress, target=args.runtime_target)
+                                 rtol=args.rtol, on_step=progress, target=target)
 
 
 @report_html.on_failure(lambda args: f"onnxport export-returnn {args.returnn_config}")
