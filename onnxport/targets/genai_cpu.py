@@ -106,7 +106,8 @@ def rewrite_for_genai_cpu(model: ir.Model) -> None:
                                     "the attention is not GroupQueryAttention")
     if fused:
         unpacked = pack_qkv(model)
-        packed = sum(n.op_type == "Split" and (n.outputs[0].name or "").startswith("qkv_split") for n in model.graph)
+        # one reason for each attention not packed (pack_qkv)
+        packed = sum(n.op_type == "GroupQueryAttention" for n in model.graph) - len(unpacked)
         fusions["packed_qkv"] = (APPLIED if not unpacked else
                                  f"{APPLIED} to {packed} attentions, not to {len(unpacked)}: "
                                  f"{'; '.join(sorted(set(unpacked)))}" if packed else "; ".join(sorted(set(unpacked))))

@@ -77,8 +77,9 @@ def _const(model: ir.Model, name: str, array: np.ndarray) -> ir.Value:
     return value
 
 
-def _rewritten_split(form: str):
-    """``fuse_rotary``, then each Phi-3 projection's three ``Slice`` (query, key, value) rewritten into another
+def _rewritten_split(form: str, layers: int | None = None):
+    """``fuse_rotary``, then each Phi-3 projection's three ``Slice`` (query, key, value) (of the first ``layers``
+    layers, all where None) rewritten into another
     form of the same model: ``split``, one ``Split`` of it (as ``torch.split`` writes it); ``reshaped``, the
     slices reading it through a ``Reshape`` keeping its shape; ``value before key``, the key's weight columns
     last and the value's before them, the slices so (not the order the attention needs)."""
@@ -90,7 +91,7 @@ def _rewritten_split(form: str):
             producer = node.inputs[0].producer() if node.op_type == "Slice" else None
             if producer is not None and producer.op_type == "MatMul":  # (not the rotary's slices, now unread)
                 by_source.setdefault(id(node.inputs[0]), []).append(node)
-        for i, slices in enumerate(by_source.values()):
+        for i, slices in enumerate(list(by_source.values())[:layers]):
             assert len(slices) == 3
             slices.sort(key=lambda n: int(n.inputs[1].const_value.numpy().reshape(-1)[0]))
             packed = slices[0].inputs[0]
@@ -147,6 +148,19 @@ def test_phi3_parts_out_of_order_stay_outside(tmp_path, monkeypatch):
                                      "[(0, 64), (96, 128), (64, 96)]))")
     assert fusions["rotary"].endswith("outside GroupQueryAttention)")
     assert [n.op_type for n in result.parts["model"].model.graph].count("RotaryEmbedding") == 4
+
+
+def test_phi3_one_layer_out_of_order_is_counted(tmp_path, monkeypatch):
+    """The first layer's value before its key, the second layer's projection as Phi-3 writes it: one attention
+    packed, one not, and the record says so."""
+    from onnxport.pretrained import export_pretrained
+
+    _tiny_phi3(tmp_path / "phi3")
+    monkeypatch.setattr(genai_cpu, "fuse_rotary", _rewritten_split("value before key", layers=1))
+    result = export_pretrained(tmp_path / "phi3", target="genai-cpu", validate=False, generate=0)
+    fusions = genai_fusions(result.parts["model"].model)
+    assert fusions["packed_qkv"].startswith(f"{APPLIED} to 1 attentions, not to 1: 1 projections with constant "
+                                            "weights reach the attention"), fusions["packed_qkv"]
 
 
 def _key_for_value(model: ir.Model):
