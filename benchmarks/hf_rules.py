@@ -129,7 +129,7 @@ def _int_rule(name: str, value: int, rules: Rules, config: Any) -> int | None:
         return min(value, EXPERTS)
     if _PER_TOKEN.match(name):
         return min(value, 2)
-    if name in ("n_group", "topk_group", "n_shared_experts", "first_k_dense_replace"):
+    if name in ("n_group", "topk_group", "n_shared_experts", "first_k_dense_replace", "num_dense_layers"):
         return min(value, 1)
     if name.endswith("_layer_period") or name.endswith("_layers_block_period"):
         return min(value, 2)

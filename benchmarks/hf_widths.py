@@ -9,7 +9,9 @@ require to agree with the new width, stride count or layer count.
 * a depthwise conv's groups kept one per channel of the width (Mimi's ``upsample_groups``);
 * a codec's or VQ-VAE's base width (which its stages multiply) ``BASE_WIDTH``, less where it doubles
   five times or more (its strides, not its channel multipliers, count the doublings);
-* EfficientNet's last width scaled with its width coefficient.
+* EfficientNet's last width scaled with its width coefficient;
+* a query/key head size that is the sum of its parts (LongCat-Flash's ``qk_head_dim``, ``qk_nope_head_dim +
+  qk_rope_head_dim``) kept the sum of the new parts.
 """
 
 from __future__ import annotations
@@ -102,3 +104,13 @@ def _fit_last_width(config: Any, out: dict) -> None:
     """EfficientNet's last width (``hidden_dim``) scaled with its width coefficient."""
     if "width_coefficient" in out and isinstance(_value(config, "hidden_dim"), int):
         out["hidden_dim"] = int(_value(config, "hidden_dim") * out["width_coefficient"] / config.width_coefficient)
+
+
+def fit_sum_dims(config: Any, params: Any, out: dict) -> None:
+    """A query/key head size its config's default makes the sum of its parts (``qk_head_dim ==
+    qk_nope_head_dim + qk_rope_head_dim``) kept the sum at the parts' new sizes."""
+    parts = ("qk_nope_head_dim", "qk_rope_head_dim")
+    total, sizes = _value(config, "qk_head_dim"), [_value(config, n) for n in parts]
+    if "qk_head_dim" in params and isinstance(total, int) and all(isinstance(v, int) for v in sizes) \
+            and total == sum(sizes):
+        out["qk_head_dim"] = sum(out.get(n, v) for n, v in zip(parts, sizes))

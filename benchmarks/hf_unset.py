@@ -1,0 +1,59 @@
+"""Fields a config class leaves unset (None, or an empty dict) by default that its model requires,
+set to what the family's published configs state (``hf_config.overrides`` applies them after the
+generic rules, to a config and its sub-configs, by the config's ``model_type``):
+
+* per-layer types a model indexes layer by layer (LFM2-MoE's ``layer_types``, DeepSeek-OCR 2's
+  ``mlp_layer_types``): one of each kind over the tiny layer count, a dense layer first;
+* the routed experts of a MoE whose default names none (dots.llm1's ``n_routed_experts``,
+  DiffusionGemma's ``num_experts``);
+* Cohere Compass's rope per layer type, DBRX's ``clip_qkv`` (its attention clamps the projections by
+  it; torch refuses a clamp without bounds), ESM's padding id (its positions count from it).
+
+A field is set only where the default leaves it unset: a config that states it keeps its value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hf_rules import EXPERTS, FFN, HEAD_DIM
+
+
+def _layers(config: Any, out: dict) -> int:
+    count = out.get("num_hidden_layers", getattr(config, "num_hidden_layers", 2))
+    return count if isinstance(count, int) else 2
+
+
+def _kinds(first: str, rest: str):
+    """One ``first`` layer, the rest ``rest`` (a dense MLP before the sparse ones, as published)."""
+    return lambda config, out: [first] + [rest] * (_layers(config, out) - 1)
+
+
+def _rope_per_type(config: Any, out: dict) -> dict:
+    types = set(getattr(config, "layer_types", None) or ["full_attention"])
+    half = (out.get("head_dim") or HEAD_DIM) // 2
+    section = [half - 2 * (half * 5 // 16), half * 5 // 16, half * 5 // 16]  # 24, 20, 20 of a 128-wide head
+    return {t: {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": section} for t in sorted(types)}
+
+
+UNSET: dict[str, dict] = {
+    "lfm2_moe": {"layer_types": _kinds("conv", "full_attention")},
+    "deepseek_ocr2_text": {"mlp_layer_types": _kinds("dense", "sparse")},
+    "dots1": {"n_routed_experts": lambda c, o: EXPERTS, "num_experts_per_tok": lambda c, o: 2,
+              "n_shared_experts": lambda c, o: 1},
+    "diffusion_gemma_text": {"num_experts": lambda c, o: EXPERTS, "top_k_experts": lambda c, o: 2,
+                             "moe_intermediate_size": lambda c, o: FFN},
+    "cohere_compass_text": {"rope_parameters": _rope_per_type},
+    "DbrxAttentionConfig": {"clip_qkv": lambda c, o: 8.0},
+    "esm": {"pad_token_id": lambda c, o: 1},
+}
+
+
+def fill(config: Any, params: Any, out: dict) -> None:
+    """``out`` (the constructor arguments of ``config``'s tiny config) given the fields ``UNSET``
+    names for its ``model_type`` (else its class's name) that the config leaves unset."""
+    fields = UNSET.get(getattr(config, "model_type", "")) or UNSET.get(type(config).__name__, {})
+    for name, value in fields.items():
+        current = getattr(config, name, None)
+        if name in params and name not in out and (current is None or current == {}):
+            out[name] = value(config, out)
