@@ -26,7 +26,7 @@ import hf_unset
 from hf_rules import (_HEADS, _IDS, _KV, _LAYER_TYPES, _PER_LAYER_NAME, _PER_TOKEN, HEAD_DIM, HEADS, LAYERS,
                       PREDICTION, SLIDING_WINDOW, VOCAB, WIDTH, Rules, _dict_rule, _image, _int_rule, _list_rule,
                       _trim_layers, _uses_sliding, _value)
-from hf_widths import fit_sum_dims
+from hf_widths import fit_latent_grid, fit_sum_dims
 from hf_widths import (_fit_base_width, _fit_groups, _fit_last_width, _fit_out_indices, _fit_ssm_heads,
                        _fit_stage_widths)
 
@@ -124,6 +124,7 @@ def overrides(config: Any, rules: Rules) -> dict:
     _fit_last_width(config, out)
     hf_unset.fill(config, params, out)
     fit_sum_dims(config, params, out)
+    fit_latent_grid(config, params, out)
     _fix_ids(config, params, out)
     return out
 

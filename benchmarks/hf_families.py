@@ -286,7 +286,7 @@ def embeds(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
     """Hidden states ``[batch, seq, hidden_size]`` (a tower fed by another: a multimodal encoder's
     ``hidden_states``, a Q-Former's ``query_embeds``), or the set's pixels or waveform where it lays
     them out."""
-    if s.get("pixels") in ("patches", "patch_images"):
+    if s.get("pixels") in ("patches", "patch_images", "image"):  # an image under hidden_states (Florence-2's DaViT)
         return pixels(m, s, g)
     if s.get("layout") == "samples":
         return torch.randn(s["batch"], s["samples"], generator=g)
@@ -343,7 +343,8 @@ def _family_axes(name: str, fixed: dict) -> dict | None:
     if name in ("pixel_values", "pixel_values_videos", "hidden_states") and layout:
         return {"video": {0: "batch", 3: "image", 4: "image"}, "video_cf": {0: "batch", 3: "image", 4: "image"},
                 "pair": {0: "batch", 3: "image", 4: "image"}, "navit": {0: "batch"}, "packed": {},
-                "frames_in_batch": {0: "batch", 2: "image", 3: "image"}}.get(layout, {})
+                "frames_in_batch": {0: "batch", 2: "image", 3: "image"},
+                "image": {0: "batch", 2: "image", 3: "image"}}.get(layout, {})
     if name == "spatial_shapes" and fixed.get("prompt"):  # SAM 3's one feature map size
         return {}
     if name in ("pixel_attention_mask", "spatial_shapes", "pixel_position_ids", "input_features_mask", "past_values",

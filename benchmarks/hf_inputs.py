@@ -36,9 +36,13 @@ SIZES = {"batch": (2, 3), "seq": (7, 11), "decoder_seq": (5, 9)}  # example size
 
 
 def _vocab(model: torch.nn.Module) -> int:
+    """The token ids' bound: the text config's vocabulary, within every sub-config's smaller one (Dia's
+    byte-level encoder beside its decoder; FastSpeech 2's phonemes under its ``model_config``)."""
     config = model.config
     text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
-    return int(getattr(text, "vocab_size", None) or getattr(config, "vocab_size", None) or VOCAB)
+    vocab = int(getattr(text, "vocab_size", None) or getattr(config, "vocab_size", None) or VOCAB)
+    subs = [getattr(c, "vocab_size", None) for c in _configs(config)]
+    return min([vocab] + [v for v in subs if isinstance(v, int) and v >= 16])
 
 
 
@@ -168,6 +172,7 @@ MAKERS = {
         ..., [0, 1, 2, 3]],
     "qformer_input_ids": lambda m, s, g: _ids(m, s, g),
     "audio_input_ids": lambda m, s, g: _ids(m, s, g),
+    "image_sizes": lambda m, s, g: torch.tensor([[s["image"], s["image"]]] * s["batch"]),  # Emu3's VQ-VAE
     "task_inputs": lambda m, s, g: torch.randint(3, max(4, min(_vocab(m), VOCAB)), (  # OneFormer's task prompt
         s["batch"], int(_first(m.config, ("task_seq_len",), 8))), generator=g),
 } | {n: f for n, f in _FAMILY_MAKERS.items() if n != "pixel_values"} | hf_prompts.MAKERS | hf_fed.MAKERS | {
@@ -185,6 +190,7 @@ AXES = {
     "input_features": {0: "batch"},
     "bbox": {0: "batch", 1: "seq"},
     "noise": {0: "batch"},
+    "image_sizes": {0: "batch"},
 } | hf_fed.AXES
 
 
@@ -235,6 +241,8 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
     if main == "pixel_values" or ("pixel_values" in params and "input_ids" not in params):
         dims, fixed = _image_dims(model)
         out.append(Inputs(["pixel_values"], batch | dims, fixed))
+        if "pixel_values" not in params and "hidden_states" in _required(model):  # its image named hidden_states
+            out.append(Inputs(["hidden_states"], batch | dims, fixed | {"pixels": "image"}))
         if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:  # an image to text
             decoder = {"decoder_seq": SIZES["decoder_seq"]}
             out.append(Inputs(["pixel_values", "decoder_input_ids"], batch | dims | decoder, fixed))

@@ -6,6 +6,9 @@ generic rules, to a config and its sub-configs, by the config's ``model_type``):
   ``mlp_layer_types``): one of each kind over the tiny layer count, a dense layer first;
 * the routed experts of a MoE whose default names none (dots.llm1's ``n_routed_experts``,
   DiffusionGemma's ``num_experts``);
+* the vocabulary map of a model placing a VQ-VAE's image tokens in its text vocabulary (Chameleon's
+  ``IMGIMG...`` names, Emu3's ``<|visual token...|>``): ``<image>`` and the codebook's first entries at the
+  top of the tiny vocabulary (as many as half of it: the text-only inputs the sweep gives read none);
 * Cohere Compass's rope per layer type, DBRX's ``clip_qkv`` (its attention clamps the projections by
   it; torch refuses a clamp without bounds), ESM's padding id (its positions count from it).
 
@@ -36,7 +39,25 @@ def _rope_per_type(config: Any, out: dict) -> dict:
     return {t: {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": section} for t in sorted(types)}
 
 
+def _image_vocabulary(name, extra: tuple = ()):
+    """A vocabulary map: ``<image>``, the tokens ``extra`` names, and ``name(i)`` of codebook entry ``i``."""
+    def make(config: Any, out: dict) -> dict:
+        vocab = out.get("vocab_size", getattr(config, "vocab_size", 1000))
+        vq = getattr(config, "vq_config", None)
+        count = min(int(getattr(vq, "num_embeddings", None) or getattr(vq, "codebook_size", 0) or 8192), vocab // 2)
+        first = vocab - count
+        specials = {t: first - 1 - i for i, t in enumerate(("<image>",) + extra)}
+        return specials | {name(i): first + i for i in range(count)}
+    return make
+
+
+def _chameleon_token(i: int) -> str:
+    return "IMGIMG" + "".join(chr(ord("A") + int(d)) for d in str(i)) + "Z"
+
+
 UNSET: dict[str, dict] = {
+    "chameleon": {"vocabulary_map": _image_vocabulary(_chameleon_token)},
+    "emu3": {"vocabulary_map": _image_vocabulary(lambda i: f"<|visual token{i:06d}|>", ("<|extra_200|>",))},
     "lfm2_moe": {"layer_types": _kinds("conv", "full_attention")},
     "deepseek_ocr2_text": {"mlp_layer_types": _kinds("dense", "sparse")},
     "dots1": {"n_routed_experts": lambda c, o: EXPERTS, "num_experts_per_tok": lambda c, o: 2,

@@ -11,7 +11,8 @@ require to agree with the new width, stride count or layer count.
   five times or more (its strides, not its channel multipliers, count the doublings);
 * EfficientNet's last width scaled with its width coefficient;
 * a query/key head size that is the sum of its parts (LongCat-Flash's ``qk_head_dim``, ``qk_nope_head_dim +
-  qk_rope_head_dim``) kept the sum of the new parts.
+  qk_rope_head_dim``) kept the sum of the new parts;
+* a VQ-VAE's latent grid side (Janus's ``num_patches``) that of the 64-pixel image the sweep gives.
 """
 
 from __future__ import annotations
@@ -114,3 +115,12 @@ def fit_sum_dims(config: Any, params: Any, out: dict) -> None:
     if "qk_head_dim" in params and isinstance(total, int) and all(isinstance(v, int) for v in sizes) \
             and total == sum(sizes):
         out["qk_head_dim"] = sum(out.get(n, v) for n, v in zip(parts, sizes))
+
+
+def fit_latent_grid(config: Any, params: Any, out: dict) -> None:
+    """A VQ-VAE's latent grid side (``num_patches``, its decoder's expected token grid) that of a
+    64-pixel image, halved at each resolution after the first (``len(channel_multiplier) - 1``)."""
+    mult = _value(config, "channel_multiplier")
+    if "num_patches" in params and isinstance(_value(config, "num_patches"), int) and "image_size" not in params \
+            and isinstance(mult, (list, tuple)) and mult:
+        out["num_patches"] = max(1, 64 >> (len(mult) - 1))
