@@ -86,6 +86,16 @@ def mel_bins(config: Any) -> int:
     return next((getattr(c, n) for c in _configs(config) for n in BINS if isinstance(getattr(c, n, None), int)), 80)
 
 
+def other_bins(model: torch.nn.Module, bins: int) -> list:
+    """Feature widths to try beside ``bins``: the input width of the model's first linear layer taking a
+    multiple of ``bins`` (frames stacked into one vector: Fun-ASR's 7, Granite Speech 5's 4); 128 (log-mel
+    bins of Whisper v3, Gemma) where no config names its bins."""
+    first = next((m.in_features for m in model.modules() if isinstance(m, torch.nn.Linear)
+                  and m.in_features % bins == 0 and m.in_features > bins), None)
+    named = any(isinstance(getattr(c, n, None), int) for c in _configs(model.config) for n in BINS)
+    return [w for w in dict.fromkeys([first, None if named else 128]) if w]
+
+
 def _configs(config: Any) -> list:
     from transformers import PretrainedConfig
 
@@ -275,6 +285,8 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
         for first in (True, False):
             out.append(Inputs(names, dims, {"bins": bins, "frames": frames, "bins_first": first}))
         out.append(Inputs(names, dims, {"bins": bins, "frames": frames, "bins_first": False, "channel": True}))
+        for wide in other_bins(model, bins):  # stacked frames (Fun-ASR's), 128 bins where the config names none
+            out.append(Inputs(names, dims, {"bins": wide, "frames": frames, "bins_first": False}))
         if "input_features_mask" in params and "input_features_mask" not in names:  # AudioFlamingo3's encoder
             out += [Inputs(names + ["input_features_mask"], dims, {"bins": bins, "frames": frames, "bins_first": f})
                     for f in (True, False)]
@@ -297,6 +309,7 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
         if "input_features" in params:  # a text-audio model (CLAP): a spectrogram [batch, 1, frames, bins]
             audio = {"bins": mel_bins(config), "frames": 64, "bins_first": False}
             out += [Inputs(names + ["input_features"], dims, audio | {"channel": c}) for c in (True, False)]
+            out.append(Inputs(names + ["input_features"], dims, audio | {"bins_first": True}))  # CLVP's
         if "attention_mask" in names:
             out.append(Inputs([n for n in names if n != "attention_mask"], dims, {}))
         codebooks = getattr(config, "num_codebooks", None)

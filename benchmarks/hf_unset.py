@@ -13,6 +13,9 @@ generic rules, to a config and its sub-configs, by the config's ``model_type``):
   it; torch refuses a clamp without bounds), ESM's padding id (its positions count from it).
 
 A field is set only where the default leaves it unset: a config that states it keeps its value.
+``TIED``: sub-config fields a family's published configs make equal (CLVP's speech encoder reads the
+speech decoder's tokens: its vocabulary is the decoder's); ALIGN's projection width, which its image
+embeddings (EfficientNet's last stage, scaled by its width coefficient) are compared at unprojected.
 """
 
 from __future__ import annotations
@@ -70,6 +73,26 @@ UNSET: dict[str, dict] = {
 }
 
 
+TIED: dict[str, list] = {
+    "clvp": [("speech_config.vocab_size", "decoder_config.vocab_size")],
+}
+
+
+def _last_stage_width(config: Any, out: dict) -> int | None:
+    vision = out.get("vision_config")
+    return None if vision is None else int(vision.out_channels[-1] * vision.width_coefficient)
+
+
+FITTED = {"align": {"projection_dim": _last_stage_width}}
+
+
+def _tie(out: dict, target: str, source: str) -> None:
+    """``target`` (``sub_config.field`` of ``out``'s built sub-configs) set to ``source``'s value."""
+    (t_sub, t_name), (s_sub, s_name) = target.split("."), source.split(".")
+    if t_sub in out and s_sub in out:
+        setattr(out[t_sub], t_name, getattr(out[s_sub], s_name))
+
+
 def fill(config: Any, params: Any, out: dict) -> None:
     """``out`` (the constructor arguments of ``config``'s tiny config) given the fields ``UNSET``
     names for its ``model_type`` (else its class's name) that the config leaves unset."""
@@ -77,4 +100,9 @@ def fill(config: Any, params: Any, out: dict) -> None:
     for name, value in fields.items():
         current = getattr(config, name, None)
         if name in params and name not in out and (current is None or current == {}):
+            out[name] = value(config, out)
+    for target, source in TIED.get(getattr(config, "model_type", ""), []):
+        _tie(out, target, source)
+    for name, value in FITTED.get(getattr(config, "model_type", ""), {}).items():
+        if name in params and value(config, out) is not None:
             out[name] = value(config, out)
