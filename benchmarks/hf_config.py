@@ -63,9 +63,13 @@ def overrides(config: Any, rules: Rules) -> dict:
                              "patch_size": 16}
             elif name == "default_language" and _value(config, "languages"):
                 out[name] = list(_value(config, "languages"))[0]  # X-MOD's adapter to run
+            elif name == "backbone" and "features_only" in params:  # a timm backbone names none by default
+                out[name] = TIMM_BACKBONE
+            elif name.startswith("indexer_") and _uses_indexer(config) and name[len("indexer_"):] in INDEXER:
+                out[name] = INDEXER[name[len("indexer_"):]]  # fields its indexed layers require, left unset
             continue
         if isinstance(value, PretrainedConfig):
-            out[name] = construct(type(value), _current(value), overrides(value, rules))
+            out[name] = hf_unset.keep_extras(value, construct(type(value), _current(value), overrides(value, rules)))
             continue
         if isinstance(value, bool):
             if name == "use_timm_backbone" and value:  # a backbone the installed transformers ships
@@ -129,6 +133,15 @@ def overrides(config: Any, rules: Rules) -> dict:
     return out
 
 
+TIMM_BACKBONE = "test_resnet"  # timm's test-size ResNet, built from its architecture alone
+INDEXER = {"n_heads": HEADS, "kv_heads": 1, "head_dim": HEAD_DIM, "budget": 4, "compress_ratio": 2}
+
+
+def _uses_indexer(config: Any) -> bool:
+    """Whether a config's layers include indexed (sparse, top-k selected) attention (Qwen4-Exp's)."""
+    return any("indexed" in str(v) for v in (_value(config, "layer_types") or ()))
+
+
 def _current(config: Any) -> dict:
     """The constructor arguments that rebuild ``config`` as it is."""
     params = inspect.signature(type(config).__init__).parameters
@@ -168,7 +181,24 @@ def make_config(model_type: str, rules: Rules) -> Any:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     cls = CONFIG_MAPPING[model_type]
-    return construct(cls, {}, overrides(cls(), rules))
+    default = cls()
+    config = construct(cls, {}, overrides(default, rules))
+    _fit_derived(default, config)
+    return config
+
+
+def _fit_derived(default: Any, config: Any) -> None:
+    """A field the default config sets equal to a width it derives from its parts (X-Codec's
+    ``codebook_dim``, its ``hidden_size``: the acoustic and the semantic models' widths summed) set to
+    the new config's derived width."""
+    for name in ("hidden_size",):
+        if not isinstance(getattr(type(config), name, None), property):
+            continue
+        old, new = _value(default, name), _value(config, name)
+        for field in inspect.signature(type(config).__init__).parameters:
+            if isinstance(old, int) and isinstance(new, int) and _value(default, field) == old \
+                    and _value(config, field) not in (None, new):
+                setattr(config, field, new)
 
 
 def construct(cls: type, base: dict, changes: dict, tries: int = 8) -> Any:

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 import hf_fed
+import hf_parts
 import hf_prompts
 from hf_families import _FAMILY_MAKERS, EMBEDS, _family_axes, _first, _required, _vision, embeds, family_sets, pixels
 
@@ -190,7 +191,8 @@ MAKERS = {
     if "encoder_width" in s else hf_prompts.flat(m, s, g) if s.get("prompt") else embeds(m, s, g),
     "hidden_states": lambda m, s, g: hf_fed.conv_states(m, s, g) if "conv" in s else torch.randn(
         s["batch"], s["seq"], s["embed_width"], generator=g) if "embed_width" in s else embeds(m, s, g),
-}
+} | hf_parts.MAKERS | {"pixel_values": lambda m, s, g: hf_parts.tiles(m, s, g) if s.get("pixels") == "tiles"
+                       else pixels(m, s, g)}
 AXES = {
     "input_ids": {0: "batch", 1: "seq"},
     "attention_mask": {0: "batch", 1: "seq"},
@@ -222,6 +224,8 @@ def _axes(name: str, fixed: dict) -> dict:
         return {}
     if name == "hidden_states" and fixed.get("conv"):
         return hf_fed.conv_axes(fixed)
+    if name in hf_parts.AXES or (name == "pixel_values" and fixed.get("pixels") == "tiles"):
+        return hf_parts.AXES.get(name, {0: "batch"})
     family = _family_axes(name, fixed)
     if family is None:
         family = hf_prompts.axes(name, fixed)
@@ -248,6 +252,7 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
     config = model.config
     batch = {"batch": SIZES["batch"]}
     out = [Inputs(*s) for s in hf_prompts.prompt_sets(model)]  # a part of SAM: its prompts lead
+    out += [Inputs(*s) for s in hf_parts.part_sets(model, params)]  # a part fed by another: its inputs lead
     if main == "pixel_values" or ("pixel_values" in params and "input_ids" not in params):
         dims, fixed = _image_dims(model)
         out.append(Inputs(["pixel_values"], batch | dims, fixed))
@@ -318,4 +323,5 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
     image, fixed = _image_dims(model) if "pixel_values" in params or "pixel_values_videos" in params else ({}, {})
     out += [Inputs(*s) for s in family_sets(model, image, fixed)]
     out += [Inputs(*s) for s in hf_fed.cross_sets(model, params, [(i.names, i.dims, i.fixed) for i in out])]
+    out += [Inputs(*s) for s in hf_parts.embeds_sets(model, params)]
     return out

@@ -49,7 +49,10 @@ def model_class(model_type: str) -> type:
     for mapping in (ma.MODEL_MAPPING, ma.MODEL_FOR_CAUSAL_LM_MAPPING, ma.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING,
                     ma.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING, ma.MODEL_FOR_CTC_MAPPING, ma.MODEL_FOR_BACKBONE_MAPPING):
         if config_cls in mapping:
-            cls = mapping[config_cls]
+            try:
+                cls = mapping[config_cls]
+            except (ValueError, AttributeError):  # a class the mapping names its package does not export
+                continue
             return cls[0] if isinstance(cls, (list, tuple)) else cls
     module = importlib.import_module(config_cls.__module__.replace(".configuration_", ".modeling_"))
     found = [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, PreTrainedModel)
@@ -59,7 +62,8 @@ def model_class(model_type: str) -> type:
     if not found:  # a part built from its config alone (SAM 2's mask decoder: Sam2MaskDecoderConfig)
         stem = config_cls.__name__.removesuffix("Config")
         found = sorted((c for c in vars(module).values() if isinstance(c, type) and issubclass(c, torch.nn.Module)
-                        and c.__name__.startswith(stem) and _takes_config(c, config_cls)),
+                        and c.__name__.startswith(stem) and (_takes_config(c, config_cls) or (
+                            c.__name__ == stem and (_takes_config(c, None) or _parent(c, config_cls))))),
                        key=lambda c: (c.__name__ != stem, not c.__name__.endswith(("Transformer", "Model")),
                                       len(c.__name__)))
     if not found:
@@ -67,23 +71,61 @@ def model_class(model_type: str) -> type:
     return found[0]
 
 
-def _takes_config(cls: type, config_cls: type) -> bool:
-    """Whether ``cls.__init__``'s first parameter is annotated as ``config_cls`` and it needs no other."""
+def _takes_config(cls: type, config_cls: type | None) -> bool:
+    """Whether ``cls.__init__``'s first parameter is annotated as ``config_cls`` (named ``config`` and
+    not annotated, where ``config_cls`` is None: VibeVoice's diffusion head) and it needs no other."""
     try:
         params = list(inspect.signature(cls.__init__).parameters.values())
     except (TypeError, ValueError):
         return False
-    return len(params) > 1 and params[1].annotation in (config_cls, config_cls.__name__) and all(
+    if len(params) < 2:
+        return False
+    first = params[1]
+    named = first.annotation is inspect.Parameter.empty and first.name == "config" if config_cls is None else \
+        first.annotation in (config_cls, config_cls.__name__)
+    return named and all(
         p.default is not inspect.Parameter.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params[2:])
+
+
+def _parent(cls: type, config_cls: type) -> tuple[type, str] | None:
+    """``(parent config class, field)`` where ``cls`` is built from the config of the whole model
+    that holds ``config_cls`` as a sub-config (SAM's prompt encoder from ``SamConfig``, whose
+    ``prompt_encoder_config`` it reads beside its ``vision_config``), else None."""
+    try:
+        params = list(inspect.signature(cls.__init__).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    parent = params[1].annotation if len(params) > 1 else None
+    if not isinstance(parent, type) or parent is config_cls or any(
+            p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            for p in params[2:]):
+        return None
+    field = next((k for k, v in (getattr(parent, "sub_configs", None) or {}).items() if v is config_cls), None)
+    return (parent, field) if field else None
+
+
+def _with_parent(cls: type, config: Any, rules: Any) -> tuple[Any, Any]:
+    """``(config to build cls from, config of the part)``: a part built from its whole model's config
+    (``_parent``) gets that config made small by the same rules, the part's config its sub-config;
+    else ``config`` both."""
+    found = _parent(cls, type(config))
+    if found is None:
+        return config, config
+    from hf_config import construct, overrides
+
+    whole = construct(found[0], {}, overrides(found[0](), rules))
+    return whole, getattr(whole, found[1])
 
 
 _MISSING = re.compile(r"^'(\w+)' object has no attribute '(\w+)'$")
 
 
-def _unset_default(config: Any, name: str) -> Any:
+def _unset_default(config: Any, name: str, root: Any = None) -> Any:
     """A value for an attribute a model reads that its config class does not define (a sub-config
     split from its parent, the parent's field left behind: MusicGen's ``dropout``, DBRX's attention
-    ``rope_theta``), by its name or as one of its sub-configs holds it; None where no rule names it."""
+    ``rope_theta``), by its name or as one of its sub-configs holds it, else as another part of the whole
+    model ``root`` holds it (Qwen3-Omni's talker: the thinker's vision's ``spatial_merge_size``); None where
+    no rule names it."""
     held = next((_value(c, name) for c in _configs(config)[1:] if _value(c, name) is not None), None)
     if held is not None:  # a field of one of its sub-configs (Qwen3-Omni's talker: its vision's spatial_merge_size)
         return held
@@ -97,7 +139,8 @@ def _unset_default(config: Any, name: str) -> Any:
         return _value(config, "num_attention_heads")
     if name.endswith("intermediate_size"):
         return _value(config, "moe_intermediate_size") or _value(config, "intermediate_size")
-    return None
+    return next((_value(c, name) for c in (_configs(root) if root is not None else [])
+                 if c is not config and _value(c, name) is not None and not isinstance(_value(c, name), dict)), None)
 
 
 def instantiate(cls: type, config: Any, tries: int = 20) -> torch.nn.Module:
@@ -106,6 +149,9 @@ def instantiate(cls: type, config: Any, tries: int = 20) -> torch.nn.Module:
     for _ in range(tries):
         try:
             return cls(config)
+        except TypeError as e:  # a tuple default the model extends as a list (ViTMatte's fusion_hidden_sizes)
+            if "concatenate list (not \"tuple\")" not in str(e) or not _listed(config):
+                raise
         except AttributeError as e:
             found = _MISSING.match(str(e))
             if not found:
@@ -113,7 +159,7 @@ def instantiate(cls: type, config: Any, tries: int = 20) -> torch.nn.Module:
             fixed = False
             for c in _configs(config):
                 if type(c).__name__ == found[1] and not hasattr(c, found[2]):
-                    value = _unset_default(c, found[2])
+                    value = _unset_default(c, found[2], config)
                     if value is None:
                         raise
                     setattr(c, found[2], value)
@@ -121,6 +167,17 @@ def instantiate(cls: type, config: Any, tries: int = 20) -> torch.nn.Module:
             if not fixed:
                 raise
     return cls(config)
+
+
+def _listed(config: Any) -> bool:
+    """Whether tuples of ints in ``config`` and its sub-configs were made lists (some were)."""
+    changed = False
+    for c in _configs(config):
+        for name, value in vars(c).items():
+            if isinstance(value, tuple) and value and all(isinstance(v, int) for v in value):
+                setattr(c, name, list(value))
+                changed = True
+    return changed
 
 
 def parameters_on_meta(cls: type, config: Any) -> int:
@@ -133,15 +190,16 @@ def build(model_type: str, attempt: str) -> torch.nn.Module:
     """The seeded base model of ``model_type`` under the attempt named ``attempt``, eval, float32,
     its cache off."""
     rules = next(r for r in ATTEMPTS if r.name == attempt)
-    config = make_config(model_type, rules)
+    cls = model_class(model_type)
+    config, own = _with_parent(cls, make_config(model_type, rules), rules)
     for c in _configs(config):
         if hasattr(c, "use_cache"):
             c.use_cache = False
     torch.manual_seed(0)
-    model = instantiate(model_class(model_type), config)
+    model = instantiate(cls, config)
     fix_weights(model)
-    if not hasattr(model, "config"):  # a part that keeps no config: its inputs are read from it
-        model.config = config
+    if not hasattr(model, "config"):  # a part that keeps no config: its inputs are read from its own
+        model.config = own
     if type(model).forward is torch.nn.Module.forward and callable(getattr(model, "encode", None)):
         model.forward = model.encode  # a VQ-VAE without a forward (Chameleon's): run as its encoder
     return model.eval().float()
@@ -223,7 +281,7 @@ def probe(model_type: str) -> dict:
     for rules in ATTEMPTS:
         try:
             cls = model_class(model_type)
-            config = make_config(model_type, rules)
+            config = _with_parent(cls, make_config(model_type, rules), rules)[0]
             count = parameters_on_meta(cls, config)
             if count > MAX_PARAMETERS:
                 errors.append(f"{rules.name}: {count / 1e6:.0f}M parameters")

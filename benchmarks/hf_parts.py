@@ -1,0 +1,127 @@
+"""Example inputs of model parts whose forward takes what another part computes, under names the
+other input modules do not know (``hf_inputs.candidates`` tries them first, token embeddings last):
+
+* token embeddings in place of token ids (Qwen3-Omni's talker and its code predictor, which refuse
+  ids or keep no embedding table): ``inputs_embeds`` ``[batch, seq, hidden_size]``, with the
+  attention mask where the forward takes one;
+* a diffusion head's step (VibeVoice's: ``forward(noisy_images, timesteps, condition)``): noisy
+  latents ``[batch, latent_size]``, one diffusion step of ``STEPS`` per item as a float
+  ``[batch]``, the language model's condition ``[batch, hidden_size]``;
+* a block-diffusion drafter (``forward(noise_embeds, context_hidden_states)``): ``block_size``
+  embeddings to denoise ``[batch, block_size, hidden_size]`` and the target model's hidden states of
+  its ``target_layer_ids`` concatenated ``[batch, seq, hidden_size * len(target_layer_ids)]``;
+* tiled images (Mllama's vision tower): ``[batch, 1 image, max_num_tiles, channels, side, side]``,
+  each image of aspect ratio 1:1 (``aspect_ratio_ids`` 1, the first of ``supported_aspect_ratios``),
+  its one tile kept by ``aspect_ratio_mask`` ``[batch, 1, max_num_tiles]``;
+* an encoder-decoder without its pre-nets (SpeechT5's base model): the encoder's and the decoder's
+  hidden states, ``input_values`` ``[batch, 7, hidden_size]``, ``decoder_input_values`` ``[batch,
+  decoder_seq, hidden_size]``;
+* a feature map injected as patch embeddings (Unlimited-OCR's vision encoder: ``patch_embeds``
+  ``[batch, hidden_size, GRID, GRID]``);
+* patch features pooled by index (Molmo2's adapter): one crop's ``GRID * GRID`` patches of the
+  concatenated ViT layers ``[1, GRID**2, hidden_size * len(vision_feature_layer)]``, each output
+  token pooling one 2 by 2 window (``pooled_patches_idx`` ``[(GRID // 2)**2, 4]``).
+
+A maker is ``maker(model, sizes, generator) -> value`` as in ``hf_inputs``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+STEPS = 1000  # diffusion steps a head's timestep is drawn among
+GRID = 4  # patches a side of a feature map or a crop
+
+
+def _int(config: Any, name: str, default: int) -> int:
+    value = getattr(config, name, None)
+    return int(value) if isinstance(value, int) else default
+
+
+def _width(m: torch.nn.Module) -> int:
+    return _int(m.config, "hidden_size", 128)
+
+
+def embeds_sets(model: torch.nn.Module, params: dict) -> list:
+    """``(names, dims, fixed)`` of token embeddings in place of the ids, where the forward takes both."""
+    if "inputs_embeds" not in params or "input_ids" not in params:
+        return []
+    names = ["inputs_embeds"] + (["attention_mask"] if "attention_mask" in params else [])
+    return [(names, {"batch": (2, 3), "seq": (7, 11)}, {})]
+
+
+def part_sets(model: torch.nn.Module, params: dict) -> list:
+    """``(names, dims, fixed)`` of the input sets of the other parts above ``model``'s forward matches
+    (tried first: the generic sets would fill the part's own inputs beside a text's)."""
+    out = []
+    batch = {"batch": (2, 3)}
+    if all(n in params for n in ("noisy_images", "timesteps", "condition")):
+        out.append((["noisy_images", "timesteps", "condition"], batch, {}))
+    if "noise_embeds" in params and "context_hidden_states" in params:
+        out.append((["noise_embeds", "context_hidden_states"], batch | {"seq": (7, 11)}, {}))
+    if "aspect_ratio_ids" in params and "aspect_ratio_mask" in params and "pixel_values" in params \
+            and "input_ids" not in params:  # the vision tower alone
+        side = _int(model.config, "image_size", 64)
+        out.append((["pixel_values", "aspect_ratio_ids", "aspect_ratio_mask"], batch,
+                    {"pixels": "tiles", "image": side, "channels": _int(model.config, "num_channels", 3),
+                     "tiles": _int(model.config, "max_num_tiles", 4)}))
+    if "input_values" in params and "decoder_input_values" in params:
+        out.append((["input_values", "decoder_input_values"], batch | {"decoder_seq": (5, 9)},
+                    {"layout": "frames", "frames": 7, "bins": _width(model)}))
+    if "patch_embeds" in params:
+        out.append((["patch_embeds"], batch, {}))
+    if "image_features" in params and "pooled_patches_idx" in params:
+        out.append((["image_features", "pooled_patches_idx"], {}, {}))
+    return out
+
+
+def _tiles(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
+    return torch.randn(s["batch"], 1, s["tiles"], s["channels"], s["image"], s["image"], generator=g)
+
+
+def _tile_mask(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
+    mask = torch.zeros(s["batch"], 1, s["tiles"], dtype=torch.int64)
+    mask[..., 0] = 1  # a 1:1 image fills one tile
+    return mask
+
+
+def _pooled_index(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
+    """The patch indices of each 2 by 2 window of a ``GRID`` by ``GRID`` crop, row-major."""
+    half = GRID // 2
+    rows = [[(2 * i + di) * GRID + 2 * j + dj for di in (0, 1) for dj in (0, 1)]
+            for i in range(half) for j in range(half)]
+    return torch.tensor(rows, dtype=torch.int64)
+
+
+def _layers(m: torch.nn.Module, name: str) -> int:
+    value = getattr(m.config, name, None)
+    return len(value) if isinstance(value, (list, tuple)) else 1
+
+
+MAKERS: dict[str, Any] = {
+    "noisy_images": lambda m, s, g: torch.randn(s["batch"], _int(m.config, "latent_size", 64), generator=g),
+    "timesteps": lambda m, s, g: torch.randint(0, STEPS, (s["batch"],), generator=g).float(),
+    "condition": lambda m, s, g: torch.randn(s["batch"], _width(m), generator=g),
+    "noise_embeds": lambda m, s, g: torch.randn(s["batch"], _int(m.config, "block_size", 4), _width(m), generator=g),
+    "context_hidden_states": lambda m, s, g: torch.randn(
+        s["batch"], s["seq"], _width(m) * _layers(m, "target_layer_ids"), generator=g),
+    "decoder_input_values": lambda m, s, g: torch.randn(s["batch"], s["decoder_seq"], _width(m), generator=g),
+    "aspect_ratio_ids": lambda m, s, g: torch.ones(s["batch"], 1, dtype=torch.int64),
+    "aspect_ratio_mask": _tile_mask,
+    "patch_embeds": lambda m, s, g: torch.randn(s["batch"], _width(m), GRID, GRID, generator=g),
+    "image_features": lambda m, s, g: torch.randn(
+        1, GRID * GRID, _width(m) * _layers(m, "vision_feature_layer"), generator=g),
+    "pooled_patches_idx": _pooled_index,
+}
+AXES = {"noisy_images": {0: "batch"}, "timesteps": {0: "batch"}, "condition": {0: "batch"},
+        "noise_embeds": {0: "batch"}, "decoder_input_values": {0: "batch", 1: "decoder_seq"},
+        "context_hidden_states": {0: "batch", 1: "seq"},
+        "aspect_ratio_ids": {0: "batch"}, "aspect_ratio_mask": {0: "batch"}, "patch_embeds": {0: "batch"},
+        "image_features": {}, "pooled_patches_idx": {}}
+
+
+def tiles(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor | None:
+    """Tiled pixels where the set lays them out so, else None."""
+    return _tiles(m, s, g) if s.get("pixels") == "tiles" else None
