@@ -1,4 +1,4 @@
-"""Fields a config class leaves unset (None, or an empty dict) by default that its model requires,
+"""Fields a config class leaves unset (None, or empty) by default that its model requires,
 set to what the family's published configs state (``hf_config.overrides`` applies them after the
 generic rules, to a config and its sub-configs, by the config's ``model_type``):
 
@@ -9,13 +9,19 @@ generic rules, to a config and its sub-configs, by the config's ``model_type``):
 * the vocabulary map of a model placing a VQ-VAE's image tokens in its text vocabulary (Chameleon's
   ``IMGIMG...`` names, Emu3's ``<|visual token...|>``): ``<image>`` and the codebook's first entries at the
   top of the tiny vocabulary (as many as half of it: the text-only inputs the sweep gives read none);
+* LW-DETR's projector scales (one feature level, as its published tiny config);
 * Cohere Compass's rope per layer type, DBRX's ``clip_qkv`` (its attention clamps the projections by
   it; torch refuses a clamp without bounds), ESM's padding id (its positions count from it).
 
 A field is set only where the default leaves it unset: a config that states it keeps its value.
 ``TIED``: sub-config fields a family's published configs make equal (CLVP's speech encoder reads the
 speech decoder's tokens: its vocabulary is the decoder's); ALIGN's projection width, which its image
-embeddings (EfficientNet's last stage, scaled by its width coefficient) are compared at unprojected.
+embeddings (EfficientNet's last stage, scaled by its width coefficient) are compared at unprojected;
+ERNIE 4.5 VL's rope sections (``FITTED``: set over the generic rules).
+
+``keep_extras``: the attributes a parent config sets on a sub-config beyond its constructor's fields
+(CHMv2's DINOv3 backbone's ``return_class_token``, FastVLM's timm tower's ``hidden_size``, BLT's
+``encoder_cross_output_size``) kept on the rebuilt tiny sub-config where it lacks them.
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ UNSET: dict[str, dict] = {
     "cohere_compass_text": {"rope_parameters": _rope_per_type},
     "DbrxAttentionConfig": {"clip_qkv": lambda c, o: 8.0},
     "esm": {"pad_token_id": lambda c, o: 1},
+    "lw_detr": {"projector_scale_factors": lambda c, o: [1.0]},
 }
 
 
@@ -83,7 +90,31 @@ def _last_stage_width(config: Any, out: dict) -> int | None:
     return None if vision is None else int(vision.out_channels[-1] * vision.width_coefficient)
 
 
-FITTED = {"align": {"projection_dim": _last_stage_width}}
+def _hw_sections(config: Any, out: dict) -> dict:
+    """ERNIE 4.5 VL's rope sections as its code's default (22, 22, 20 of a 128-wide head: height and width
+    equal, they are interleaved) scaled to the tiny head."""
+    half = (out.get("head_dim") or HEAD_DIM) // 2
+    side = half * 11 // 32
+    return dict(out.get("rope_parameters") or getattr(config, "rope_parameters", None) or {}) | {
+        "mrope_section": [side, side, half - 2 * side]}
+
+
+def _repvit(config: Any, out: dict) -> Any:
+    """EdgeTAM's timm backbone named as its config's defaults mean it (``"archirecture": "repvit_m1"``, a
+    misspelt key that leaves timm's ResNet-50, whose stage widths its neck does not take)."""
+    backbone = out.get("backbone_config", getattr(config, "backbone_config", None))
+    if backbone is not None and getattr(backbone, "architecture", None) == "resnet50":
+        backbone.architecture = "repvit_m1"
+    return backbone
+
+
+def _feature_sizes(config: Any, out: dict) -> list:
+    """EdgeTAM's feature map sizes (stated for its 1024-pixel images) at the sweep's 64-pixel image."""
+    return [[max(1, v * 64 // 1024) for v in size] for size in getattr(config, "backbone_feature_sizes", [])]
+
+
+FITTED = {"align": {"projection_dim": _last_stage_width}, "ernie4_5_vl_moe_text": {"rope_parameters": _hw_sections},
+          "edgetam_vision_model": {"backbone_config": _repvit, "backbone_feature_sizes": _feature_sizes}}
 
 
 def _tie(out: dict, target: str, source: str) -> None:
@@ -99,10 +130,26 @@ def fill(config: Any, params: Any, out: dict) -> None:
     fields = UNSET.get(getattr(config, "model_type", "")) or UNSET.get(type(config).__name__, {})
     for name, value in fields.items():
         current = getattr(config, name, None)
-        if name in params and name not in out and (current is None or current == {}):
+        if name in params and name not in out and (current is None or (not current and current != 0)):
             out[name] = value(config, out)
     for target, source in TIED.get(getattr(config, "model_type", ""), []):
         _tie(out, target, source)
     for name, value in FITTED.get(getattr(config, "model_type", ""), {}).items():
         if name in params and value(config, out) is not None:
             out[name] = value(config, out)
+
+
+def keep_extras(old: Any, new: Any) -> Any:
+    """``new`` (``old`` rebuilt from its constructor's fields) given ``old``'s attributes that neither its
+    class's defaults nor its constructor name and ``new`` lacks (set on it by its parent config)."""
+    import inspect
+
+    try:
+        base = set(vars(type(old)()))
+    except Exception:  # noqa: BLE001 - a config class that cannot be built alone keeps nothing extra
+        return new
+    params = inspect.signature(type(old).__init__).parameters
+    for name, value in vars(old).items():
+        if name not in base and name not in params and not name.startswith("_") and not hasattr(new, name):
+            setattr(new, name, value)
+    return new
