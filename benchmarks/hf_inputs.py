@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+import hf_codes
 import hf_fed
 import hf_parts
 import hf_prompts
@@ -193,6 +194,7 @@ MAKERS = {
         s["batch"], s["seq"], s["embed_width"], generator=g) if "embed_width" in s else embeds(m, s, g),
 } | hf_parts.MAKERS | {"pixel_values": lambda m, s, g: hf_parts.tiles(m, s, g) if s.get("pixels") == "tiles"
                        else pixels(m, s, g)}
+MAKERS |= hf_codes.coded_makers(MAKERS)  # ids with a codebook axis where a set names them
 AXES = {
     "input_ids": {0: "batch", 1: "seq"},
     "attention_mask": {0: "batch", 1: "seq"},
@@ -321,6 +323,7 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
         if isinstance(codebooks, int) and codebooks > 1:  # token ids of every codebook, item by item
             out.append(Inputs(["input_ids"], dims, {"codebooks": codebooks}))
     image, fixed = _image_dims(model) if "pixel_values" in params or "pixel_values_videos" in params else ({}, {})
+    out += [Inputs(*s) for s in hf_codes.code_sets(model, params, _vocab(model))]
     out += [Inputs(*s) for s in family_sets(model, image, fixed)]
     out += [Inputs(*s) for s in hf_fed.cross_sets(model, params, [(i.names, i.dims, i.fixed) for i in out])]
     out += [Inputs(*s) for s in hf_parts.embeds_sets(model, params)]
