@@ -1,98 +1,174 @@
-"""A branch on a remainder of sizes, traced on its other side where that side holds at every size.
+"""A branch on a remainder of sizes, each residue class exported where the example's trace does not hold.
 
 diffusers' UNet reads ``for dim in sample.shape[-2:]: if dim % default_overall_up_factor != 0:
 forward_upsample_size = True; break``: where a latent size is not a multiple, the upsampling is asked
 for the skip's size; where it is, a scale of 2 gives that same size. Capture adopts such a branch's
-condition on trial (``capture.steps.remainder_branch``), on the side the example takes; where the
-example is a multiple (32 x 32), the traced side doubles sizes and onnxruntime differs from eager
-PyTorch at the odd sizes, so the constraint (``height % 2 == 0``) is kept. The other side, traced,
-may hold at every size: the general path a model takes where the size is not a multiple usually
-computes the special one too.
+condition on trial (``capture.steps.remainder_branch``), on the side the example takes. A few sizes the
+condition excludes where onnxruntime matches eager PyTorch say nothing of the others (the other side
+may differ at ``w >= 40`` only), so the constraints stage does not drop it on that trial
+(``settle.settle_unneeded``): it is dropped, or the export made to hold beyond it, here, on evidence
+that holds at every size.
 
-``either_side(result, export_at, notices)``: for the remainder constraints ``settle`` kept
-(``flipped``: adopted on trial, onnxruntime differing where they exclude), the model is exported
-once more at the first sizes above the example where each of them is false (``other_side_sizes``),
-and that export is taken where it adopts fewer constraints (its own remainder constraints dropped:
-onnxruntime matched eager PyTorch on the example's side too) and onnxruntime matches eager PyTorch at
-the example's sizes, with a notice saying so (its ``example`` is the user's inputs, as the first
-export's: ``export_at`` builds it so); otherwise the first export stands, its constraints stated. One
-try per export.
+``either_side(result, export_at, notices, budget)``: for the remainder constraints ``result`` adopts on
+trial (``flipped``), the residue classes of their dims (``residues.residues_of``: the sizes modulo the
+least common multiple of their divisors) they leave out are each exported (``export_at``, at the
+first sizes above the example in a class no export covers yet, the classes where the most of them are
+false first), each export covering the classes where its own remainder constraints hold. Each export's
+graph is right on the classes it covers. Then:
+
+* every export's graph the same as the example's (``same_graph``): that one graph is right on every
+  class; the constraints are dropped (kept: ``SAME``), with a notice;
+* otherwise the graphs that are the same are taken once, and joined under ONNX ``If`` on the residue
+  classes each covers (``residues.condition_model``, ``join_pieces.join_on``), the example's first;
+  the constraints are dropped (kept: ``JOINED``), with a notice;
+* where that cannot be done (a divisor is not a number, an export fails or is refused, one adopts
+  other constraints than the example's besides its remainder ones, the exports left, ``budget``, run
+  out, the sides' outputs cannot be one ``If``'s), the constraints stay adopted and stated, or, for a
+  dim with an explicit range, the export is refused (``DynamicShapesError``).
+
+Each export's ``example`` is the user's inputs, as the first export's (``export_at`` builds it so).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
-from onnxport.capture.guards.conditions import EAGER_RUNS, Guard
-from onnxport.errors import ExportError
+from onnxport.capture.guards.conditions import EAGER_RUNS, Guard, GuardStatus
+from onnxport.errors import DynamicShapesError, ExportError
 
-SEARCHED = 64  # sizes above the example tried for each dim of a flipped constraint
+SAME = "traced on each residue class it excludes, the ONNX graph is the same: it holds on every class"
+JOINED = "each residue class exported on its own, the exports joined under ONNX If on the class"
 
 
 def flipped(result: Any) -> list[Guard]:
-    """The remainder constraints (``h % 2 == 0``) ``result`` adopts though eager PyTorch runs beyond them
-    (adopted on trial, ``EAGER_RUNS``): after ``settle``, those where onnxruntime differs from eager
-    PyTorch there (the others it has dropped). A remainder constraint is one whose condition takes a
-    remainder of sizes (``Guard.remainder``: a ``Mod`` in torch's expression)."""
+    """The remainder constraints (``h % 2 == 0``) ``result`` adopts on trial (``EAGER_RUNS``: eager PyTorch
+    runs beyond them). A remainder constraint is one whose condition takes a remainder of sizes
+    (``Guard.remainder``: a ``Mod`` in torch's expression)."""
     return [g for g in result.constraints if g.method == EAGER_RUNS and g.remainder]
 
 
-def other_side_sizes(result: Any, guards: list[Guard]) -> dict[str, int] | None:
-    """dim name -> size: the example's sizes, each dim a constraint of ``guards`` reads moved to the first
-    size above the example (at most ``SEARCHED`` above) where every one of them is false; None where no
-    such sizes are found, or a dim is related to others (its size follows theirs)."""
-    from onnxport.capture.inputs import dim_examples, dim_names
+def either_side(result: Any, export_at: Callable[[tuple, dict], Any], notices: list[str],
+                budget: list[int]) -> Any:
+    """``result``, or a result right on the residue classes its flipped remainder constraints exclude
+    too (see the module's docstring). ``export_at(args, kwargs)`` exports the model traced at other
+    inputs (the same stages and constraints stage), its result's ``example`` the user's inputs;
+    ``budget[0]``: the exports left, decremented by each.
 
-    sizes = dict(dim_examples(result.captured, dim_names(result.captured))[0])
-    related = set(result.captured.relations or ())
-    for guard in guards:
-        if any(n in related or n not in sizes for n in guard.names):
-            return None
-        for name in guard.names:
-            if not guard.holds(sizes):
-                break
-            moved = next((s for s in range(sizes[name] + 1, sizes[name] + SEARCHED + 1)
-                          if not guard.holds({**sizes, name: s})), None)
-            if moved is not None:
-                sizes[name] = moved
-    return sizes if not any(g.holds(sizes) for g in guards) else None
-
-
-def _right_on_this_side(other: Any, result: Any) -> bool:
-    """Whether ``other`` (traced on the other side) matches eager PyTorch in onnxruntime at the sizes of
-    ``result``'s example (its own decision on the branch, a ``!=`` it may only keep, is not taken on
-    trust)."""
-    from onnxport.capture.inputs import dim_examples, dim_names
-    from onnxport.verify.validate import validate
-
-    sizes = [dict(dim_examples(result.captured, dim_names(result.captured))[0])]
-    try:
-        return validate(other, sizes=sizes, values=[], include_example=False, explain=False).ok
-    except ExportError:
-        return False
-
-
-def either_side(result: Any, export_at: Callable[[tuple, dict], Any], notices: list[str]) -> Any:
-    """``result``, or the export at the other side of its flipped remainder constraints where that one
-    adopts fewer constraints (see the module's docstring). ``export_at(args, kwargs)`` exports the model
-    traced at other inputs (the same stages and constraints stage), its result's ``example`` the user's
-    inputs (``result.example``); a failure there leaves ``result``."""
-    from onnxport.capture.inputs import dim_names, inputs_like_example
+    Raises:
+        DynamicShapesError: the constraints cannot be dropped and one reads a dim with an explicit
+            range (``Dim(name, min=...)``), which the export cannot hold.
+    """
+    from onnxport.capture.inputs import dim_examples, dim_names, inputs_like_example
+    from onnxport.residues import residues_of
 
     guards = flipped(result)
-    sizes = other_side_sizes(result, guards) if guards else None
-    if sizes is None:
+    if not guards:
         return result
+    examples = dict(dim_examples(result.captured, dim_names(result.captured))[0])
+    related = set(result.captured.relations or ())
+    lows = {v.name: v.lo for v in result.captured.variables.values()}
+    others = [g for g in result.constraints if g not in guards]
+    exports = [(result, guards)]  # each export and its own remainder constraints, the example's first
+    tried: list[dict] = []  # the sizes of each other export
+    while True:
+        residues = residues_of([g for _, own in exports for g in own], examples, lows)
+        if residues is None or any(d in related for d in residues.dims):
+            return _stated(result, guards, "its residue classes cannot be told apart")
+        if not all(residues.periodic(g) for _, own in exports for g in own):
+            return _stated(result, guards, "a remainder constraint does not hold alike on its residue class")
+        covers = [(export, residues.where(own)) for export, own in exports]
+        covered = frozenset().union(*(c for _, c in covers))
+        left = [c for c in residues.classes() if c not in covered]
+        if not left:
+            break
+        if budget[0] < 1:
+            return _stated(result, guards, "the exports of the other residue classes ran out")
+        target = min(left, key=lambda c: sum(g.holds(residues.sizes(c)) for g in guards))
+        sizes = {**examples, **residues.sizes(target)}
+        tried.append(sizes)
+        at = ", ".join(f"{d}={sizes[d]}" for d in residues.dims)
+        budget[0] -= 1
+        try:
+            args, kwargs = inputs_like_example(result.captured, dim_names(result.captured), sizes, seed=0)
+            other = export_at(args, kwargs)
+        except (ExportError, ValueError, RuntimeError) as failed:
+            why = getattr(failed, "summary", None) or (str(failed).splitlines() or [""])[0]
+            return _stated(result, guards, f"the export at {at} failed: {why[:200]}")
+        own = flipped(other)
+        extra = [g for g in other.constraints if g not in own and all(g.text != o.text for o in others)]
+        if extra or not all(g.holds(sizes) for g in own):
+            said = ", ".join(str(g) for g in extra) or ", ".join(str(g) for g in own)
+            return _stated(result, guards, f"the export at {at} adopts other constraints ({said})")
+        exports.append((other, own))
+    shown = ["; ".join(", ".join(f"{d}={s[d]}" for d in residues.dims) for s in tried)]
+    return _taken(result, guards, residues, covers, shown, notices)
+
+
+def _taken(result: Any, guards: list[Guard], residues: Any, covers: list, shown: list[str], notices: list[str]) -> Any:
+    """``result`` made right on every class of ``residues``: ``covers`` (``(export, classes)``, the
+    example's first) as one graph where they are the same, else joined under ``If`` on the classes."""
+    import onnx_ir as ir
+
+    from onnxport.join_pieces import join_on
+    from onnxport.residues import condition_model
+    from onnxport.same_graph import same_graph
+    from onnxport.settle import with_guards
+
+    groups: list[tuple[Any, set]] = []  # (export, classes it is taken on), each graph once
+    for export, cover in covers:
+        proto = export.model_proto
+        group = next((g for g in groups if same_graph(g[0].model_proto, proto)), None)
+        taken = cover - set().union(*(c for _, c in groups))
+        if group is None:
+            groups.append((export, set(taken)))
+        else:
+            group[1].update(taken)
+    text = " and ".join(g.text for g in guards)
+    traced = "; ".join(shown)
+    if len(groups) == 1:
+        notices.append(f"{text} (at {guards[0].where}) is not a constraint of the export: traced at {traced}, on "
+                       f"the residue classes it excludes, the ONNX graph is the same as at the example, so it holds "
+                       f"on every class")
+        return with_guards(result, [_kept(g, SAME) if g in guards else g for g in result.guards])
+    base = result.model_proto
+    joined = groups[-1][0].model_proto
     try:
-        args, kwargs = inputs_like_example(result.captured, dim_names(result.captured), sizes, seed=0)
-        other = export_at(args, kwargs)
-    except (ExportError, ValueError, RuntimeError):  # the other side does not export: the first one stands
-        return result
-    if len(other.constraints) >= len(result.constraints) or not _right_on_this_side(other, result):
-        return result
-    shown = ", ".join(f"{n}={sizes[n]}" for n in dict.fromkeys(n for g in guards for n in g.names))
-    notices.append(f"the trace at the example holds only where {' and '.join(g.text for g in guards)} (at "
-                   f"{guards[0].where}), and onnxruntime differs from eager PyTorch beyond; traced at {shown}, on "
-                   "the other side of that branch, the export holds there and at the example's sizes alike "
-                   "(onnxruntime matches eager PyTorch on both sides): onnxport took that trace")
-    return other
+        for export, classes in reversed(groups[:-1]):
+            condition = condition_model(residues, frozenset(classes), base)
+            if condition is None:
+                return _stated(result, guards, "a dim it reads is not an input axis of the ONNX model")
+            joined = join_on(condition, export.model_proto, joined)
+    except ValueError as e:  # the sides' outputs differ in dtype or rank: no one If holds them
+        return _stated(result, guards, f"the exports of its residue classes cannot be joined: {e}")
+    model = ir.serde.deserialize_model(joined)
+    model.meta["dim_names"] = dict(result.dim_names)
+    notices.append(f"the trace at the example holds only where {text} (at {guards[0].where}); traced at {traced}, "
+                   f"on the residue classes it excludes, the ONNX graphs differ: onnxport exported "
+                   f"{len(groups)} graphs and joined them under ONNX If on the sizes' remainders modulo "
+                   f"{residues.period}, each taken on the classes its trace holds on")
+    return with_guards(result.replace(model=model), [_kept(g, JOINED) if g in guards else g for g in result.guards])
+
+
+def _kept(guard: Guard, method: str) -> Guard:
+    return dataclasses.replace(guard, status=GuardStatus.KEPT, method=method)
+
+
+def _stated(result: Any, guards: list[Guard], why: str) -> Any:
+    """``result``, its remainder constraints ``guards`` stated (``why`` they are not dropped, in their
+    note). Raises ``DynamicShapesError`` where one reads a dim with an explicit range."""
+    from onnxport.settle import with_guards
+
+    variables = [v for v in result.captured.variables.values() if any(v.name in g.names for g in guards)]
+    if not all(v.adoptable for v in variables):
+        from onnxport.capture.guards.conditions import range_error
+
+        guard = guards[0]
+        error = range_error(guard.text, guard.excluded, guard.where, variables)
+        declared = ", ".join(f"{v.name} in [{v.lo}, {v.hi if v.hi is not None else 'inf'}]" for v in variables)
+        raise DynamicShapesError(f"the ONNX model torch.export traced holds only where {guard.text}, which the "
+                                 f"declared range ({declared}) does not guarantee, and it cannot be exported on the "
+                                 f"other residue classes: {why}", where=guard.where, hint=error.hint)
+    note = f"not dropped: {why}"
+    return with_guards(result, [dataclasses.replace(g, note=f"{g.note}; {note}" if g.note else note)
+                                if g in guards else g for g in result.guards])

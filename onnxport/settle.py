@@ -8,7 +8,10 @@ judge from the trace alone are judged here, by running the exported model:
   a piece of its own (``onnxport.pieces``), or, where it cannot be, ``n >= 2`` is adopted;
 * the model's own minimum (``verify.model_minimum``): the smallest sizes a kept guard excludes that
   eager PyTorch itself refuses leave the range;
-* adopted constraints the ONNX model does not need (``verify.unneeded_constraints``): kept instead.
+* adopted constraints the ONNX model does not need (``verify.unneeded_constraints``): kept instead;
+  except a remainder constraint adopted on trial (``unneeded_constraints.on_trial``), which a few sizes
+  cannot drop (the other sizes of their residue classes may differ): it stays adopted, and
+  ``onnxport.remainder_sides`` judges it on every residue class by exporting them.
 
 Each returns a new ``ExportResult`` (``ExportResult.replace``); what a user should read is appended to
 the export's notices, and the constraints finally adopted are warned about once, by ``to_onnx``, from
@@ -166,9 +169,12 @@ def settle_unneeded(result: ExportResult, tries: list, notices: list[str]) -> Ex
     a notice saying so appended to ``notices``. ``tries``: ``(guard, sizes)`` of
     ``unneeded_constraints.candidates``. Each is tried with the candidates not yet judged kept too, so
     that two of them excluding each other's sizes (a remainder ``h % 2 == 1`` and a ratio of sizes broken
-    at ``h = 2``) do not keep each other adopted; one the ONNX model differs at stays adopted."""
+    at ``h = 2``) do not keep each other adopted; one the ONNX model differs at stays adopted. A remainder
+    constraint adopted on trial (``unneeded_constraints.on_trial``) stays adopted where they match too,
+    its note saying so (set aside in the others' trials still): sizes of its residue classes beyond
+    those tried may differ, and ``remainder_sides.either_side`` judges it on every class."""
     from onnxport.capture.guards.conditions import EAGER_RUNS
-    from onnxport.verify.unneeded_constraints import kept, right_at
+    from onnxport.verify.unneeded_constraints import kept, on_trial, right_at
 
     pending = {id(g): (g, sizes) for g, sizes in tries}
     for guard, sizes in tries:
@@ -178,7 +184,12 @@ def settle_unneeded(result: ExportResult, tries: list, notices: list[str]) -> Ex
                             _lowered(result, [(g, s) for g, s in pending.values()]), record=False)
         shown = "; ".join(", ".join(f"{k}={v}" for k, v in s.items() if k in guard.names) for s in sizes[:3])
         del pending[id(guard)]
-        if right_at(trial, trial_guard):
+        right = right_at(trial, trial_guard)
+        if right and on_trial(guard):  # a few sizes of other residue classes say nothing of the rest
+            matched = _matched(guard, shown)
+            pending[id(matched)] = (matched, sizes)  # relaxed in the trials of the others still
+            result = with_guards(result, [matched if g is guard else g for g in result.guards], record=False)
+        elif right:
             result = with_guards(result, [trial_guard if g is guard else g for g in result.guards],
                                  _lowered(result, [(guard, sizes)]), record=False)
             notices.append(f"{guard.text} is not a constraint of the export after all: at {shown} onnxruntime "
@@ -187,6 +198,13 @@ def settle_unneeded(result: ExportResult, tries: list, notices: list[str]) -> Ex
             result = with_guards(result, [_differs(result, g, shown) if g is guard else g for g in result.guards],
                                  record=False)
     return with_guards(result, result.captured.guards)  # the metadata, once, for the guards decided
+
+
+def _matched(guard, shown: str):
+    """``guard``, a remainder constraint adopted on trial, where onnxruntime matches eager PyTorch at
+    ``shown``: still adopted (``remainder_sides`` judges it on every residue class), saying so."""
+    note = f"onnxruntime matches eager PyTorch at {shown}, which does not tell the other sizes of those classes"
+    return dataclasses.replace(guard, note=f"{guard.note}; {note}" if guard.note else note)
 
 
 def _lowered(result: ExportResult, tries: list) -> dict:

@@ -39,7 +39,7 @@ class Run:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     budget: list[int] = dataclasses.field(default_factory=lambda: [4])
     notices: list[str] = dataclasses.field(default_factory=list)
-    sides: list[int] = dataclasses.field(default_factory=lambda: [1])  # other sides of remainders left to trace
+    sides: list[int] = dataclasses.field(default_factory=lambda: [3])  # other residue classes left to trace
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -371,17 +371,16 @@ def export(job: Export) -> ExportResult:
 
 
 def _either_side(job: Export, result: ExportResult) -> ExportResult:
-    """``result``, or the export at the other side of the remainder branches it keeps as constraints
-    (``onnxport.remainder_sides``), tried once per export (``Run.sides``): the model as captured (its
-    control flow rewritten where it was), the stages from capture on, size 1 and the constraints stage;
-    the other trace's result states the user's inputs as its example. The notices of a trace not taken
-    are dropped."""
+    """``result``, or the result right on the residue classes the remainder constraints it adopts on trial
+    exclude (``onnxport.remainder_sides``: each class exported, the graphs compared, joined under ``If``
+    where they differ), while ``Run.sides`` lasts: each other export the model as captured (its control
+    flow rewritten where it was), the stages from capture on, size 1 and the constraints stage, its
+    result stating the user's inputs as its example. The notices of traces not taken are dropped."""
     from onnxport.remainder_sides import either_side, flipped
     from onnxport.settle import settle, size_one
 
-    if job.within or job.run.sides[0] < 1 or not flipped(result):
+    if job.within or not flipped(result):
         return result
-    job.run.sides[0] -= 1
     said = list(job.run.notices)
 
     def export_at(args: tuple, kwargs: dict) -> ExportResult:
@@ -390,8 +389,8 @@ def _either_side(job: Export, result: ExportResult) -> ExportResult:
         other = run_stages(other, tuple(s for s in STAGES if s.name != "rewrite"))
         return settle(size_one(other.result, False, job.run)[0], job.run)
 
-    taken = either_side(result, export_at, job.run.notices)
-    if taken is result:
+    taken = either_side(result, export_at, job.run.notices, job.run.sides)
+    if flipped(taken):  # the constraints stay: the other traces are not taken
         job.run.notices[:] = said
     return taken
 

@@ -23,7 +23,7 @@ STAGES = {
     "rewrite": 1, "capture": 1,
     "translate": 2, "library": 2,
     "optimize": 3,
-    "finalize": 4, "join_pieces": 4, "targets": 4,
+    "finalize": 4, "join_pieces": 4, "targets": 4, "same_graph": 4, "residues": 4,
     "verify": 5, "show": 5, "quantize": 5,
     "result": 6, "saving": 6, "export": 6, "pieces": 6, "stages": 6, "settle": 6, "demo_models": 6,
     "remainder_sides": 6, "value_sides": 6,

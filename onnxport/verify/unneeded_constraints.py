@@ -12,7 +12,11 @@ Conditions torch.export states for the whole program hold only for the trace it 
   size alike;
 * a condition eager PyTorch itself does not have: it runs at sizes the condition excludes
   (``capture.refused_sides.eager_runs_at``; a slice bound the trace decided): adopted on trial for a
-  dim of any range, and where onnxruntime differs there, refused for an explicit range after all;
+  dim of any range, and where onnxruntime differs there, refused for an explicit range after all. A
+  remainder constraint adopted on trial (``on_trial``: a branch on ``w % 2``) is tried too, but not
+  dropped where they match: the first sizes it excludes do not tell the others of their residue
+  classes (``if w % 2 != 0: if w >= 40: ...`` matches at w = 1, 3, 5 and differs at 41), so it is
+  judged on every class by exporting them (``onnxport.remainder_sides``);
 * a range the example itself breaks: the model was traced at a larger example because a size
   computed from a dim was 1 at the example (``capture.steps.TraceLargerExample``: a sequence of one
   chunk), and that trace's program assumes two chunks or more (``seq >= 257``).
@@ -21,7 +25,9 @@ Each such adopted constraint is tried: the ONNX model runs against eager PyTorch
 excludes (the range's excluded sizes when few and listed whole; for an equality, sizes near the
 example that break it: the example's sizes swapped between two dims, or one dim scaled); when they
 match at every one, the constraint is kept instead (validation keeps looking there), else it stays
-adopted.
+adopted. Those other than a remainder on trial are sampled too (an equality at two sizes near the example,
+a range the example breaks at the sizes listed and below its boundary, a condition on trial at its first
+excluded sizes): only a range a rewritten ``if`` narrowed is tried at every size it excludes.
 """
 
 from __future__ import annotations
@@ -98,6 +104,14 @@ def _near_breaking(guard: Guard, examples: dict[str, int]) -> tuple:
         if sizes != examples and not guard.holds(sizes) and sizes not in out:
             out.append(sizes)
     return tuple(out[:2])
+
+
+def on_trial(guard: Guard) -> bool:
+    """Whether ``guard`` is a remainder constraint adopted on trial (``EAGER_RUNS``, ``Guard.remainder``):
+    onnxruntime matching eager PyTorch at the first sizes it excludes does not drop it, since the
+    other sizes of their residue classes may differ (``if w % 2 != 0: if w >= 40: ...``); it is
+    judged on every class by exporting them (``onnxport.remainder_sides``)."""
+    return guard.method == EAGER_RUNS and guard.remainder
 
 
 def kept(guard: Guard, sizes: tuple) -> Guard:

@@ -8,9 +8,10 @@
 * A branch on a remainder the rewrite leaves as Python (the UNet's ``for dim in sample.shape[-2:]: if dim
   % default_overall_up_factor != 0: forward_upsample_size = True; break``) is adopted on trial at the
   first capture (``capture/steps.py``: ``_remainder_left``, ``rewrite/left_branches.py``: the rewritten
-  model's capture would meet it again), never refused: dropped where onnxruntime matches eager
-  PyTorch on its other side; else the other side is traced, and taken where it holds at the example's
-  sizes too (``onnxport/remainder_sides.py``); else the constraint is stated.
+  model's capture would meet it again), never refused, and never dropped on a trial at a few sizes: each
+  residue class it excludes is traced (``onnxport/remainder_sides.py``), the graphs the same on every class
+  dropping it, other graphs joined under ONNX If on the sizes' remainders; else the constraint is stated
+  (``tests/capture/test_remainder_classes.py``).
 """
 
 import warnings
@@ -86,17 +87,19 @@ def test_layout_only_sides_are_the_shared_graph_with_no_guard():
     assert r.captured.strategy == "non-strict" and not r.rewrite_notes  # both captures the model as given
 
 
-def test_a_remainder_branch_is_traced_on_its_side_that_holds_at_every_size():
-    """Traced at an even example, the upsampling doubles sizes, wrong at odd ones: the other side, traced
-    at the next odd sizes, is right at even sizes too, and is taken (``onnxport/remainder_sides.py``)."""
+def test_a_remainder_branch_is_traced_on_each_class_and_joined():
+    """Traced at an even example, the upsampling doubles sizes, wrong at odd ones: the classes where h or w
+    is odd, traced (h odd; h even and w odd: the same graph), ask the upsampling for the skip's size, and
+    are joined with the example's graph under If (``onnxport/remainder_sides.py``)."""
     x = torch.randn(2, 3, 8, 10)
     r, caught = _export_upsample(ForwardUpsampleSize(), None,
                                  [{"batch": 1, "h": 12, "w": 2}, {"batch": 3, "h": 7, "w": 8},
                                   {"batch": 2, "h": 8, "w": 10}], x=x)
-    assert not r.constraints and not _adopted(caught)
-    said = [str(w.message) for w in caught if "on the other side of that branch" in str(w.message)]
-    assert len(said) == 1 and "h % 2 == 0 and w % 2 == 0" in said[0] and "traced at h=9, w=11" in said[0]
-    # traced at h=9, w=11, the result's example is still the user's input, and the model holds there
+    assert not r.constraints and not _adopted(caught) and count_ops(r, "If") == 1
+    said = [str(w.message) for w in caught if "joined them under ONNX If" in str(w.message)]
+    assert len(said) == 1 and "h % 2 == 0 and w % 2 == 0" in said[0], said
+    assert "traced at h=9, w=11; h=8, w=11" in said[0] and "2 graphs" in said[0]
+    # traced at other sizes, the result's example is still the user's input, and the model holds there
     assert torch.equal(r.example[0][0], x) and r.example[1] == {}
     report = r.validate(sizes=[], values=[])
     assert report.ok and report.checks and {(c.inputs, c.sizes) for c in report.checks} == {
@@ -104,14 +107,17 @@ def test_a_remainder_branch_is_traced_on_its_side_that_holds_at_every_size():
 
 
 def test_a_remainder_branch_traced_on_its_general_side_holds_at_every_size():
+    """Traced at odd sizes, the constraint is ``h % 2 == 1``; its classes h even (w odd, then w even) are
+    traced and joined (the class h even, w odd has the example's graph)."""
     r, caught = _export_upsample(ForwardUpsampleSize(), (2, 3, 9, 11),
                                  [{"batch": 70, "h": 4, "w": 6}, {"batch": 1, "h": 7, "w": 2},
-                                  {"batch": 3, "h": 5, "w": 12}])
-    assert not r.constraints and not _adopted(caught)
+                                  {"batch": 3, "h": 5, "w": 12}, {"batch": 2, "h": 8, "w": 13}])
+    assert not r.constraints and not _adopted(caught) and count_ops(r, "If") == 1
 
 
 class GroupsOfFour(torch.nn.Module):
-    """A remainder branch whose sides return other shapes: neither side holds on the other's sizes."""
+    """A remainder branch whose sides return other shapes: neither side holds on the other's sizes, and
+    the trial at n = 1, 2, 3 fails."""
 
     def forward(self, x):
         grouped = False
@@ -122,19 +128,17 @@ class GroupsOfFour(torch.nn.Module):
         return x.reshape(x.shape[0], -1, 4).sum(2) if grouped else x[:, :1] * 2
 
 
-def test_a_remainder_branch_is_stated_where_neither_side_holds_on_the_other():
+def test_a_remainder_branch_whose_sides_hold_on_their_classes_only_is_joined():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         r = check_export(GroupsOfFour(), (torch.randn(2, 8),), {"x": {0: Dim("batch"), 1: Dim("n")}},
-                         sizes=[{"batch": 3, "n": 12}, {"batch": 1, "n": 4}])
-    assert [str(g) for g in r.constraints] == ["n % 4 == 0"]
+                         sizes=[{"batch": 3, "n": 12}, {"batch": 1, "n": 4}, {"batch": 2, "n": 6},
+                                {"batch": 3, "n": 9}])
+    assert not r.constraints and not _adopted(caught) and count_ops(r, "If") == 1
     assert r.captured.strategy == "non-strict" and not r.rewrite_notes  # the first capture adopted it
-    said = _adopted(caught)
-    assert len(said) == 1 and "if dim % 4 == 0:" in said[0] and "n = 1, 2, 3, 5" in said[0]
-    assert not [w for w in caught if "on the other side of that branch" in str(w.message)]
+    said = [str(w.message) for w in caught if "joined them under ONNX If" in str(w.message)]
+    assert len(said) == 1 and "n % 4 == 0" in said[0] and "traced at n=9" in said[0] and "modulo 4" in said[0]
     assert tuple(r.example[0][0].shape) == (2, 8)
-    with pytest.raises(Exception, match="n % 4 == 0"):
-        r.validate(sizes=[{"batch": 2, "n": 6}])
 
 
 def test_a_remainder_branch_is_refused_where_control_flow_stays_as_written():
@@ -218,19 +222,20 @@ class ScaledWhereTwoModFour(torch.nn.Module):
     (ScaledWhereOdd(), 7, "w % 2 == 1"), (ScaledWhereOdd(), 8, "w % 2 == 0"),
     (ScaledWhereTwoModFour(), 8, "w % 4 in (0, 1, 3)"), (ScaledWhereTwoModFour(), 6, "w % 4 == 2")],
     ids=["odd", "even", "not 2 mod 4", "2 mod 4"])
-def test_a_remainder_branch_whose_sides_differ_is_stated_whichever_side_the_example_takes(model, example, needed):
+def test_a_remainder_branch_whose_sides_differ_is_joined_whichever_side_the_example_takes(model, example, needed):
     """A condition ``!=`` on a remainder is the model's where its own branch reads it, not torch's choice
-    among equivalent traces: it is stated, and onnxruntime matches eager PyTorch where it holds and
-    differs from it beyond (so the constraint is needed)."""
+    among equivalent traces: the trace holds only where it does, and the classes it excludes are traced
+    and joined under If, onnxruntime matching eager PyTorch at every size."""
     import onnxruntime as ort
 
-    with warnings.catch_warnings(record=True):
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         r = onnxport.to_onnx(model, (torch.randn(2, example),), dynamic_shapes={"x": {1: Dim("w")}})
-    assert [str(g) for g in r.constraints] == [needed]
+    assert not r.constraints and count_ops(r, "If") == 1
+    said = [str(w.message) for w in caught if "joined them under ONNX If" in str(w.message)]
+    assert len(said) == 1 and f"holds only where {needed} " in said[0], said
     session = ort.InferenceSession(r.model_proto.SerializeToString())
-    holds = [g for g in r.constraints][0].holds
     for w in range(2, 14):
         x = torch.randn(2, w)
         got = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
-        assert torch.allclose(torch.from_numpy(got), model(x)) is holds({"w": w}), w
+        assert torch.allclose(torch.from_numpy(got), model(x)), w

@@ -6,9 +6,10 @@ Its up blocks make the upsampling contiguous past a batch of 64 (a layout-only s
 % default_overall_up_factor != 0: forward_upsample_size = True; break``, which the control-flow rewrite
 leaves as Python: adopted on trial at the first capture, the model captured as given. Traced at an even
 latent, the upsampling doubles the size, which is the skip's size only where the latent is even
-(onnxruntime differs from eager PyTorch at odd sizes, which eager runs). The side an odd latent takes asks
-the upsampling for the skip's size, right at every size: it is traced and taken
-(``onnxport/remainder_sides.py``), no constraint left."""
+(onnxruntime differs from eager PyTorch at odd sizes, which eager runs). The residue classes where the
+height or the width is odd are traced (``onnxport/remainder_sides.py``: the height odd; the height even and
+the width odd, the same graph): they ask the upsampling for the skip's size, a graph other than the
+example's, and the two are joined under ONNX If on the sizes' remainders, no constraint left."""
 
 import re
 import time
@@ -51,7 +52,7 @@ def test_tiny_conditional_unet_exports_with_every_size_dynamic():
     spec = {"sample": {0: batch, 2: height, 3: width}, "timestep": {0: batch},
             "encoder_hidden_states": {0: batch, 1: text}}
     start = time.perf_counter()
-    with pytest.warns(UserWarning, match=r"on the other side of that branch") as caught:
+    with pytest.warns(UserWarning, match=r"joined them under ONNX If") as caught:
         result = onnxport.to_onnx(model, args, dynamic_shapes=spec)
     seconds = time.perf_counter() - start
     assert seconds < 240, f"the export took {seconds:.0f} s"
@@ -59,10 +60,15 @@ def test_tiny_conditional_unet_exports_with_every_size_dynamic():
     assert dims == {"sample": ["batch", 4, "height", "width"], "timestep": ["batch"],
                     "encoder_hidden_states": ["batch", "text", 32]}
     assert not result.constraints
+    assert sum(n.op_type == "If" for n in result.model_proto.graph.node) == 1
     assert result.captured.strategy == "non-strict" and not result.rewrite_notes  # no capture failed first
-    said = [str(w.message) for w in caught if "on the other side of that branch" in str(w.message)]
-    traced = dict(re.findall(r"(height|width)=(\d+)", said[0].split("traced at ")[1].split(", on the other")[0]))
-    assert traced and all(int(v) % 2 == 1 for v in traced.values()), said[0]  # traced on the odd side
+    said = [str(w.message) for w in caught if "joined them under ONNX If" in str(w.message)]
+    traced = [dict(re.findall(r"(height|width)=(\d+)", at))
+              for at in said[0].split("traced at ")[1].split(", on the residue")[0].split("; ")]
+    # the odd classes: the height odd, then the height even and the width odd
+    assert [sorted((k, int(v) % 2) for k, v in t.items()) for t in traced] == [
+        [("height", 1), ("width", 1)], [("height", 0), ("width", 1)]], said[0]
+    assert "2 graphs" in said[0], said[0]
     assert result.example[0][0] is args[0] or torch.equal(result.example[0][0], args[0])  # the user's example
     with torch.no_grad():  # eager PyTorch runs an odd latent
         assert model(torch.randn(1, 4, 33, 40), torch.tensor([3.0]), torch.randn(1, 5, 32)).shape == (1, 4, 33, 40)
