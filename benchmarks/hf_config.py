@@ -188,17 +188,39 @@ def make_config(model_type: str, rules: Rules) -> Any:
 
 
 def _fit_derived(default: Any, config: Any) -> None:
-    """A field the default config sets equal to a width it derives from its parts (X-Codec's
-    ``codebook_dim``, its ``hidden_size``: the acoustic and the semantic models' widths summed) set to
-    the new config's derived width."""
-    for name in ("hidden_size",):
-        if not isinstance(getattr(type(config), name, None), property):
-            continue
-        old, new = _value(default, name), _value(config, name)
-        for field in inspect.signature(type(config).__init__).parameters:
-            if isinstance(old, int) and isinstance(new, int) and _value(default, field) == old \
-                    and _value(config, field) not in (None, new):
-                setattr(config, field, new)
+    """A quantizer's width the default config sets equal to one it derives from its parts set to the new
+    config's: its ``hidden_size`` where a property sums its parts' (X-Codec's ``codebook_dim``: the acoustic and
+    the semantic models' widths), else one its width and a sub-config's width sum to
+    (X-Codec 2's ``quantization_dim``: its acoustic width and its semantic model's); a quantizer's
+    hidden width kept its codebook's (Mimi's ``vector_quantization_hidden_dimension``)."""
+    from transformers import PretrainedConfig
+
+    pairs = []
+    if isinstance(getattr(type(config), "hidden_size", None), property):
+        pairs.append((_value(default, "hidden_size"), _value(config, "hidden_size")))
+    for name, sub in vars(default).items():
+        new_sub = _value(config, name)
+        if isinstance(sub, PretrainedConfig) and isinstance(new_sub, PretrainedConfig):
+            old = (_value(default, "hidden_size"), _value(sub, "hidden_size"))
+            new = (_value(config, "hidden_size"), _value(new_sub, "hidden_size"))
+            if all(isinstance(v, int) for v in old + new):
+                pairs.append((sum(old), sum(new)))
+    fields = inspect.signature(type(config).__init__).parameters
+    for old, new in pairs:
+        _set_equal(default, config, [f for f in fields if _QUANTIZER_WIDTH.search(f)], old, new)
+    codebook = _value(default, "codebook_dim"), _value(config, "codebook_dim")  # Mimi's quantizer width
+    _set_equal(default, config, [f for f in fields if _QUANTIZER_WIDTH.search(f) and f != "codebook_dim"], *codebook)
+
+
+def _set_equal(default: Any, config: Any, fields: list, old: Any, new: Any) -> None:
+    """Each of ``fields`` the default config sets to ``old`` set to ``new``."""
+    for field in fields:
+        if isinstance(old, int) and isinstance(new, int) and _value(default, field) == old \
+                and _value(config, field) not in (None, new):
+            setattr(config, field, new)
+
+
+_QUANTIZER_WIDTH = re.compile(r"^((codebook|quantization)_dim|vector_quantization_hidden_dimension)$")
 
 
 def construct(cls: type, base: dict, changes: dict, tries: int = 8) -> Any:

@@ -226,8 +226,8 @@ def _axes(name: str, fixed: dict) -> dict:
         return {}
     if name == "hidden_states" and fixed.get("conv"):
         return hf_fed.conv_axes(fixed)
-    if name in hf_parts.AXES or (name == "pixel_values" and fixed.get("pixels") == "tiles"):
-        return hf_parts.AXES.get(name, {0: "batch"})
+    if hf_parts.axes(name, fixed) is not None:
+        return hf_parts.axes(name, fixed)
     family = _family_axes(name, fixed)
     if family is None:
         family = hf_prompts.axes(name, fixed)

@@ -16,6 +16,11 @@ other input modules do not know (``hf_inputs.candidates`` tries them first, toke
 * an encoder-decoder without its pre-nets (SpeechT5's base model): the encoder's and the decoder's
   hidden states, ``input_values`` ``[batch, 7, hidden_size]``, ``decoder_input_values`` ``[batch,
   decoder_seq, hidden_size]``;
+* a codec reading a waveform and its semantic features (X-Codec 2's, NeuCodec's): ``input_values``
+  ``[batch, 1, SAMPLES]`` and ``input_features`` ``[batch, SAMPLES // hop_length, bins]``, one frame
+  of features per frame of its acoustic encoder (the sizes fixed: the two must agree);
+* an audio-video encoder (Perception Encoder's): a mono waveform ``[batch, 1, samples]`` and a video
+  of 2 frames ``[batch, 2, 3, 64, 64]`` at once;
 * a feature map injected as patch embeddings (Unlimited-OCR's vision encoder: ``patch_embeds``
   ``[batch, hidden_size, GRID, GRID]``);
 * patch features pooled by index (Molmo2's adapter): one crop's ``GRID * GRID`` patches of the
@@ -33,11 +38,19 @@ import torch
 
 STEPS = 1000  # diffusion steps a head's timestep is drawn among
 GRID = 4  # patches a side of a feature map or a crop
+SAMPLES = 3200  # a codec's waveform where its semantic features must match its frames
 
 
 def _int(config: Any, name: str, default: int) -> int:
     value = getattr(config, name, None)
     return int(value) if isinstance(value, int) else default
+
+
+def _value(config: Any, name: str) -> Any:
+    try:
+        return getattr(config, name, None)
+    except Exception:  # noqa: BLE001 - a derived field its config cannot give
+        return None
 
 
 def _width(m: torch.nn.Module) -> int:
@@ -70,11 +83,27 @@ def part_sets(model: torch.nn.Module, params: dict) -> list:
     if "input_values" in params and "decoder_input_values" in params:
         out.append((["input_values", "decoder_input_values"], batch | {"decoder_seq": (5, 9)},
                     {"layout": "frames", "frames": 7, "bins": _width(model)}))
+    hop = _value(model.config, "encoder_hop_length") or _value(model.config, "hop_length")  # at the input rate
+    if "input_values" in params and "input_features" in params and isinstance(hop, int) and hop > 0:
+        from hf_inputs import mel_bins  # a codec's waveform and its semantic features, frame for frame
+
+        out.append((["input_values", "input_features"], batch, {
+            "layout": "channels", "channels": 1, "samples": SAMPLES, "bins": mel_bins(model.config),
+            "frames": SAMPLES // hop, "bins_first": False}))
+    if "input_values" in params and "pixel_values_videos" in params:  # an audio-video encoder: both at once
+        out.append((["input_values", "pixel_values_videos"], batch | {"samples": (3200, 4800)}, {
+            "layout": "channels", "channels": 1, "video_channels": 3, "frames": 2, "image": 64}))
     if "patch_embeds" in params:
         out.append((["patch_embeds"], batch, {}))
     if "image_features" in params and "pooled_patches_idx" in params:
         out.append((["image_features", "pooled_patches_idx"], {}, {}))
     return out
+
+
+def _pixels(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
+    from hf_families import pixels
+
+    return pixels(m, s, g)
 
 
 def _tiles(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
@@ -110,6 +139,9 @@ MAKERS: dict[str, Any] = {
     "decoder_input_values": lambda m, s, g: torch.randn(s["batch"], s["decoder_seq"], _width(m), generator=g),
     "aspect_ratio_ids": lambda m, s, g: torch.ones(s["batch"], 1, dtype=torch.int64),
     "aspect_ratio_mask": _tile_mask,
+    "pixel_values_videos": lambda m, s, g: torch.randn(s["batch"], s["frames"], s["video_channels"], s["image"],
+                                                       s["image"], generator=g) if "video_channels" in s else _pixels(
+        m, s, g),
     "patch_embeds": lambda m, s, g: torch.randn(s["batch"], _width(m), GRID, GRID, generator=g),
     "image_features": lambda m, s, g: torch.randn(
         1, GRID * GRID, _width(m) * _layers(m, "vision_feature_layer"), generator=g),
@@ -120,6 +152,14 @@ AXES = {"noisy_images": {0: "batch"}, "timesteps": {0: "batch"}, "condition": {0
         "context_hidden_states": {0: "batch", 1: "seq"},
         "aspect_ratio_ids": {0: "batch"}, "aspect_ratio_mask": {0: "batch"}, "patch_embeds": {0: "batch"},
         "image_features": {}, "pooled_patches_idx": {}}
+
+
+def axes(name: str, fixed: dict) -> dict | None:
+    """``{axis: dim name}`` of an input this module lays out, else None."""
+    if (name == "pixel_values" and fixed.get("pixels") == "tiles") or (
+            name == "pixel_values_videos" and "video_channels" in fixed):
+        return {0: "batch"}
+    return AXES.get(name)
 
 
 def tiles(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor | None:
