@@ -17,7 +17,8 @@ A field is set only where the default leaves it unset: a config that states it k
 ``TIED``: sub-config fields a family's published configs make equal (CLVP's speech encoder reads the
 speech decoder's tokens: its vocabulary is the decoder's); ALIGN's projection width, which its image
 embeddings (EfficientNet's last stage, scaled by its width coefficient) are compared at unprojected;
-ERNIE 4.5 VL's rope sections (``FITTED``: set over the generic rules).
+ERNIE 4.5 VL's rope sections; Apertus 1.5's image and audio code ranges within the tiny vocabulary
+(``FITTED``: set over the generic rules).
 
 ``keep_extras``: the attributes a parent config sets on a sub-config beyond its constructor's fields
 (CHMv2's DINOv3 backbone's ``return_class_token``, FastVLM's timm tower's ``hidden_size``, BLT's
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hf_rules import EXPERTS, FFN, HEAD_DIM
+from hf_rules import EXPERTS, FFN, HEAD_DIM, VOCAB
 
 
 def _layers(config: Any, out: dict) -> int:
@@ -113,8 +114,24 @@ def _feature_sizes(config: Any, out: dict) -> list:
     return [[max(1, v * 64 // 1024) for v in size] for size in getattr(config, "backbone_feature_sizes", [])]
 
 
+def _token_ranges(config: Any, out: dict) -> int | None:
+    """Apertus 1.5's image and audio code ranges (``image_token_offset``, codebooks of ``CODES`` each) at
+    the top of the tiny vocabulary, below the two placeholder ids moved to its end; the audio offset
+    where the image codes end (its validator ties them). Returns the image offset."""
+    vocab = out["text_config"].vocab_size if "text_config" in out else VOCAB
+    for name in ("vision_config", "audio_config"):
+        if name in out:
+            out[name].codebook_size = CODES
+    out["audio_token_offset"] = vocab - 2 - CODES
+    return vocab - 2 - 2 * CODES
+
+
+CODES = 128  # a tiny codebook where a vocabulary holds its codes
+
+
 FITTED = {"align": {"projection_dim": _last_stage_width}, "ernie4_5_vl_moe_text": {"rope_parameters": _hw_sections},
-          "edgetam_vision_model": {"backbone_config": _repvit, "backbone_feature_sizes": _feature_sizes}}
+          "edgetam_vision_model": {"backbone_config": _repvit, "backbone_feature_sizes": _feature_sizes},
+          "apertus1p5": {"image_token_offset": _token_ranges}}
 
 
 def _tie(out: dict, target: str, source: str) -> None:
