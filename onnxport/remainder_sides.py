@@ -74,9 +74,9 @@ def either_side(result: Any, export_at: Callable[[tuple, dict], Any], notices: l
     while True:
         residues = residues_of([g for _, own in exports for g in own], examples, lows)
         if residues is None or any(d in related for d in residues.dims):
-            return _stated(result, guards, "its residue classes cannot be told apart")
-        if not all(residues.periodic(g) for _, own in exports for g in own):
-            return _stated(result, guards, "a remainder constraint does not hold alike on its residue class")
+            return _stated(result, guards, "its residue classes cannot be listed (a divisor other than a number, "
+                                           "a dim related to others, more classes than the export takes, or a "
+                                           "condition that does not hold alike on a class)")
         covers = [(export, residues.where(own)) for export, own in exports]
         covered = frozenset().union(*(c for _, c in covers))
         left = [c for c in residues.classes() if c not in covered]
@@ -97,15 +97,17 @@ def either_side(result: Any, export_at: Callable[[tuple, dict], Any], notices: l
             return _stated(result, guards, f"the export at {at} failed: {why[:200]}")
         own = flipped(other)
         extra = [g for g in other.constraints if g not in own and all(g.text != o.text for o in others)]
-        if extra or not all(g.holds(sizes) for g in own):
-            said = ", ".join(str(g) for g in extra) or ", ".join(str(g) for g in own)
+        if extra:
+            said = ", ".join(str(g) for g in extra)
             return _stated(result, guards, f"the export at {at} adopts other constraints ({said})")
+        if not all(g.holds(sizes) for g in own):
+            return _stated(result, guards, f"the export at {at} does not hold there")
         exports.append((other, own))
-    shown = ["; ".join(", ".join(f"{d}={s[d]}" for d in residues.dims) for s in tried)]
+    shown = "; ".join(", ".join(f"{d}={s[d]}" for d in residues.dims) for s in tried)
     return _taken(result, guards, residues, covers, shown, notices)
 
 
-def _taken(result: Any, guards: list[Guard], residues: Any, covers: list, shown: list[str], notices: list[str]) -> Any:
+def _taken(result: Any, guards: list[Guard], residues: Any, covers: list, shown: str, notices: list[str]) -> Any:
     """``result`` made right on every class of ``residues``: ``covers`` (``(export, classes)``, the
     example's first) as one graph where they are the same, else joined under ``If`` on the classes."""
     import onnx_ir as ir
@@ -125,9 +127,8 @@ def _taken(result: Any, guards: list[Guard], residues: Any, covers: list, shown:
         else:
             group[1].update(taken)
     text = " and ".join(g.text for g in guards)
-    traced = "; ".join(shown)
     if len(groups) == 1:
-        notices.append(f"{text} (at {guards[0].where}) is not a constraint of the export: traced at {traced}, on "
+        notices.append(f"{text} (at {guards[0].where}) is not a constraint of the export: traced at {shown}, on "
                        f"the residue classes it excludes, the ONNX graph is the same as at the example, so it holds "
                        f"on every class")
         return with_guards(result, [_kept(g, SAME) if g in guards else g for g in result.guards])
@@ -143,7 +144,7 @@ def _taken(result: Any, guards: list[Guard], residues: Any, covers: list, shown:
         return _stated(result, guards, f"the exports of its residue classes cannot be joined: {e}")
     model = ir.serde.deserialize_model(joined)
     model.meta["dim_names"] = dict(result.dim_names)
-    notices.append(f"the trace at the example holds only where {text} (at {guards[0].where}); traced at {traced}, "
+    notices.append(f"the trace at the example holds only where {text} (at {guards[0].where}); traced at {shown}, "
                    f"on the residue classes it excludes, the ONNX graphs differ: onnxport exported "
                    f"{len(groups)} graphs and joined them under ONNX If on the sizes' remainders modulo "
                    f"{residues.period}, each taken on the classes its trace holds on")
