@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 import hf_unset
+from hf_rules import FFN, _FFN
 from hf_rules import (_HEADS, _IDS, _KV, _LAYER_TYPES, _PER_LAYER_NAME, _PER_TOKEN, HEAD_DIM, HEADS, LAYERS,
                       PREDICTION, SLIDING_WINDOW, VOCAB, WIDTH, Rules, _dict_rule, _image, _int_rule, _list_rule,
                       _trim_layers, _uses_sliding, _value)
@@ -100,8 +101,10 @@ def overrides(config: Any, rules: Rules) -> dict:
         count = next(out[n] for n in ("num_hidden_layers", "num_layers", "n_layer") if n in out)
         for name in params:
             value = _value(config, name)
-            if name in out or not _PER_LAYER_NAME.search(name):
+            if name in out or not (_PER_LAYER_NAME.search(name) or _FFN.search(name)):
                 continue
+            if _FFN.search(name) and rules.widths and isinstance(value, (list, tuple)):  # Gemma 3n's per layer
+                value = [min(v, FFN) if isinstance(v, int) else v for v in value]
             if isinstance(value, (list, tuple)) and list(value) == list(range(old_layers)):
                 trimmed = list(range(count))  # indices of layers (Llama 4's moe_layers), not one entry per layer
             elif isinstance(value, (list, tuple)) and len(value) == old_layers:

@@ -134,6 +134,8 @@ def _int_rule(name: str, value: int, rules: Rules, config: Any) -> int | None:
         return min(value, 1)
     if name.endswith("_layer_period") or name.endswith("_layers_block_period"):
         return min(value, 2)
+    if name == "num_kv_shared_layers":  # the last layers reuse earlier ones' keys: none left to share at 2 layers
+        return 0 if rules.layers else None
     if name.endswith("_layer_offset"):
         return min(value, 1)
     if not rules.widths:
