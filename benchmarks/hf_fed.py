@@ -16,6 +16,9 @@
   ``forward(pixel_values, target_sizes)``): ``[1, channels, patch_size, images * side**2 *
   patch_size]``, ``side = image_size // patch_size`` patches a side, and ``target_sizes`` ``[images,
   2]``; no dim dynamic (the images are counted in the packed row);
+* a tower prepending its class token to the ``hidden_states`` it is fed (FLAVA's multimodal encoder,
+  ``use_cls_token``): its ``attention_mask`` covers the class token too, one longer than the states
+  (``mask_seq``, the text length plus one);
 * a parameter the forward requires but annotates as optional (``mask: Tensor | None``) and no maker
   knows: ``None``.
 
@@ -105,6 +108,14 @@ def input_width(model: torch.nn.Module) -> dict:
     return {"embed_width": int(width)} if next(iter(params), None) == "hidden_states" and width else {}
 
 
+def class_token(model: torch.nn.Module, names: list, dims: dict) -> dict:
+    """``{"mask_seq": (sizes)}``: the attention mask's length, the text length plus the class token,
+    where ``model`` prepends one to its ``hidden_states`` and takes both; else ``{}``."""
+    if not getattr(model, "use_cls_token", False) or not {"hidden_states", "attention_mask"} <= set(names):
+        return {}
+    return {"mask_seq": tuple(v + 1 for v in dims["seq"])}
+
+
 def optional(model: torch.nn.Module, names: list) -> list:
     """Of ``names`` (required parameters no maker knows), those the forward annotates as optional."""
     params = inspect.signature(model.forward).parameters
@@ -117,3 +128,9 @@ MAKERS: dict[str, Any] = {
                                            s.get("frames", 16), generator=g),
 }
 AXES = {"latents": {0: "batch", 2: "frames"}, "target_sizes": {}}
+
+
+def mask_axes(sizes: dict) -> dict | None:
+    """The axes of an attention mask covering a class token (``class_token``; ``sizes``: the dims and
+    fixed sizes of the set), else None."""
+    return {0: "batch", 1: "mask_seq"} if "mask_seq" in sizes else None

@@ -75,7 +75,8 @@ def fill(model: torch.nn.Module, names: list, dims: dict, fixed: dict) -> tuple 
     if "input_features" in missing:
         bins = mel_bins(model.config)
         fixed = {"bins": bins, "frames": 64, "bins_first": False} | fixed
-    return names + missing, dims, fixed
+    names = names + missing
+    return names, dims | hf_fed.class_token(model, names, dims), fixed
 
 
 BINS = ("feature_projection_input_dim", "num_mel_bins", "feature_size", "input_feat_per_channel", "n_mels",
@@ -126,7 +127,8 @@ class Inputs:
         """``{input: {axis: dim name}}`` of the dynamic dims."""
         out = {}
         for name in self.names:
-            axes = _axes(name, self.fixed)
+            axes = hf_fed.mask_axes(self.dims | self.fixed) if name == "attention_mask" else None
+            axes = axes or _axes(name, self.fixed)
             if isinstance(axes, list):  # a list of tensors (SAM 2's high_resolution_features): axes of each
                 out[name] = [{a: d for a, d in ax.items() if d in self.dims} or None for ax in axes]
                 continue
@@ -172,7 +174,7 @@ def _values_shape(s: dict) -> tuple:
 
 MAKERS = {
     "input_ids": lambda m, s, g: _ids(m, s, g),
-    "attention_mask": lambda m, s, g: torch.ones(s["batch"], s["seq"], dtype=torch.int64),
+    "attention_mask": lambda m, s, g: torch.ones(s["batch"], s.get("mask_seq", s["seq"]), dtype=torch.int64),
     "decoder_input_ids": lambda m, s, g: _ids(m, s, g, "decoder_seq"),
     "pixel_values": pixels,
     "input_values": lambda m, s, g: torch.randn(s["batch"], *_values_shape(s), generator=g),
