@@ -15,10 +15,11 @@ generic rules, to a config and its sub-configs, by the config's ``model_type``):
 
 A field is set only where the default leaves it unset: a config that states it keeps its value.
 ``TIED``: sub-config fields a family's published configs make equal (CLVP's speech encoder reads the
-speech decoder's tokens: its vocabulary is the decoder's); ALIGN's projection width, which its image
+speech decoder's tokens: its vocabulary is the decoder's). ``FITTED``: fields set over the generic rules
+to agree with the tiny widths as the published configs do: ALIGN's projection width, which its image
 embeddings (EfficientNet's last stage, scaled by its width coefficient) are compared at unprojected;
-ERNIE 4.5 VL's rope sections; Apertus 1.5's image and audio code ranges within the tiny vocabulary
-(``FITTED``: set over the generic rules).
+ERNIE 4.5 VL's rope sections; Llama 4's vision MLP width; Apertus 1.5's image and audio code ranges
+within the tiny vocabulary; EdgeTAM's backbone and feature sizes.
 
 ``keep_extras``: the attributes a parent config sets on a sub-config beyond its constructor's fields
 (CHMv2's DINOv3 backbone's ``return_class_token``, FastVLM's timm tower's ``hidden_size``, BLT's
@@ -126,12 +127,19 @@ def _token_ranges(config: Any, out: dict) -> int | None:
     return vocab - 2 - 2 * CODES
 
 
+def _shuffled_width(config: Any, out: dict) -> int:
+    """Llama 4's vision MLP width, which its adapter takes as the pixel-shuffled patches' width
+    (``hidden_size / pixel_shuffle_ratio**2``: 1408 and 5632 as published)."""
+    return int(out.get("hidden_size", config.hidden_size) / config.pixel_shuffle_ratio ** 2)
+
+
 CODES = 128  # a tiny codebook where a vocabulary holds its codes
 
 
 FITTED = {"align": {"projection_dim": _last_stage_width}, "ernie4_5_vl_moe_text": {"rope_parameters": _hw_sections},
           "edgetam_vision_model": {"backbone_config": _repvit, "backbone_feature_sizes": _feature_sizes},
-          "apertus1p5": {"image_token_offset": _token_ranges}}
+          "apertus1p5": {"image_token_offset": _token_ranges},
+          "llama4_vision_model": {"intermediate_size": _shuffled_width}}
 
 
 def _tie(out: dict, target: str, source: str) -> None:
