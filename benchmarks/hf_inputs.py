@@ -29,6 +29,7 @@ import torch
 
 import hf_codes
 import hf_fed
+import hf_placed
 import hf_parts
 import hf_prompts
 from hf_families import _FAMILY_MAKERS, EMBEDS, _family_axes, _first, _required, _vision, embeds, family_sets, pixels
@@ -197,6 +198,7 @@ MAKERS = {
 } | hf_parts.MAKERS | {"pixel_values": lambda m, s, g: hf_parts.tiles(m, s, g) if s.get("pixels") == "tiles"
                        else pixels(m, s, g)}
 MAKERS |= hf_codes.coded_makers(MAKERS)  # ids with a codebook axis where a set names them
+MAKERS |= hf_placed.MAKERS
 AXES = {
     "input_ids": {0: "batch", 1: "seq"},
     "attention_mask": {0: "batch", 1: "seq"},
@@ -207,7 +209,7 @@ AXES = {
     "bbox": {0: "batch", 1: "seq"},
     "noise": {0: "batch"},
     "image_sizes": {0: "batch"},
-} | hf_fed.AXES
+} | hf_fed.AXES | hf_placed.AXES
 
 
 def _patches(model: torch.nn.Module, side: int) -> int:
@@ -326,6 +328,7 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
             out.append(Inputs(["input_ids"], dims, {"codebooks": codebooks}))
     image, fixed = _image_dims(model) if "pixel_values" in params or "pixel_values_videos" in params else ({}, {})
     out += [Inputs(*s) for s in hf_codes.code_sets(model, params, _vocab(model))]
+    out += [Inputs(*s) for s in hf_placed.placed_sets(model, params, image, fixed)]
     out += [Inputs(*s) for s in family_sets(model, image, fixed)]
     out += [Inputs(*s) for s in hf_fed.cross_sets(model, params, [(i.names, i.dims, i.fixed) for i in out])]
     out += [Inputs(*s) for s in hf_parts.embeds_sets(model, params)]
