@@ -1,8 +1,13 @@
-"""Inputs of an image-text model that places its image embeddings in its text by a position mask
-(Kosmos-2: ``image_embeds_position_mask``, ``[batch, seq]``, true at the ``latent_query_num``
-positions after the first token, where its processor puts the image's placeholders): an image, token
-ids long enough to hold the image's positions and a few text tokens, and the mask.
-``hf_inputs.candidates`` tries these sets after the generic ones.
+"""Inputs of image-text models that place their image's embeddings at given positions of their text
+(``hf_inputs.candidates`` tries these sets after the generic ones):
+
+* by a position mask (Kosmos-2: ``image_embeds_position_mask``, ``[batch, seq]``, true at the
+  ``latent_query_num`` positions after the first token, where its processor puts the image's
+  placeholders): an image, token ids long enough to hold the image's positions and a few text tokens,
+  and the mask;
+* by placeholder tokens of a video (InstructBLIP-Video: ``num_query_tokens`` Q-Former outputs per frame
+  placed at its ``video_token_id`` tokens): a video ``[batch, frames, channels, side, side]``, the
+  Q-Former's ids, and ids holding one placeholder per query of each frame.
 """
 
 from __future__ import annotations
@@ -22,6 +27,20 @@ def placed_sets(model: torch.nn.Module, params: Any, image: dict, fixed: dict) -
         return []
     dims = {"batch": (2, 3), "seq": (count + 3, count + 7)} | image
     return [(["pixel_values", "input_ids", MASK], dims, fixed | {"placed": count})]
+
+
+FRAMES = 2
+
+
+def video_sets(model: torch.nn.Module, params: Any, image: dict, fixed: dict) -> list:
+    """``(names, dims, fixed)`` of a video Q-Former model whose text holds its video's placeholders."""
+    config = model.config
+    token, queries = getattr(config, "video_token_id", None), getattr(config, "num_query_tokens", None)
+    if not isinstance(token, int) or not isinstance(queries, int) or "qformer_input_ids" not in params or not image:
+        return []
+    dims = {"batch": (2, 3), "seq": (7, 11)} | image
+    placed = {"pixels": "video", "frames": FRAMES, "image_token": token, "image_tokens": queries * FRAMES}
+    return [(["pixel_values", "qformer_input_ids", "input_ids"], dims, fixed | placed)]
 
 
 def _mask(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:

@@ -9,6 +9,7 @@ generic rules, to a config and its sub-configs, by the config's ``model_type``):
 * the vocabulary map of a model placing a VQ-VAE's image tokens in its text vocabulary (Chameleon's
   ``IMGIMG...`` names, Emu3's ``<|visual token...|>``): ``<image>`` and the codebook's first entries at the
   top of the tiny vocabulary (as many as half of it: the text-only inputs the sweep gives read none);
+* InstructBLIP-Video's video placeholder token (the vocabulary's last, as BLIP-2's image token);
 * LW-DETR's projector scales (one feature level, as its published tiny config);
 * Cohere Compass's rope per layer type, DBRX's ``clip_qkv`` (its attention clamps the projections by
   it; torch refuses a clamp without bounds), ESM's padding id (its positions count from it).
@@ -79,6 +80,7 @@ UNSET: dict[str, dict] = {
     "DbrxAttentionConfig": {"clip_qkv": lambda c, o: 8.0},
     "esm": {"pad_token_id": lambda c, o: 1},
     "lw_detr": {"projector_scale_factors": lambda c, o: [1.0]},
+    "instructblipvideo": {"video_token_index": lambda c, o: VOCAB - 1},
 }
 
 
