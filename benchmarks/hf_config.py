@@ -183,11 +183,24 @@ def make_config(model_type: str, rules: Rules) -> Any:
     """The config of ``model_type`` under ``rules``."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
+    from transformers import PretrainedConfig
+
     cls = CONFIG_MAPPING[model_type]
     default = cls()
     config = construct(cls, {}, overrides(default, rules))
     _fit_derived(default, config)
+    for c in [config] + [v for v in vars(config).values() if isinstance(v, PretrainedConfig)]:
+        _fit_window(c)
     return config
+
+
+def _fit_window(config: Any) -> None:
+    """An audio encoder reading its frames in windows of ``2 * n_window`` (Qwen2.5-Omni's) keeps a
+    position for each frame of a window after its stride-2 conv: ``max_source_positions`` at least
+    ``n_window``."""
+    window, positions = _value(config, "n_window"), _value(config, "max_source_positions")
+    if isinstance(window, int) and isinstance(positions, int) and positions < window:
+        config.max_source_positions = window
 
 
 def _fit_derived(default: Any, config: Any) -> None:
@@ -195,7 +208,8 @@ def _fit_derived(default: Any, config: Any) -> None:
     config's: its ``hidden_size`` where a property sums its parts' (X-Codec's ``codebook_dim``: the acoustic and
     the semantic models' widths), else one its width and a sub-config's width sum to
     (X-Codec 2's ``quantization_dim``: its acoustic width and its semantic model's); a quantizer's
-    hidden width kept its codebook's (Mimi's ``vector_quantization_hidden_dimension``)."""
+    hidden width kept its codebook's (Mimi's ``vector_quantization_hidden_dimension``); channels the
+    default sets to its width kept its width (Phi-4's audio ``ext_pw_out_channel``, ``nemo_conv_channels``)."""
     from transformers import PretrainedConfig
 
     pairs = []
@@ -213,6 +227,8 @@ def _fit_derived(default: Any, config: Any) -> None:
         _set_equal(default, config, [f for f in fields if _QUANTIZER_WIDTH.search(f)], old, new)
     codebook = _value(default, "codebook_dim"), _value(config, "codebook_dim")  # Mimi's quantizer width
     _set_equal(default, config, [f for f in fields if _QUANTIZER_WIDTH.search(f) and f != "codebook_dim"], *codebook)
+    width = _value(default, "hidden_size"), _value(config, "hidden_size")  # Phi-4's audio convs' channels
+    _set_equal(default, config, [f for f in fields if "channel" in f and _value(default, f) != 3], *width)
 
 
 def _set_equal(default: Any, config: Any, fields: list, old: Any, new: Any) -> None:

@@ -21,6 +21,8 @@ other input modules do not know (``hf_inputs.candidates`` tries them first, toke
   of features per frame of its acoustic encoder (the sizes fixed: the two must agree);
 * an audio-video encoder (Perception Encoder's): a mono waveform ``[batch, 1, samples]`` and a video
   of 2 frames ``[batch, 2, 3, 64, 64]`` at once;
+* a depth decoder (Moshi's: ``forward(input_ids, last_hidden_state)``): a token of each codebook
+  and the main decoder's state for each, ``[batch, seq, input_size]``;
 * a feature map injected as patch embeddings (Unlimited-OCR's vision encoder: ``patch_embeds``
   ``[batch, hidden_size, GRID, GRID]``);
 * patch features pooled by index (Molmo2's adapter): one crop's ``GRID * GRID`` patches of the
@@ -93,6 +95,8 @@ def part_sets(model: torch.nn.Module, params: dict) -> list:
     if "input_values" in params and "pixel_values_videos" in params:  # an audio-video encoder: both at once
         out.append((["input_values", "pixel_values_videos"], batch | {"samples": (3200, 4800)}, {
             "layout": "channels", "channels": 1, "video_channels": 3, "frames": 2, "image": 64}))
+    if "last_hidden_state" in params and "input_ids" in params:  # a depth decoder: one token per codebook
+        out.append((["input_ids", "last_hidden_state"], batch | {"seq": (7, 11)}, {}))
     if "patch_embeds" in params:
         out.append((["patch_embeds"], batch, {}))
     if "image_features" in params and "pooled_patches_idx" in params:
@@ -142,6 +146,8 @@ MAKERS: dict[str, Any] = {
     "pixel_values_videos": lambda m, s, g: torch.randn(s["batch"], s["frames"], s["video_channels"], s["image"],
                                                        s["image"], generator=g) if "video_channels" in s else _pixels(
         m, s, g),
+    "last_hidden_state": lambda m, s, g: torch.randn(s["batch"], s["seq"], _int(m.config, "input_size", _width(m)),
+                                                     generator=g),
     "patch_embeds": lambda m, s, g: torch.randn(s["batch"], _width(m), GRID, GRID, generator=g),
     "image_features": lambda m, s, g: torch.randn(
         1, GRID * GRID, _width(m) * _layers(m, "vision_feature_layer"), generator=g),
@@ -149,7 +155,7 @@ MAKERS: dict[str, Any] = {
 }
 AXES = {"noisy_images": {0: "batch"}, "timesteps": {0: "batch"}, "condition": {0: "batch"},
         "noise_embeds": {0: "batch"}, "decoder_input_values": {0: "batch", 1: "decoder_seq"},
-        "context_hidden_states": {0: "batch", 1: "seq"},
+        "context_hidden_states": {0: "batch", 1: "seq"}, "last_hidden_state": {0: "batch", 1: "seq"},
         "aspect_ratio_ids": {0: "batch"}, "aspect_ratio_mask": {0: "batch"}, "patch_embeds": {0: "batch"},
         "image_features": {}, "pooled_patches_idx": {}}
 
