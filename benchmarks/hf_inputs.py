@@ -330,6 +330,7 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
     out += [Inputs(*s) for s in hf_codes.code_sets(model, params, _vocab(model))]
     out += [Inputs(*s) for s in hf_placed.placed_sets(model, params, image, fixed)]
     out += [Inputs(*s) for s in hf_placed.video_sets(model, params, image, fixed)]
+    out += [Inputs(*s) for s in hf_placed.images_sets(model, params, image, fixed)]
     out += [Inputs(*s) for s in family_sets(model, image, fixed)]
     out += [Inputs(*s) for s in hf_fed.cross_sets(model, params, [(i.names, i.dims, i.fixed) for i in out])]
     out += [Inputs(*s) for s in hf_parts.embeds_sets(model, params)]

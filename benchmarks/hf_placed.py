@@ -7,7 +7,10 @@
   and the mask;
 * by placeholder tokens of a video (InstructBLIP-Video: ``num_query_tokens`` Q-Former outputs per frame
   placed at its ``video_token_id`` tokens): a video ``[batch, frames, channels, side, side]``, the
-  Q-Former's ids, and ids holding one placeholder per query of each frame.
+  Q-Former's ids, and ids holding one placeholder per query of each frame;
+* by a text-to-image attention mask (IDEFICS: ``image_attention_mask``, ``[batch, seq, images]``, its
+  gated cross-attention layers reading the images' perceiver latents): images ``[batch, images,
+  channels, side, side]`` (one each), every token attending its image.
 """
 
 from __future__ import annotations
@@ -43,11 +46,21 @@ def video_sets(model: torch.nn.Module, params: Any, image: dict, fixed: dict) ->
     return [(["pixel_values", "qformer_input_ids", "input_ids"], dims, fixed | placed)]
 
 
+def images_sets(model: torch.nn.Module, params: Any, image: dict, fixed: dict) -> list:
+    """``(names, dims, fixed)`` of a model cross-attending images its text tokens are masked to."""
+    if "image_attention_mask" not in params or "perceiver_embeddings" not in params or not image:
+        return []
+    dims = {"batch": (2, 3), "seq": (7, 11)} | image
+    names = ["input_ids", "attention_mask", "pixel_values", "image_attention_mask"]
+    return [(names, dims, fixed | {"pixels": "video", "frames": 1})]
+
+
 def _mask(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
     mask = torch.zeros(s["batch"], s["seq"], dtype=torch.bool)
     mask[:, 1:1 + s["placed"]] = True
     return mask
 
 
-MAKERS = {MASK: _mask}
-AXES = {MASK: {0: "batch", 1: "seq"}}
+MAKERS = {MASK: _mask, "image_attention_mask": lambda m, s, g: torch.ones(s["batch"], s["seq"], s["frames"],
+                                                                             dtype=torch.int64)}
+AXES = {MASK: {0: "batch", 1: "seq"}, "image_attention_mask": {0: "batch", 1: "seq"}}
