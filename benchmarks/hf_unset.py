@@ -10,6 +10,8 @@ generic rules, to a config and its sub-configs, by the config's ``model_type``):
   ``IMGIMG...`` names, Emu3's ``<|visual token...|>``): ``<image>`` and the codebook's first entries at the
   top of the tiny vocabulary (as many as half of it: the text-only inputs the sweep gives read none);
 * InstructBLIP-Video's video placeholder token (the vocabulary's last, as BLIP-2's image token);
+* Granite 4 Vision's Q-Former window rate (``"1/4"``, its docstring's example) and the vision layers it
+  injects into the text layers (each tiny layer into its peer);
 * LW-DETR's projector scales (one feature level, as its published tiny config);
 * Cohere Compass's rope per layer type, DBRX's ``clip_qkv`` (its attention clamps the projections by
   it; torch refuses a clamp without bounds), ESM's padding id (its positions count from it).
@@ -80,6 +82,7 @@ UNSET: dict[str, dict] = {
     "DbrxAttentionConfig": {"clip_qkv": lambda c, o: 8.0},
     "esm": {"pad_token_id": lambda c, o: 1},
     "lw_detr": {"projector_scale_factors": lambda c, o: [1.0]},
+    "granite4_vision": {"downsample_rate": lambda c, o: "1/4", "deepstack_layer_map": lambda c, o: [[0, 0], [1, 1]]},
     "instructblipvideo": {"video_token_index": lambda c, o: VOCAB - 1},
 }
 
