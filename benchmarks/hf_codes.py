@@ -5,6 +5,9 @@ Inkling's audio tower). ``code_sets`` gives their input sets (``hf_inputs.candid
 after the generic ones); ``coded_makers`` wraps the id makers of ``hf_inputs`` so that the input the
 set names (``fixed["coded"]``) gets the codebook axis.
 
+``latent_map_sets``: a VQ-VAE encoder fed another tower's feature map (GLM-Image's: ``hidden_states``
+``[batch, latent_channels, side, side]``, quantized to codebook indices), a 4 (then 6) patch square.
+
 The codebook count is the offsets' length; every id is below the smallest step between two offsets
 (a codebook's size) and the model's vocabulary, so that no codebook's tokens reach the next one's.
 """
@@ -47,6 +50,15 @@ def code_sets(model: torch.nn.Module, params: Any, vocab: int) -> list:
                       if isinstance(getattr(model.config, n, None), int)), 128)
         out.append(([name, "encoder_hidden_states"], batch | seq, fixed | {"coded": name, "encoder_width": width}))
     return out
+
+
+def latent_map_sets(model: torch.nn.Module, params: Any) -> list:
+    """``(names, dims, fixed)`` of a quantizing encoder led by a feature map, else none."""
+    channels = getattr(model.config, "latent_channels", None)
+    if next(iter(params), None) != "hidden_states" or not isinstance(channels, int) \
+            or not hasattr(model, "quantize"):
+        return []
+    return [(["hidden_states"], {"batch": (2, 3), "image": (4, 6)}, {"pixels": "image", "channels": channels})]
 
 
 def coded_makers(makers: dict) -> dict:

@@ -328,6 +328,7 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
             out.append(Inputs(["input_ids"], dims, {"codebooks": codebooks}))
     image, fixed = _image_dims(model) if "pixel_values" in params or "pixel_values_videos" in params else ({}, {})
     out += [Inputs(*s) for s in hf_codes.code_sets(model, params, _vocab(model))]
+    out += [Inputs(*s) for s in hf_codes.latent_map_sets(model, params)]
     out += [Inputs(*s) for s in hf_placed.placed_sets(model, params, image, fixed)]
     out += [Inputs(*s) for s in hf_placed.video_sets(model, params, image, fixed)]
     out += [Inputs(*s) for s in hf_placed.images_sets(model, params, image, fixed)]
