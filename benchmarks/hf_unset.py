@@ -22,7 +22,7 @@ speech decoder's tokens: its vocabulary is the decoder's). ``FITTED``: fields se
 to agree with the tiny widths as the published configs do: ALIGN's projection width, which its image
 embeddings (EfficientNet's last stage, scaled by its width coefficient) are compared at unprojected;
 ERNIE 4.5 VL's rope sections; Llama 4's vision MLP width; Apertus 1.5's image and audio code ranges
-within the tiny vocabulary; EdgeTAM's backbone and feature sizes.
+within the tiny vocabulary; EdgeTAM's backbone and feature sizes; DeepSeek-OCR 2's SAM widths.
 
 ``keep_extras``: the attributes a parent config sets on a sub-config beyond its constructor's fields
 (CHMv2's DINOv3 backbone's ``return_class_token``, FastVLM's timm tower's ``hidden_size``, BLT's
@@ -138,13 +138,23 @@ def _shuffled_width(config: Any, out: dict) -> int:
     return int(out.get("hidden_size", config.hidden_size) / config.pixel_shuffle_ratio ** 2)
 
 
+def _sam_channels(config: Any, out: dict) -> Any:
+    """DeepSeek-OCR 2's SAM tower's downsampling widths ending at its encoder's width (512 and 896 as
+    published: the second is the encoder's), the first half the second."""
+    sam, encoder = out.get("sam_config"), out.get("encoder_config")
+    if sam is not None and encoder is not None:
+        sam.downsample_channels = [encoder.hidden_size // 2, encoder.hidden_size]
+    return sam
+
+
 CODES = 128  # a tiny codebook where a vocabulary holds its codes
 
 
 FITTED = {"align": {"projection_dim": _last_stage_width}, "ernie4_5_vl_moe_text": {"rope_parameters": _hw_sections},
           "edgetam_vision_model": {"backbone_config": _repvit, "backbone_feature_sizes": _feature_sizes},
           "apertus1p5": {"image_token_offset": _token_ranges},
-          "llama4_vision_model": {"intermediate_size": _shuffled_width}}
+          "llama4_vision_model": {"intermediate_size": _shuffled_width},
+          "deepseek_ocr2_vision": {"sam_config": _sam_channels}}
 
 
 def _tie(out: dict, target: str, source: str) -> None:
