@@ -22,7 +22,8 @@ speech decoder's tokens: its vocabulary is the decoder's). ``FITTED``: fields se
 to agree with the tiny widths as the published configs do: ALIGN's projection width, which its image
 embeddings (EfficientNet's last stage, scaled by its width coefficient) are compared at unprojected;
 ERNIE 4.5 VL's rope sections; Llama 4's vision MLP width; Apertus 1.5's image and audio code ranges
-within the tiny vocabulary; EdgeTAM's backbone and feature sizes; DeepSeek-OCR 2's SAM widths.
+within the tiny vocabulary; EdgeTAM's backbone and feature sizes; DeepSeek-OCR 2's SAM widths; Kolibri
+1.1's per-layer sources.
 
 ``keep_extras``: the attributes a parent config sets on a sub-config beyond its constructor's fields
 (CHMv2's DINOv3 backbone's ``return_class_token``, FastVLM's timm tower's ``hidden_size``, BLT's
@@ -147,6 +148,20 @@ def _sam_channels(config: Any, out: dict) -> Any:
     return sam
 
 
+def _own_sources(config: Any, out: dict) -> list:
+    """Kolibri 1.1's layers each reading its own keys and values (the published layout's sources are
+    layers the tiny config cuts), its first indexed layer an indexer, its indexer heads within a key
+    head's query heads."""
+    types = out.get("layer_types") or config.layer_types
+    indexed = [i for i, t in enumerate(types) if t == "indexed_attention"]
+    out["index_layers"] = indexed[:1]
+    out["mlp_only_layers"] = [i for i in (out.get("mlp_only_layers") or config.mlp_only_layers) if i < len(types)]
+    heads = out.get("num_attention_heads", config.num_attention_heads)
+    out["index_num_heads"] = min(config.index_num_heads, max(1, heads // out.get("num_key_value_heads",
+                                                                                  config.num_key_value_heads)))
+    return list(range(len(types)))
+
+
 CODES = 128  # a tiny codebook where a vocabulary holds its codes
 
 
@@ -154,7 +169,8 @@ FITTED = {"align": {"projection_dim": _last_stage_width}, "ernie4_5_vl_moe_text"
           "edgetam_vision_model": {"backbone_config": _repvit, "backbone_feature_sizes": _feature_sizes},
           "apertus1p5": {"image_token_offset": _token_ranges},
           "llama4_vision_model": {"intermediate_size": _shuffled_width},
-          "deepseek_ocr2_vision": {"sam_config": _sam_channels}}
+          "deepseek_ocr2_vision": {"sam_config": _sam_channels},
+          "kolibri1_1": {"kv_source_layers": _own_sources}}
 
 
 def _tie(out: dict, target: str, source: str) -> None:
