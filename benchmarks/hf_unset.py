@@ -151,11 +151,11 @@ def _sam_channels(config: Any, out: dict) -> Any:
 def _own_sources(config: Any, out: dict) -> list:
     """Kolibri 1.1's layers each reading its own keys and values (the published layout's sources are
     layers the tiny config cuts), its first indexed layer an indexer, its indexer heads within a key
-    head's query heads."""
+    head's query heads, its first layer dense."""
     types = out.get("layer_types") or config.layer_types
     indexed = [i for i, t in enumerate(types) if t == "indexed_attention"]
     out["index_layers"] = indexed[:1]
-    out["mlp_only_layers"] = [i for i in (out.get("mlp_only_layers") or config.mlp_only_layers) if i < len(types)]
+    out["mlp_only_layers"] = [0]  # one dense layer first, as the published two of 48; the rest MoE
     heads = out.get("num_attention_heads", config.num_attention_heads)
     out["index_num_heads"] = min(config.index_num_heads, max(1, heads // out.get("num_key_value_heads",
                                                                                   config.num_key_value_heads)))
