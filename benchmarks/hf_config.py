@@ -246,8 +246,9 @@ def construct(cls: type, base: dict, changes: dict, tries: int = 8) -> Any:
     """``cls(**base, **changes)``; where the config's validators refuse it: a field the message states
     must equal a value (```adaptor_config.intermediate_size` (256) must equal `text_config.hidden_size
     // 4` (32)``) set to it, key/value heads it ties to the heads (``num_key_value_heads must match
-    num_attention_heads``) made the heads; else the changes the message names (``hidden_size_per_layer_input
-    must be 0``) left at their defaults; again, until it builds or no change is named."""
+    num_attention_heads``) made the heads; a layer count it ties to per-layer lists left at its default
+    (the lists kept); else the changes the message names (``hidden_size_per_layer_input must be 0``) left
+    at their defaults; again, until it builds or no change is named."""
     for _ in range(tries):
         try:
             return cls(**(base | changes))
@@ -262,6 +263,11 @@ def construct(cls: type, base: dict, changes: dict, tries: int = 8) -> Any:
             tied = [n for n in named if _KV.match(n) and heads is not None and changes[n] != heads]
             if tied and all(_KV.match(n) or _HEADS.match(n) for n in named):
                 changes = changes | dict.fromkeys(tied, heads)
+                continue
+            count = [n for n in named if n in ("num_hidden_layers", "num_layers") and isinstance(changes[n], int)]
+            if count and any(isinstance(changes[n], (list, tuple)) and len(changes[n]) != changes[count[0]]
+                             for n in named):  # per-layer lists the count must match (MuseSpark's audio stages)
+                changes = {n: v for n, v in changes.items() if n not in count}
                 continue
             changes = {n: v for n, v in changes.items() if n not in named}
     return cls(**(base | changes))

@@ -23,6 +23,8 @@ other input modules do not know (``hf_inputs.candidates`` tries them first, toke
   of 2 frames ``[batch, 2, 3, 64, 64]`` at once;
 * a depth decoder (Moshi's: ``forward(input_ids, last_hidden_state)``): a token of each codebook
   and the main decoder's state for each, ``[batch, seq, input_size]``;
+* a waveform encoder taking whole frames of its patch stages (MuseSpark's audio tower): ``samples``
+  two and three frames of ``prod(patch_sizes)`` samples;
 * a feature map injected as patch embeddings (Unlimited-OCR's vision encoder: ``patch_embeds``
   ``[batch, hidden_size, GRID, GRID]``);
 * patch features pooled by index (Molmo2's adapter): one crop's ``GRID * GRID`` patches of the
@@ -97,6 +99,10 @@ def part_sets(model: torch.nn.Module, params: dict) -> list:
             "layout": "channels", "channels": 1, "video_channels": 3, "frames": 2, "image": 64}))
     if "last_hidden_state" in params and "input_ids" in params:  # a depth decoder: one token per codebook
         out.append((["input_ids", "last_hidden_state"], batch | {"seq": (7, 11)}, {}))
+    stride = _stride(model.config)
+    if getattr(model, "main_input_name", None) == "input_values" and stride and 3200 % stride:
+        for layout in ({"layout": "samples"}, {"layout": "channels", "channels": 1}):  # whole patches of audio
+            out.append((["input_values"], batch | {"samples": (2 * stride, 3 * stride)}, layout))
     if "patch_embeds" in params:
         out.append((["patch_embeds"], batch, {}))
     if "image_features" in params and "pooled_patches_idx" in params:
@@ -108,6 +114,15 @@ def _pixels(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
     from hf_families import pixels
 
     return pixels(m, s, g)
+
+
+def _stride(config: Any) -> int | None:
+    """The samples a waveform encoder's patch stages take per output frame (the product of its
+    ``patch_sizes``: MuseSpark's audio tower, which requires whole frames), else None."""
+    sizes = _value(config, "patch_sizes")
+    if not isinstance(sizes, (list, tuple)) or not sizes or not all(isinstance(v, int) for v in sizes):
+        return None
+    return int(torch.tensor(sizes).prod())
 
 
 def _tiles(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:

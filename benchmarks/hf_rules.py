@@ -40,7 +40,7 @@ _KV = re.compile(r"^(num_key_value_heads|num_kv_heads|n_kv_heads|multi_query_gro
 _HEAD_DIM = re.compile(r"^(head_dim|d_kv|attention_head_dim|kv_channels|(qk|v|qk_nope|qk_rope)_head_dim|"
                        r"attention_head_size)$")
 _FFN = re.compile(r"(intermediate_size|ffn_dim|^d_ff$|^n_inner$|^mlp_dim$|^dim_feedforward$|^ffn_hidden_size$|"
-                  r"^intermediate_dim$|^encoder_ffn_dim$|^decoder_ffn_dim$)")
+                  r"^intermediate_dim$|^encoder_ffn_dim$|^decoder_ffn_dim$|^moe_hidden_size$|^projector_hidden_size$)")
 _EXPERTS = re.compile(r"^(num_experts|num_local_experts|n_routed_experts|moe_num_experts|num_routed_experts)$")
 _PER_TOKEN = re.compile(r"^(num_experts_per_tok|num_experts_per_token|moe_topk|top_k|moe_k)$")
 _POSITIONS = re.compile(r"^(max_position_embeddings|n_positions|max_seq_len|max_sequence_length|"
