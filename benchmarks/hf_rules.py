@@ -31,7 +31,7 @@ _LAYERS = re.compile(r"^(num_(hidden_|encoder_|decoder_|text_|vision_|audio_|tra
                      r"num_self_attends_per_block|"
                      r"(encoder|decoder|text|vision|audio)_layers|depth|num_hidden_blocks|num_blocks)$")
 _WIDTH = re.compile(r"^(hidden_size|hidden_size_global|cross_hidden_size|d_model|n_embd|n_embed|embed_dim|dim|"
-                    r"hidden_dim|d_embed|model_dim|emb_dim|"
+                    r"hidden_dim|d_embed|model_dim|emb_dim|adapter_in_dim|adapter_out_dim|adapter_input_size|"
                     r"word_embed_proj_dim|projection_dim|proj_dim|text_embed_dim|vision_embed_dim|"
                     r"(encoder|decoder|text|vision|audio|backbone|fpn)_hidden_size|d_hidden|d_latents)$")
 _HEADS = re.compile(r"^(num_attention_heads|n_heads?|num_heads|(encoder|decoder)_attention_heads|attention_heads|"

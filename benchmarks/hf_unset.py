@@ -23,7 +23,8 @@ to agree with the tiny widths as the published configs do: ALIGN's projection wi
 embeddings (EfficientNet's last stage, scaled by its width coefficient) are compared at unprojected;
 ERNIE 4.5 VL's rope sections; Llama 4's vision MLP width; Apertus 1.5's image and audio code ranges
 within the tiny vocabulary; EdgeTAM's backbone and feature sizes; DeepSeek-OCR 2's SAM widths; Kolibri
-1.1's per-layer sources.
+1.1's per-layer sources; dots.ocr 3's vision experts (a field its config lets no one read globally, left
+at its default by the generic rules).
 
 ``keep_extras``: the attributes a parent config sets on a sub-config beyond its constructor's fields
 (CHMv2's DINOv3 backbone's ``return_class_token``, FastVLM's timm tower's ``hidden_size``, BLT's
@@ -170,7 +171,8 @@ FITTED = {"align": {"projection_dim": _last_stage_width}, "ernie4_5_vl_moe_text"
           "apertus1p5": {"image_token_offset": _token_ranges},
           "llama4_vision_model": {"intermediate_size": _shuffled_width},
           "deepseek_ocr2_vision": {"sam_config": _sam_channels},
-          "kolibri1_1": {"kv_source_layers": _own_sources}}
+          "kolibri1_1": {"kv_source_layers": _own_sources},
+          "dots3_note_vision_encoder": {"num_local_experts": lambda c, o: EXPERTS}}
 
 
 def _tie(out: dict, target: str, source: str) -> None:
