@@ -31,6 +31,7 @@ import hf_codes
 import hf_fed
 import hf_placed
 import hf_parts
+import hf_patches
 import hf_prompts
 from hf_families import _FAMILY_MAKERS, EMBEDS, _family_axes, _first, _required, _vision, embeds, family_sets, pixels
 
@@ -195,10 +196,10 @@ MAKERS = {
     if "encoder_width" in s else hf_prompts.flat(m, s, g) if s.get("prompt") else embeds(m, s, g),
     "hidden_states": lambda m, s, g: hf_fed.conv_states(m, s, g) if "conv" in s else torch.randn(
         s["batch"], s["seq"], s["embed_width"], generator=g) if "embed_width" in s else embeds(m, s, g),
-} | hf_parts.MAKERS | {"pixel_values": lambda m, s, g: hf_parts.tiles(m, s, g) if s.get("pixels") == "tiles"
+} | hf_parts.MAKERS | {"pixel_values": lambda m, s, g: hf_parts.tiles(m, s, g) if s.get("pixels") in hf_parts.LAYOUTS
                        else pixels(m, s, g)}
 MAKERS |= hf_codes.coded_makers(MAKERS)  # ids with a codebook axis where a set names them
-MAKERS |= hf_placed.MAKERS
+MAKERS |= hf_placed.MAKERS | {"pixel_values": hf_patches.wrap_pixels(MAKERS["pixel_values"])}
 AXES = {
     "input_ids": {0: "batch", 1: "seq"},
     "attention_mask": {0: "batch", 1: "seq"},
@@ -327,12 +328,14 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
         if isinstance(codebooks, int) and codebooks > 1:  # token ids of every codebook, item by item
             out.append(Inputs(["input_ids"], dims, {"codebooks": codebooks}))
     image, fixed = _image_dims(model) if "pixel_values" in params or "pixel_values_videos" in params else ({}, {})
+    out += [Inputs(*s) for s in family_sets(model, image, fixed)]
+    # sets of the families laid out by hf_codes, hf_patches, hf_placed: after every other family's
     out += [Inputs(*s) for s in hf_codes.code_sets(model, params, _vocab(model))]
     out += [Inputs(*s) for s in hf_codes.latent_map_sets(model, params)]
+    out += [Inputs(*s) for s in hf_patches.patch_sets(model, params)]
     out += [Inputs(*s) for s in hf_placed.placed_sets(model, params, image, fixed)]
     out += [Inputs(*s) for s in hf_placed.video_sets(model, params, image, fixed)]
     out += [Inputs(*s) for s in hf_placed.images_sets(model, params, image, fixed)]
-    out += [Inputs(*s) for s in family_sets(model, image, fixed)]
     out += [Inputs(*s) for s in hf_fed.cross_sets(model, params, [(i.names, i.dims, i.fixed) for i in out])]
-    out += [Inputs(*s) for s in hf_parts.embeds_sets(model, params)]
+    out += [Inputs(*s) for s in hf_parts.late_sets(model, params)]
     return out
