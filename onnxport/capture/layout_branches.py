@@ -24,11 +24,14 @@ The sides being the same values also asks that nothing else differs between them
 
 - the condition evaluates nothing on one side only: its test holds no ``and`` / ``or``, conditional
   expression, ``:=``, lambda or comprehension (``if n >= 4 and x.add_(1) is not None: pass``);
-- no tensor is changed in place where the branch is (an augmented assignment, an assignment to an item
-  or to ``.data``, a method ending in ``_`` such as ``add_``, an ``out=`` or ``inplace=`` argument anywhere
-  in the function holding it; a name a side binds declared ``global`` or ``nonlocal``), unless each side
-  is ``detach`` alone: ``clone`` and ``contiguous`` copy on one side only, so a name bound to the value
-  before the branch (``y = x``; ``x = x.clone()``; ``x.add_(1)``) sees the change on the other side only;
+- no tensor is changed in place where the branch is (an assignment to an item or to ``.data``, an
+  augmented one to an item or attribute, a method ending in ``_`` such as ``add_``, an ``out=`` or
+  ``inplace=`` argument anywhere in the function holding it; a name a side binds declared ``global`` or
+  ``nonlocal``), unless each side is ``detach`` alone: ``clone`` and ``contiguous`` copy on one side only,
+  so a name bound to the value before the branch (``y = x``; ``x = x.clone()``; ``x.add_(1)``) sees the
+  change on the other side only. An augmented assignment to a name (``n += 1``, ``x += 1``) is not read as
+  one: on a tensor it is its in-place operator, which advances the version counter checked once traced
+  (below), on a number it changes nothing; it counts only beside a ``.data``, whose changes skip that counter;
 - nothing in the function holding it reads the memory layout (``is_contiguous()``, ``stride()``,
   ``data_ptr()``...) or asks for a ``view``, which eager PyTorch refuses of a tensor not contiguous;
 - with the running frame given (``frame``, as the recorder does): each name a side starts a chain from
@@ -43,6 +46,13 @@ guard only where the example takes the side making no copy, and a change in plac
 passes on advances its version counter, which the capture checks once traced
 (``guards.events``, refused naming the branch). Where the example takes the copying side, the branch
 is an ordinary one.
+
+A read of the memory layout in another function after the branch (the caller's ``y.is_contiguous()`` or
+``y.stride()`` of what it returns, a helper's, a ``torch.cond`` side's) is not seen by reading the function
+holding it either; it is noticed while tracing (``capture.layout_reads``, watching every branch so
+followed until the trace ends): a branch followed with no guard then has its condition evaluated as torch
+would have without the rule, its guard at the branch's line, and a side the control-flow rewrite runs at
+every size is refused once traced.
 
 Semantics: ``torch.Tensor.contiguous``, ``clone``, ``detach`` and ``to(memory_format=...)`` return a
 tensor of the same values, dtype and device (a copy or the tensor itself).
@@ -83,10 +93,10 @@ class LayoutBranch:
 def layout_branch(where: str | None, frame: FrameType) -> LayoutBranch | None:
     """The branch at the user's line ``where`` run by ``frame``, where it is layout-only
     (``layout_only_if``), else None. The trace may follow it with no guard only where the example takes
-    its side making no copy (``copy_free``) and nothing changes the tensors its sides start from in place
-    until the trace ends (``changed_in_place``): where neither side copied, the other side's copy computes
-    the same values too. One side copying is only followed for a condition made of one comparison,
-    whose value is the side taken."""
+    its side making no copy (``copy_free``), nothing changes the tensors its sides start from in place
+    until the trace ends (``changed_in_place``) and no layout read follows it (``capture.layout_reads``):
+    where neither side copied, the other side's copy computes the same values too. One side copying is only
+    followed for a condition made of one comparison, whose value is the side taken."""
     match = _WHERE.match(where or "")
     if match is None or not layout_only_if(where, frame):
         return None
@@ -175,7 +185,8 @@ def copy_unobserved(where: str | None) -> bool:
     compute from one) and declares no name the ``if`` binds ``global`` or ``nonlocal``. False where the
     source cannot be read or holds no single ``if`` there. The control-flow rewrite asks it before running
     a side that copies at every size (``rewrite.size_branches``); what other functions do to the tensors
-    is checked once traced (``changed_in_place``)."""
+    is checked once traced (``changed_in_place``), and what they read of the layout while tracing
+    (``capture.layout_reads``)."""
     located = _located(where)
     return located is not None and _copy_unobserved_at(*located)
 
@@ -290,11 +301,15 @@ def _reads_layout(nodes: list[ast.AST], views: bool = True) -> bool:
 
 
 def _changes_in_place(nodes: list[ast.AST]) -> bool:
-    """``nodes`` hold a statement or call that may change a tensor in place: an augmented assignment,
-    an assignment to an item or to ``.data``, a method ending in one ``_`` (``add_``, ``copy_``), an
-    ``out=`` argument or an ``inplace=`` one other than ``False``."""
+    """``nodes`` hold a statement or call that may change a tensor in place: an augmented assignment
+    to an item or attribute, an assignment to an item or to ``.data``, a method ending in one ``_``
+    (``add_``, ``copy_``), an ``out=`` argument or an ``inplace=`` one other than ``False``. An augmented
+    assignment to a name (``n += 1``) counts only where ``nodes`` also take a ``.data``: on a tensor it is
+    its in-place operator, which advances the version counter the capture checks once traced
+    (``changed_in_place``), shared by every view and ``detach()`` of the tensor, not by its ``.data``."""
+    data = any(isinstance(n, ast.Attribute) and n.attr == "data" for n in nodes)
     for node in nodes:
-        if isinstance(node, ast.AugAssign):
+        if isinstance(node, ast.AugAssign) and (data or not isinstance(node.target, ast.Name)):
             return True
         targets = node.targets if isinstance(node, ast.Assign) else \
             [node.target] if isinstance(node, (ast.AnnAssign, ast.For, ast.withitem, ast.NamedExpr)) else []

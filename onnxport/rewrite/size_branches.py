@@ -43,7 +43,9 @@ every size only where the function holding the ``if`` shows no change in place, 
 ``global`` / ``nonlocal`` name the ``if`` binds (``capture.layout_branches.copy_unobserved``, the source
 checks of layout-only branches), and the capture recording guards takes the copies and the tensors they
 copy, to refuse the export once traced where a change in place from elsewhere (a helper, a module built
-with ``inplace=True``) advanced one's version counter (``capture.guards.record.follow_layout_branch``).
+with ``inplace=True``) advanced one's version counter, or a layout read from elsewhere (the caller's
+``is_contiguous()``) followed the branch (``capture.guards.record.follow_layout_branch``,
+``capture.layout_reads``).
 Where the function shows such a change or read, the branch is refused (``ControlFlowError``):
 ``torch.cond`` returns copies on both sides, so it would not hold the branch either.
 

@@ -30,7 +30,7 @@ from onnxport.capture.guards import conditions as G
 from onnxport.capture.guards.record import GuardEvent
 from onnxport.capture.dynamic_shapes import DeclaredDim, int_oo_or_none
 from onnxport.capture.relations import resolve, symbol
-from onnxport.errors import CaptureError, DynamicShapesError
+from onnxport.errors import CaptureError, DynamicShapesError, SpecializationError
 
 _VIOLATION = re.compile(r"Not all values of (\w+) = (\S+) in the specified range")
 
@@ -115,7 +115,7 @@ def narrowing(var: G.SizeVar, events: list[GuardEvent]) -> Narrowing:
     if lo > var.lo or (hi is not None and hi != var.hi):
         guard = G.range_guard(var, lo, hi, needed[-1].where if needed else None)
         if branch:
-            raise G.branch_error(guard.text, guard.excluded, branch, guard.python, guard.names)
+            raise _noting_read(G.branch_error(guard.text, guard.excluded, branch, guard.python, guard.names), events)
         far = next((e.far for e in needed if e.far is not None and e.far.text == guard.text), None)
         if not var.adoptable and far is None:
             raise G.range_error(guard.text, guard.excluded, guard.where, [var])
@@ -130,7 +130,7 @@ def narrowing(var: G.SizeVar, events: list[GuardEvent]) -> Narrowing:
                                         excluded=tuple({var.name: s} for s in range(max(1, lo), 2)))
         branch = next((e.branch for e in kept if e.branch), None)
         if branch and not G.in_installed_package(branch):
-            raise G.branch_error(guard.text, guard.excluded, branch)
+            raise _noting_read(G.branch_error(guard.text, guard.excluded, branch), events)
         guards.append(guard)
     return Narrowing((lo, hi), (t_lo, t_hi), guards)
 
@@ -162,11 +162,31 @@ def decide_captured(program: torch.export.ExportedProgram, variables: dict[sympy
     over dim names, ``onnxport.capture.relations``).
 
     Returns the guards and the variables with their promised ranges. Raises
-    ``SpecializationError`` (a branch of the user's code on a size), ``DynamicShapesError`` (a
-    condition cutting an explicit range) or ``CaptureError`` (a branch followed as layout-only whose
-    copied tensor was changed in place after it).
+    ``SpecializationError`` (a branch of the user's code on a size; at a branch whose sides differ only
+    by memory layout, a read of the layout after it named in its fix: ``capture.layout_reads``),
+    ``DynamicShapesError`` (a condition cutting an explicit range) or ``CaptureError`` (a branch followed
+    as layout-only whose copied tensor was changed in place after it).
     """
     _layout_branches_unchanged(events)
+    try:
+        return _decided(program, variables, events, traced, relations)
+    except SpecializationError as error:
+        raise _noting_read(error, events) from error.__cause__
+
+
+def _noting_read(error: SpecializationError, events: list[GuardEvent]) -> SpecializationError:
+    """``error``, a branch refused, with its fix naming the read of the memory layout that made the branch,
+    whose sides differ only by layout, an ordinary one (``GuardEvent.read``), where one did."""
+    read = next((e.read for e in events if e.read and e.where == error.where), None)
+    if read is None:
+        return error
+    return error.with_hint(f"its sides differ only by memory layout, and the layout is read after it (at {read}): "
+                           f"without that read the branch needs no guard; else {error.hint}")
+
+
+def _decided(program: torch.export.ExportedProgram, variables: dict[sympy.Symbol, G.SizeVar],
+             events: list[GuardEvent], traced: dict[str, tuple], relations: dict[str, sympy.Expr] | None
+             ) -> tuple[list[G.Guard], dict[sympy.Symbol, G.SizeVar]]:
     guards: list[G.Guard] = []
     variables = dict(variables)
     for sym, var in list(variables.items()):
@@ -213,16 +233,27 @@ def _layout_branches_unchanged(events: list[GuardEvent]) -> None:
     ``capture.layout_branches``), or ran one side of at every size though it copies
     (``rewrite.size_branches``), had nothing change the tensors its sides start from (and the copies)
     in place after it: the side making a copy would have kept that change from names bound before the
-    branch.
+    branch. A side run at every size had no memory layout read after it either (``e.read``,
+    ``capture.layout_reads``); a branch followed with no guard that had one was made an ordinary branch
+    while tracing, its event's tensors dropped.
 
     Raises:
-        CaptureError: one was changed in place, naming the branch's line.
+        CaptureError: one was changed in place, or a side run at every size was followed by a layout read,
+            naming the branch's line.
     """
     from onnxport.capture.layout_branches import changed_in_place
 
     for e in events:
         if e.kind != "layout" or e.cause is None:
             continue
+        if e.read is not None:
+            raise CaptureError(
+                "a branch on sizes whose sides compute the same values (a copy on one side: a clone, a contiguous, "
+                f"a pad by 0) is run at every size by the control-flow rewrite, and the memory layout is read after "
+                f"it (at {e.read}): what that read sees depends on the side eager PyTorch takes, beyond the values",
+                where=e.where,
+                hint="make the copy on both sides (or on neither), or compute without reading is_contiguous(), "
+                     "stride() or data_ptr() of the result")
         if changed_in_place(e.cause):
             raise CaptureError(
                 "a branch on sizes whose sides compute the same values (a copy on one side: a clone, a contiguous, "

@@ -9,7 +9,8 @@ size was made, with the user's line.
   reads otherwise at size 1 (``if x.shape[1] == 1:``, ``is_causal=n > 1``: no guard, torch knows
   the answer from that minimum); a condition the user's ``if`` turns into a bool whose sides differ
   only by memory layout (``capture.layout_branches``) evaluated with torch's guards suppressed, so
-  that it keeps none; torch's solver of the conditions made tolerant of what sympy cannot solve;
+  that it keeps none, until a layout read after it (``capture.layout_reads``) has it evaluated again
+  as any condition; torch's solver of the conditions made tolerant of what sympy cannot solve;
 - ``DEFER_RANGE_VIOLATIONS``: torch's check of the declared ranges records its violation instead of
   raising, so the traced program is kept for onnxport to decide;
 - ``RECORD_UNBACKED``: where each data-dependent size (``u0`` of ``nonzero``, a boolean mask) was
@@ -31,6 +32,7 @@ from typing import Any, Iterator, NamedTuple
 
 import sympy
 
+from onnxport.capture import layout_reads
 from onnxport.capture.layout_branches import LayoutBranch, layout_branch
 from onnxport.capture.patches import Patch, SetAttribute, register
 from onnxport.errors import is_internal_path
@@ -76,6 +78,9 @@ class GuardEvent:
     # (``capture.refused_sides.eager_runs_at``): adopted on trial, never refused, judged in onnxruntime (``settle``)
     needed: bool = False  # the user's branch on a remainder, read as a condition the model needs
     # (``capture.steps._remainder_left``): never torch's choice among equivalent traces (``conditions.kept_kind``)
+    read: str | None = None  # the user's line of a memory layout read after a branch followed as layout-only
+    # (``capture.layout_reads``): on its "layout" event, which it made an ordinary branch or refuses (a side run at
+    # every size), and on the events of its condition then evaluated as any (``guards.events._noting_read``)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +96,11 @@ class Unbacked:
 
 def user_frame() -> str | None:
     """``file:line in func: code`` of the innermost frame of the user's code on the stack (not
-    torch's, onnxport's, the standard library's or generated code's), or None where there is none."""
+    torch's, onnxport's, the standard library's or generated code's), or None where there is none; the
+    branch's line while its condition is evaluated again (``_evaluated_again``)."""
+    again = _AGAIN.get()
+    if again is not None:
+        return again
     f = sys._getframe(1)
     while f is not None and is_internal_path(f.f_code.co_filename):
         f = f.f_back
@@ -144,6 +153,7 @@ def _is_contiguous_method(func: Any) -> bool:
 
 
 _DECIDING: contextvars.ContextVar[str | None] = contextvars.ContextVar("onnxport_deciding", default=None)
+_AGAIN: contextvars.ContextVar[str | None] = contextvars.ContextVar("onnxport_evaluated_again", default=None)
 
 
 @contextlib.contextmanager
@@ -258,10 +268,21 @@ class _GuardRecorder:
                 if branch.copy_free is None:  # neither side copies
                     return out
                 if out == (sympy.true if branch.copy_free else sympy.false):
-                    # checked once traced: nothing changed in place what the side making no copy passes on
-                    self.events.append(GuardEvent("layout", where=where, cause=branch))
-                    return out
-                # the example takes the side making a copy: an ordinary branch
+                    # checked once traced: nothing changed in place what the side making no copy passes on;
+                    # watched until then: a layout read after it makes it an ordinary branch (capture.layout_reads)
+                    event = GuardEvent("layout", where=where, cause=branch)
+
+                    def again():
+                        event.read, before = followed.read, len(self.events)
+                        _evaluated_again(original, env, (orig_expr, *args), kwargs, event)
+                        for e in self.events[before:]:  # its guard: the read named where it is refused
+                            e.read = event.read
+
+                    followed = layout_reads.follow(where, again)
+                    if followed is not None:
+                        self.events.append(event)
+                        return out
+                # the example takes the side making a copy, or no read can be noticed: an ordinary branch
             out = original(env, orig_expr, *args, **kwargs)
             if isinstance(orig_expr, sympy.Rel) and len(orig_expr.free_symbols) == 1:
                 try:
@@ -344,6 +365,20 @@ class _GuardRecorder:
         return narrow
 
 
+def _evaluated_again(evaluate, env, args: tuple, kwargs: dict, event: GuardEvent) -> None:
+    """The condition of a branch followed as layout-only (``event``), evaluated as torch would have without the
+    rule once a layout read told its sides apart (``capture.layout_reads``): its guard, or range narrowed, at
+    the branch's line, which the capture decides as any branch's. The branch then holds only at the side
+    traced, so the tensors it copies need no check once traced."""
+    token, decided = _AGAIN.set(event.where), _DECIDING.set(event.where)
+    try:
+        evaluate(env, *args, **kwargs)
+    finally:
+        _DECIDING.reset(decided)
+        _AGAIN.reset(token)
+    event.cause = None
+
+
 # the events of the capture recording guards now (installed with ``RECORD_GUARDS``), else None
 _EVENTS: list | None = None
 
@@ -351,18 +386,27 @@ _EVENTS: list | None = None
 def follow_layout_branch(where: str, branch: LayoutBranch) -> bool:
     """Record that the trace runs one side of the user's branch at ``where`` at every size though it copies
     what the other side passes on (``rewrite.size_branches``): a ``"layout"`` event, whose tensors are
-    checked once traced to be unchanged in place (``guards.events``). False where no capture records guards
-    now: the branch cannot be checked, and must not be followed."""
+    checked once traced to be unchanged in place (``guards.events``), and watched while tracing for a layout
+    read after it (``capture.layout_reads``), which refuses it once traced. False where no capture records
+    guards now: the branch cannot be checked, and must not be followed."""
     if _EVENTS is None:
         return False
-    _EVENTS.append(GuardEvent("layout", where=where, cause=branch))
+    event = GuardEvent("layout", where=where, cause=branch)
+
+    def refused():  # once traced (guards.events): the side was run at every size already
+        event.read = followed.read
+
+    followed = layout_reads.follow(where, refused)
+    if followed is None:
+        return False
+    _EVENTS.append(event)
     return True
 
 
 def _guard_changes(events: list) -> list:
     ss = _shape_env_class()
     rec = _GuardRecorder(events)
-    return [SetAttribute(sys.modules[__name__], "_EVENTS", lambda _: events),
+    return [SetAttribute(sys.modules[__name__], "_EVENTS", lambda _: events), *layout_reads.changes([]),
             SetAttribute(ss.ShapeEnv, "guard_or_defer_runtime_assert", rec.defer),
             SetAttribute(ss.ShapeEnv, "evaluate_expr", rec.evaluate),
             SetAttribute(ss.ShapeEnv, "_update_var_to_range", rec.narrow),
@@ -412,7 +456,9 @@ RECORD_GUARDS = register(Patch(
     "defers and each range it narrows (GuardEvent); ShapeEnv.evaluate_expr: each comparison of one size with a "
     "number the user's code decided from torch.export's default minimum of 2 alone (a \"floor\" GuardEvent), and no "
     "guard where the user's if differs only by memory layout (capture.layout_branches); _EVENTS: the events, for "
-    "a branch the control-flow rewrite runs at every size though it copies (follow_layout_branch); "
+    "a branch the control-flow rewrite runs at every size though it copies (follow_layout_branch); torch.Tensor's "
+    "layout methods (is_contiguous, stride, data_ptr...) and _base, dynamo's TensorVariable.call_method / var_getattr: "
+    "a layout read after a branch followed as layout-only (capture.layout_reads); "
     "DimConstraints.solve / prettify_results tolerate what sympy cannot solve", ([],),
     when=lambda trace: (trace.events,), order=2))
 
