@@ -1,5 +1,6 @@
 """Example inputs of model parts whose forward takes what another part computes, under names the
-other input modules do not know (``hf_inputs.candidates`` tries them first, token embeddings last):
+other input modules do not know (``hf_inputs.candidates`` tries them first; token embeddings and a
+grid's patches as one batch of images last, ``late_sets``):
 
 * token embeddings in place of token ids (Qwen3-Omni's talker and its code predictor, which refuse
   ids or keep no embedding table): ``inputs_embeds`` ``[batch, seq, hidden_size]``, with the
@@ -25,6 +26,9 @@ other input modules do not know (``hf_inputs.candidates`` tries them first, toke
   and the main decoder's state for each, ``[batch, seq, input_size]``;
 * a waveform encoder taking whole frames of its patch stages (MuseSpark's audio tower): ``samples``
   two and three frames of ``prod(patch_sizes)`` samples;
+* an image beside a prompt image and mask stacked on it to the config's ``image_size`` (SegGPT's):
+  each ``[batch, channels, image_size[0] // 2, image_size[1]]``;
+* a document's words with their boxes in [0, 1], its page and decoder ids (UDOP's);
 * a feature map injected as patch embeddings (Unlimited-OCR's vision encoder: ``patch_embeds``
   ``[batch, hidden_size, GRID, GRID]``);
 * patch features pooled by index (Molmo2's adapter): one crop's ``GRID * GRID`` patches of the
@@ -61,12 +65,20 @@ def _width(m: torch.nn.Module) -> int:
     return _int(m.config, "hidden_size", 128)
 
 
-def embeds_sets(model: torch.nn.Module, params: dict) -> list:
-    """``(names, dims, fixed)`` of token embeddings in place of the ids, where the forward takes both."""
-    if "inputs_embeds" not in params or "input_ids" not in params:
-        return []
-    names = ["inputs_embeds"] + (["attention_mask"] if "attention_mask" in params else [])
-    return [(names, {"batch": (2, 3), "seq": (7, 11)}, {})]
+def late_sets(model: torch.nn.Module, params: dict) -> list:
+    """``(names, dims, fixed)`` of token embeddings in place of the ids, where the forward takes both;
+    a grid's patches as one batch of images (PaddleOCR-VL's vision tower: ``[1, patches, channels,
+    patch_size, patch_size]``), where the forward takes a grid beside its pixels."""
+    out = []
+    if "inputs_embeds" in params and "input_ids" in params:
+        names = ["inputs_embeds"] + (["attention_mask"] if "attention_mask" in params else [])
+        out.append((names, {"batch": (2, 3), "seq": (7, 11)}, {}))
+    if "grid_thw" in params and "pixel_values" in params and "input_ids" not in params:
+        vision = getattr(model.config, "vision_config", None) or model.config
+        out.append((["pixel_values", "grid_thw"], {}, {"pixels": "grid_batch", "grid": GRID, "t": 1,
+                                                       "channels": _int(vision, "num_channels", 3),
+                                                       "patch": _int(vision, "patch_size", 14)}))
+    return out
 
 
 def part_sets(model: torch.nn.Module, params: dict) -> list:
@@ -103,6 +115,16 @@ def part_sets(model: torch.nn.Module, params: dict) -> list:
     if getattr(model, "main_input_name", None) == "input_values" and stride and 3200 % stride:
         for layout in ({"layout": "samples"}, {"layout": "channels", "channels": 1}):  # whole patches of audio
             out.append((["input_values"], batch | {"samples": (2 * stride, 3 * stride)}, layout))
+    size = _value(model.config, "image_size")
+    if "prompt_pixel_values" in params and isinstance(size, (list, tuple)) and len(size) == 2:
+        names = ["pixel_values", "prompt_pixel_values"] + (["prompt_masks"] if "prompt_masks" in params else [])
+        out.append((names, batch, {"pixels": "half", "height": int(size[0]) // 2, "width": int(size[1]),
+                                   "channels": _int(model.config, "num_channels", 3)}))
+    if "bbox" in params and "pixel_values" in params and "visual_bbox" in params and "decoder_input_ids" in params:
+        side = _int(model.config, "image_size", 64)  # a document's words, boxes in [0, 1], page and decoder ids
+        out.append((["input_ids", "attention_mask", "bbox", "pixel_values", "decoder_input_ids"],
+                    batch | {"seq": (7, 11), "decoder_seq": (5, 9)},
+                    {"boxes": "unit", "image": side, "channels": _int(model.config, "num_channels", 3)}))
     if "patch_embeds" in params:
         out.append((["patch_embeds"], batch, {}))
     if "image_features" in params and "pooled_patches_idx" in params:
@@ -123,6 +145,18 @@ def _stride(config: Any) -> int | None:
     if not isinstance(sizes, (list, tuple)) or not sizes or not all(isinstance(v, int) for v in sizes):
         return None
     return int(torch.tensor(sizes).prod())
+
+
+def _boxes(s: dict, g: torch.Generator) -> torch.Tensor:
+    """Word boxes ``[batch, seq, 4]`` (x0, y0, x1, y1 sorted): in [0, 1] where the set says so (UDOP's),
+    else in [0, 1000] (LayoutLM's)."""
+    if s.get("boxes") == "unit":
+        return torch.sort(torch.rand(s["batch"], s["seq"], 4, generator=g), -1)[0]
+    return torch.sort(torch.randint(0, 1000, (s["batch"], s["seq"], 4), generator=g), -1)[0]
+
+
+def _half(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
+    return torch.randn(s["batch"], s["channels"], s["height"], s["width"], generator=g)
 
 
 def _tiles(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
@@ -163,6 +197,9 @@ MAKERS: dict[str, Any] = {
         m, s, g),
     "last_hidden_state": lambda m, s, g: torch.randn(s["batch"], s["seq"], _int(m.config, "input_size", _width(m)),
                                                      generator=g),
+    "prompt_pixel_values": lambda m, s, g: _half(m, s, g) if s.get("pixels") == "half" else _pixels(m, s, g),
+    "prompt_masks": lambda m, s, g: _half(m, s, g) if s.get("pixels") == "half" else _pixels(m, s, g),
+    "bbox": lambda m, s, g: _boxes(s, g),
     "patch_embeds": lambda m, s, g: torch.randn(s["batch"], _width(m), GRID, GRID, generator=g),
     "image_features": lambda m, s, g: torch.randn(
         1, GRID * GRID, _width(m) * _layers(m, "vision_feature_layer"), generator=g),
@@ -180,9 +217,22 @@ def axes(name: str, fixed: dict) -> dict | None:
     if (name == "pixel_values" and fixed.get("pixels") == "tiles") or (
             name == "pixel_values_videos" and "video_channels" in fixed):
         return {0: "batch"}
+    if name == "pixel_values" and fixed.get("pixels") == "grid_batch":
+        return {}
+    if name in ("pixel_values", "prompt_pixel_values", "prompt_masks") and fixed.get("pixels") == "half":
+        return {0: "batch"}
+    if name in ("prompt_pixel_values", "prompt_masks"):
+        return None
     return AXES.get(name)
 
 
+LAYOUTS = ("tiles", "grid_batch", "half")  # the pixel layouts of this module
+
+
 def tiles(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor | None:
-    """Tiled pixels where the set lays them out so, else None."""
+    """Pixels in a layout of this module (``LAYOUTS``), else None."""
+    if s.get("pixels") == "half":
+        return _half(m, s, g)
+    if s.get("pixels") == "grid_batch":
+        return torch.randn(1, s["t"] * s["grid"] ** 2, s["channels"], s["patch"], s["patch"], generator=g)
     return _tiles(m, s, g) if s.get("pixels") == "tiles" else None
