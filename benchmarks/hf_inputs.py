@@ -336,6 +336,7 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
     out += [Inputs(*s) for s in hf_placed.placed_sets(model, params, image, fixed)]
     out += [Inputs(*s) for s in hf_placed.video_sets(model, params, image, fixed)]
     out += [Inputs(*s) for s in hf_placed.images_sets(model, params, image, fixed)]
+    out += [Inputs(*s) for s in hf_placed.question_sets(model, params)]
     out += [Inputs(*s) for s in hf_fed.cross_sets(model, params, [(i.names, i.dims, i.fixed) for i in out])]
     out += [Inputs(*s) for s in hf_parts.late_sets(model, params)]
     return out

@@ -10,7 +10,11 @@
   Q-Former's ids, and ids holding one placeholder per query of each frame;
 * by a text-to-image attention mask (IDEFICS: ``image_attention_mask``, ``[batch, seq, images]``, its
   gated cross-attention layers reading the images' perceiver latents): images ``[batch, images,
-  channels, side, side]`` (one each), every token attending its image.
+  channels, side, side]`` (one each), every token attending its image;
+* questions marked in a prompt (Jev's decision head: ``marks``, the 1-based positions of the tokens
+  scoring each question's options; ``num_options``; ``question_type_ids``, which picks each question's
+  rows of verbalizers): one prompt (its forward reads the first alone) with a two-option question of
+  the first type and a three-option one of the last, marked at its third and sixth tokens.
 """
 
 from __future__ import annotations
@@ -55,12 +59,29 @@ def images_sets(model: torch.nn.Module, params: Any, image: dict, fixed: dict) -
     return [(names, dims, fixed | {"pixels": "video", "frames": 1})]
 
 
+def question_sets(model: torch.nn.Module, params: Any) -> list:
+    """``(names, dims, fixed)`` of a model scoring the options of questions marked in one prompt."""
+    if not {"marks", "num_options", "question_type_ids"} <= set(params):
+        return []
+    return [(["input_ids", "marks", "num_options", "question_type_ids"], {"seq": (7, 11)}, {"batch": 1})]
+
+
+def _last_type(m: torch.nn.Module) -> int:
+    return max(0, len(getattr(m.config, "offsets", None) or {"": 0}) - 1)
+
+
 def _mask(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
     mask = torch.zeros(s["batch"], s["seq"], dtype=torch.bool)
     mask[:, 1:1 + s["placed"]] = True
     return mask
 
 
-MAKERS = {MASK: _mask, "image_attention_mask": lambda m, s, g: torch.ones(s["batch"], s["seq"], s["frames"],
-                                                                             dtype=torch.int64)}
-AXES = {MASK: {0: "batch", 1: "seq"}, "image_attention_mask": {0: "batch", 1: "seq"}}
+MAKERS = {
+    "marks": lambda m, s, g: torch.tensor([[3, 6]]),
+    "num_options": lambda m, s, g: torch.tensor([[2, 3]]),
+    "question_type_ids": lambda m, s, g: torch.tensor([[0, _last_type(m)]]),
+    MASK: _mask,
+    "image_attention_mask": lambda m, s, g: torch.ones(s["batch"], s["seq"], s["frames"], dtype=torch.int64),
+}
+AXES = {"marks": {}, "num_options": {}, "question_type_ids": {}, MASK: {0: "batch", 1: "seq"},
+        "image_attention_mask": {0: "batch", 1: "seq"}}
