@@ -23,8 +23,8 @@ to agree with the tiny widths as the published configs do: ALIGN's projection wi
 embeddings (EfficientNet's last stage, scaled by its width coefficient) are compared at unprojected;
 ERNIE 4.5 VL's rope sections; Llama 4's vision MLP width; Apertus 1.5's image and audio code ranges
 within the tiny vocabulary; EdgeTAM's backbone and feature sizes; DeepSeek-OCR 2's SAM widths; Kolibri
-1.1's per-layer sources; dots.ocr 3's vision experts (a field its config lets no one read globally, left
-at its default by the generic rules).
+1.1's per-layer sources; FastVLM's tower at its family's smallest size; dots.ocr 3's vision experts (a
+field its config lets no one read globally, left at its default by the generic rules).
 
 ``keep_extras``: the attributes a parent config sets on a sub-config beyond its constructor's fields
 (CHMv2's DINOv3 backbone's ``return_class_token``, FastVLM's timm tower's ``hidden_size``, BLT's
@@ -163,6 +163,15 @@ def _own_sources(config: Any, out: dict) -> list:
     return list(range(len(types)))
 
 
+def _smallest_fastvit(config: Any, out: dict) -> Any:
+    """FastVLM's timm tower at the family's smallest size (MobileCLIP's ``fastvit_mci0``, 11M parameters,
+    1024 features) in place of its default ``fastvit_mci3`` (125M), its width the tower's features."""
+    vision = out.get("vision_config", getattr(config, "vision_config", None))
+    if getattr(vision, "architecture", None) == "fastvit_mci3":
+        vision.architecture, vision.hidden_size = "fastvit_mci0", 1024
+    return vision
+
+
 CODES = 128  # a tiny codebook where a vocabulary holds its codes
 
 
@@ -172,6 +181,7 @@ FITTED = {"align": {"projection_dim": _last_stage_width}, "ernie4_5_vl_moe_text"
           "llama4_vision_model": {"intermediate_size": _shuffled_width},
           "deepseek_ocr2_vision": {"sam_config": _sam_channels},
           "kolibri1_1": {"kv_source_layers": _own_sources},
+          "fast_vlm": {"vision_config": _smallest_fastvit},
           "dots3_note_vision_encoder": {"num_local_experts": lambda c, o: EXPERTS}}
 
 
