@@ -51,6 +51,7 @@ SAMPLES = 3200  # a codec's waveform where its semantic features must match its 
 
 def _int(config: Any, name: str, default: int) -> int:
     value = getattr(config, name, None)
+    value = value[0] if isinstance(value, (list, tuple)) and value else value  # a square's side
     return int(value) if isinstance(value, int) else default
 
 
@@ -67,12 +68,19 @@ def _width(m: torch.nn.Module) -> int:
 
 def late_sets(model: torch.nn.Module, params: dict) -> list:
     """``(names, dims, fixed)`` of token embeddings in place of the ids, where the forward takes both;
-    a grid's patches as one batch of images (PaddleOCR-VL's vision tower: ``[1, patches, channels,
-    patch_size, patch_size]``), where the forward takes a grid beside its pixels."""
+    an image's patches flattened, ``[batch, (image_size // patch_size)**2, channels * patch_size**2]``
+    (Molmo2's vision tower), where a vision tower's forward takes pixels alone; a grid's patches as one
+    batch of images (PaddleOCR-VL's vision tower: ``[1, patches, channels, patch_size, patch_size]``),
+    where the forward takes a grid beside its pixels."""
     out = []
     if "inputs_embeds" in params and "input_ids" in params:
         names = ["inputs_embeds"] + (["attention_mask"] if "attention_mask" in params else [])
         out.append((names, {"batch": (2, 3), "seq": (7, 11)}, {}))
+    vision = getattr(model.config, "vision_config", None) or model.config
+    patch, side = _int(vision, "patch_size", 0), _int(vision, "image_size", 0)
+    if "pixel_values" in params and "input_ids" not in params and "grid_thw" not in params and 0 < patch <= side:
+        out.append((["pixel_values"], {"batch": (2, 3)}, {"pixels": "flat_patches", "grid": side // patch,
+                                                         "width": _int(vision, "num_channels", 3) * patch * patch}))
     if "grid_thw" in params and "pixel_values" in params and "input_ids" not in params:
         vision = getattr(model.config, "vision_config", None) or model.config
         out.append((["pixel_values", "grid_thw"], {}, {"pixels": "grid_batch", "grid": GRID, "t": 1,
@@ -214,7 +222,7 @@ AXES = {"noisy_images": {0: "batch"}, "timesteps": {0: "batch"}, "condition": {0
 
 def axes(name: str, fixed: dict) -> dict | None:
     """``{axis: dim name}`` of an input this module lays out, else None."""
-    if (name == "pixel_values" and fixed.get("pixels") == "tiles") or (
+    if (name == "pixel_values" and fixed.get("pixels") in ("tiles", "flat_patches")) or (
             name == "pixel_values_videos" and "video_channels" in fixed):
         return {0: "batch"}
     if name == "pixel_values" and fixed.get("pixels") == "grid_batch":
@@ -226,13 +234,15 @@ def axes(name: str, fixed: dict) -> dict | None:
     return AXES.get(name)
 
 
-LAYOUTS = ("tiles", "grid_batch", "half")  # the pixel layouts of this module
+LAYOUTS = ("tiles", "grid_batch", "half", "flat_patches")  # the pixel layouts of this module
 
 
 def tiles(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor | None:
     """Pixels in a layout of this module (``LAYOUTS``), else None."""
     if s.get("pixels") == "half":
         return _half(m, s, g)
+    if s.get("pixels") == "flat_patches":
+        return torch.randn(s["batch"], s["grid"] ** 2, s["width"], generator=g)
     if s.get("pixels") == "grid_batch":
         return torch.randn(1, s["t"] * s["grid"] ** 2, s["channels"], s["patch"], s["patch"], generator=g)
     return _tiles(m, s, g) if s.get("pixels") == "tiles" else None
