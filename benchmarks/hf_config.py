@@ -189,9 +189,27 @@ def make_config(model_type: str, rules: Rules) -> Any:
     default = cls()
     config = construct(cls, {}, overrides(default, rules))
     _fit_derived(default, config)
+    _fit_feeding(default, config)
     for c in [config] + [v for v in vars(config).values() if isinstance(v, PretrainedConfig)]:
         _fit_window(c)
     return config
+
+
+def _fit_feeding(default: Any, config: Any) -> None:
+    """Channels of one part whose last stage feeds another part at that part's width (Unlimited-OCR's
+    SAM ``downsample_channels`` ending at its CLIP encoder's ``hidden_size``) scaled with that width."""
+    from transformers import PretrainedConfig
+
+    subs = [(n, v) for n, v in vars(default).items() if isinstance(v, PretrainedConfig)]
+    for name, sub in subs:
+        for other, target in subs:
+            old, new = _value(target, "hidden_size"), _value(_value(config, other), "hidden_size")
+            if other == name or not isinstance(old, int) or not isinstance(new, int) or old == new:
+                continue
+            for field, value in vars(sub).items():
+                if isinstance(value, (list, tuple)) and len(value) > 1 and value[-1] == old \
+                        and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+                    setattr(_value(config, name), field, type(value)(max(8, v * new // old) for v in value))
 
 
 def _fit_window(config: Any) -> None:
