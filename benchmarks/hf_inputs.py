@@ -333,6 +333,7 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
     out += [Inputs(*s) for s in hf_codes.code_sets(model, params, _vocab(model))]
     out += [Inputs(*s) for s in hf_codes.latent_map_sets(model, params)]
     out += [Inputs(*s) for s in hf_patches.patch_sets(model, params)]
+    out += [Inputs(*s) for s in hf_patches.image_sets(model, params)]
     out += [Inputs(*s) for s in hf_placed.placed_sets(model, params, image, fixed)]
     out += [Inputs(*s) for s in hf_placed.video_sets(model, params, image, fixed)]
     out += [Inputs(*s) for s in hf_placed.images_sets(model, params, image, fixed)]

@@ -7,6 +7,9 @@
 * cubes of ``temporal_patch_size`` frames of ``patch_size`` pixels a side, ``[patches, frames, side,
   side, channels]`` (Inkling's tower, folding time and space into depth stage after stage), 8 of them.
 
+An image tiled at several scales into patches of ``patch_size`` pixels (Depth Pro: ``scaled_images_ratios``)
+is given at the side its smallest scale cuts into one patch, ``patch_size / min(ratios)`` (``image_sets``).
+
 ``wrap_pixels`` wraps ``hf_inputs``' pixel maker so that these layouts are made here.
 """
 
@@ -43,6 +46,16 @@ def patch_sets(model: torch.nn.Module, params: Any) -> list:
         return [(["pixel_values"], {}, {"pixels": "cubes_last", "cubes": 8, "frames": frames, "side": patch,
                                         "channels": channels})]
     return []
+
+
+def image_sets(model: torch.nn.Module, params: Any) -> list:
+    """``(names, dims, fixed)``: the image of a model tiling it at scales, at its smallest side, else none."""
+    config = model.config
+    ratios, patch = getattr(config, "scaled_images_ratios", None), getattr(config, "patch_size", None)
+    if "pixel_values" not in params or not ratios or not isinstance(patch, int):
+        return []
+    side = int(round(patch / min(ratios)))
+    return [(["pixel_values"], {"batch": (2, 3), "image": (side, 2 * side)}, {"channels": 3})]
 
 
 def wrap_pixels(plain: Callable) -> Callable:

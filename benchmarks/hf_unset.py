@@ -23,7 +23,8 @@ to agree with the tiny widths as the published configs do: ALIGN's projection wi
 embeddings (EfficientNet's last stage, scaled by its width coefficient) are compared at unprojected;
 ERNIE 4.5 VL's rope sections; Llama 4's vision MLP width; Apertus 1.5's image and audio code ranges
 within the tiny vocabulary; EdgeTAM's backbone and feature sizes; DeepSeek-OCR 2's SAM widths; Kolibri
-1.1's per-layer sources; FastVLM's tower at its family's smallest size; dots.ocr 3's vision experts (a
+1.1's per-layer sources; Depth Pro's patch its encoders' image size (its validator ties them) and its
+hooks within their layers; FastVLM's tower at its family's smallest size; dots.ocr 3's vision experts (a
 field its config lets no one read globally, left at its default by the generic rules).
 
 ``keep_extras``: the attributes a parent config sets on a sub-config beyond its constructor's fields
@@ -172,6 +173,16 @@ def _smallest_fastvit(config: Any, out: dict) -> Any:
     return vision
 
 
+def _hooks(config: Any, out: dict) -> list | None:
+    """Depth Pro's hooked patch-encoder layers spread over the tiny encoder's layers, in their order."""
+    patch = out.get("patch_model_config")
+    ids = list(config.intermediate_hook_ids)
+    if patch is None or not ids:
+        return None
+    last = patch.num_hidden_layers - 1
+    return [round(i * last / max(ids)) for i in ids]
+
+
 CODES = 128  # a tiny codebook where a vocabulary holds its codes
 
 
@@ -182,6 +193,8 @@ FITTED = {"align": {"projection_dim": _last_stage_width}, "ernie4_5_vl_moe_text"
           "deepseek_ocr2_vision": {"sam_config": _sam_channels},
           "kolibri1_1": {"kv_source_layers": _own_sources},
           "fast_vlm": {"vision_config": _smallest_fastvit},
+          "depth_pro": {"patch_size": lambda c, o: o["image_model_config"].image_size if "image_model_config" in o
+                        else None, "intermediate_hook_ids": _hooks},
           "dots3_note_vision_encoder": {"num_local_experts": lambda c, o: EXPERTS}}
 
 
