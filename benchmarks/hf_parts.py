@@ -46,6 +46,7 @@ import torch
 
 STEPS = 1000  # diffusion steps a head's timestep is drawn among
 GRID = 4  # patches a side of a feature map or a crop
+LARGE = 128  # the side of an image for a model whose downsampling leaves too few rows of a 64-pixel one
 SAMPLES = 3200  # a codec's waveform where its semantic features must match its frames
 
 
@@ -68,8 +69,10 @@ def _width(m: torch.nn.Module) -> int:
 
 def late_sets(model: torch.nn.Module, params: dict) -> list:
     """``(names, dims, fixed)`` of token embeddings in place of the ids, where the forward takes both;
-    an image's patches flattened, ``[batch, (image_size // patch_size)**2, channels * patch_size**2]``
-    (Molmo2's vision tower), where a vision tower's forward takes pixels alone; a grid's patches as one
+    a square image of ``LARGE`` pixels, where an image model's downsampling leaves too few rows of a
+    64-pixel one (PP-OCRv5's text recognizer); an image's patches flattened, ``[batch, (image_size //
+    patch_size)**2, channels * patch_size**2]`` (Molmo2's vision tower), where a vision tower's forward
+    takes pixels alone; a grid's patches as one
     batch of images (PaddleOCR-VL's vision tower: ``[1, patches, channels, patch_size, patch_size]``),
     where the forward takes a grid beside its pixels."""
     out = []
@@ -77,6 +80,10 @@ def late_sets(model: torch.nn.Module, params: dict) -> list:
         names = ["inputs_embeds"] + (["attention_mask"] if "attention_mask" in params else [])
         out.append((names, {"batch": (2, 3), "seq": (7, 11)}, {}))
     vision = getattr(model.config, "vision_config", None) or model.config
+    alone = "pixel_values" in params and "input_ids" not in params
+    if alone and getattr(model, "main_input_name", "") == "pixel_values":  # more rows than 64 pixels leave
+        out.append((["pixel_values"], {"batch": (2, 3), "image": (LARGE, LARGE + 32)},
+                    {"channels": _int(vision, "num_channels", 3)}))
     patch, side = _int(vision, "patch_size", 0), _int(vision, "image_size", 0)
     if "pixel_values" in params and "input_ids" not in params and "grid_thw" not in params and 0 < patch <= side:
         out.append((["pixel_values"], {"batch": (2, 3)}, {"pixels": "flat_patches", "grid": side // patch,
