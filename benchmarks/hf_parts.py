@@ -29,6 +29,9 @@ grid's patches as one batch of images last, ``late_sets``):
 * an image beside a prompt image and mask stacked on it to the config's ``image_size`` (SegGPT's):
   each ``[batch, channels, image_size[0] // 2, image_size[1]]``;
 * a document's words with their boxes in [0, 1], its page and decoder ids (UDOP's);
+* a codes-to-mel DiT's step (Qwen2.5-Omni's): ``CODES`` codes ``[batch, CODES]``, the noisy mel and
+  the speaker embedding over their ``CODES * repeats`` frames, a reference mel ``[batch, REFERENCE,
+  mel_dim]``, a time in [0, 1) per item (the lengths fixed: the codes' and the frames' are tied);
 * a feature map injected as patch embeddings (Unlimited-OCR's vision encoder: ``patch_embeds``
   ``[batch, hidden_size, GRID, GRID]``);
 * patch features pooled by index (Molmo2's adapter): one crop's ``GRID * GRID`` patches of the
@@ -46,6 +49,7 @@ import torch
 
 STEPS = 1000  # diffusion steps a head's timestep is drawn among
 GRID = 4  # patches a side of a feature map or a crop
+CODES, REFERENCE = 6, 16  # codes a DiT turns into mel frames, frames of its reference mel
 LARGE = 128  # the side of an image for a model whose downsampling leaves too few rows of a 64-pixel one
 SAMPLES = 3200  # a codec's waveform where its semantic features must match its frames
 
@@ -140,6 +144,12 @@ def part_sets(model: torch.nn.Module, params: dict) -> list:
         out.append((["input_ids", "attention_mask", "bbox", "pixel_values", "decoder_input_ids"],
                     batch | {"seq": (7, 11), "decoder_seq": (5, 9)},
                     {"boxes": "unit", "image": side, "channels": _int(model.config, "num_channels", 3)}))
+    if all(n in params for n in ("hidden_states", "condition_vector", "speaker_embedding", "quantized_code",
+                                 "time_step")):  # a codes-to-mel DiT's step (Qwen2.5-Omni's), its length fixed
+        repeats, mel = _int(model.config, "repeats", 1), _int(model.config, "mel_dim", 80)
+        out.append((["hidden_states", "condition_vector", "speaker_embedding", "quantized_code", "time_step"],
+                    batch, {"seq": CODES * repeats, "codes": CODES, "embed_width": mel, "mel": mel,
+                            "speaker": _int(model.config, "enc_emb_dim", 192)}))
     if "patch_embeds" in params:
         out.append((["patch_embeds"], batch, {}))
     if "image_features" in params and "pooled_patches_idx" in params:
@@ -215,6 +225,11 @@ MAKERS: dict[str, Any] = {
     "prompt_pixel_values": lambda m, s, g: _half(m, s, g) if s.get("pixels") == "half" else _pixels(m, s, g),
     "prompt_masks": lambda m, s, g: _half(m, s, g) if s.get("pixels") == "half" else _pixels(m, s, g),
     "bbox": lambda m, s, g: _boxes(s, g),
+    "condition_vector": lambda m, s, g: torch.randn(s["batch"], REFERENCE, s["mel"], generator=g),
+    "speaker_embedding": lambda m, s, g: torch.randn(s["batch"], s["seq"], s["speaker"], generator=g),
+    "quantized_code": lambda m, s, g: torch.randint(0, min(_int(m.config, "num_embeds", 1000), 1000),
+                                                    (s["batch"], s["codes"]), generator=g),
+    "time_step": lambda m, s, g: torch.rand(s["batch"], generator=g),
     "patch_embeds": lambda m, s, g: torch.randn(s["batch"], _width(m), GRID, GRID, generator=g),
     "image_features": lambda m, s, g: torch.randn(
         1, GRID * GRID, _width(m) * _layers(m, "vision_feature_layer"), generator=g),
@@ -222,7 +237,9 @@ MAKERS: dict[str, Any] = {
 }
 AXES = {"noisy_images": {0: "batch"}, "timesteps": {0: "batch"}, "condition": {0: "batch"},
         "noise_embeds": {0: "batch"}, "decoder_input_values": {0: "batch", 1: "decoder_seq"},
-        "context_hidden_states": {0: "batch", 1: "seq"}, "last_hidden_state": {0: "batch", 1: "seq"},
+        "context_hidden_states": {0: "batch", 1: "seq"}, "condition_vector": {0: "batch"},
+        "speaker_embedding": {0: "batch"}, "quantized_code": {0: "batch"}, "time_step": {0: "batch"},
+        "last_hidden_state": {0: "batch", 1: "seq"},
         "aspect_ratio_ids": {0: "batch"}, "aspect_ratio_mask": {0: "batch"}, "patch_embeds": {0: "batch"},
         "image_features": {}, "pooled_patches_idx": {}}
 
