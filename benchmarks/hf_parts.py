@@ -32,6 +32,8 @@ grid's patches as one batch of images last, ``late_sets``):
 * a codes-to-mel DiT's step (Qwen2.5-Omni's): ``CODES`` codes ``[batch, CODES]``, the noisy mel and
   the speaker embedding over their ``CODES * repeats`` frames, a reference mel ``[batch, REFERENCE,
   mel_dim]``, a time in [0, 1) per item (the lengths fixed: the codes' and the frames' are tied);
+* codes to a waveform through that DiT and a vocoder (Qwen2.5-Omni's token2wav): ``CODES`` codes, the
+  speaker's embedding ``[batch, enc_emb_dim]`` and a reference mel;
 * a feature map injected as patch embeddings (Unlimited-OCR's vision encoder: ``patch_embeds``
   ``[batch, hidden_size, GRID, GRID]``);
 * patch features pooled by index (Molmo2's adapter): one crop's ``GRID * GRID`` patches of the
@@ -150,6 +152,11 @@ def part_sets(model: torch.nn.Module, params: dict) -> list:
         out.append((["hidden_states", "condition_vector", "speaker_embedding", "quantized_code", "time_step"],
                     batch, {"seq": CODES * repeats, "codes": CODES, "embed_width": mel, "mel": mel,
                             "speaker": _int(model.config, "enc_emb_dim", 192)}))
+    if all(n in params for n in ("code", "conditioning", "reference_mel")):  # codes to a waveform through the DiT
+        dit = getattr(model.config, "dit_config", None) or model.config
+        out.append((["code", "conditioning", "reference_mel"], batch, {
+            "codes": CODES, "mel": _int(dit, "mel_dim", 80), "speaker": _int(dit, "enc_emb_dim", 192),
+            "vocab": _int(dit, "num_embeds", 1000)}))
     if "patch_embeds" in params:
         out.append((["patch_embeds"], batch, {}))
     if "image_features" in params and "pooled_patches_idx" in params:
@@ -230,6 +237,9 @@ MAKERS: dict[str, Any] = {
     "quantized_code": lambda m, s, g: torch.randint(0, min(_int(m.config, "num_embeds", 1000), 1000),
                                                     (s["batch"], s["codes"]), generator=g),
     "time_step": lambda m, s, g: torch.rand(s["batch"], generator=g),
+    "code": lambda m, s, g: torch.randint(0, min(s["vocab"], 1000), (s["batch"], s["codes"]), generator=g),
+    "conditioning": lambda m, s, g: torch.randn(s["batch"], s["speaker"], generator=g),
+    "reference_mel": lambda m, s, g: torch.randn(s["batch"], REFERENCE, s["mel"], generator=g),
     "patch_embeds": lambda m, s, g: torch.randn(s["batch"], _width(m), GRID, GRID, generator=g),
     "image_features": lambda m, s, g: torch.randn(
         1, GRID * GRID, _width(m) * _layers(m, "vision_feature_layer"), generator=g),
@@ -239,7 +249,8 @@ AXES = {"noisy_images": {0: "batch"}, "timesteps": {0: "batch"}, "condition": {0
         "noise_embeds": {0: "batch"}, "decoder_input_values": {0: "batch", 1: "decoder_seq"},
         "context_hidden_states": {0: "batch", 1: "seq"}, "condition_vector": {0: "batch"},
         "speaker_embedding": {0: "batch"}, "quantized_code": {0: "batch"}, "time_step": {0: "batch"},
-        "last_hidden_state": {0: "batch", 1: "seq"},
+        "last_hidden_state": {0: "batch", 1: "seq"}, "code": {0: "batch"}, "conditioning": {0: "batch"},
+        "reference_mel": {0: "batch"},
         "aspect_ratio_ids": {0: "batch"}, "aspect_ratio_mask": {0: "batch"}, "patch_embeds": {0: "batch"},
         "image_features": {}, "pooled_patches_idx": {}}
 
