@@ -26,7 +26,13 @@ Its two cases, for a map of smallest side ``m`` and a window of ``w``:
 ``WINDOW_AT_EVERY_SIZE`` (a registered capture patch) makes both changes while torch.export traces
 with symbolic sizes, for the layer classes and their subclasses (onnxport's rewrite of control flow
 makes one); each layer's ``forward`` restores its own shift after the call, so nothing symbolic is
-left on the model. A trace at static sizes, and eager PyTorch, run transformers' code as it is.
+left on the model. Eager PyTorch runs transformers' code as it is; a trace at static sizes (a map of
+fixed size, only the batch dynamic: CLAP's audio encoder on its fixed spectrogram) takes eager's branch
+in Python ints: transformers' own form of it while traced (``torch.jit.is_tracing()``, true for
+transformers' code under onnxport's ``JIT_TRACING_PATHS``) makes the window ``torch.min(torch.tensor(
+input_resolution))``, a tensor whose value torch.export cannot read back, and every size computed from
+it data-dependent (the padding to whole windows: ``was_padded = pad_values[3] > 0``), where eager's
+``min(input_resolution)`` is the same number known while traced.
 
 Eager transformers keeps what the branch set: after one call at ``m <= w`` the layer keeps shift 0
 (and a smaller window) for every later call. The exported model clamps per call from the shift the
@@ -61,6 +67,10 @@ def _clamped(original: Callable) -> Callable:
     def set_shift_and_window_size(self, input_resolution):
         height, width = input_resolution
         window = self.window_size
+        if all(type(s) is int for s in (height, width, window)):  # eager's own path, in Python ints
+            if min(height, width) <= window:
+                self.shift_size, self.window_size = 0, min(height, width)
+            return None
         if not (_symbolic(height, width) and isinstance(window, int)):
             return original(self, input_resolution)
         torch._check(height >= window, lambda: f"Swin: a feature map of height below the window {window}")

@@ -41,3 +41,20 @@ def test_the_mask_at_every_shift(height, width):
     assert layer.get_attn_mask(height, width, torch.float32, None) is None
     zeros = every(layer, height, width, torch.float32, None)
     assert zeros.shape == ((height // 4) * (width // 4), 16, 16) and not zeros.any()
+
+
+def test_a_map_of_fixed_size_at_every_batch():
+    """CLAP's audio encoder on a spectrogram of fixed size, only its batch dynamic: its last stage's
+    map is one window (eager's branch clamps the window to it), taken in Python ints while traced
+    (transformers' traced form makes the window a tensor whose value torch.export cannot read)."""
+    from exportcheck import check_export
+
+    config = transformers.ClapAudioConfig(
+        spec_size=64, num_mel_bins=16, window_size=4, patch_size=4, patch_stride=[4, 4], depths=[1, 1, 1],
+        num_attention_heads=[1, 1, 1], hidden_size=32, patch_embeds_hidden_size=16, projection_dim=16)
+    torch.manual_seed(0)
+    model = transformers.ClapAudioModel(config).eval()
+    features = torch.randn(2, 1, 32, 16)
+    batch = torch.export.Dim("batch", min=1)
+    check_export(model, (features,), {"input_features": {0: batch}},
+                 sizes=[{"batch": 1}, {"batch": 3}, {"batch": 5}])
