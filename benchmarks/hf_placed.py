@@ -15,6 +15,10 @@
   scoring each question's options; ``num_options``; ``question_type_ids``, which picks each question's
   rows of verbalizers): one prompt (its forward reads the first alone) with a two-option question of
   the first type and a three-option one of the last, marked at its third and sixth tokens.
+
+Beside them, a maker ``fill`` uses where a forward requires it: the waveform samples each clip of a
+spectrogram holds (dots.ocr 3's audio tower: ``chunk_sample_lengths``), every frame's ``hop_length``
+samples, whole clips.
 """
 
 from __future__ import annotations
@@ -81,7 +85,10 @@ MAKERS = {
     "num_options": lambda m, s, g: torch.tensor([[2, 3]]),
     "question_type_ids": lambda m, s, g: torch.tensor([[0, _last_type(m)]]),
     MASK: _mask,
+    "chunk_sample_lengths": lambda m, s, g: torch.full((s["batch"],), s["frames"] * int(
+        getattr(m.config, "hop_length", 160)), dtype=torch.int64),
     "image_attention_mask": lambda m, s, g: torch.ones(s["batch"], s["seq"], s["frames"], dtype=torch.int64),
 }
-AXES = {"marks": {}, "num_options": {}, "question_type_ids": {}, MASK: {0: "batch", 1: "seq"},
+AXES = {"chunk_sample_lengths": {0: "batch"}, "marks": {}, "num_options": {}, "question_type_ids": {},
+        MASK: {0: "batch", 1: "seq"},
         "image_attention_mask": {0: "batch", 1: "seq"}}
