@@ -192,6 +192,7 @@ def make_config(model_type: str, rules: Rules) -> Any:
     _fit_feeding(default, config)
     for c in [config] + [v for v in vars(config).values() if isinstance(v, PretrainedConfig)]:
         _fit_window(c)
+        _fit_feature_grid(c)
     return config
 
 
@@ -210,6 +211,17 @@ def _fit_feeding(default: Any, config: Any) -> None:
                 if isinstance(value, (list, tuple)) and len(value) > 1 and value[-1] == old \
                         and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
                     setattr(_value(config, name), field, type(value)(max(8, v * new // old) for v in value))
+
+
+def _fit_feature_grid(config: Any) -> None:
+    """A ViT backbone's feature map sizes (SAM 3's ``backbone_feature_sizes``) its patch grid, ``image_size
+    // patch_size``, times each of its ``scale_factors``: the image is no longer a multiple of the patch."""
+    sizes, scales, backbone = (_value(config, n) for n in ("backbone_feature_sizes", "scale_factors",
+                                                           "backbone_config"))
+    side, patch = _value(backbone, "image_size"), _value(backbone, "patch_size")
+    if isinstance(sizes, list) and isinstance(scales, (list, tuple)) and isinstance(side, int) \
+            and isinstance(patch, int) and 0 < patch <= side and len(scales) >= len(sizes):
+        config.backbone_feature_sizes = [[int(side // patch * f)] * 2 for f in scales[:len(sizes)]]
 
 
 def _fit_window(config: Any) -> None:
