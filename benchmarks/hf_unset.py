@@ -24,8 +24,9 @@ embeddings (EfficientNet's last stage, scaled by its width coefficient) are comp
 ERNIE 4.5 VL's rope sections; Llama 4's vision MLP width; Apertus 1.5's image and audio code ranges
 within the tiny vocabulary; EdgeTAM's backbone and feature sizes; DeepSeek-OCR 2's SAM widths; Kolibri
 1.1's per-layer sources; Depth Pro's patch its encoders' image size (its validator ties them) and its
-hooks within their layers; FastVLM's tower at its family's smallest size; dots.ocr 3's vision experts (a
-field its config lets no one read globally, left at its default by the generic rules).
+hooks within their layers; FastVLM's tower at its family's smallest size; dots.ocr 3's vision experts and
+text heads and ranks (fields its config lets no one read globally, left at their defaults by the generic
+rules), its sliding layers' own through its ``swa_*`` keywords.
 
 ``keep_extras``: the attributes a parent config sets on a sub-config beyond its constructor's fields
 (CHMv2's DINOv3 backbone's ``return_class_token``, FastVLM's timm tower's ``hidden_size``, BLT's
@@ -183,6 +184,14 @@ def _hooks(config: Any, out: dict) -> list | None:
     return [round(i * last / max(ids)) for i in ids]
 
 
+# dots.ocr 3's text layers: fields its per-layer config keeps from being read globally (the generic rules
+# leave them at their defaults), and its sliding layers' own (``swa_*`` constructor keywords)
+_DOTS3_TEXT = {"num_attention_heads": 2, "num_key_value_heads": 2, "kv_lora_rank": 32, "qk_nope_head_dim": 64,
+               "index_n_heads": 2, "index_head_dim": 64, "swa_num_attention_heads": 2, "swa_num_key_value_heads": 2,
+               "swa_q_lora_rank": 32, "swa_kv_lora_rank": 32, "swa_head_dim": 128, "swa_qk_nope_head_dim": 64,
+               "swa_v_head_dim": 64}
+
+
 CODES = 128  # a tiny codebook where a vocabulary holds its codes
 
 
@@ -195,7 +204,8 @@ FITTED = {"align": {"projection_dim": _last_stage_width}, "ernie4_5_vl_moe_text"
           "fast_vlm": {"vision_config": _smallest_fastvit},
           "depth_pro": {"patch_size": lambda c, o: o["image_model_config"].image_size if "image_model_config" in o
                         else None, "intermediate_hook_ids": _hooks},
-          "dots3_note_vision_encoder": {"num_local_experts": lambda c, o: EXPERTS}}
+          "dots3_note_vision_encoder": {"num_local_experts": lambda c, o: EXPERTS},
+          "dots3_note_text": {n: (lambda v: lambda c, o: v)(v) for n, v in _DOTS3_TEXT.items()}}
 
 
 def _tie(out: dict, target: str, source: str) -> None:
@@ -216,7 +226,7 @@ def fill(config: Any, params: Any, out: dict) -> None:
     for target, source in TIED.get(getattr(config, "model_type", ""), []):
         _tie(out, target, source)
     for name, value in FITTED.get(getattr(config, "model_type", ""), {}).items():
-        if name in params and value(config, out) is not None:
+        if (name in params or name.startswith("swa_")) and value(config, out) is not None:
             out[name] = value(config, out)
 
 
