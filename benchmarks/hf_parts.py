@@ -34,6 +34,9 @@ grid's patches as one batch of images last, ``late_sets``):
   mel_dim]``, a time in [0, 1) per item (the lengths fixed: the codes' and the frames' are tied);
 * codes to a waveform through that DiT and a vocoder (Qwen2.5-Omni's token2wav): ``CODES`` codes, the
   speaker's embedding ``[batch, enc_emb_dim]`` and a reference mel;
+* a text each token of which adds ``audio_length_per_tok`` frames of its audio (Voxtral Realtime):
+  ``TOKENS`` tokens and a spectrogram ``[batch, bins, TOKENS * audio_length_per_tok]`` (the lengths
+  fixed: they are tied);
 * a feature map injected as patch embeddings (Unlimited-OCR's vision encoder: ``patch_embeds``
   ``[batch, hidden_size, GRID, GRID]``);
 * patch features pooled by index (Molmo2's adapter): one crop's ``GRID * GRID`` patches of the
@@ -51,6 +54,7 @@ import torch
 
 STEPS = 1000  # diffusion steps a head's timestep is drawn among
 GRID = 4  # patches a side of a feature map or a crop
+TOKENS = 8  # tokens of a text each adding its audio frames (Voxtral Realtime)
 CODES, REFERENCE = 6, 16  # codes a DiT turns into mel frames, frames of its reference mel
 LARGE = 128  # the side of an image for a model whose downsampling leaves too few rows of a 64-pixel one
 SAMPLES = 3200  # a codec's waveform where its semantic features must match its frames
@@ -157,6 +161,13 @@ def part_sets(model: torch.nn.Module, params: dict) -> list:
         out.append((["code", "conditioning", "reference_mel"], batch, {
             "codes": CODES, "mel": _int(dit, "mel_dim", 80), "speaker": _int(dit, "enc_emb_dim", 192),
             "vocab": _int(dit, "num_embeds", 1000)}))
+    per_token = _value(model.config, "audio_length_per_tok")
+    if isinstance(per_token, int) and all(n in params for n in ("input_ids", "input_features")):
+        from hf_inputs import mel_bins  # a text whose every token adds the audio frames it stands for
+
+        names = ["input_ids"] + (["attention_mask"] if "attention_mask" in params else []) + ["input_features"]
+        out.append((names, batch, {"seq": TOKENS, "frames": TOKENS * per_token, "bins": mel_bins(model.config),
+                                   "bins_first": True}))
     if "patch_embeds" in params:
         out.append((["patch_embeds"], batch, {}))
     if "image_features" in params and "pooled_patches_idx" in params:
