@@ -7,12 +7,36 @@ in the FX node's ``stack_trace``), and what to do about it.
 from __future__ import annotations
 
 import re
+import sys
 import sysconfig
 from typing import Any
 
 
 _STDLIB = sysconfig.get_paths()["stdlib"]
 _INTERNAL = re.compile(r"(^|[/\\])(torch|onnxport)[/\\]")
+
+
+# code compiled from a string: ``exec`` / ``compile`` of a string, ``python -c``, a piped script, the REPL,
+# IPython's older cells, and also the methods ``dataclasses`` and ``namedtuple`` generate
+_PSEUDO_FILES = ("<string>", "<stdin>", "<console>")
+_COMPILER = re.compile(r"[/\\]torch[/\\]_dynamo[/\\]")
+
+
+def is_internal_frame(frame: Any) -> bool:
+    """``is_internal_path`` of a frame's file, except for code compiled from a string (``<string>``,
+    ``<stdin>``, ``<console>``, ``<ipython-input-...>``): that is the user's, unless its module (its
+    globals' ``__name__``) is a file of torch, onnxport, the standard library or an installed package (the
+    methods ``dataclasses`` generates for a class of theirs), or it is called by torch's compiler (the guard
+    functions ``torch._dynamo`` compiles from strings, while ``torch.cond`` traces its sides)."""
+    path = frame.f_code.co_filename
+    if path not in _PSEUDO_FILES and not path.startswith("<ipython-input-"):
+        return is_internal_path(path)
+    caller = frame.f_back
+    if caller is not None and _COMPILER.search(caller.f_code.co_filename):
+        return True
+    module = sys.modules.get(frame.f_globals.get("__name__", ""))
+    file = getattr(module, "__file__", None) or ""
+    return bool(file) and (is_internal_path(file) or "site-packages" in file or "dist-packages" in file)
 
 
 def is_internal_path(path: str) -> bool:

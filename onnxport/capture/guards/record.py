@@ -35,7 +35,7 @@ import sympy
 from onnxport.capture import layout_reads
 from onnxport.capture.layout_branches import LayoutBranch, layout_branch
 from onnxport.capture.patches import Patch, SetAttribute, register
-from onnxport.errors import is_internal_path
+from onnxport.errors import is_internal_frame
 
 
 class Specialization(NamedTuple):
@@ -102,7 +102,7 @@ def user_frame() -> str | None:
     if again is not None:
         return again
     f = sys._getframe(1)
-    while f is not None and is_internal_path(f.f_code.co_filename):
+    while f is not None and is_internal_frame(f):
         f = f.f_back
     return None if f is None else _frame_line(f)
 
@@ -192,7 +192,7 @@ def _converting_frame() -> FrameType | None:
         f = f.f_back
     while f is not None and f.f_code.co_filename.endswith(_TORCH_INIT):
         f = f.f_back
-    return None if f is None or is_internal_path(f.f_code.co_filename) else f
+    return None if f is None or is_internal_frame(f) else f
 
 
 def _layout_branch(expr) -> tuple[str, LayoutBranch] | None:

@@ -1,0 +1,98 @@
+"""A branch on a residue class is never read as torch's choice among equivalent traces.
+
+``if w % 4 == 1: return x * 2`` traced at ``w = 16`` leaves torch the condition ``w % 4 != 1``: a ``!=``,
+the form torch's own "these sizes differ" assumptions take, which the capture keeps (the sizes stay, validation
+looks on both sides). On a remainder it is the model's branch, whose sides may compute anything: it is
+adopted on trial and judged on each residue class (``onnxport/remainder_sides.py``), or refused naming the
+line. Code compiled from a string (``exec``, ``python -c``, a piped script) is the user's code too, not
+torch's generated code: a branch there is the user's branch.
+"""
+
+import sys
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from torch.export import Dim
+
+import onnxport
+from onnxport.errors import is_internal_frame, is_internal_path
+
+SOURCE = '''
+class ResidueBranch(torch.nn.Module):
+    def forward(self, x):
+        w = x.shape[1]
+        if w % 4 == 1:
+            return x * 2
+        return x + 1
+'''
+
+
+def _compiled_from_a_string():
+    namespace = {"torch": torch}
+    exec(compile(SOURCE, "<string>", "exec"), namespace)
+    return namespace["ResidueBranch"]()
+
+
+def _runs_right_or_is_refused(model, example_w):
+    """The export at ``w = example_w`` matches eager PyTorch in onnxruntime at every residue modulo 4, or is
+    refused; never silently wrong at ``w % 4 == 1``."""
+    try:
+        result = onnxport.to_onnx(model, (torch.randn(2, example_w),), dynamic_shapes={"x": {1: Dim("w")}})
+    except onnxport.ExportError as error:
+        assert "w % 4" in str(error), error
+        return None
+    session = ort.InferenceSession(result.model_proto.SerializeToString())
+    torch.manual_seed(0)
+    for w in (16, 17, 18, 19, 41, 13):
+        if not all(g.holds({"w": w}) for g in result.constraints):
+            continue
+        x = torch.randn(2, w)
+        got = session.run(None, {"x": x.numpy()})[0]
+        np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-6, atol=1e-6, err_msg=f"w={w}")
+    return result
+
+
+@pytest.mark.parametrize("example_w", [16, 17])
+def test_a_residue_branch_in_code_from_a_string_is_right_at_every_residue(example_w):
+    result = _runs_right_or_is_refused(_compiled_from_a_string(), example_w)
+    assert result is not None  # (a branch on a remainder is adopted on trial and judged per class)
+    assert not result.constraints, result.constraints  # the classes' graphs joined under If
+
+
+def test_code_compiled_from_a_string_is_the_users_unless_a_library_generated_it():
+    import dataclasses
+    import sys
+
+    namespace: dict = {}
+    exec(compile("import sys\nframe = sys._getframe()", "<string>", "exec"), namespace)
+    assert not is_internal_frame(namespace["frame"])
+    generated = dataclasses.make_dataclass("Sizes", ["n"], namespace={"__module__": "torch.fx"})
+    seen = []
+    trace = sys.gettrace()
+    sys.settrace(lambda frame, event, arg: seen.append(frame) if frame.f_code.co_name == "__init__" else None)
+    try:
+        generated(1)
+    finally:
+        sys.settrace(trace)
+    assert seen and seen[0].f_code.co_filename == "<string>" and is_internal_frame(seen[0])
+    assert is_internal_path("<eval_with_key>.3") and is_internal_path("<frozen importlib._bootstrap>")
+
+
+@pytest.mark.parametrize("example_w", [16, 17])
+def test_a_residue_branch_in_an_installed_package_is_right_at_every_residue(tmp_path, monkeypatch, example_w):
+    """A package's branch on ``w % 4 == 1`` is not kept as torch's kind of ``!=`` condition (the sizes left to
+    validation): the rewrite or the residue classes take it."""
+    import importlib
+
+    package = tmp_path / "site-packages" / "residue_pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("import torch\n" + SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
+    module = importlib.import_module("residue_pkg")
+    try:
+        result = _runs_right_or_is_refused(module.ResidueBranch(), example_w)
+    finally:
+        sys.modules.pop("residue_pkg", None)
+    assert result is not None and not result.constraints
