@@ -37,6 +37,8 @@ grid's patches as one batch of images last, ``late_sets``):
 * a text each token of which adds ``audio_length_per_tok`` frames of its audio (Voxtral Realtime):
   ``TOKENS`` tokens and a spectrogram ``[batch, bins, TOKENS * audio_length_per_tok]`` (the lengths
   fixed: they are tied);
+* a text model whose layers read a time condition its forward passes through (Voxtral Realtime's
+  ``t_cond``, ``[1, 1, hidden_size]``, the whole model's time embedding broadcast to the batch);
 * a feature map injected as patch embeddings (Unlimited-OCR's vision encoder: ``patch_embeds``
   ``[batch, hidden_size, GRID, GRID]``);
 * patch features pooled by index (Molmo2's adapter): one crop's ``GRID * GRID`` patches of the
@@ -48,6 +50,7 @@ A maker is ``maker(model, sizes, generator) -> value`` as in ``hf_inputs``.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -168,6 +171,9 @@ def part_sets(model: torch.nn.Module, params: dict) -> list:
         names = ["input_ids"] + (["attention_mask"] if "attention_mask" in params else []) + ["input_features"]
         out.append((names, batch, {"seq": TOKENS, "frames": TOKENS * per_token, "bins": mel_bins(model.config),
                                    "bins_first": True}))
+    if "input_ids" in params and any(p.kind == p.VAR_KEYWORD for p in params.values()) and _reads(model, "t_cond"):
+        names = ["input_ids"] + (["attention_mask"] if "attention_mask" in params else []) + ["t_cond"]
+        out.append((names, batch | {"seq": (7, 11)}, {}))  # its layers' time condition, passed through
     if "patch_embeds" in params:
         out.append((["patch_embeds"], batch, {}))
     if "image_features" in params and "pooled_patches_idx" in params:
@@ -179,6 +185,13 @@ def _pixels(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
     from hf_families import pixels
 
     return pixels(m, s, g)
+
+
+def _reads(model: torch.nn.Module, name: str) -> bool:
+    """Whether a layer of ``model`` takes ``name`` in its forward (a condition the model's forward passes
+    through its keyword arguments: Voxtral Realtime's text layers' ``t_cond``)."""
+    return any(name in inspect.signature(m.forward).parameters for m in model.modules()
+               if type(m).forward is not torch.nn.Module.forward)
 
 
 def _stride(config: Any) -> int | None:
@@ -248,6 +261,7 @@ MAKERS: dict[str, Any] = {
     "quantized_code": lambda m, s, g: torch.randint(0, min(_int(m.config, "num_embeds", 1000), 1000),
                                                     (s["batch"], s["codes"]), generator=g),
     "time_step": lambda m, s, g: torch.rand(s["batch"], generator=g),
+    "t_cond": lambda m, s, g: torch.randn(1, 1, _width(m), generator=g),  # one time embedding, broadcast
     "code": lambda m, s, g: torch.randint(0, min(s["vocab"], 1000), (s["batch"], s["codes"]), generator=g),
     "conditioning": lambda m, s, g: torch.randn(s["batch"], s["speaker"], generator=g),
     "reference_mel": lambda m, s, g: torch.randn(s["batch"], REFERENCE, s["mel"], generator=g),
@@ -261,7 +275,7 @@ AXES = {"noisy_images": {0: "batch"}, "timesteps": {0: "batch"}, "condition": {0
         "context_hidden_states": {0: "batch", 1: "seq"}, "condition_vector": {0: "batch"},
         "speaker_embedding": {0: "batch"}, "quantized_code": {0: "batch"}, "time_step": {0: "batch"},
         "last_hidden_state": {0: "batch", 1: "seq"}, "code": {0: "batch"}, "conditioning": {0: "batch"},
-        "reference_mel": {0: "batch"},
+        "reference_mel": {0: "batch"}, "t_cond": {},
         "aspect_ratio_ids": {0: "batch"}, "aspect_ratio_mask": {0: "batch"}, "patch_embeds": {0: "batch"},
         "image_features": {}, "pooled_patches_idx": {}}
 
