@@ -193,6 +193,7 @@ def make_config(model_type: str, rules: Rules) -> Any:
     for c in [config] + [v for v in vars(config).values() if isinstance(v, PretrainedConfig)]:
         _fit_window(c)
         _fit_feature_grid(c)
+    _fit_image_tokens(config)
     return config
 
 
@@ -222,6 +223,17 @@ def _fit_feature_grid(config: Any) -> None:
     if isinstance(sizes, list) and isinstance(scales, (list, tuple)) and isinstance(side, int) \
             and isinstance(patch, int) and 0 < patch <= side and len(scales) >= len(sizes):
         config.backbone_feature_sizes = [[int(side // patch * f)] * 2 for f in scales[:len(sizes)]]
+
+
+def _fit_image_tokens(config: Any) -> None:
+    """An image's tokens pooled from its patch grid (Gemma 3's ``mm_tokens_per_image``, a square pooled
+    from the ``image_size // patch_size`` patches a side) at most one per patch of the new grid."""
+    tokens, vision = _value(config, "mm_tokens_per_image"), _value(config, "vision_config")
+    side, patch = _value(vision, "image_size"), _value(vision, "patch_size")
+    if isinstance(tokens, int) and isinstance(side, int) and isinstance(patch, int) and 0 < patch <= side:
+        grid = side // patch
+        if int(tokens ** 0.5) > grid:
+            config.mm_tokens_per_image = grid * grid
 
 
 def _fit_window(config: Any) -> None:

@@ -198,12 +198,29 @@ def build(model_type: str, attempt: str) -> torch.nn.Module:
     torch.manual_seed(0)
     model = instantiate(cls, config)
     fix_weights(model)
+    _fix_model_ids(model)
     if not hasattr(model, "config"):  # a part that keeps no config: its inputs are read from its own
         model.config = own
     if type(model).forward is torch.nn.Module.forward and callable(getattr(model, "encode", None)):
         model.forward = model.encode  # a VQ-VAE without a forward (Chameleon's): run as its encoder
     return model.eval().float()
 
+
+
+def _fix_model_ids(model: torch.nn.Module) -> None:
+    """Token ids a model keeps as its own attributes, read from its config or defaulting to ids of the
+    full vocabulary (ShieldGemma 2's ``yes_token_index``, 10784), moved to the end of the tiny one."""
+    config = getattr(model, "config", None)
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    vocab = getattr(text, "vocab_size", None)
+    if not isinstance(vocab, int):
+        return
+    moved = 0
+    for name, value in list(vars(model).items()):
+        if re.search(r"_token_(index|id)$", name) and isinstance(value, int) and value >= vocab \
+                and not hasattr(config, name):  # a config's ids are moved with its vocabulary (hf_config)
+            moved += 1
+            setattr(model, name, vocab - moved)
 
 
 def _configs(config: Any, seen: set | None = None) -> list:
