@@ -9,7 +9,8 @@ their types alone cut (Nemotron-H's ``layers_block_type``); the fits of ``hf_wid
 beyond the new vocabulary moved to its end. What a config leaves unset and its model requires is
 set: a forecaster's ``prediction_length`` (``PREDICTION``), a routed MoE's experts per token, the
 window of a config naming sliding attention (``SLIDING_WINDOW``), BLIP-2's image token, X-MOD's
-default language, a timm ViT left at its defaults given a tiny ``model_args``.
+default language, a timm ViT left at its defaults given a tiny ``model_args``; the fields a family's
+config leaves unset or ties to others, as its published configs state them (``hf_unset.py``).
 
 ``construct(cls, base, changes)``: where a config's validators refuse the changes, a field the
 message states must equal a value set to it, key/value heads tied to the heads made the heads, else

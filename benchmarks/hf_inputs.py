@@ -8,7 +8,10 @@ with decoder ids, with a text holding the image's placeholder tokens), a wavefor
 samples]``, ``[batch, channels, samples]``, frames by bins), a spectrogram (bins by frames, frames
 by bins, with a channel axis; one clip with its lengths where the forward takes ``feature_lens``).
 Then the sets of the families whose forward takes more (``hf_families.py``: patch grids, videos,
-image pairs, time series, trajectories, SAM's parts, parts fed by another part...).
+image pairs, time series, trajectories, SAM's parts, parts fed by another part...), and last those
+of ``hf_codes.py`` (ids with a codebook axis, a VQ encoder's feature map), ``hf_patches.py``
+(channels-last patches, an image tiled at scales) and ``hf_placed.py`` (an image placed in the text
+by a mask or placeholders, questions marked in a prompt).
 
 ``fill(model, names, dims, fixed)`` then gives a forward's required parameters the set leaves out where a
 maker of this module knows them by name (BLIP-2's ``input_ids`` beside its image, InstructBLIP's
