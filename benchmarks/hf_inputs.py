@@ -203,6 +203,7 @@ MAKERS = {
                        else pixels(m, s, g)}
 MAKERS |= hf_codes.coded_makers(MAKERS)  # ids with a codebook axis where a set names them
 MAKERS |= hf_placed.MAKERS | {"pixel_values": hf_patches.wrap_pixels(MAKERS["pixel_values"])}
+MAKERS |= hf_patches.byte_makers(MAKERS)
 AXES = {
     "input_ids": {0: "batch", 1: "seq"},
     "attention_mask": {0: "batch", 1: "seq"},
@@ -213,7 +214,7 @@ AXES = {
     "bbox": {0: "batch", 1: "seq"},
     "noise": {0: "batch"},
     "image_sizes": {0: "batch"},
-} | hf_fed.AXES | hf_placed.AXES
+} | hf_fed.AXES | hf_placed.AXES | hf_patches.BYTE_AXES
 
 
 def _patches(model: torch.nn.Module, side: int) -> int:
@@ -337,6 +338,7 @@ def candidates(model: torch.nn.Module) -> list[Inputs]:
     out += [Inputs(*s) for s in hf_codes.latent_map_sets(model, params)]
     out += [Inputs(*s) for s in hf_patches.patch_sets(model, params)]
     out += [Inputs(*s) for s in hf_patches.image_sets(model, params)]
+    out += [Inputs(*s) for s in hf_patches.byte_patch_sets(model, params)]
     out += [Inputs(*s) for s in hf_placed.placed_sets(model, params, image, fixed)]
     out += [Inputs(*s) for s in hf_placed.video_sets(model, params, image, fixed)]
     out += [Inputs(*s) for s in hf_placed.images_sets(model, params, image, fixed)]

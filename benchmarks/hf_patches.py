@@ -10,6 +10,13 @@
 An image tiled at several scales into patches of ``patch_size`` pixels (Depth Pro: ``scaled_images_ratios``)
 is given at the side its smallest scale cuts into one patch, ``patch_size / min(ratios)`` (``image_sets``).
 
+Bytes grouped into patches (BLT's local encoder and decoder, fed by its patcher and global transformer):
+the encoder's byte ids with each byte's patch index (``patch_ids``, 4 patches of consecutive bytes) and
+their count (``num_patches``, a Python int); the decoder's byte embeddings beside the global
+transformer's patch states (``patch_embeds``, ``[batch, 4, hidden_size_global]``) (``byte_patch_sets``);
+alike, an encoder reading its first ``num_patches`` embeddings as an image's patches and the rest as
+its queries (DeepSeek-OCR 2's vision encoder): 4 patches, then 4 (then 8) queries.
+
 ``wrap_pixels`` wraps ``hf_inputs``' pixel maker so that these layouts are made here.
 """
 
@@ -56,6 +63,43 @@ def image_sets(model: torch.nn.Module, params: Any) -> list:
         return []
     side = int(round(patch / min(ratios)))
     return [(["pixel_values"], {"batch": (2, 3), "image": (side, 2 * side)}, {"channels": 3})]
+
+
+BYTE_PATCHES = 4
+
+
+def byte_patch_sets(model: torch.nn.Module, params: Any) -> list:
+    """``(names, dims, fixed)`` of a byte-patch encoder or decoder, else none."""
+    dims, fixed = {"batch": (2, 3), "seq": (8, 12)}, {"byte_patches": BYTE_PATCHES}
+    if {"input_ids", "patch_ids", "num_patches"} <= set(params):
+        return [(["input_ids", "patch_ids", "num_patches"], dims, fixed)]
+    if {"inputs_embeds", "num_patches"} <= set(params) and "patch_ids" not in params:  # DeepSeek-OCR 2's encoder
+        return [(["inputs_embeds", "num_patches"], dims, fixed)]
+    width = getattr(model.config, "hidden_size_global", None)
+    if {"inputs_embeds", "patch_embeds"} <= set(params) and isinstance(width, int):
+        return [(["inputs_embeds", "patch_embeds"], dims, fixed | {"global_width": width})]
+    return []
+
+
+def _patch_ids(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
+    ids = torch.arange(s["seq"]) * s["byte_patches"] // s["seq"]  # consecutive bytes, every patch non-empty
+    return ids.expand(s["batch"], s["seq"]).contiguous()
+
+
+def byte_makers(makers: dict) -> dict:
+    """The makers of a byte-patch set: patch ids, their count, and ``makers``' ``patch_embeds`` wrapped
+    to give a decoder's patch states where the set names the global width."""
+    plain = makers.get("patch_embeds")
+
+    def patch_embeds(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
+        if "global_width" in s:
+            return torch.randn(s["batch"], s["byte_patches"], s["global_width"], generator=g)
+        return plain(m, s, g)
+
+    return {"patch_ids": _patch_ids, "num_patches": lambda m, s, g: s["byte_patches"], "patch_embeds": patch_embeds}
+
+
+BYTE_AXES = {"patch_ids": {0: "batch", 1: "seq"}, "num_patches": {}}
 
 
 def wrap_pixels(plain: Callable) -> Callable:
