@@ -39,6 +39,10 @@ grid's patches as one batch of images last, ``late_sets``):
   fixed: they are tied);
 * a text model whose layers read a time condition its forward passes through (Voxtral Realtime's
   ``t_cond``, ``[1, 1, hidden_size]``, the whole model's time embedding broadcast to the batch);
+* a robot policy's step (PI0's: ``forward(action_embeds, input_ids, pixel_values, pixel_attention_mask)``):
+  one camera's image ``[batch, 1, channels, side, side]`` kept by its mask, a text led by the image's
+  ``(side // patch_size)**2`` tokens, an action chunk's embeddings ``[batch, chunk_size, hidden_size]``
+  (and its time's embedding ``[batch, hidden_size]`` where its layers read one: PI0.5's);
 * a feature map injected as patch embeddings (Unlimited-OCR's vision encoder: ``patch_embeds``
   ``[batch, hidden_size, GRID, GRID]``);
 * patch features pooled by index (Molmo2's adapter): one crop's ``GRID * GRID`` patches of the
@@ -174,11 +178,27 @@ def part_sets(model: torch.nn.Module, params: dict) -> list:
     if "input_ids" in params and any(p.kind == p.VAR_KEYWORD for p in params.values()) and _reads(model, "t_cond"):
         names = ["input_ids"] + (["attention_mask"] if "attention_mask" in params else []) + ["t_cond"]
         out.append((names, batch | {"seq": (7, 11)}, {}))  # its layers' time condition, passed through
+    chunk, vlm = _value(model.config, "chunk_size"), _value(model.config, "vlm_config")
+    if "action_embeds" in params and "pixel_attention_mask" in params and isinstance(chunk, int) and vlm is not None:
+        vision = _value(vlm, "vision_config")  # a robot policy: a camera's image tokens and a text, an action chunk
+        side, patch = _int(vision, "image_size", 64), _int(vision, "patch_size", 16)
+        time = ["timestep_embeds"] if _reads(model, "timestep_embeds") else []  # PI0.5's adaptive norms' time
+        out.append((["input_ids", "pixel_values", "pixel_attention_mask", "action_embeds"] + time,
+                    batch | {"seq": (7, 11)},
+                    {"pixels": "video", "frames": 1, "image": side, "channels": _int(vision, "num_channels", 3),
+                     "image_token": _value(vlm, "image_token_id"), "image_tokens": (side // patch) ** 2,
+                     "chunk": chunk, "action_width": _int(_value(model.config, "dit_config"), "hidden_size", 128)}))
     if "patch_embeds" in params:
         out.append((["patch_embeds"], batch, {}))
     if "image_features" in params and "pooled_patches_idx" in params:
         out.append((["image_features", "pooled_patches_idx"], {}, {}))
     return out
+
+
+def _family(name: str) -> Any:
+    from hf_families import _FAMILY_MAKERS
+
+    return _FAMILY_MAKERS[name]
 
 
 def _pixels(m: torch.nn.Module, s: dict, g: torch.Generator) -> torch.Tensor:
@@ -262,6 +282,11 @@ MAKERS: dict[str, Any] = {
                                                     (s["batch"], s["codes"]), generator=g),
     "time_step": lambda m, s, g: torch.rand(s["batch"], generator=g),
     "t_cond": lambda m, s, g: torch.randn(1, 1, _width(m), generator=g),  # one time embedding, broadcast
+    "action_embeds": lambda m, s, g: torch.randn(s["batch"], s["chunk"], s["action_width"], generator=g)
+    if "chunk" in s else _family("action_embeds")(m, s, g),
+    "pixel_attention_mask": lambda m, s, g: torch.ones(s["batch"], s["frames"], dtype=torch.bool) if "chunk" in s
+    else _family("pixel_attention_mask")(m, s, g),
+    "timestep_embeds": lambda m, s, g: torch.randn(s["batch"], s["action_width"], generator=g),
     "code": lambda m, s, g: torch.randint(0, min(s["vocab"], 1000), (s["batch"], s["codes"]), generator=g),
     "conditioning": lambda m, s, g: torch.randn(s["batch"], s["speaker"], generator=g),
     "reference_mel": lambda m, s, g: torch.randn(s["batch"], REFERENCE, s["mel"], generator=g),
@@ -287,6 +312,8 @@ def axes(name: str, fixed: dict) -> dict | None:
         return {0: "batch"}
     if name == "pixel_values" and fixed.get("pixels") == "grid_batch":
         return {}
+    if name in ("action_embeds", "pixel_attention_mask", "pixel_values", "timestep_embeds") and "chunk" in fixed:
+        return {0: "batch"}
     if name in ("pixel_values", "prompt_pixel_values", "prompt_masks") and fixed.get("pixels") == "half":
         return {0: "batch"}
     if name in ("prompt_pixel_values", "prompt_masks"):
