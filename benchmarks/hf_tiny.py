@@ -10,8 +10,9 @@ lacks (a sub-config split from its parent) set: from a sub-config holding it, el
 
 ``build(model_type, attempt)`` makes the base model (``hf_classes.model_class``: ``AutoModel``'s class
 for the type, else a part built from its config alone: SAM's mask decoder, or from its whole model's:
-SAM's prompt encoder; token ids it keeps beyond the tiny vocabulary moved to its end; a VQ-VAE without a forward run as its encoder; seeded;
-its weights fixed where the initialization leaves eager undefined or degenerate: ``hf_weights.py``);
+SAM's prompt encoder; token ids it keeps beyond the tiny vocabulary moved to its end; a VQ-VAE
+without a forward run as its encoder; seeded; its weights fixed where the initialization leaves eager
+undefined or degenerate: ``hf_weights.py``);
 ``probe`` finds the first attempt whose model runs in eager on one of its input sets
 (``hf_inputs.candidates``, the forward's required parameters filled where a maker knows them) and
 which dims eager also runs at another size: batch always tried, the text length, the decoder's
