@@ -43,6 +43,9 @@ grid's patches as one batch of images last, ``late_sets``):
   one camera's image ``[batch, 1, channels, side, side]`` kept by its mask, a text led by the image's
   ``(side // patch_size)**2`` tokens, an action chunk's embeddings ``[batch, chunk_size, hidden_size]``
   (and its time's embedding ``[batch, hidden_size]`` where its layers read one: PI0.5's);
+* a retrieval-augmented generator given its documents (RAG without a retriever): ``n_docs`` documents
+  of each of 2 questions ``[2 * n_docs, seq]`` with their mask and scores ``[2, n_docs]``, decoder ids
+  (the batch fixed: the documents are counted in it);
 * a feature map injected as patch embeddings (Unlimited-OCR's vision encoder: ``patch_embeds``
   ``[batch, hidden_size, GRID, GRID]``);
 * patch features pooled by index (Molmo2's adapter): one crop's ``GRID * GRID`` patches of the
@@ -188,11 +191,20 @@ def part_sets(model: torch.nn.Module, params: dict) -> list:
                     {"pixels": "video", "frames": 1, "image": side, "channels": _int(vision, "num_channels", 3),
                      "image_token": _value(vlm, "image_token_id"), "image_tokens": (side // patch) ** 2,
                      "chunk": chunk, "action_width": _int(_value(model.config, "dit_config"), "hidden_size", 128)}))
+    docs = _value(model.config, "n_docs")
+    if isinstance(docs, int) and all(n in params for n in ("context_input_ids", "context_attention_mask",
+                                                           "doc_scores")):
+        out.append((["context_input_ids", "context_attention_mask", "doc_scores", "decoder_input_ids"],
+                    {"seq": (7, 11), "decoder_seq": (5, 9)}, {"batch": 2, "docs": docs}))  # documents retrieved
     if "patch_embeds" in params:
         out.append((["patch_embeds"], batch, {}))
     if "image_features" in params and "pooled_patches_idx" in params:
         out.append((["image_features", "pooled_patches_idx"], {}, {}))
     return out
+
+
+def _generator_vocab(m: torch.nn.Module) -> int:
+    return _int(_value(m.config, "generator") or m.config, "vocab_size", 1000)
 
 
 def _family(name: str) -> Any:
@@ -287,6 +299,10 @@ MAKERS: dict[str, Any] = {
     "pixel_attention_mask": lambda m, s, g: torch.ones(s["batch"], s["frames"], dtype=torch.bool) if "chunk" in s
     else _family("pixel_attention_mask")(m, s, g),
     "timestep_embeds": lambda m, s, g: torch.randn(s["batch"], s["action_width"], generator=g),
+    "context_input_ids": lambda m, s, g: torch.randint(3, min(_generator_vocab(m), 1000), (
+        s["batch"] * s["docs"], s["seq"]), generator=g),
+    "context_attention_mask": lambda m, s, g: torch.ones(s["batch"] * s["docs"], s["seq"], dtype=torch.int64),
+    "doc_scores": lambda m, s, g: torch.randn(s["batch"], s["docs"], generator=g),
     "code": lambda m, s, g: torch.randint(0, min(s["vocab"], 1000), (s["batch"], s["codes"]), generator=g),
     "conditioning": lambda m, s, g: torch.randn(s["batch"], s["speaker"], generator=g),
     "reference_mel": lambda m, s, g: torch.randn(s["batch"], REFERENCE, s["mel"], generator=g),
@@ -300,7 +316,8 @@ AXES = {"noisy_images": {0: "batch"}, "timesteps": {0: "batch"}, "condition": {0
         "context_hidden_states": {0: "batch", 1: "seq"}, "condition_vector": {0: "batch"},
         "speaker_embedding": {0: "batch"}, "quantized_code": {0: "batch"}, "time_step": {0: "batch"},
         "last_hidden_state": {0: "batch", 1: "seq"}, "code": {0: "batch"}, "conditioning": {0: "batch"},
-        "reference_mel": {0: "batch"}, "t_cond": {},
+        "reference_mel": {0: "batch"}, "t_cond": {}, "context_input_ids": {1: "seq"},
+        "context_attention_mask": {1: "seq"}, "doc_scores": {},
         "aspect_ratio_ids": {0: "batch"}, "aspect_ratio_mask": {0: "batch"}, "patch_embeds": {0: "batch"},
         "image_features": {}, "pooled_patches_idx": {}}
 
