@@ -35,7 +35,7 @@ import dataclasses
 from typing import Any, Callable
 
 from onnxport.capture.guards.conditions import EAGER_RUNS, Guard, GuardStatus
-from onnxport.errors import DynamicShapesError, ExportError
+from onnxport.errors import ExportError
 
 SAME = "traced on each residue class it excludes, the ONNX graph is the same: it holds on every class"
 JOINED = "each residue class exported on its own, the exports joined under ONNX If on the class"
@@ -158,18 +158,9 @@ def _kept(guard: Guard, method: str) -> Guard:
 def _stated(result: Any, guards: list[Guard], why: str) -> Any:
     """``result``, its remainder constraints ``guards`` stated (``why`` they are not dropped, in their
     note). Raises ``DynamicShapesError`` where one reads a dim with an explicit range."""
-    from onnxport.settle import with_guards
+    from onnxport.settle import noted, range_refusal, with_guards
 
     variables = [v for v in result.captured.variables.values() if any(v.name in g.names for g in guards)]
     if not all(v.adoptable for v in variables):
-        from onnxport.capture.guards.conditions import range_error
-
-        guard = guards[0]
-        error = range_error(guard.text, guard.excluded, guard.where, variables)
-        declared = ", ".join(f"{v.name} in [{v.lo}, {v.hi if v.hi is not None else 'inf'}]" for v in variables)
-        raise DynamicShapesError(f"the ONNX model torch.export traced holds only where {guard.text}, which the "
-                                 f"declared range ({declared}) does not guarantee, and it cannot be exported on the "
-                                 f"other residue classes: {why}", where=guard.where, hint=error.hint)
-    note = f"not dropped: {why}"
-    return with_guards(result, [dataclasses.replace(g, note=f"{g.note}; {note}" if g.note else note)
-                                if g in guards else g for g in result.guards])
+        raise range_refusal(guards[0], variables, f", and it cannot be exported on the other residue classes: {why}")
+    return with_guards(result, [noted(g, f"not dropped: {why}") if g in guards else g for g in result.guards])

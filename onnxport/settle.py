@@ -226,16 +226,26 @@ def _differs(result: ExportResult, guard, shown: str):
         DynamicShapesError: a dim it reads has an explicit range (``Dim(name, min=...)``), which the
             export cannot hold.
     """
-    from onnxport.capture.guards.conditions import range_error
-
     variables = [v for v in result.captured.variables.values() if v.name in guard.names]
     if not all(v.adoptable for v in variables):
-        error = range_error(guard.text, guard.excluded, guard.where, variables)
-        declared = ", ".join(f"{v.name} in [{v.lo}, {v.hi if v.hi is not None else 'inf'}]" for v in variables)
-        raise DynamicShapesError(f"the ONNX model torch.export traced holds only where {guard.text}, which the "
-                                 f"declared range ({declared}) does not guarantee: eager PyTorch runs at {shown}, "
-                                 f"where the ONNX model differs from it", where=guard.where, hint=error.hint)
-    note = f"eager PyTorch runs at {shown}, where the ONNX model traced under it differs"
+        raise range_refusal(guard, variables, f": eager PyTorch runs at {shown}, where the ONNX model differs from it")
+    return noted(guard, f"eager PyTorch runs at {shown}, where the ONNX model traced under it differs")
+
+
+def range_refusal(guard, variables: list, why: str) -> DynamicShapesError:
+    """The error of a constraint ``guard`` the export keeps adopted though ``variables`` (the dims it reads)
+    include one of an explicit range, which it does not guarantee; ``why`` (from ": ...") says why it stays."""
+    from onnxport.capture.guards.conditions import range_error
+
+    error = range_error(guard.text, guard.excluded, guard.where, variables)
+    declared = ", ".join(f"{v.name} in [{v.lo}, {v.hi if v.hi is not None else 'inf'}]" for v in variables)
+    return DynamicShapesError(f"the ONNX model torch.export traced holds only where {guard.text}, which the "
+                              f"declared range ({declared}) does not guarantee{why}", where=guard.where,
+                              hint=error.hint)
+
+
+def noted(guard, note: str):
+    """``guard`` with ``note`` appended to its note."""
     return dataclasses.replace(guard, note=f"{guard.note}; {note}" if guard.note else note)
 
 
