@@ -65,4 +65,15 @@ def embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq=False, mode=
         if int(mode) == 1:
             denom = ctx.cast(ctx.op.Max(count, ctx.scalar(1, I64)), to)
             out = ctx.op.Div(out, ctx.op.Unsqueeze(denom, ctx.const([1])))
-    return out, bag, count, None
+    return out, _as_traced(ctx, 1, bag), _as_traced(ctx, 2, count), None
+
+
+def _as_traced(ctx, index: int, value: ir.Value) -> ir.Value:
+    """The op's output ``index`` as torch's kernel gives it: empty where torch's shape of it is ``[0]``
+    (a sum without padding takes the kernel's fast path, which fills no ``offset2bag``), else ``value``."""
+    traced = ctx.current_node.meta.get("val")
+    shape = getattr(traced[index], "shape", None) if isinstance(traced, (list, tuple)) and len(traced) > index \
+        else None
+    if shape is not None and len(shape) == 1 and isinstance(shape[0], int) and shape[0] == 0:
+        return ctx.const(np.zeros([0], dtype=np.int64))
+    return value
