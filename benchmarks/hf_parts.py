@@ -122,7 +122,7 @@ def part_sets(model: torch.nn.Module, params: dict) -> list:
     out = []
     batch = {"batch": (2, 3)}
     if all(n in params for n in ("noisy_images", "timesteps", "condition")):
-        out.append((["noisy_images", "timesteps", "condition"], batch, {}))
+        out.append((["noisy_images", "timesteps", "condition"], batch, {"step": "diffusion"}))
     if "noise_embeds" in params and "context_hidden_states" in params:
         out.append((["noise_embeds", "context_hidden_states"], batch | {"seq": (7, 11)}, {}))
     if "aspect_ratio_ids" in params and "aspect_ratio_mask" in params and "pixel_values" in params \
@@ -272,7 +272,8 @@ def _layers(m: torch.nn.Module, name: str) -> int:
 
 MAKERS: dict[str, Any] = {
     "noisy_images": lambda m, s, g: torch.randn(s["batch"], _int(m.config, "latent_size", 64), generator=g),
-    "timesteps": lambda m, s, g: torch.randint(0, STEPS, (s["batch"],), generator=g).float(),
+    "timesteps": lambda m, s, g: torch.randint(0, STEPS, (s["batch"],), generator=g).float()
+    if s.get("step") == "diffusion" else _family("timesteps")(m, s, g),  # (a trajectory's are its family's)
     "condition": lambda m, s, g: torch.randn(s["batch"], _width(m), generator=g),
     "noise_embeds": lambda m, s, g: torch.randn(s["batch"], _int(m.config, "block_size", 4), _width(m), generator=g),
     "context_hidden_states": lambda m, s, g: torch.randn(
@@ -333,7 +334,7 @@ def axes(name: str, fixed: dict) -> dict | None:
         return {0: "batch"}
     if name in ("pixel_values", "prompt_pixel_values", "prompt_masks") and fixed.get("pixels") == "half":
         return {0: "batch"}
-    if name in ("prompt_pixel_values", "prompt_masks"):
+    if name in ("prompt_pixel_values", "prompt_masks") or (name == "timesteps" and fixed.get("step") != "diffusion"):
         return None
     return AXES.get(name)
 
