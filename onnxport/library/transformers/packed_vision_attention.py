@@ -24,8 +24,12 @@ whose own ``forward`` holds those four statements, while torch.export traces, a 
 from transformers' own source with them replaced by the one masked call (the same attention function,
 with the same arguments, ``attention_mask`` the block mask). The flash-attention branch, which takes
 ``cu_seqlens`` itself, is left as it is; so are the forms this does not match (a loop that also
-collects each piece's attention weights: PaddleOCR-VL, VideoLLaMA3; a call without ``attention_mask``:
-HunyuanVL). Qwen3-ASR's audio attention over its windows has the same four statements.
+collects each piece's attention weights: PaddleOCR-VL, VideoLLaMA3, LFM3-VL). Two shorter forms are
+the same computation and replaced alike: the concatenation written around the list of the pieces'
+attentions, ``attn_output = torch.cat([attention_interface(...)[0] for q, k, v in zip(*splits)],
+dim=1)`` (Cosmos 3 Edge's), and a call leaving ``attention_mask`` to its default, None (HunyuanVL's),
+given the block mask as a keyword. Qwen3-ASR's audio attention over its windows has the same four
+statements.
 
 Semantics: transformers' ``models/qwen2_vl/modeling_qwen2_vl.py`` (``VisionAttention.forward``),
 ``vision_utils.get_vision_cu_seqlens``.
@@ -57,9 +61,17 @@ def _masked_block(block: list[ast.stmt]) -> list[ast.stmt] | None:
     """The statements replacing ``block`` (lengths, splits, per-piece attention, concatenation in
     that order, and nothing else) by one masked attention; None where ``block`` is not that form."""
     parts = [_assigned(s) for s in block]
-    if len(block) != 4 or any(p is None for p in parts):
+    if len(block) not in (3, 4) or any(p is None for p in parts):
         return None
-    (lengths, diff), (splits, split), (outputs, per_piece), (out, cat) = parts
+    if len(block) == 3:  # the pieces' attentions concatenated in one statement: out = torch.cat([...], dim=1)
+        (lengths, diff), (splits, split), (out, cat) = parts
+        per_piece = cat.args[0] if isinstance(cat, ast.Call) and len(cat.args) == 1 else None
+        if not isinstance(per_piece, ast.ListComp) or ast.unparse(cat.func) != "torch.cat" \
+                or [ast.unparse(k) for k in cat.keywords] != ["dim=1"]:
+            return None
+        outputs = None
+    else:
+        (lengths, diff), (splits, split), (outputs, per_piece), (out, cat) = parts
     # lengths = cu[1:] - cu[:-1]
     if not (isinstance(diff, ast.BinOp) and isinstance(diff.op, ast.Sub) and isinstance(diff.left, ast.Subscript)):
         return None
@@ -81,7 +93,7 @@ def _masked_block(block: list[ast.stmt]) -> list[ast.stmt] | None:
             and all(isinstance(e, ast.Name) for e in per_piece.generators[0].target.elts)
             and len(per_piece.generators[0].target.elts) == len(qkv) == 3):
         return None
-    if ast.unparse(cat) != f"torch.cat({outputs}, dim=1)":
+    if outputs is not None and ast.unparse(cat) != f"torch.cat({outputs}, dim=1)":
         return None
     names = {e.id: q for e, q in zip(per_piece.generators[0].target.elts, qkv)}
     call = per_piece.elt
@@ -93,8 +105,11 @@ def _masked_block(block: list[ast.stmt]) -> list[ast.stmt] | None:
     call = Whole().visit(call)
     inner = call.value if isinstance(call, ast.Subscript) else None
     masks = [k for k in getattr(inner, "keywords", []) if k.arg == "attention_mask"]
-    if not isinstance(inner, ast.Call) or len(masks) != 1 or ast.unparse(masks[0].value) != "None":
+    if not isinstance(inner, ast.Call) or len(masks) > 1 or (masks and ast.unparse(masks[0].value) != "None"):
         return None
+    if not masks:  # a call leaving attention_mask to its default, None (HunYuanVL's)
+        masks = [ast.keyword("attention_mask", None)]
+        inner.keywords.insert(0, masks[0])
     masks[0].value = ast.Name("_onnxport_mask", ast.Load())
     mask = ast.parse(_MASK.format(q=ast.unparse(qkv[0]), cu=cu)).body
     return mask + [ast.Assign([ast.Name(out, ast.Store())], call)]
@@ -117,13 +132,16 @@ def _one_masked_attention(func: ast.FunctionDef) -> bool:
     if len(found) != 1:
         return False
     block, at = found[0]
-    replacement = _masked_block(block[at:at + 4])
-    if replacement is None:
+    for count in (4, 3):  # a form is checked whole before _masked_block changes any of its nodes
+        replacement = _masked_block(block[at:at + count])
+        if replacement is not None:
+            break
+    else:
         return False
     for node in replacement:
         for child in ast.walk(node):
             ast.copy_location(child, block[at + 1])
-    block[at:at + 4] = replacement
+    block[at:at + count] = replacement
     return True
 
 
