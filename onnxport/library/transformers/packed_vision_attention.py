@@ -24,12 +24,11 @@ whose own ``forward`` holds those four statements, while torch.export traces, a 
 from transformers' own source with them replaced by the one masked call (the same attention function,
 with the same arguments, ``attention_mask`` the block mask). The flash-attention branch, which takes
 ``cu_seqlens`` itself, is left as it is; so are the forms this does not match (a loop that also
-collects each piece's attention weights: PaddleOCR-VL, VideoLLaMA3, LFM3-VL). Two shorter forms are
-the same computation and replaced alike: the concatenation written around the list of the pieces'
-attentions, ``attn_output = torch.cat([attention_interface(...)[0] for q, k, v in zip(*splits)],
-dim=1)`` (Cosmos 3 Edge's), and a call leaving ``attention_mask`` to its default, None (HunyuanVL's),
-given the block mask as a keyword. Qwen3-ASR's audio attention over its windows has the same four
-statements.
+collects each piece's attention weights: PaddleOCR-VL, VideoLLaMA3, LFM3-VL; a call without
+``attention_mask``, whose ``**kwargs`` may carry one: HunyuanVL). The shorter form concatenating
+around the list of the pieces' attentions, ``attn_output = torch.cat([attention_interface(...)[0] for
+q, k, v in zip(*splits)], dim=1)`` (Cosmos 3 Edge's), is the same computation and replaced alike.
+Qwen3-ASR's audio attention over its windows has the same four statements.
 
 Semantics: transformers' ``models/qwen2_vl/modeling_qwen2_vl.py`` (``VisionAttention.forward``),
 ``vision_utils.get_vision_cu_seqlens``.
@@ -105,11 +104,8 @@ def _masked_block(block: list[ast.stmt]) -> list[ast.stmt] | None:
     call = Whole().visit(call)
     inner = call.value if isinstance(call, ast.Subscript) else None
     masks = [k for k in getattr(inner, "keywords", []) if k.arg == "attention_mask"]
-    if not isinstance(inner, ast.Call) or len(masks) > 1 or (masks and ast.unparse(masks[0].value) != "None"):
+    if not isinstance(inner, ast.Call) or len(masks) != 1 or ast.unparse(masks[0].value) != "None":
         return None
-    if not masks:  # a call leaving attention_mask to its default, None (HunYuanVL's)
-        masks = [ast.keyword("attention_mask", None)]
-        inner.keywords.insert(0, masks[0])
     masks[0].value = ast.Name("_onnxport_mask", ast.Load())
     mask = ast.parse(_MASK.format(q=ast.unparse(qkv[0]), cu=cu)).body
     return mask + [ast.Assign([ast.Name(out, ast.Store())], call)]
