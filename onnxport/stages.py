@@ -219,9 +219,9 @@ class Strategy:
         failed = str(error).splitlines()[0]
         if self.remainders:
             return (f"capture failed ({failed}); a branch on a remainder of sizes is no torch.cond onnxport's rewrite "
-                    "can make: onnxport read its condition as one the model needs, adopted on trial (each residue class "
-                    "it excludes exported too: dropped where the graphs are the same, joined under ONNX If where they "
-                    "differ, else listed in result.constraints)")
+                    "can make: onnxport read its condition as one the model needs, adopted on trial (each residue "
+                    "class it excludes exported too: dropped where the graphs are the same, joined under ONNX If "
+                    "where they differ, else listed in result.constraints)")
         if self.rewrites:
             done = sorted((n for n in notes if n.rewritten), key=lambda n: n.construct == "if")  # loops first
             shown = "; ".join(f"the {n.construct} at {n.where}" for n in done[:3])
