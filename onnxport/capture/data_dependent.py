@@ -87,6 +87,15 @@ def _bound(cond: sympy.Basic, symbol: Any) -> sympy.Basic:
     return op(symbol, -b / a)
 
 
+def _non_empty(cond: sympy.Basic, symbol: Any) -> bool:
+    """``cond`` says the count ``symbol`` is at least 1 or 2 (``u0 > 0``, ``u0 >= 1``, ``u0 > 1``): its negation,
+    a count of 0 or 1, is seldom the model's case."""
+    if not isinstance(cond, (sympy.StrictGreaterThan, sympy.GreaterThan)) or cond.lhs != symbol:
+        return False
+    low = cond.rhs + (1 if isinstance(cond, sympy.StrictGreaterThan) else 0)
+    return low.is_Integer and 1 <= int(low) <= 2
+
+
 def _in_user_terms(expr: sympy.Basic, names: dict) -> str:
     return str(expr.xreplace({s: sympy.Symbol(n) for s, (n, _) in names.items()}))
 
@@ -96,8 +105,13 @@ def _fixes(cond: sympy.Basic, names: dict, where: str | None) -> str:
     library = bool(where) and in_installed_package(where)
     symbol = next(iter(names), None)
     bound = _in_user_terms(_bound(cond, symbol) if symbol is not None else sympy.Not(cond), names)
-    fixes = [f"if the count is bounded that way, state it before {'the call' if library else 'this line'} with "
-             f"torch._check({bound}) (torch.export then decides the condition)"] if names else []
+    before = "the call" if library else "this line"
+    if symbol is not None and _non_empty(cond, symbol):  # "u0 > 0": the count is rarely meant to be 0
+        fixes = [f"if the count is never that small, state it before {before} with torch._check("
+                 f"{_in_user_terms(cond, names)}) (torch.export then decides the condition)"]
+    else:
+        fixes = [f"if the count is bounded that way, state it before {before} with torch._check({bound}) "
+                 f"(torch.export then decides the condition)"] if names else []
     if re.match(r"(if|elif|while)\b", code) or " if " in code:
         fixes.append("to keep both sides, write the branch with torch.cond(pred, true_fn, false_fn, operands) "
                      "(exported as an ONNX If)")

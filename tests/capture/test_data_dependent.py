@@ -200,3 +200,22 @@ def test_a_branch_on_a_bool_read_from_data_names_where_it_was_read():
         onnxport.to_onnx(AnyPositive(), (torch.randn(2, 3),), dynamic_shapes={"x": {0: "batch"}},
                          rewrite_control_flow=False)
     assert "if flag:" in e.value.where and "torch.cond" in e.value.hint
+
+
+class AnyKept(torch.nn.Module):
+    """A branch on whether a mask keeps any row: the fix states the count is not 0, not that it is."""
+
+    def forward(self, boxes, scores):
+        kept = boxes[scores > 0.5]
+        if kept.shape[0] > 0:
+            return kept.sum(0)
+        return boxes.sum(0)
+
+
+def test_a_count_compared_with_zero_is_stated_non_empty():
+    with pytest.raises(onnxport.DataDependentError) as info:
+        onnxport.to_onnx(AnyKept(), (torch.randn(30, 4), torch.rand(30)),
+                         dynamic_shapes={"boxes": {0: "n"}, "scores": {0: "n"}}, rewrite_control_flow=False)
+    e = info.value
+    assert "torch._check(kept.shape[0] > 0)" in e.hint, e.hint
+    assert "<= 0" not in e.hint, e.hint
