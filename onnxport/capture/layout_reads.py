@@ -87,7 +87,9 @@ def changes(watched: list) -> list:
     except ImportError:  # no dynamo: no code is traced by it
         return out
     get_tensor_method()  # dynamo's table of torch's own methods, made once a process: made of them, not of these
-    return out + [SetAttribute(TensorVariable, name, _noticing_traced) for name in ("call_method", "var_getattr")]
+    # an attribute read is var_getattr in torch 2.13, tp_getattro_impl in torch 2.15
+    return out + [SetAttribute(TensorVariable, name, _noticing_traced)
+                  for name in ("call_method", "var_getattr", "tp_getattro_impl") if name in vars(TensorVariable)]
 
 
 def _noticing(original: Callable) -> Callable:
@@ -119,8 +121,9 @@ def _noticed() -> None:
 
 
 def _noticing_traced(original: Callable) -> Callable:
-    """dynamo's ``TensorVariable.call_method`` / ``var_getattr``: a layout method or ``_base`` of a tensor in
-    code dynamo traces (the sides of ``torch.cond``), which dynamo answers from the traced tensor's layout."""
+    """dynamo's ``TensorVariable.call_method`` / ``var_getattr`` (``tp_getattro_impl``): a layout method or
+    ``_base`` of a tensor in code dynamo traces (the sides of ``torch.cond``), which dynamo answers from the
+    traced tensor's layout."""
 
     def traced(self, tx, name, *args, **kwargs):
         if _WATCHED and (name in READS or name == "_base"):
