@@ -6,6 +6,7 @@ in the FX node's ``stack_trace``), and what to do about it.
 
 from __future__ import annotations
 
+import linecache
 import re
 import sys
 import sysconfig
@@ -37,6 +38,12 @@ def is_internal_frame(frame: Any) -> bool:
     module = sys.modules.get(frame.f_globals.get("__name__", ""))
     file = getattr(module, "__file__", None) or ""
     return bool(file) and (is_internal_path(file) or "site-packages" in file or "dist-packages" in file)
+
+
+def frame_line(frame: Any) -> str:
+    """``file:line in func: code`` of ``frame`` (the code as ``linecache`` reads it, empty where there is no source)."""
+    code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}: {code}"
 
 
 def is_internal_path(path: str) -> bool:

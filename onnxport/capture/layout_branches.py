@@ -67,6 +67,7 @@ import os
 import re
 from types import FrameType
 
+from onnxport.capture.layout_reads import READS
 from onnxport.rewrite.running_source import runs_file
 
 _WHERE = re.compile(r"^(.*):(\d+) in ")
@@ -266,8 +267,9 @@ def _nodes_in_scopes(tree: ast.Module):
 
 
 # what reads a tensor's memory layout, or refuses a layout (``view`` of a tensor not contiguous)
-_LAYOUT_READS = frozenset({"is_contiguous", "stride", "storage_offset", "data_ptr", "view", "storage",
-                           "untyped_storage", "_base", "is_set_to", "is_non_overlapping_and_dense"})
+# the layout reads noticed while tracing (``layout_reads.READS``), the ``_base`` property, and ``view``, which eager
+# PyTorch refuses of a tensor not contiguous
+_LAYOUT_READS = frozenset(READS) | {"_base", "view"}
 
 
 def _observing(scope: ast.AST, branch: ast.AST) -> list[ast.AST]:

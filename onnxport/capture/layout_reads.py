@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import linecache
 import sys
 from typing import Any, Callable
 
 import torch
 
 from onnxport.capture.patches import SetAttribute
-from onnxport.errors import is_internal_path
+from onnxport.errors import frame_line, is_internal_frame, is_internal_path
 
 # methods of torch.Tensor whose result depends on the memory layout or the storage, not on the values alone
 READS = ("is_contiguous", "stride", "storage_offset", "data_ptr", "untyped_storage", "storage", "_typed_storage",
@@ -115,9 +114,8 @@ def _noticed() -> None:
     if torch.compiler.is_dynamo_compiling():  # dynamo evaluates the code: ``_noticing_traced`` sees the read
         return
     caller = sys._getframe(2)
-    if not _internal(caller.f_code.co_filename):
-        code = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip()
-        _told_apart(f"{caller.f_code.co_filename}:{caller.f_lineno} in {caller.f_code.co_name}: {code}")
+    if not is_internal_frame(caller):  # the model's or a library's code, compiled from a file or a string
+        _told_apart(frame_line(caller))
 
 
 def _noticing_traced(original: Callable) -> Callable:

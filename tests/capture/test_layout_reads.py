@@ -172,3 +172,26 @@ def test_an_augmented_assignment_to_a_tensor_after_a_copy_is_refused():
         onnxport.to_onnx(AddsInPlaceAfterACopy(), (torch.randn(2, 3),), dynamic_shapes={"inp": {0: Dim("n")}},
                          rewrite_control_flow=False)
     assert "if x.shape[0] >= 4:" in str(info.value)
+
+
+_READER_FROM_A_STRING = '''
+class ReaderFromAString(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = ContiguousPastFour()
+
+    def forward(self, inp):
+        y = self.inner(inp)
+        return y * 2 if y.is_contiguous() else y * 3
+'''
+
+
+def test_a_layout_read_in_code_compiled_from_a_string_is_noticed():
+    """The caller compiled from a string (``exec``, a notebook, ``python -c``) is the user's code too: its read
+    makes the branch an ordinary one, named in the fix."""
+    namespace = {"torch": torch, "ContiguousPastFour": ContiguousPastFour}
+    exec(compile(_READER_FROM_A_STRING, "<string>", "exec"), namespace)  # noqa: S102 - the test's own model
+    with pytest.raises(onnxport.SpecializationError, match=r"n <= 3") as info:
+        onnxport.to_onnx(namespace["ReaderFromAString"](), (torch.randn(2, 3),),
+                         dynamic_shapes={"inp": {0: Dim("n")}}, rewrite_control_flow=False)
+    assert "the layout is read after it (at <string>:" in info.value.hint, info.value.hint

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import linecache
 import os
 import sys
 from types import FrameType
@@ -35,7 +34,7 @@ import sympy
 from onnxport.capture import layout_reads
 from onnxport.capture.layout_branches import LayoutBranch, layout_branch
 from onnxport.capture.patches import Patch, SetAttribute, register
-from onnxport.errors import is_internal_frame
+from onnxport.errors import frame_line, is_internal_frame
 
 
 class Specialization(NamedTuple):
@@ -104,13 +103,7 @@ def user_frame() -> str | None:
     f = sys._getframe(1)
     while f is not None and is_internal_frame(f):
         f = f.f_back
-    return None if f is None else _frame_line(f)
-
-
-def _frame_line(f: FrameType) -> str:
-    """``file:line in func: code`` of the frame ``f``."""
-    code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
-    return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}: {code}"
+    return None if f is None else frame_line(f)
 
 
 _TORCH_INIT = os.path.join("torch", "__init__.py")
@@ -180,7 +173,7 @@ def branch_frame() -> str | None:
     f = _converting_frame()
     if f is None:
         return _DECIDING.get()
-    line = _frame_line(f)
+    line = frame_line(f)
     return None if line.partition(": ")[2].startswith("assert ") else line
 
 
@@ -205,7 +198,7 @@ def _layout_branch(expr) -> tuple[str, LayoutBranch] | None:
         frame = _converting_frame()
         if frame is None:
             return None
-        where = _frame_line(frame)
+        where = frame_line(frame)
         if where.partition(": ")[2].startswith("assert "):
             return None
         branch = layout_branch(where, frame)
