@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from onnxport.capture.guards.conditions import EAGER_RUNS, Guard, GuardStatus
+from onnxport.capture.guards.conditions import Guard, GuardStatus
 from onnxport.errors import ExportError
 
 SAME = "traced on each residue class it excludes, the ONNX graph is the same: it holds on every class"
@@ -45,7 +45,9 @@ def flipped(result: Any) -> list[Guard]:
     """The remainder constraints (``h % 2 == 0``) ``result`` adopts on trial (``EAGER_RUNS``: eager PyTorch
     runs beyond them). A remainder constraint is one whose condition takes a remainder of sizes
     (``Guard.remainder``: a ``Mod`` in torch's expression)."""
-    return [g for g in result.constraints if g.method == EAGER_RUNS and g.remainder]
+    from onnxport.verify.unneeded_constraints import on_trial
+
+    return [g for g in result.constraints if on_trial(g)]
 
 
 def either_side(result: Any, export_at: Callable[[tuple, dict], Any], notices: list[str],

@@ -186,7 +186,8 @@ def settle_unneeded(result: ExportResult, tries: list, notices: list[str]) -> Ex
         del pending[id(guard)]
         right = right_at(trial, trial_guard)
         if right and on_trial(guard):  # a few sizes of other residue classes say nothing of the rest
-            matched = _matched(guard, shown)
+            matched = noted(guard, f"onnxruntime matches eager PyTorch at {shown}, which does not tell the other "
+                                   f"sizes of those classes")  # remainder_sides judges it on every class
             pending[id(matched)] = (matched, sizes)  # relaxed in the trials of the others still
             result = with_guards(result, [matched if g is guard else g for g in result.guards], record=False)
         elif right:
@@ -198,13 +199,6 @@ def settle_unneeded(result: ExportResult, tries: list, notices: list[str]) -> Ex
             result = with_guards(result, [_differs(result, g, shown) if g is guard else g for g in result.guards],
                                  record=False)
     return with_guards(result, result.captured.guards)  # the metadata, once, for the guards decided
-
-
-def _matched(guard, shown: str):
-    """``guard``, a remainder constraint adopted on trial, where onnxruntime matches eager PyTorch at
-    ``shown``: still adopted (``remainder_sides`` judges it on every residue class), saying so."""
-    note = f"onnxruntime matches eager PyTorch at {shown}, which does not tell the other sizes of those classes"
-    return dataclasses.replace(guard, note=f"{guard.note}; {note}" if guard.note else note)
 
 
 def _lowered(result: ExportResult, tries: list) -> dict:
