@@ -298,17 +298,12 @@ class Model(torch.nn.Module):
 
 def _loaded_then_edited(tmp_path, name):
     """A model imported from a file, the file then edited so its branch reads layout-only."""
-    import importlib.util
-    import os
+    from module_files import edit_after_import, import_file
 
     path = tmp_path / f"{name}.py"
     path.write_text(_RUNS)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    path.write_text(_RUNS.replace("x * 2", "x.contiguous()"))
-    stat = path.stat()
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    module = import_file(path, name)
+    edit_after_import(path, _RUNS.replace("x * 2", "x.contiguous()"))
     return module.Model(), path
 
 

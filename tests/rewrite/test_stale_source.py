@@ -3,9 +3,6 @@
 function is not rewritten (``rewrite/running_source.py``), and the export computes what eager PyTorch
 computes, or is refused saying the file differs from the code running."""
 
-import importlib.util
-import os
-import sys
 
 import numpy as np
 import onnxruntime as ort
@@ -14,6 +11,7 @@ import torch
 from torch.export import Dim
 
 import onnxport
+from module_files import edit_after_import, import_file
 from onnxport.rewrite import rewrite_module
 
 RUNNING = '''
@@ -35,13 +33,8 @@ SIZES = (2, 3, 4, 6)
 def _imported_then_edited(tmp_path):
     path = tmp_path / "edited_after_import.py"
     path.write_text(RUNNING)
-    spec = importlib.util.spec_from_file_location(f"edited_after_import_{id(tmp_path)}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    path.write_text(EDITED)
-    stat = os.stat(path)
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # a new time, whatever the clock's grain
+    module = import_file(path, f"edited_after_import_{id(tmp_path)}", register=True)
+    edit_after_import(path, EDITED)
     return module.Model()
 
 
@@ -91,10 +84,7 @@ def test_rewrite_refuses_a_file_that_is_not_the_code_running(tmp_path, make):
 def test_rewrite_still_takes_a_file_that_is_the_code_running(tmp_path):
     path = tmp_path / "as_imported.py"
     path.write_text(RUNNING)
-    spec = importlib.util.spec_from_file_location(f"as_imported_{id(tmp_path)}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = import_file(path, f"as_imported_{id(tmp_path)}", register=True)
     new = rewrite_module(module.Model(), (torch.randn(6, 3),), warn=False)
     assert any(n.rewritten for n in new.onnxport_rewrite_notes)
 
