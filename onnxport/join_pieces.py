@@ -23,6 +23,7 @@ differ in shape (a dim neither names alike is left without a name or size).
 from __future__ import annotations
 
 import onnx
+import onnx_ir as ir
 from onnx import helper
 
 _OPSET_DOMAINS = ("", "ai.onnx")
@@ -117,6 +118,14 @@ def join_on(condition: onnx.ModelProto, then_model: onnx.ModelProto, else_model:
                               initializer=list(initializers.values()))
     graph.doc_string = base.graph.doc_string
     return _model(graph, [*models, condition], functions)
+
+
+def joined_model(proto: onnx.ModelProto, dim_names: dict) -> ir.Model:
+    """``proto`` (a model ``join`` or ``join_on`` made) as the ``onnx_ir`` model an ``ExportResult`` holds,
+    ``dim_names`` (the base export's: dim_param -> the user's name) in its ``meta``."""
+    model = ir.serde.deserialize_model(proto)
+    model.meta["dim_names"] = dict(dim_names)
+    return model
 
 
 def _check_signature(models: list[onnx.ModelProto]) -> None:

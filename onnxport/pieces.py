@@ -218,9 +218,7 @@ def joined(pieces: list[tuple[Interval, Any]]) -> Any:
     """One ``ExportResult`` from the pieces' (``export_in_pieces``): their models joined
     (``join_pieces.join``), the example's piece as its ``captured`` with every piece's guards,
     each qualified by its interval (``qualified``), and the split dim's range the pieces' union."""
-    import onnx_ir as ir
-
-    from onnxport.join_pieces import join
+    from onnxport.join_pieces import join, joined_model
 
     intervals = [iv for iv, _ in pieces]
     base = next(r for iv, r in pieces if iv.own)
@@ -229,8 +227,7 @@ def joined(pieces: list[tuple[Interval, Any]]) -> Any:
     variables = {s: dataclasses.replace(v, lo=intervals[0].lower, hi=intervals[-1].upper)
                  if v.name == intervals[0].dim else v for s, v in base.captured.variables.items()}
     captured = dataclasses.replace(base.captured, guards=guards, variables=variables)
-    model = ir.serde.deserialize_model(proto)
-    model.meta["dim_names"] = dict(base.dim_names)
+    model = joined_model(proto, base.dim_names)
     # each piece's result keeps the joined model (its own graph lives on inside it, not twice in memory)
     kept = tuple((iv, r.replace(model=model)) for iv, r in pieces)
     return base.replace(model=model, captured=captured, pieces=kept,

@@ -112,9 +112,7 @@ def either_side(result: Any, export_at: Callable[[tuple, dict], Any], notices: l
 def _taken(result: Any, guards: list[Guard], residues: Any, covers: list, shown: str, notices: list[str]) -> Any:
     """``result`` made right on every class of ``residues``: ``covers`` (``(export, classes)``, the
     example's first) as one graph where they are the same, else joined under ``If`` on the classes."""
-    import onnx_ir as ir
-
-    from onnxport.join_pieces import join_on
+    from onnxport.join_pieces import join_on, joined_model
     from onnxport.residues import condition_model
     from onnxport.same_graph import same_graph
     from onnxport.settle import with_guards
@@ -144,8 +142,7 @@ def _taken(result: Any, guards: list[Guard], residues: Any, covers: list, shown:
             joined = join_on(condition, export.model_proto, joined)
     except ValueError as e:  # the sides' outputs differ in dtype or rank: no one If holds them
         return _stated(result, guards, f"the exports of its residue classes cannot be joined: {e}")
-    model = ir.serde.deserialize_model(joined)
-    model.meta["dim_names"] = dict(result.dim_names)
+    model = joined_model(joined, result.dim_names)
     notices.append(f"the trace at the example holds only where {text} (at {guards[0].where}); traced at {shown}, "
                    f"on the residue classes it excludes, the ONNX graphs differ: onnxport exported "
                    f"{len(groups)} graphs and joined them under ONNX If on the sizes' remainders modulo "

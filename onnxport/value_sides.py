@@ -167,15 +167,11 @@ def joined(module: torch.nn.Module, condition: Any, sides: list) -> Any:
     side kept in ``pieces`` with the joined model (validated at its own example); its guards those
     of both sides (a condition one side adopts is stated for the joined model: no size can tell
     which side runs), its rewrite notes those of both sides, each once."""
-    import onnx_ir as ir
-
-    from onnxport.join_pieces import join_on
+    from onnxport.join_pieces import join_on, joined_model
 
     (_, then), (_, other) = sides
     base = next(r for s, r in sides if s.own)
-    proto = join_on(condition.model_proto, then.model_proto, other.model_proto)
-    model = ir.serde.deserialize_model(proto)
-    model.meta["dim_names"] = dict(base.dim_names)
+    model = joined_model(join_on(condition.model_proto, then.model_proto, other.model_proto), base.dim_names)
     kept = tuple((side, r.replace(model=model)) for side, r in sides)
     guards = list(base.captured.guards)
     guards += [g for _, r in sides if r is not base for g in r.captured.guards
