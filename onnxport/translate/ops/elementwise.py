@@ -145,16 +145,18 @@ def fmod(ctx, a, b):
 def pow_(ctx, a, b):
     """pow.Tensor_Tensor/.Tensor_Scalar/.Scalar: ONNX Pow in the result dtype; ``x ** 2`` of integers
     is x * x (floats keep ``Pow(x, 2)``, which onnxruntime computes as x * x and its fusion tools read
-    in RMS norms), ``x ** 0.5`` Sqrt; other integer results are computed in double and rounded."""
+    in RMS norms), ``x ** 0.5`` Sqrt; other integer results exact, wrapping around as PyTorch's do
+    (``integer.integer_pow``: squaring and multiplying)."""
     to = ctx.out_dtype
     if not isinstance(b, ir.Value) and b == 2 and isinstance(a, ir.Value) and not dtypes.is_float(to):
         a = ctx.cast(a, to)
         return ctx.op.Mul(a, a)
     if not isinstance(b, ir.Value) and b == 0.5 and isinstance(a, ir.Value) and dtypes.is_float(to):
         return ctx.op.Sqrt(ctx.cast(a, to))
-    if dtypes.is_int(to):
-        a, b = promote(ctx, a, b, to=ir.DataType.DOUBLE)
-        return ctx.cast(ctx.op.Round(ctx.op.Pow(a, b)), to)
+    if dtypes.is_int(to) and (isinstance(b, ir.Value) or int(b) >= 0):
+        from onnxport.translate.ops.integer import integer_pow
+
+        return integer_pow(ctx, a, b)
     a, b = promote(ctx, a, b, to=to)
     return ctx.op.Pow(a, b)
 

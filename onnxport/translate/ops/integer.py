@@ -1,4 +1,4 @@
-"""Integer number theory: gcd and lcm.
+"""Integer number theory: gcd, lcm and integer powers.
 
 Semantics: torch.gcd / torch.lcm (https://pytorch.org/docs/stable/generated/torch.gcd.html):
 elementwise on integer tensors (broadcast), gcd(a, b) >= 0 with gcd(0, 0) = 0, and
@@ -6,6 +6,13 @@ lcm(a, b) = |a / gcd(a, b) * b| (0 when gcd is 0). Computed by Euclid's algorith
 vol. 2, 4.5.2, Algorithm E) in an ONNX Loop: each step maps (a, b) to (b, a mod b) where b is not 0,
 and the loop stops once every b is 0. By Lame's theorem 92 steps suffice for 64-bit integers
 (the 93rd Fibonacci number exceeds 2^63), which bounds the trip count.
+
+An integer power (``torch.pow`` of integer tensors) is exact and wraps around as eager PyTorch's does
+(a product of 64-bit integers modulo 2^64: BLT's rolling hash ``prime ** arange(n)``): computed by
+squaring and multiplying (Knuth, TAOCP vol. 2, 4.6.3), unrolled over the bits of an exponent known when
+translating, else in an ONNX Loop over the exponent's bits (at most 63 steps, stopping once every
+exponent is 0). A negative exponent gives what PyTorch gives for tensors: 1 for a base of 1, +-1 for
+-1, 0 otherwise.
 """
 
 from __future__ import annotations
@@ -73,3 +80,54 @@ def lcm(ctx, a, b):
     is_zero = op.Equal(g, zero)
     out = op.Abs(op.Mul(op.Div(a, op.Where(is_zero, ctx.scalar(1, dtype), g)), b))
     return op.Reshape(op.Where(is_zero, zero, out), shape)
+
+
+def integer_pow(ctx, a, b):
+    """``a ** b`` in the integer result dtype ``ctx.out_dtype``, exact with PyTorch's wrap-around (module
+    docstring). ``a``, ``b``: values or Python ints (broadcast); a Python exponent is non-negative (eager
+    PyTorch refuses a negative one of integers)."""
+    op = ctx.op
+    dtype = ctx.out_dtype
+    a = ctx.cast(a, dtype) if isinstance(a, ir.Value) else ctx.scalar(int(a), dtype)
+    one = ctx.scalar(1, dtype)
+    if not isinstance(b, ir.Value):
+        result, base, e = None, a, int(b)
+        while e:
+            if e & 1:
+                result = base if result is None else op.Mul(result, base)
+            e >>= 1
+            if e:
+                base = op.Mul(base, base)
+        return op.Add(op.Mul(a, ctx.scalar(0, dtype)), one) if result is None else result
+    b = ctx.cast(b, dtype)
+    shape = op.Shape(op.Add(op.Mul(a, ctx.scalar(0, dtype)), op.Mul(b, ctx.scalar(0, dtype))))  # broadcast
+    flat = ctx.const([-1])
+    base = op.Reshape(op.Expand(a, shape), flat)
+    e = op.Reshape(op.Expand(b, shape), flat)
+    zero, two = ctx.scalar(0, dtype), ctx.scalar(2, dtype)
+    negative = op.Less(e, zero)
+    e_used = op.Where(negative, zero, e)
+
+    def step(sub, ins):
+        result, x, n = ins[2], ins[3], ins[4]
+        s_one, s_two, s_zero = sub.scalar(1, dtype), sub.scalar(2, dtype), sub.scalar(0, dtype)
+        odd = sub.op.Equal(sub.op.Mod(n, s_two), s_one)
+        result = sub.op.Where(odd, sub.op.Mul(result, x), result)
+        n = sub.op.Div(n, s_two)
+        busy = sub.op.ReduceMax(n, keepdims=0)
+        again = sub.op.Greater(busy, s_zero)
+        again.type, again.shape = ir.TensorType(BOOL), ir.Shape([])
+        return [again, result, sub.op.Mul(x, x), n]
+
+    graph = bodies.subgraph(ctx, "pow_bits", [(I64, []), (BOOL, []), (dtype, [None]), (dtype, [None]),
+                                              (dtype, [None])], step)
+    busy = op.Greater(op.ReduceMax(op.Concat(e_used, op.Reshape(zero, ctx.const([1])), axis=0), keepdims=0), zero)
+    ones = op.Add(op.Mul(base, zero), one)
+    powered, _, _ = op.Loop(ctx.const(np.array(64, dtype=np.int64)), busy, ones, base, e_used, body=graph,
+                            _outputs=3)
+    # a negative exponent: 1 for a base of 1, (-1) ** e for -1, else 0 (PyTorch's integer pow of tensors)
+    minus_one = ctx.scalar(-1, dtype)
+    odd = op.Equal(op.Mod(e, two), one)
+    inverse = op.Where(op.Equal(base, one), one,
+                       op.Where(op.Equal(base, minus_one), op.Where(odd, minus_one, one), zero))
+    return op.Reshape(op.Where(negative, inverse, powered), shape)

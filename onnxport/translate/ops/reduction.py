@@ -3,7 +3,8 @@ any/all, logsumexp, linalg_vector_norm, cumprod.
 
 Semantics: the PyTorch reductions (``dim`` an int, a list, or None / [] for every axis; ``keepdim``;
 sum/prod of bool and integer tensors give int64; var/std with ``correction``, default 1) on the
-ONNX Reduce* operators of opset 18+ (axes as an input), ArgMax/ArgMin. Sums, means, variances
+ONNX Reduce* operators of opset 18+ (axes as an input), ArgMax/ArgMin; integer sums by CumSum, exact
+where onnxruntime's integer ReduceSum is not (``integer_sum``). Sums, means, variances
 and norms over long float32 axes are summed in levels (``_accurate``), as accurate as PyTorch's
 cascade summation where one ReduceSum is not.
 """
@@ -78,8 +79,28 @@ def sum_over(ctx, x: ir.Value, dim, keepdim: bool, like: ir.Value | None = None,
 @translates(aten.sum.default, aten.sum.dim_IntList)
 def sum_(ctx, x, dim=None, keepdim=False, dtype=None):
     """sum(Tensor self, *, ScalarType? dtype) and sum.dim_IntList(Tensor self, int[1]? dim,
-    bool keepdim=False, *, ScalarType? dtype): ONNX ReduceSum in the result dtype."""
-    return sum_over(ctx, _in_out_dtype(ctx, x), dim, keepdim)
+    bool keepdim=False, *, ScalarType? dtype): ONNX ReduceSum in the result dtype; an integer sum
+    exact, wrapping around as PyTorch's does (``integer_sum``)."""
+    x = _in_out_dtype(ctx, x)
+    if dtypes.is_int(ctx.out_dtype) and ctx.rank(x) > 0:
+        return integer_sum(ctx, x, dim, keepdim)
+    return sum_over(ctx, x, dim, keepdim)
+
+
+def integer_sum(ctx, x: ir.Value, dim, keepdim: bool) -> ir.Value:
+    """The sum of integer ``x`` over ``dim`` (None or []: every axis), exact and wrapping around modulo
+    2^bits as PyTorch's: onnxruntime's integer ReduceSum accumulates in double (inexact past 2^53, and
+    saturated past the type: BLT's rolling hash sums products of ``prime ** k``), its CumSum in the type.
+    Each axis: a zero slice (ReduceSum of ``x * 0``, so an empty axis sums to 0) before the axis, the
+    CumSum along it, its last element."""
+    op = ctx.op
+    axes = _every(ctx.rank(x), dim)
+    zero = ctx.scalar(0, ctx.out_dtype)
+    for axis in axes:
+        start = op.ReduceSum(op.Mul(x, zero), ctx.const([axis]), keepdims=1)
+        running = op.CumSum(op.Concat(start, x, axis=axis), ctx.const(np.array(axis, dtype=np.int64)))
+        x = op.Slice(running, ctx.const([-1]), ctx.const([np.iinfo(np.int64).max]), ctx.const([axis]))
+    return x if keepdim else op.Squeeze(x, ctx.const(axes))
 
 
 def _may_be_empty(ctx, x: ir.Value, axes: list[int] | None) -> bool:
