@@ -479,9 +479,7 @@ def decide(conditions: list[tuple],
                                 boundary_of(expr, outcome, GuardStatus.KEPT, variables), LAYOUT, python, names,
                                 remainder=remainder))
             continue
-        # a package's branch on torch's kind of condition is kept, not one on a residue class (``w % 4 != 1``),
-        # whose sides may compute anything: the rewrite takes it, or the remainder is adopted on trial
-        if branch and not (kept_kind(expr, outcome) and not remainder and in_installed_package(branch)):
+        if branch and not (kept_kind(expr, outcome) and in_installed_package(branch)):
             raise branch_error(text, excluded, branch, python, names)
         if far is not None and far.sets(python, names, variables[outcome.symbols[0]].lo):  # guards.far_bounds
             guards.append(far.mark(Guard(text, GuardStatus.ADOPTED, where, excluded, (), outcome.method, python,
