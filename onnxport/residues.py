@@ -85,6 +85,22 @@ def divisors(guard: Guard) -> list[int] | None:
     return [int(m.group(1)) for m in numbers]
 
 
+def on_classes(guard: Guard) -> bool:
+    """Whether ``guard``'s truth depends on its dims' sizes modulo its divisors only: a remainder condition
+    (``w % 2 == 0``), not a range whose expression takes a remainder (``seq >= 257`` written with ``seq % 256``
+    by a padding to whole chunks). Checked at the sizes ``1 .. period`` (every dim alike) against the same
+    sizes ``_SHIFTS`` periods above."""
+    found = divisors(guard)
+    if not found or not guard.names:
+        return False
+    period = math.lcm(*found)
+    for k in range(1, period + 1):
+        at = guard.holds({n: k for n in guard.names})
+        if any(guard.holds({n: k + shift * period for n in guard.names}) != at for shift in _SHIFTS):
+            return False
+    return True
+
+
 def residues_of(guards: list[Guard], examples: dict[str, int], lows: dict[str, int] | None = None) -> Residues | None:
     """The residue classes ``guards`` (remainder constraints) divide their dims' sizes into
     (``examples``: dim name -> the example's size; ``lows``: dim name -> the smallest size of its range,

@@ -110,8 +110,11 @@ def on_trial(guard: Guard) -> bool:
     """Whether ``guard`` is a remainder constraint adopted on trial (``EAGER_RUNS``, ``Guard.remainder``):
     onnxruntime matching eager PyTorch at the first sizes it excludes does not drop it, since the
     other sizes of their residue classes may differ (``if w % 2 != 0: if w >= 40: ...``); it is
-    judged on every class by exporting them (``onnxport.remainder_sides``)."""
-    return guard.method == EAGER_RUNS and guard.remainder
+    judged on every class by exporting them (``onnxport.remainder_sides``). A range whose expression takes a
+    remainder (``seq >= 257`` of a padding to whole chunks) is not one (``residues.on_classes``)."""
+    from onnxport.residues import on_classes
+
+    return guard.method == EAGER_RUNS and guard.remainder and on_classes(guard)
 
 
 def kept(guard: Guard, sizes: tuple) -> Guard:

@@ -194,3 +194,16 @@ def test_the_residue_condition_reads_each_size_modulo_the_period():
     odd = Guard("h % 2 == 1 or h < 4", GuardStatus.ADOPTED, None, (), (), "", "(h % 2) == 1 or h < 4", ("h",),
                 remainder=True)
     assert residues_of([odd], {"h": 8}) is None  # not alike on its class: h = 2 and h = 8
+
+
+def test_a_range_written_with_a_remainder_is_no_residue_condition():
+    """``seq >= 257`` as a padding to whole chunks writes it (with ``seq % 256``) holds on no whole class: it is
+    judged as a range, never kept adopted for the residue classes; ``w % 4 != 1`` is a residue condition."""
+    from types import SimpleNamespace
+
+    from onnxport.residues import on_classes
+
+    padded = "((seq + ((256 + (-1)*(seq % 256)) % 256)) // 256) >= 2"
+    chunks = SimpleNamespace(python=padded, names=("seq",), holds=lambda s: (s["seq"] + (-s["seq"]) % 256) // 256 >= 2)
+    residue = SimpleNamespace(python="(w % 4) != 1", names=("w",), holds=lambda s: s["w"] % 4 != 1)
+    assert not on_classes(chunks) and on_classes(residue)
