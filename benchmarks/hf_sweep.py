@@ -280,8 +280,23 @@ class Cache:
         self.data = {"meta": {}, "results": {}}
         if path.exists() and not fresh:
             self.data = json.loads(path.read_text())
-        self.data["meta"].update(_versions())
+        versions = _versions()
+        differ = {k: (self.data["meta"][k], v) for k, v in versions.items()
+                  if k in self.data["meta"] and self.data["meta"][k] != v}
+        if differ:  # a report names one commit and one set of versions
+            said = ", ".join(f"{k} {was} -> {now}" for k, (was, now) in differ.items())
+            commit = self.data["meta"].get("onnxport_commit")
+            raise SystemExit(f"{path} was written by another set-up ({said}): resume it at its own commit and "
+                             f"versions (git checkout {commit}), or start with --fresh")
+        self.data["meta"].update(versions)
         self.data["meta"].setdefault("started", _now())
+        self.hours_before, self.run_started = 0.0, None
+
+    def start_run(self) -> None:
+        """Count this run's time from now on top of the time of the runs it resumes (``meta.hours``, kept
+        up to date with each result, so a run stopped and resumed reports its whole time)."""
+        self.hours_before = float(self.data["meta"].get("hours", 0))
+        self.run_started = time.perf_counter()
 
     def get(self, model_type: str, key: str) -> dict | None:
         return self.data["results"].get(model_type, {}).get(key)
@@ -289,6 +304,9 @@ class Cache:
     def put(self, model_type: str, key: str, value: dict) -> None:
         with self.lock:
             self.data["results"].setdefault(model_type, {})[key] = value
+            if self.run_started is not None:
+                spent = self.hours_before + (time.perf_counter() - self.run_started) / 3600
+                self.data["meta"]["hours"] = round(spent, 2)
             self.save()
 
     def save(self) -> None:
@@ -442,12 +460,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.report_only:
         cache.data["meta"]["command"] = "python benchmarks/hf_sweep.py " + " ".join(argv)
-        started = time.perf_counter()
+        cache.start_run()
         run_probes(types, cache, args.probe_timeout, args.jobs, log)
         if not args.probe_only:
             run_exports(types, exporters, cache, args.timeout, args.jobs, log)
         cache.data["meta"]["finished"] = _now()
-        cache.data["meta"]["hours"] = round((time.perf_counter() - started) / 3600, 2)
         cache.save()
     from hf_sweep_report import write_report
 
