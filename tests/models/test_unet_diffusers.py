@@ -7,8 +7,8 @@ Its up blocks make the upsampling contiguous past a batch of 64 (a layout-only s
 leaves as Python: adopted on trial at the first capture, the model captured as given. Traced at an even
 latent, the upsampling doubles the size, which is the skip's size only where the latent is even
 (onnxruntime differs from eager PyTorch at odd sizes, which eager runs). The residue classes where the
-height or the width is odd are traced (``onnxport/remainder_sides.py``: the height odd; the height even and
-the width odd, the same graph): they ask the upsampling for the skip's size, a graph other than the
+height or the width is odd are traced (``onnxport/remainder_sides.py``: both odd first, then, where that
+trace does not hold on it, the height even and the width odd, the same graph): they ask the upsampling for the skip's size, a graph other than the
 example's, and the two are joined under ONNX If on the sizes' remainders, no constraint left."""
 
 import re
@@ -65,9 +65,12 @@ def test_tiny_conditional_unet_exports_with_every_size_dynamic():
     said = [str(w.message) for w in caught if "joined them under ONNX If" in str(w.message)]
     traced = [dict(re.findall(r"(height|width)=(\d+)", at))
               for at in said[0].split("traced at ")[1].split(", on the residue")[0].split("; ")]
-    # the odd classes: the height odd, then the height even and the width odd
-    assert [sorted((k, int(v) % 2) for k, v in t.items()) for t in traced] == [
-        [("height", 1), ("width", 1)], [("height", 0), ("width", 1)]], said[0]
+    # the odd classes, the height and the width odd first. Traced there, torch 2.13 holds where the height is
+    # odd, so the height even and the width odd is traced too (the same graph); torch 2.15 keeps its
+    # `height % 2 != 0` as one of equivalent traces, validated on both sides, so that one trace covers them
+    classes = [sorted((k, int(v) % 2) for k, v in t.items()) for t in traced]
+    assert classes[0] == [("height", 1), ("width", 1)], said[0]
+    assert classes[1:] in ([], [[("height", 0), ("width", 1)]]), said[0]
     assert "2 graphs" in said[0], said[0]
     assert result.example[0][0] is args[0] or torch.equal(result.example[0][0], args[0])  # the user's example
     with torch.no_grad():  # eager PyTorch runs an odd latent
@@ -75,8 +78,9 @@ def test_tiny_conditional_unet_exports_with_every_size_dynamic():
     report = result.validate(sizes=[{"batch": 2, "height": 32, "width": 32, "text": 7},
                                     {"batch": 1, "height": 40, "width": 48, "text": 5},
                                     {"batch": 1, "height": 33, "width": 40, "text": 5},
+                                    {"batch": 1, "height": 40, "width": 33, "text": 5},
                                     {"batch": 65, "height": 8, "width": 8, "text": 3}], values=[])
     assert report.ok, str(report)
-    assert len({c.inputs for c in report.checks}) >= 5
+    assert len({c.inputs for c in report.checks}) >= 6
     # the contiguous() past a batch of 64 left no condition on the batch
     assert not [g for g in result.guards if "batch" in g.names and g.status != "proved" and "64" in g.text]
