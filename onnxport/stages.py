@@ -371,26 +371,27 @@ def export(job: Export) -> ExportResult:
 
 
 def _either_side(job: Export, result: ExportResult) -> ExportResult:
-    """``result``, or the result right on the residue classes the remainder constraints it adopts on trial
-    exclude (``onnxport.remainder_sides``: each class exported, the graphs compared, joined under ``If``
-    where they differ), while ``Run.sides`` lasts: each other export the model as captured (its control
-    flow rewritten where it was), the stages from capture on, size 1 and the constraints stage, its
-    result stating the user's inputs as its example. The notices of traces not taken are dropped."""
-    from onnxport.remainder_sides import either_side, flipped
+    """``result``, or the result right on the residue classes the remainder constraints it adopts on trial exclude,
+    and those an installed package's branch on a remainder it keeps excludes (``onnxport.remainder_sides``:
+    each class exported, the graphs compared, joined under ``If`` where they differ; in a piece, the classes
+    with sizes in its range), while ``Run.sides`` lasts: each other export the model as captured (its control
+    flow rewritten where it was), the stages from capture on, size 1 and the constraints stage, its result
+    stating the user's inputs as its example. The notices of traces not taken are dropped."""
+    from onnxport.remainder_sides import either_side, flipped, sides_taken, unsettled
     from onnxport.settle import settle, size_one
 
-    if job.within or not flipped(result):
+    if not (flipped(result) or unsettled(result)):
         return result
     said = list(job.run.notices)
 
     def export_at(args: tuple, kwargs: dict) -> ExportResult:
-        other = Export(job.options, job.run, job.model, job.module, args, kwargs, job.bound,
+        other = Export(job.options, job.run, job.model, job.module, args, kwargs, job.bound, job.within,
                        rewritten=job.rewritten, rewrite_notes=job.rewrite_notes, example=(job.args, job.kwargs))
         other = run_stages(other, tuple(s for s in STAGES if s.name != "rewrite"))
         return settle(size_one(other.result, False, job.run)[0], job.run)
 
     taken = either_side(result, export_at, job.run.notices, job.run.sides)
-    if flipped(taken):  # the constraints stay: the other traces are not taken
+    if not sides_taken(taken):  # the constraints stay: the other traces are not taken
         job.run.notices[:] = said
     return taken
 

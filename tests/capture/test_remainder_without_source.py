@@ -80,3 +80,70 @@ def test_code_compiled_from_a_string_is_the_users_unless_a_library_generated_it(
     assert seen and seen[0].f_code.co_filename == "<string>" and is_internal_frame(seen[0])
     assert is_internal_path("<eval_with_key>.3") and is_internal_path("<frozen importlib._bootstrap>")
 
+
+
+@pytest.mark.parametrize("example_w", [16, 17])
+def test_a_residue_branch_in_an_installed_package_is_right_at_every_residue(tmp_path, monkeypatch, example_w):
+    """A package's branch on ``w % 4 == 1``, kept as torch's kind of ``!=`` condition where the example is
+    not on its class (``w = 16``), has its other residue class traced too, the graphs joined under If: right
+    at every residue, no constraint, no refusal."""
+    import importlib
+
+    package = tmp_path / "site-packages" / "residue_pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("import torch\n" + SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
+    module = importlib.import_module("residue_pkg")
+    try:
+        result = _runs_right_or_is_refused(module.ResidueBranch(), example_w)
+    finally:
+        sys.modules.pop("residue_pkg", None)
+    assert result is not None and not result.constraints, result and result.constraints
+    assert sum(n.op_type == "If" for n in result.model_proto.graph.node) == 1
+
+
+FAR = '''
+class FarResidueBranch(torch.nn.Module):
+    def forward(self, x):
+        w = x.shape[1]
+        if w % 4 == 1:
+            if w >= 40:
+                return x * 3
+            return x * 2
+        return x + 1
+'''
+
+
+def _package_model(tmp_path, monkeypatch, source, name):
+    import importlib
+
+    package = tmp_path / "site-packages" / "far_residue_pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("import torch\n" + source)
+    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
+    try:
+        return getattr(importlib.import_module("far_residue_pkg"), name)()
+    finally:
+        sys.modules.pop("far_residue_pkg", None)
+
+
+def test_a_package_residue_branch_whose_other_class_does_not_export_is_stated(tmp_path, monkeypatch):
+    """The class ``w % 4 == 1`` does not export (its branch on ``w >= 40``): the example's ``w % 4 != 1`` is
+    adopted and stated, not kept as torch's choice among equivalent traces; wrong nowhere in its range."""
+    model = _package_model(tmp_path, monkeypatch, FAR, "FarResidueBranch")
+    with pytest.warns(UserWarning, match=r"holds for .*w % 4.* only"):
+        result = onnxport.to_onnx(model, (torch.randn(2, 16),), dynamic_shapes={"x": {1: Dim("w")}})
+    assert [g.names for g in result.constraints] == [("w",)], result.constraints
+    (constraint,) = result.constraints
+    assert not constraint.holds({"w": 17}) and constraint.holds({"w": 16}) and constraint.holds({"w": 19})
+    assert "an installed package's branch; not dropped: the export at w=17 adopts other constraints" in constraint.note
+    _runs_right_or_is_refused(model, 16)
+    with pytest.raises(onnxport.ValidationError, match=r"w % 4"):
+        result.validate(sizes=[{"w": 17}])
+
+
+def test_a_package_residue_branch_on_an_explicit_range_whose_other_class_does_not_export_is_refused(
+        tmp_path, monkeypatch):
+    model = _package_model(tmp_path, monkeypatch, FAR, "FarResidueBranch")
+    with pytest.raises(onnxport.DynamicShapesError, match=r"(?s)w % 4.*the export at w=17 failed"):
+        onnxport.to_onnx(model, (torch.randn(2, 16),), dynamic_shapes={"x": {1: Dim("w", min=2, max=100)}})

@@ -8,8 +8,9 @@ leaves as Python: adopted on trial at the first capture, the model captured as g
 latent, the upsampling doubles the size, which is the skip's size only where the latent is even
 (onnxruntime differs from eager PyTorch at odd sizes, which eager runs). The residue classes where the
 height or the width is odd are traced (``onnxport/remainder_sides.py``: both odd first, then, where that
-trace does not hold on it, the height even and the width odd, the same graph): they ask the upsampling for the skip's size, a graph other than the
-example's, and the two are joined under ONNX If on the sizes' remainders, no constraint left."""
+trace does not hold on it, the height even and the width odd, the same graph): they ask the upsampling
+for the skip's size, a graph other than the example's, and the two are joined under ONNX If on the sizes'
+remainders, no constraint left."""
 
 import re
 import time

@@ -99,6 +99,8 @@ class Guard:
     names: tuple = ()
     note: str = ""  # said after the constraint in its warning (why it was adopted, where that is not the trace)
     remainder: bool = False  # the condition takes a remainder of sizes (a ``Mod`` in torch's expression)
+    branched: bool = False  # kept where an installed package's ``if`` branched on it (torch's kind of condition,
+    # ``kept_kind``): on a remainder, its other residue classes are traced (``onnxport.remainder_sides``)
 
     def __str__(self) -> str:
         return self.text
@@ -485,9 +487,9 @@ def decide(conditions: list[tuple],
             guards.append(far.mark(Guard(text, GuardStatus.ADOPTED, where, excluded, (), outcome.method, python,
                                          names, remainder=remainder)))
             continue
-        method = outcome.method
+        method, branched = outcome.method, False
         if kept_kind(expr, outcome) and not needed:
-            status, text, where = GuardStatus.KEPT, python, branch or where
+            status, text, where, branched = GuardStatus.KEPT, python, branch or where, bool(branch)
         elif runs:  # eager PyTorch runs where it excludes: adopted on trial, judged in onnxruntime (settle)
             status, method = GuardStatus.ADOPTED, EAGER_RUNS
         elif all(variables[s].adoptable for s in outcome.symbols):
@@ -497,7 +499,7 @@ def decide(conditions: list[tuple],
             error.condition_expr, error.excluded = given, excluded
             raise error
         guards.append(Guard(text, status, where, excluded, boundary_of(expr, outcome, status, variables),
-                            method, python, names, remainder=remainder))
+                            method, python, names, remainder=remainder, branched=branched))
     return guards
 
 
