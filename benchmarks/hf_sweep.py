@@ -169,9 +169,13 @@ def _parts(name: str, value: Any) -> list:
 def export_onnxport(model, example, inputs):
     import onnxport
 
+    from onnxport.remainder_sides import JOINED, SAME
+
     result = onnxport.to_onnx(model, kwargs=example, dynamic_shapes=inputs.dynamic_shapes())
     run, session = _ort(result.model_proto)
-    return run, session, {"nodes": result.count_nodes()}
+    # what the export states it holds for, and the remainder conditions its residue classes' traces settled
+    return run, session, {"nodes": result.count_nodes(), "constraints": [str(g) for g in result.constraints],
+                          "residue_classes": [g.text for g in result.guards if g.method in (SAME, JOINED)]}
 
 
 def export_torch_onnx(model, example, inputs):

@@ -119,6 +119,17 @@ def write_report(data: dict, types: list[str], exporters: list[str]) -> str:
         for cat, members in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
             shown = ", ".join(members[:12]) + (f" and {len(members) - 12} more" if len(members) > 12 else "")
             lines.append(f"| {len(members)} | {cat.replace('|', '/')} | {shown} |")
+    if "onnxport" in exporters:
+        stated = [(t, r) for t in built if (r := results.get(t, {}).get("onnxport")) and r.get("constraints")]
+        settled = [(t, r) for t in built if (r := results.get(t, {}).get("onnxport")) and r.get("residue_classes")]
+        lines += ["", f"## Constraints onnxport's exports state: {len(stated)}", "",
+                  "Each is in the ONNX model's metadata and the export's warning; the comparison above is at sizes "
+                  "the sweep picks, which may lie outside them.", ""]
+        lines += [f"- {t} ({r['status']}): {'; '.join(r['constraints'])[:300]}" for t, r in stated] or ["none"]
+        lines += ["", f"## Remainder conditions settled on every residue class: {len(settled)}", "",
+                  "A branch on a remainder of sizes whose other residue classes were exported too: the same graph, "
+                  "or the graphs joined under ONNX If on the sizes' remainders (`onnxport/remainder_sides.py`).", ""]
+        lines += [f"- {t} ({r['status']}): {'; '.join(r['residue_classes'])[:300]}" for t, r in settled] or ["none"]
     lines += ["", "## Per architecture", "",
               "| model type | class | config | parameters | dynamic dims | " + " | ".join(exporters) + " |",
               "|---|---|---|---|---|" + "---|" * len(exporters)]
