@@ -29,6 +29,7 @@ from onnxport.capture.guards.conditions import Guard
 MAX_CLASSES = 256  # residue classes a set of remainder constraints may make (dims x period)
 _SHIFTS = (1, 3, 17)  # periods above a representative where a guard must hold alike
 _DIVISOR = re.compile(r"%\s*(\S+)")
+_FLOOR = re.compile(r"//\s*(\S+)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,13 +77,18 @@ class Residues:
 
 
 def divisors(guard: Guard) -> list[int] | None:
-    """The divisors of the remainders ``guard``'s condition takes (``w % 4`` -> 4), or None where one
-    is not a number (a remainder by another size)."""
+    """Periods of the remainders ``guard``'s condition takes, their least common multiple one of the
+    condition: ``w % 4`` -> 4; a remainder of a floor division, ``(w // 8) % 2``, repeats every 16 sizes,
+    so each divisor is multiplied by the product of the condition's floor divisors (``w -> w + 16`` adds
+    2 to ``w // 8``). None where a divisor is not a number (a remainder by another size)."""
     found = _DIVISOR.findall(guard.python)
-    numbers = [re.match(r"\(*(\d+)", f) for f in found]
+    floors = _FLOOR.findall(guard.python)
+    numbers = [re.match(r"\(*(\d+)", f) for f in found + floors]
     if not found or not all(numbers):
         return None
-    return [int(m.group(1)) for m in numbers]
+    values = [int(m.group(1)) for m in numbers]
+    scale = math.prod(values[len(found):])
+    return [v * scale for v in values[:len(found)]]
 
 
 def on_classes(guard: Guard) -> bool:

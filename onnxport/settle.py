@@ -10,8 +10,9 @@ judge from the trace alone are judged here, by running the exported model:
   eager PyTorch itself refuses leave the range;
 * adopted constraints the ONNX model does not need (``verify.unneeded_constraints``): kept instead;
   except a remainder constraint adopted on trial (``unneeded_constraints.on_trial``), which a few sizes
-  cannot drop (the other sizes of their residue classes may differ): it stays adopted, and
-  ``onnxport.remainder_sides`` judges it on every residue class by exporting them.
+  can neither drop (the other sizes of their residue classes may differ) nor refuse (the other classes
+  may export): it is not tried, and ``onnxport.remainder_sides`` judges it on every residue class by
+  exporting them.
 
 Each returns a new ``ExportResult`` (``ExportResult.replace``); what a user should read is appended to
 the export's notices, and the constraints finally adopted are warned about once, by ``to_onnx``, from
@@ -170,14 +171,17 @@ def settle_unneeded(result: ExportResult, tries: list, notices: list[str]) -> Ex
     ``unneeded_constraints.candidates``. Each is tried with the candidates not yet judged kept too, so
     that two of them excluding each other's sizes (a remainder ``h % 2 == 1`` and a ratio of sizes broken
     at ``h = 2``) do not keep each other adopted; one the ONNX model differs at stays adopted. A remainder
-    constraint adopted on trial (``unneeded_constraints.on_trial``) stays adopted where they match too,
-    its note saying so (set aside in the others' trials still): sizes of its residue classes beyond
-    those tried may differ, and ``remainder_sides.either_side`` judges it on every class."""
+    constraint adopted on trial (``unneeded_constraints.on_trial``) is not tried (set aside in the others'
+    trials still): a few sizes say nothing of the rest of their residue classes, whether onnxruntime
+    matches there or not, and ``remainder_sides.either_side`` judges it on every class, exporting the
+    classes it excludes."""
     from onnxport.capture.guards.conditions import EAGER_RUNS
     from onnxport.verify.unneeded_constraints import kept, on_trial, right_at
 
     pending = {id(g): (g, sizes) for g, sizes in tries}
     for guard, sizes in tries:
+        if on_trial(guard):  # judged on every residue class (remainder_sides), relaxed in the others' trials
+            continue
         relaxed = {key: kept(g, s) for key, (g, s) in pending.items()}
         trial_guard = relaxed[id(guard)]
         trial = with_guards(result, [relaxed.get(id(g), g) for g in result.guards],
@@ -185,12 +189,7 @@ def settle_unneeded(result: ExportResult, tries: list, notices: list[str]) -> Ex
         shown = "; ".join(", ".join(f"{k}={v}" for k, v in s.items() if k in guard.names) for s in sizes[:3])
         del pending[id(guard)]
         right = right_at(trial, trial_guard)
-        if right and on_trial(guard):  # a few sizes of other residue classes say nothing of the rest
-            matched = noted(guard, f"onnxruntime matches eager PyTorch at {shown}, which does not tell the other "
-                                   f"sizes of those classes")  # remainder_sides judges it on every class
-            pending[id(matched)] = (matched, sizes)  # relaxed in the trials of the others still
-            result = with_guards(result, [matched if g is guard else g for g in result.guards], record=False)
-        elif right:
+        if right:
             result = with_guards(result, [trial_guard if g is guard else g for g in result.guards],
                                  _lowered(result, [(guard, sizes)]), record=False)
             notices.append(f"{guard.text} is not a constraint of the export after all: at {shown} onnxruntime "

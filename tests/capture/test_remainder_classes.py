@@ -145,6 +145,31 @@ def _model(nodes, inits=(), name="g"):
                              opset_imports=[helper.make_opsetid("", 18)])
 
 
+def test_sides_differing_at_every_odd_size_on_an_explicit_range_are_joined():
+    """Declared ``Dim("w", min=1, max=100)``: the odd sizes' side differs from the example's everywhere, and it
+    exports, so the classes are joined under If; not refused because a few odd sizes differ in onnxruntime."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = onnxport.to_onnx(OddScaled(), (torch.randn(2, 16),), dynamic_shapes={"x": {1: Dim("w", min=1, max=100)}})
+    assert not r.constraints
+    assert [m for m in map(str, (w.message for w in caught)) if "joined them under ONNX If" in m]
+    assert count_ops(r, "If") == 1
+    assert all(_matches(r, OddScaled(), range(1, 44)).values())
+
+
+def test_the_period_of_a_remainder_covers_its_floor_divisions():
+    from onnxport.capture.guards.conditions import Guard, GuardStatus
+    from onnxport.residues import divisors
+
+    def guard(python):
+        return Guard(python, GuardStatus.KEPT, None, python=python, names=("w",), remainder=True)
+
+    assert divisors(guard("(w % 4) != 1")) == [4]
+    assert divisors(guard("((w // 8) % 2) != 1")) == [16]
+    assert divisors(guard("((w // 2) % 3) == 1")) == [6]
+    assert divisors(guard("(w % h) == 0")) is None
+
+
 def test_same_graph_ignores_value_names_only():
     from onnxport.same_graph import same_graph
 

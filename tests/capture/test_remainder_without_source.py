@@ -147,3 +147,28 @@ def test_a_package_residue_branch_on_an_explicit_range_whose_other_class_does_no
     model = _package_model(tmp_path, monkeypatch, FAR, "FarResidueBranch")
     with pytest.raises(onnxport.DynamicShapesError, match=r"(?s)w % 4.*the export at w=17 failed"):
         onnxport.to_onnx(model, (torch.randn(2, 16),), dynamic_shapes={"x": {1: Dim("w", min=2, max=100)}})
+
+
+FLOOR = '''
+class FloorParity(torch.nn.Module):
+    def forward(self, x):
+        w = x.shape[1]
+        if (w // 8) % 2 == 1:
+            return x * 2
+        return x + 1
+'''
+
+
+@pytest.mark.parametrize("example_w", [16, 8])
+def test_a_package_branch_on_a_remainder_of_a_floor_division_is_right_at_every_size(tmp_path, monkeypatch,
+                                                                                    example_w):
+    """``(w // 8) % 2`` repeats every 16 sizes: its classes are taken modulo 16, not 2 (where the class of
+    w = 17 would have been judged at w = 17 alone, and the graph of w = 16 taken for w = 8 .. 15)."""
+    model = _package_model(tmp_path, monkeypatch, FLOOR, "FloorParity")
+    session_model = onnxport.to_onnx(model, (torch.randn(2, example_w),), dynamic_shapes={"x": {1: Dim("w")}})
+    session = ort.InferenceSession(session_model.model_proto.SerializeToString())
+    for w in range(1, 50):
+        if all(g.holds({"w": w}) for g in session_model.constraints):
+            x = torch.randn(2, w)
+            np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], model(x).numpy(), rtol=1e-6,
+                                       atol=1e-6, err_msg=f"w={w}")
