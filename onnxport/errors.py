@@ -6,7 +6,9 @@ in the FX node's ``stack_trace``), and what to do about it.
 
 from __future__ import annotations
 
+import importlib.util
 import linecache
+import os
 import re
 import sys
 import sysconfig
@@ -14,7 +16,20 @@ from typing import Any
 
 
 _STDLIB = sysconfig.get_paths()["stdlib"]
-_INTERNAL = re.compile(r"(^|[/\\])(torch|onnxport)[/\\]")
+def _package_dirs(*names: str) -> tuple[str, ...]:
+    """The directories of the installed packages ``names``, as found and resolved, each ending in a separator:
+    a file of theirs starts with one (a directory of another package or project named ``torch``, keras'
+    ``backend/torch/``, is not torch)."""
+    out = []
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            folder = os.path.dirname(spec.origin)
+            out += [os.path.join(folder, ""), os.path.join(os.path.realpath(folder), "")]
+    return tuple(dict.fromkeys(out))
+
+
+_INTERNAL = _package_dirs("torch", "onnxport")
 
 
 # code compiled from a string: ``exec`` / ``compile`` of a string, ``python -c``, a piped script, the REPL,
@@ -48,7 +63,7 @@ def frame_line(frame: Any) -> str:
 
 def is_internal_path(path: str) -> bool:
     """True for frames of torch, onnxport, the standard library or generated code (``<eval_with_key>``)."""
-    return bool(_INTERNAL.search(path)) or path.startswith("<") or path.startswith(_STDLIB)
+    return path.startswith(_INTERNAL) or path.startswith("<") or path.startswith(_STDLIB)
 
 
 def user_source_line(node: Any) -> str | None:

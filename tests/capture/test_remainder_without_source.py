@@ -172,3 +172,24 @@ def test_a_package_branch_on_a_remainder_of_a_floor_division_is_right_at_every_s
             x = torch.randn(2, w)
             np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], model(x).numpy(), rtol=1e-6,
                                        atol=1e-6, err_msg=f"w={w}")
+
+
+def test_a_directory_named_torch_outside_torch_is_not_torch(tmp_path, monkeypatch):
+    """keras' ``backend/torch/``, a project's ``torch/`` folder: their files are the user's (or the package's),
+    so a branch there on ``w % 4 == 1`` is judged on every residue class, not kept as torch's own condition."""
+    import importlib.util
+
+    import torch as torch_module
+
+    from onnxport.errors import is_internal_path
+
+    assert is_internal_path(torch_module.nn.functional.__file__) and is_internal_path(onnxport.__file__)
+    folder = tmp_path / "project" / "backend" / "torch"
+    folder.mkdir(parents=True)
+    (folder / "ops.py").write_text("import torch\n" + SOURCE)
+    assert not is_internal_path(str(folder / "ops.py"))
+    spec = importlib.util.spec_from_file_location("backend_torch_ops", folder / "ops.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = _runs_right_or_is_refused(module.ResidueBranch(), 16)
+    assert result is not None and not result.constraints
