@@ -147,14 +147,20 @@ def ne(ctx, a, b):
     return ctx.op.Not(ctx.op.Equal(*_same(ctx, a, b)))
 
 
-@translates(operator.and_)
-def and_(ctx, a, b):
-    return ctx.op.And(_v(ctx, a), _v(ctx, b))
+def _bits(logical: str, bitwise: str):
+    """``&`` / ``|`` of SymBools (ONNX ``And`` / ``Or``) or of SymInts (``BitwiseAnd`` / ``BitwiseOr`` of
+    int64, as Python's ``w & 3``), by the result's type (``ctx.meta_val``)."""
+
+    def fn(ctx, a, b):
+        if isinstance(ctx.meta_val, (bool, torch.SymBool)):
+            return getattr(ctx.op, logical)(*(ctx.cast(_v(ctx, x), ir.DataType.BOOL) for x in (a, b)))
+        return getattr(ctx.op, bitwise)(*(ctx.cast(_v(ctx, x), _I64) for x in (a, b)))
+
+    return fn
 
 
-@translates(operator.or_)
-def or_(ctx, a, b):
-    return ctx.op.Or(_v(ctx, a), _v(ctx, b))
+translates(operator.and_)(_bits("And", "BitwiseAnd"))
+translates(operator.or_)(_bits("Or", "BitwiseOr"))
 
 
 @translates(torch.sym_not)

@@ -96,3 +96,21 @@ def test_sym_sum_of_a_branch_whose_sides_differ_in_length():
     result = check_export(PooledAboveSixteen(), (torch.randn(2, 10, 8),), {"x": {0: "batch", 1: "time"}},
                           sizes=[{"batch": 3, "time": 16}, {"batch": 2, "time": 17}, {"batch": 1, "time": 30}])
     assert any(n.op_type == "If" for n in result.model.graph)
+
+
+class BitsOfSizes(torch.nn.Module):
+    """Python's ``&`` and ``|`` of sizes (int64 bitwise, ONNX BitwiseAnd / BitwiseOr), and of size
+    comparisons (bools, ONNX And / Or)."""
+
+    def forward(self, x):
+        w = x.shape[1]
+        scale = (w & 6) | 1
+        both = (w > 3) & (w < 9)
+        either = (w < 2) | (w > 11)
+        return x * scale, x.new_ones(1) * both, x.new_ones(1) * either
+
+
+@pytest.mark.parametrize("width", [5, 12])
+def test_bitwise_and_or_of_sizes(width):
+    check_export(BitsOfSizes(), (torch.randn(2, width),), {"x": {1: "w"}},
+                 sizes=[{"w": w} for w in (1, 2, 3, 4, 6, 7, 8, 9, 10, 13)])
