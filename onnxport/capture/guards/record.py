@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import linecache
 import os
 import sys
 from types import FrameType
@@ -34,7 +35,7 @@ import sympy
 from onnxport.capture import layout_reads
 from onnxport.capture.layout_branches import LayoutBranch, layout_branch
 from onnxport.capture.patches import Patch, SetAttribute, register
-from onnxport.errors import frame_line, is_internal_frame
+from onnxport.errors import frame_line, is_internal_frame, is_internal_path
 
 
 class Specialization(NamedTuple):
@@ -172,9 +173,50 @@ def branch_frame() -> str | None:
     itself asks (an operator's size check) or the user's line is an ``assert``."""
     f = _converting_frame()
     if f is None:
-        return _DECIDING.get()
-    line = frame_line(f)
-    return None if line.partition(": ")[2].startswith("assert ") else line
+        line = _DECIDING.get() or _interpreted_branch()
+    else:
+        line = frame_line(f)
+    return None if line is None or line.partition(": ")[2].startswith("assert ") else line
+
+
+_JUMP = os.path.join("torch", "_dynamo", "symbolic_convert.py")
+_RUN_COND = os.path.join("onnxport", "rewrite", "branches.py")  # ``run_cond``: a rewritten ``if``
+
+
+def _shape_of(expr):
+    """``expr`` with its symbols renamed in order (``Ne(Mod(_0, 4), 1)``): torch's compiler names the sizes of
+    a ``torch.cond`` side in a shape environment of its own. Two conditions of the same shape on other sizes
+    taken for one only make a kept condition a branch's, judged more strictly, never less."""
+    from torch.utils._sympy.functions import Mod, PythonMod
+
+    symbols = sorted(expr.free_symbols, key=str)
+    expr = expr.xreplace({s: sympy.Symbol(f"_{i}", integer=True, positive=True) for i, s in enumerate(symbols)})
+    return expr.replace(lambda e: isinstance(e, (PythonMod, Mod)), lambda e: sympy.Mod(*e.args))  # sizes: alike
+
+
+def _interpreted_branch() -> str | None:
+    """``file:line in func: code`` of the user's ``if`` on a size that torch's compiler is interpreting right
+    now (the side of a ``torch.cond``, a strict capture): dynamo runs no frame of that code, it jumps on the
+    condition in its bytecode interpreter (``symbolic_convert.generic_jump``'s ``inner``, whose translator
+    holds the code and the line); None where there is none or the code is torch's own."""
+    f = sys._getframe(2)
+    while f is not None and not (f.f_code.co_name == "inner" and f.f_code.co_filename.endswith(_JUMP)):
+        f = f.f_back
+    translator = f.f_locals.get("self") if f is not None else None
+    code, lineno = getattr(translator, "f_code", None), getattr(translator, "lineno", None)
+    if code is None or not isinstance(lineno, int):
+        return None
+    if code.co_name == "run_cond" and code.co_filename.endswith(_RUN_COND):  # the user's if, rewritten
+        try:
+            where = translator.symbolic_locals["where"].as_python_constant()
+            file, _, rest = where.rpartition(":")
+            return f"{where}: {linecache.getline(file, int(rest.split()[0])).strip()}" if file else None
+        except Exception:  # noqa: BLE001 - no line to name: torch's own condition, as before
+            return None
+    if is_internal_path(code.co_filename):
+        return None
+    text = linecache.getline(code.co_filename, lineno).strip()
+    return f"{code.co_filename}:{lineno} in {code.co_name}: {text}"
 
 
 def _converting_frame() -> FrameType | None:
@@ -250,6 +292,9 @@ class _GuardRecorder:
 
     def __init__(self, events: list):
         self.events, self.seen, self.causes, self.floors = events, set(), [], set()
+        # condition -> the user's ``if`` torch's compiler interpreted on it (a ``torch.cond`` side): its assert
+        # comes later, from the graph the compiler made, where no frame of that code runs
+        self.interpreted: dict = {}
 
     def evaluate(self, original):
         def evaluate_expr(env, orig_expr, *args, **kwargs):
@@ -277,6 +322,7 @@ class _GuardRecorder:
                         return out
                 # the example takes the side making a copy, or no read can be noticed: an ordinary branch
             out = original(env, orig_expr, *args, **kwargs)
+            self._note_interpreted(orig_expr, out)
             if isinstance(orig_expr, sympy.Rel) and len(orig_expr.free_symbols) == 1:
                 try:
                     self._record_floor(env, orig_expr, out)
@@ -285,6 +331,18 @@ class _GuardRecorder:
             return out
 
         return evaluate_expr
+
+    def _note_interpreted(self, expr, out) -> None:
+        """Where torch's compiler is interpreting the user's ``if`` on ``expr`` (``_interpreted_branch``), the
+        condition it holds (``expr``, or its negation where it came out false) -> that ``if``."""
+        try:
+            if out not in (sympy.true, sympy.false) or not getattr(expr, "free_symbols", None):
+                return
+            line = _interpreted_branch()
+            if line is not None:
+                self.interpreted.setdefault(_shape_of(expr if out == sympy.true else sympy.Not(expr)), line)
+        except Exception:  # noqa: BLE001 - recording must never change capture
+            pass
 
     def _record_floor(self, env, expr, out) -> None:
         """A ``"floor"`` event where ``expr`` (one symbol compared with a number) came out ``out``
@@ -334,7 +392,8 @@ class _GuardRecorder:
                 for ra in ras:
                     if id(ra) not in self.seen:
                         self.seen.add(id(ra))
-                        self.events.append(GuardEvent("assert", expr=ra.expr, where=where, branch=branch,
+                        self.events.append(GuardEvent("assert", expr=ra.expr, where=where,
+                                                      branch=branch or self.interpreted.get(_shape_of(ra.expr)),
                                                       layout=layout))
         except Exception:  # noqa: BLE001 - recording must never change capture
             pass
