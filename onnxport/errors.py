@@ -41,9 +41,11 @@ _COMPILER = re.compile(r"[/\\]torch[/\\]_dynamo[/\\]")
 def is_internal_frame(frame: Any) -> bool:
     """``is_internal_path`` of a frame's file, except for code compiled from a string (``<string>``,
     ``<stdin>``, ``<console>``, ``<ipython-input-...>``): that is the user's, unless its module (its
-    globals' ``__name__``) is a file of torch, onnxport, the standard library or an installed package (the
-    methods ``dataclasses`` generates for a class of theirs), or it is called by torch's compiler (the guard
-    functions ``torch._dynamo`` compiles from strings, while ``torch.cond`` traces its sides)."""
+    globals' ``__name__``) is a file of torch, onnxport or the standard library, or it is a method
+    ``dataclasses`` generates for an installed package's class, or it is called by torch's compiler (the guard
+    functions ``torch._dynamo`` compiles from strings, while ``torch.cond`` traces its sides). A package's own
+    code compiled from a string (a function it builds with ``exec``) is not internal: its branches are
+    branches, judged as the user's."""
     path = frame.f_code.co_filename
     if path not in _PSEUDO_FILES and not path.startswith("<ipython-input-"):
         return is_internal_path(path)
@@ -52,7 +54,11 @@ def is_internal_frame(frame: Any) -> bool:
         return True
     module = sys.modules.get(frame.f_globals.get("__name__", ""))
     file = getattr(module, "__file__", None) or ""
-    return bool(file) and (is_internal_path(file) or "site-packages" in file or "dist-packages" in file)
+    if not file or is_internal_path(file):
+        return bool(file)
+    if "site-packages" in file or "dist-packages" in file:  # a package's own code from a string is its code;
+        return frame.f_code.co_qualname.startswith("__create_fn__.")  # the methods dataclasses makes are not
+    return False
 
 
 def frame_line(frame: Any) -> str:

@@ -193,3 +193,35 @@ def test_a_directory_named_torch_outside_torch_is_not_torch(tmp_path, monkeypatc
     spec.loader.exec_module(module)
     result = _runs_right_or_is_refused(module.ResidueBranch(), 16)
     assert result is not None and not result.constraints
+
+
+EXEC_BUILT = '''
+_source = """
+def residue_branch(x):
+    w = x.shape[1]
+    if w % 4 == 1:
+        return x * 2
+    return x + 1
+"""
+exec(compile(_source, "<string>", "exec"), globals())
+
+
+class BuiltFromString(torch.nn.Module):
+    def forward(self, x):
+        return residue_branch(x)
+'''
+
+
+def test_a_package_function_built_with_exec_is_the_packages_code(tmp_path, monkeypatch):
+    """An installed package's function built from a string (its globals the package's module) branches as
+    the package's code; only the methods ``dataclasses`` generates for a package's class are the library's."""
+    import importlib
+
+    package = tmp_path / "site-packages" / "exec_built_pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("import torch\n" + EXEC_BUILT)
+    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
+    module = importlib.import_module("exec_built_pkg")
+    monkeypatch.setitem(sys.modules, "exec_built_pkg", module)  # imported while exported, removed after
+    result = _runs_right_or_is_refused(module.BuiltFromString(), 16)
+    assert result is not None and not result.constraints
