@@ -58,12 +58,15 @@ def flipped(result: Any) -> list[Guard]:
 
 def unsettled(result: Any) -> list[Guard]:
     """The remainder conditions ``result`` keeps where an installed package's ``if`` branched on them
-    (``w % 4 != 1``, ``Guard.branched``): torch's kind of condition, so the sizes they exclude stay in the
+    (``w % 4 != 1``, ``(w // 4) * 4 != w``; ``Guard.branched``, holding on whole residue classes:
+    ``residues.on_classes``): torch's kind of condition, so the sizes they exclude stay in the
     export's range, but the branch is the model's, whose other side may compute anything. Their residue
-    classes are traced as the flipped constraints' are; where that cannot be done they stay kept, as
-    before (validation compares onnxruntime with eager PyTorch on both sides), never refused."""
-    return [g for g in result.guards if g.status is GuardStatus.KEPT and g.branched and g.remainder
-            and g.method not in (SAME, JOINED)]
+    classes are traced as the flipped constraints' are; where that cannot be done they are adopted and
+    stated as constraints (refused for an explicit range)."""
+    from onnxport.residues import on_classes
+
+    return [g for g in result.guards if g.status is GuardStatus.KEPT and g.branched
+            and g.method not in (SAME, JOINED) and on_classes(g)]
 
 
 def either_side(result: Any, export_at: Callable[[tuple, dict], Any], notices: list[str],

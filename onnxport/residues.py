@@ -80,15 +80,16 @@ def divisors(guard: Guard) -> list[int] | None:
     """Periods of the remainders ``guard``'s condition takes, their least common multiple one of the
     condition: ``w % 4`` -> 4; a remainder of a floor division, ``(w // 8) % 2``, repeats every 16 sizes,
     so each divisor is multiplied by the product of the condition's floor divisors (``w -> w + 16`` adds
-    2 to ``w // 8``). None where a divisor is not a number (a remainder by another size)."""
+    2 to ``w // 8``); with floor divisions only (``(w // 4) * 4 != w``), their product. None where a divisor
+    is not a number (a remainder by another size), or there is none."""
     found = _DIVISOR.findall(guard.python)
     floors = _FLOOR.findall(guard.python)
     numbers = [re.match(r"\(*(\d+)", f) for f in found + floors]
-    if not found or not all(numbers):
+    if not numbers or not all(numbers):
         return None
     values = [int(m.group(1)) for m in numbers]
     scale = math.prod(values[len(found):])
-    return [v * scale for v in values[:len(found)]]
+    return [v * scale for v in values[:len(found)]] or [scale]  # ``(w // 4) * 4 != w``: a remainder unwritten
 
 
 def on_classes(guard: Guard) -> bool:

@@ -168,6 +168,8 @@ def test_the_period_of_a_remainder_covers_its_floor_divisions():
     assert divisors(guard("((w // 8) % 2) != 1")) == [16]
     assert divisors(guard("((w // 2) % 3) == 1")) == [6]
     assert divisors(guard("(w % h) == 0")) is None
+    assert divisors(guard("(4*(w // 4)) != w")) == [4]
+    assert divisors(guard("w != 21")) is None
 
 
 def test_same_graph_ignores_value_names_only():

@@ -159,6 +159,30 @@ class FloorParity(torch.nn.Module):
 '''
 
 
+UNWRITTEN = '''
+class UnwrittenRemainder(torch.nn.Module):
+    def forward(self, x):
+        w = x.shape[1]
+        if (w // 4) * 4 != w:
+            return x * 2
+        return x + 1
+'''
+
+
+@pytest.mark.parametrize("example_w", [17, 16])
+def test_a_package_branch_on_a_remainder_written_with_floor_divisions_is_right_at_every_size(
+        tmp_path, monkeypatch, example_w):
+    """``(w // 4) * 4 != w`` takes no ``%``: its residue classes modulo 4 are exported all the same."""
+    model = _package_model(tmp_path, monkeypatch, UNWRITTEN, "UnwrittenRemainder")
+    result = onnxport.to_onnx(model, (torch.randn(2, example_w),), dynamic_shapes={"x": {1: Dim("w")}})
+    session = ort.InferenceSession(result.model_proto.SerializeToString())
+    for w in range(1, 30):
+        if all(g.holds({"w": w}) for g in result.constraints):
+            x = torch.randn(2, w)
+            np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], model(x).numpy(), rtol=1e-6,
+                                       atol=1e-6, err_msg=f"w={w}")
+
+
 @pytest.mark.parametrize("example_w", [16, 8])
 def test_a_package_branch_on_a_remainder_of_a_floor_division_is_right_at_every_size(tmp_path, monkeypatch,
                                                                                     example_w):
