@@ -22,7 +22,10 @@ argument, ViTMAE's ``noise``, is given a seeded one as an input and compared).
 
 Results go to a JSON cache (``out/hf_sweep.json``) as they come, so a run can stop and resume, and
 be split (``--only``) or spread over processes (``--jobs``); ``benchmarks/HF_SWEEP.md`` is written
-from the cache at the end of every run (``--report-only`` writes it alone).
+from the cache at the end of every run (``--report-only`` writes it alone). A cache resumes only at the
+commit and package versions that began it, and its hours add up over the runs, so a run longer than one
+sitting goes on in a checkout of that commit (``meta.onnxport_commit``) from the kept cache
+(``benchmarks/hf_sweep_run.json``: ``--cache`` it there, or copy it to ``out/hf_sweep.json``).
 
     python benchmarks/hf_sweep.py [--only llama,bert] [--jobs 1] [--fresh] [--timeout 600]
 """
