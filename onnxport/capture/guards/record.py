@@ -180,7 +180,6 @@ def branch_frame() -> str | None:
 
 
 _JUMP = os.path.join("torch", "_dynamo", "symbolic_convert.py")
-_RUN_COND = os.path.join("onnxport", "rewrite", "branches.py")  # ``run_cond``: a rewritten ``if``
 
 
 def _shape_of(expr):
@@ -199,6 +198,11 @@ def _interpreted_branch() -> str | None:
     now (the side of a ``torch.cond``, a strict capture): dynamo runs no frame of that code, it jumps on the
     condition in its bytecode interpreter (``symbolic_convert.generic_jump``'s ``inner``, whose translator
     holds the code and the line); None where there is none or the code is torch's own."""
+    convert = sys.modules.get("torch._dynamo.symbolic_convert")
+    if convert is None or getattr(convert.tls, "current_tx", None) is None:  # not interpreting: no stack walk
+        return None
+    from onnxport.rewrite.branches import run_cond
+
     f = sys._getframe(2)
     while f is not None and not (f.f_code.co_name == "inner" and f.f_code.co_filename.endswith(_JUMP)):
         f = f.f_back
@@ -206,7 +210,7 @@ def _interpreted_branch() -> str | None:
     code, lineno = getattr(translator, "f_code", None), getattr(translator, "lineno", None)
     if code is None or not isinstance(lineno, int):
         return None
-    if code.co_name == "run_cond" and code.co_filename.endswith(_RUN_COND):  # the user's if, rewritten
+    if code is run_cond.__code__:  # the user's if, rewritten: its line is run_cond's ``where``
         try:
             where = translator.symbolic_locals["where"].as_python_constant()
             file, _, rest = where.rpartition(":")
@@ -336,10 +340,8 @@ class _GuardRecorder:
         """Where torch's compiler is interpreting the user's ``if`` on ``expr`` (``_interpreted_branch``), the
         condition it holds (``expr``, or its negation where it came out false) -> that ``if``."""
         try:
-            if out not in (sympy.true, sympy.false) or not getattr(expr, "free_symbols", None):
-                return
-            line = _interpreted_branch()
-            if line is not None:
+            line = _interpreted_branch()  # first: outside torch's interpreter, no other work
+            if line is not None and out in (sympy.true, sympy.false) and getattr(expr, "free_symbols", None):
                 self.interpreted.setdefault(_shape_of(expr if out == sympy.true else sympy.Not(expr)), line)
         except Exception:  # noqa: BLE001 - recording must never change capture
             pass
