@@ -54,6 +54,24 @@ def check_export(
     return result
 
 
+def assert_right_at_widths(result: onnxport.ExportResult, model: torch.nn.Module, widths, rows: int = 2) -> list:
+    """onnxruntime matches eager PyTorch (rtol = atol = 1e-6) on ``x`` of shape ``(rows, w)``, the model's one
+    input with its axis 1 the dim ``w``, at each width of ``widths`` the export's constraints allow; returns
+    the widths compared."""
+    import numpy as np
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(result.model_proto.SerializeToString())
+    name = session.get_inputs()[0].name
+    compared = [w for w in widths if all(g.holds({"w": w}) for g in result.constraints)]
+    assert compared, f"the constraints {result.constraints} allow none of the widths {list(widths)}"
+    for w in compared:
+        x = torch.randn(rows, w)
+        np.testing.assert_allclose(session.run(None, {name: x.numpy()})[0], model(x).numpy(), rtol=1e-6, atol=1e-6,
+                                   err_msg=f"w={w}")
+    return compared
+
+
 def count_ops(result: onnxport.ExportResult, op_type: str) -> int:
     """Nodes of ``op_type`` in the main graph, subgraphs and local functions."""
     import onnx_ir as ir

@@ -7,13 +7,12 @@ for the one the rewrite makes of an ``if`` on a size. Taken for torch's own ``w 
 residue class was left to validation: wrong at every ``w % 4 == 1`` above 8.
 """
 
-import numpy as np
-import onnxruntime as ort
 import pytest
 import torch
 from torch.export import Dim
 
 import onnxport
+from exportcheck import assert_right_at_widths
 
 
 def _big(x):
@@ -46,9 +45,4 @@ class RewrittenCond(torch.nn.Module):
 @pytest.mark.parametrize("model", [UserCond(), RewrittenCond()], ids=["user-cond", "rewritten-if"])
 def test_a_remainder_branch_in_a_cond_side_is_right_at_every_size(model):
     result = onnxport.to_onnx(model, (torch.randn(2, 16),), dynamic_shapes={"x": {1: Dim("w")}})
-    session = ort.InferenceSession(result.model_proto.SerializeToString())
-    for w in range(1, 40):
-        if all(g.holds({"w": w}) for g in result.constraints):
-            x = torch.randn(2, w)
-            np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], model(x).numpy(), rtol=1e-6,
-                                       atol=1e-6, err_msg=f"w={w}")
+    assert_right_at_widths(result, model, range(1, 40))

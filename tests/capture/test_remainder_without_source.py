@@ -12,13 +12,12 @@ user's branch.
 
 import sys
 
-import numpy as np
-import onnxruntime as ort
 import pytest
 import torch
 from torch.export import Dim
 
 import onnxport
+from exportcheck import assert_right_at_widths
 from onnxport.errors import is_internal_frame, is_internal_path
 
 SOURCE = '''
@@ -45,14 +44,8 @@ def _runs_right_or_is_refused(model, example_w):
     except onnxport.ExportError as error:
         assert "w % 4" in str(error), error
         return None
-    session = ort.InferenceSession(result.model_proto.SerializeToString())
     torch.manual_seed(0)
-    for w in (16, 17, 18, 19, 41, 13):
-        if not all(g.holds({"w": w}) for g in result.constraints):
-            continue
-        x = torch.randn(2, w)
-        got = session.run(None, {"x": x.numpy()})[0]
-        np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-6, atol=1e-6, err_msg=f"w={w}")
+    assert_right_at_widths(result, model, (16, 17, 18, 19, 41, 13))
     return result
 
 
@@ -175,12 +168,7 @@ def test_a_package_branch_on_a_remainder_written_with_floor_divisions_is_right_a
     """``(w // 4) * 4 != w`` takes no ``%``: its residue classes modulo 4 are exported all the same."""
     model = _package_model(tmp_path, monkeypatch, UNWRITTEN, "UnwrittenRemainder")
     result = onnxport.to_onnx(model, (torch.randn(2, example_w),), dynamic_shapes={"x": {1: Dim("w")}})
-    session = ort.InferenceSession(result.model_proto.SerializeToString())
-    for w in range(1, 30):
-        if all(g.holds({"w": w}) for g in result.constraints):
-            x = torch.randn(2, w)
-            np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], model(x).numpy(), rtol=1e-6,
-                                       atol=1e-6, err_msg=f"w={w}")
+    assert_right_at_widths(result, model, range(1, 30))
 
 
 @pytest.mark.parametrize("example_w", [16, 8])
@@ -189,13 +177,8 @@ def test_a_package_branch_on_a_remainder_of_a_floor_division_is_right_at_every_s
     """``(w // 8) % 2`` repeats every 16 sizes: its classes are taken modulo 16, not 2 (where the class of
     w = 17 would have been judged at w = 17 alone, and the graph of w = 16 taken for w = 8 .. 15)."""
     model = _package_model(tmp_path, monkeypatch, FLOOR, "FloorParity")
-    session_model = onnxport.to_onnx(model, (torch.randn(2, example_w),), dynamic_shapes={"x": {1: Dim("w")}})
-    session = ort.InferenceSession(session_model.model_proto.SerializeToString())
-    for w in range(1, 50):
-        if all(g.holds({"w": w}) for g in session_model.constraints):
-            x = torch.randn(2, w)
-            np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], model(x).numpy(), rtol=1e-6,
-                                       atol=1e-6, err_msg=f"w={w}")
+    result = onnxport.to_onnx(model, (torch.randn(2, example_w),), dynamic_shapes={"x": {1: Dim("w")}})
+    assert_right_at_widths(result, model, range(1, 50))
 
 
 def test_a_directory_named_torch_outside_torch_is_not_torch(tmp_path, monkeypatch):
