@@ -96,9 +96,9 @@ def either_side(result: Any, export_at: Callable[[tuple, dict], Any], notices: l
     while True:
         residues = residues_of([g for _, own in exports for g in own], examples, lows)
         if residues is None or any(d in related for d in residues.dims):
-            return _stated(result, guards, kept, "its residue classes cannot be listed (a divisor other than a number, "
-                                           "a dim related to others, more classes than the export takes, or a "
-                                           "condition that does not hold alike on a class)")
+            return _stated(result, guards, kept, "its residue classes cannot be listed (a divisor other than a "
+                                                 "number, a dim related to others, more classes than the export "
+                                                 "takes, or a condition that does not hold alike on a class)")
         covers = [(export, residues.where(own)) for export, own in exports]
         covered = frozenset().union(*(c for _, c in covers))
         left = [c for c in residues.classes() if c not in covered and _within(residues.sizes(c, start=residues.low),
@@ -128,17 +128,20 @@ def either_side(result: Any, export_at: Callable[[tuple, dict], Any], notices: l
             return _stated(result, guards, kept, f"the export at {at} does not hold there")
         exports.append((other, own))
     shown = "; ".join(", ".join(f"{d}={s[d]}" for d in residues.dims) for s in tried)
-    return _taken(result, guards + kept, residues, covers, shown, notices)
+    return _taken(result, guards, kept, residues, covers, shown, notices)
 
 
-def _taken(result: Any, guards: list[Guard], residues: Any, covers: list, shown: str, notices: list[str]) -> Any:
+def _taken(result: Any, trial: list[Guard], kept: list[Guard], residues: Any, covers: list, shown: str,
+           notices: list[str]) -> Any:
     """``result`` made right on every class of ``residues``: ``covers`` (``(export, classes)``, the
-    example's first) as one graph where they are the same, else joined under ``If`` on the classes."""
+    example's first) as one graph where they are the same, else joined under ``If`` on the classes; its
+    remainder constraints on ``trial`` and package conditions ``kept`` dropped (``_stated`` where it cannot)."""
     from onnxport.join_pieces import join_on, joined_model
     from onnxport.residues import condition_model
     from onnxport.same_graph import same_graph
     from onnxport.settle import with_guards
 
+    guards = trial + kept
     groups: list[tuple[Any, set]] = []  # (export, classes it is taken on), each graph once
     for export, cover in covers:
         proto = export.model_proto
@@ -160,10 +163,10 @@ def _taken(result: Any, guards: list[Guard], residues: Any, covers: list, shown:
         for export, classes in reversed(groups[:-1]):
             condition = condition_model(residues, frozenset(classes), base)
             if condition is None:
-                return _stated(result, *_split(guards), "a dim it reads is not an input axis of the ONNX model")
+                return _stated(result, trial, kept, "a dim it reads is not an input axis of the ONNX model")
             joined = join_on(condition, export.model_proto, joined)
     except ValueError as e:  # the sides' outputs differ in dtype or rank: no one If holds them
-        return _stated(result, *_split(guards), f"the exports of its residue classes cannot be joined: {e}")
+        return _stated(result, trial, kept, f"the exports of its residue classes cannot be joined: {e}")
     model = joined_model(joined, result.dim_names)
     notices.append(f"the trace at the example holds only where {text} (at {guards[0].where}); traced at {shown}, "
                    f"on the residue classes it excludes, the ONNX graphs differ: onnxport exported "
@@ -180,11 +183,6 @@ def _within(sizes: dict[str, int], highs: dict[str, int]) -> bool:
     """Whether ``sizes`` are at most the range's maxima ``highs`` (a piece's, ``capture.capture``'s ``within``):
     a residue class with no size in the range needs no export."""
     return all(s <= highs.get(d, s) for d, s in sizes.items())
-
-
-def _split(guards: list[Guard]) -> tuple[list[Guard], list[Guard]]:
-    """``guards`` as (constraints adopted on trial, conditions kept from a package's branch)."""
-    return [g for g in guards if g.adopted], [g for g in guards if not g.adopted]
 
 
 def _stated(result: Any, guards: list[Guard], kept: list[Guard], why: str) -> Any:
