@@ -16,6 +16,8 @@ from typing import Any
 
 
 _STDLIB = sysconfig.get_paths()["stdlib"]
+
+
 def _package_dirs(*names: str) -> tuple[str, ...]:
     """The directories of the installed packages ``names``, as found and resolved, each ending in a separator:
     a file of theirs starts with one (a directory of another package or project named ``torch``, keras'
@@ -35,7 +37,7 @@ _INTERNAL = _package_dirs("torch", "onnxport")
 # code compiled from a string: ``exec`` / ``compile`` of a string, ``python -c``, a piped script, the REPL,
 # IPython's older cells, and also the methods ``dataclasses`` and ``namedtuple`` generate
 _PSEUDO_FILES = ("<string>", "<stdin>", "<console>")
-_COMPILER = re.compile(r"[/\\]torch[/\\]_dynamo[/\\]")
+_COMPILER = tuple(os.path.join(d, "_dynamo", "") for d in _package_dirs("torch"))  # torch's compiler
 
 
 def is_internal_frame(frame: Any) -> bool:
@@ -50,15 +52,20 @@ def is_internal_frame(frame: Any) -> bool:
     if path not in _PSEUDO_FILES and not path.startswith("<ipython-input-"):
         return is_internal_path(path)
     caller = frame.f_back
-    if caller is not None and _COMPILER.search(caller.f_code.co_filename):
+    if caller is not None and caller.f_code.co_filename.startswith(_COMPILER):
         return True
     module = sys.modules.get(frame.f_globals.get("__name__", ""))
     file = getattr(module, "__file__", None) or ""
     if not file or is_internal_path(file):
         return bool(file)
-    if "site-packages" in file or "dist-packages" in file:  # a package's own code from a string is its code;
+    if in_site_packages(file):  # a package's own code from a string is its code;
         return frame.f_code.co_qualname.startswith("__create_fn__.")  # the methods dataclasses makes are not
     return False
+
+
+def in_site_packages(path: str) -> bool:
+    """Whether ``path`` is a file of an installed package (``site-packages``, Debian's ``dist-packages``)."""
+    return "site-packages" in path or "dist-packages" in path
 
 
 def frame_line(frame: Any) -> str:

@@ -534,8 +534,9 @@ def in_installed_package(where: str) -> bool:
     (``site-packages``), not in the user's own files: a branch there on torch's 0/1
     specialization (``q_length == 1``) cannot be rewritten by the user; the export keeps the sizes
     on both sides and validation compares them."""
-    path = where.split(":", 1)[0]
-    return "site-packages" in path or "dist-packages" in path
+    from onnxport.errors import in_site_packages
+
+    return in_site_packages(where.split(":", 1)[0])
 
 
 def _allowed(point: tuple, symbols: tuple, variables: dict, adopted: list[Guard]) -> bool:
