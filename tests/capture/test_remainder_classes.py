@@ -157,6 +157,28 @@ def test_sides_differing_at_every_odd_size_on_an_explicit_range_are_joined():
     assert all(_matches(r, OddScaled(), range(1, 44)).values())
 
 
+class ThreeModFour(torch.nn.Module):
+    def forward(self, x):
+        y = x + 1
+        for dim in x.shape[-1:]:
+            if dim % 4 == 3:
+                y = x * 2
+                break
+        return y
+
+
+def test_a_class_whose_first_size_above_the_example_is_out_of_range_is_traced_below_it():
+    """Declared ``Dim("w", min=1, max=18)``, example 16: the class ``w % 4 == 3`` has no size in 16..18, so it is
+    traced at its smallest, w = 3, not at 19, outside the range (which refused the export)."""
+    from exportcheck import assert_right_at_widths
+
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        r = onnxport.to_onnx(ThreeModFour(), (torch.randn(2, 16),), dynamic_shapes={"x": {1: Dim("w", min=1, max=18)}})
+    assert not r.constraints
+    assert assert_right_at_widths(r, ThreeModFour(), range(1, 19)) == list(range(1, 19))
+
+
 def test_the_period_of_a_remainder_covers_its_floor_divisions():
     from onnxport.capture.guards.conditions import Guard, GuardStatus
     from onnxport.residues import divisors
