@@ -377,11 +377,9 @@ def _either_side(job: Export, result: ExportResult) -> ExportResult:
     with sizes in its range), while ``Run.sides`` lasts: each other export the model as captured (its control
     flow rewritten where it was), the stages from capture on, size 1 and the constraints stage, its result
     stating the user's inputs as its example. The notices of traces not taken are dropped."""
-    from onnxport.remainder_sides import either_side, flipped, sides_taken, unsettled
+    from onnxport.remainder_sides import either_side, sides_taken
     from onnxport.settle import settle, size_one
 
-    if not (flipped(result) or unsettled(result)):
-        return result
     said = list(job.run.notices)
 
     def export_at(args: tuple, kwargs: dict) -> ExportResult:
