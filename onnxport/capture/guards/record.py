@@ -180,6 +180,7 @@ def branch_frame() -> str | None:
 
 
 _JUMP = os.path.join("torch", "_dynamo", "symbolic_convert.py")
+_RUN_COND = os.path.join("onnxport", "rewrite", "branches.py")  # ``run_cond``: a rewritten ``if``
 
 
 def _shape_of(expr):
@@ -201,8 +202,6 @@ def _interpreted_branch() -> str | None:
     convert = sys.modules.get("torch._dynamo.symbolic_convert")
     if convert is None or getattr(convert.tls, "current_tx", None) is None:  # not interpreting: no stack walk
         return None
-    from onnxport.rewrite.branches import run_cond
-
     f = sys._getframe(2)
     while f is not None and not (f.f_code.co_name == "inner" and f.f_code.co_filename.endswith(_JUMP)):
         f = f.f_back
@@ -210,7 +209,8 @@ def _interpreted_branch() -> str | None:
     code, lineno = getattr(translator, "f_code", None), getattr(translator, "lineno", None)
     if code is None or not isinstance(lineno, int):
         return None
-    if code is run_cond.__code__:  # the user's if, rewritten: its line is run_cond's ``where``
+    if code.co_name == "run_cond" and code.co_filename.endswith(_RUN_COND):  # the user's if, rewritten: its
+        # line is run_cond's ``where`` (known by its file, as the rewrite imports the capture)
         try:
             where = translator.symbolic_locals["where"].as_python_constant()
             file, _, rest = where.rpartition(":")
