@@ -198,11 +198,20 @@ def run(model: torch.nn.Module, inputs: dict) -> list[torch.Tensor]:
 
 
 def flat(out: Any) -> list[torch.Tensor]:
-    """The tensors of a model's output in order (a ``ModelOutput`` by its fields)."""
+    """The tensors of a model's output in order (a ``ModelOutput`` by its fields; a transformers cache
+    returned as an output by its layers' tensors, ``0.key``, ``0.value``, ..., the order the exporters
+    flatten it in)."""
+    from onnxport.capture.caches import cache_leaves, is_cache
+
     if hasattr(out, "to_tuple"):
         out = out.to_tuple()
-    leaves = torch.utils._pytree.tree_leaves(out)
-    return [t for t in leaves if isinstance(t, torch.Tensor)]
+    tensors = []
+    for leaf in torch.utils._pytree.tree_leaves(out):
+        if is_cache(leaf):  # not a pytree node in eager: without this its tensors would not be compared
+            tensors.extend(t for _, t in cache_leaves(leaf) if isinstance(t, torch.Tensor))
+        elif isinstance(leaf, torch.Tensor):
+            tensors.append(leaf)
+    return tensors
 
 
 def missing_required(model: torch.nn.Module, names: list) -> list[str]:
