@@ -172,13 +172,24 @@ def _parts(name: str, value: Any) -> list:
 def export_onnxport(model, example, inputs):
     import onnxport
 
+    from onnxport.capture.guards import GuardStatus
     from onnxport.remainder_sides import JOINED, SAME
 
     result = onnxport.to_onnx(model, kwargs=example, dynamic_shapes=inputs.dynamic_shapes())
     run, session = _ort(result.model_proto)
-    # what the export states it holds for, and the remainder conditions its residue classes' traces settled
+    # what the export states it holds for, the remainder conditions its residue classes' traces settled, and the
+    # conditions an installed package's ``if`` branched on that it keeps as torch's kind of condition (``!=``),
+    # whose other side no trace looked at
+    kept = [g for g in result.guards if g.status is GuardStatus.KEPT and g.branched and g.method not in (SAME, JOINED)]
     return run, session, {"nodes": result.count_nodes(), "constraints": [str(g) for g in result.constraints],
-                          "residue_classes": [g.text for g in result.guards if g.method in (SAME, JOINED)]}
+                          "residue_classes": [g.text for g in result.guards if g.method in (SAME, JOINED)],
+                          "package_branches": [f"{g.text} ({_short(g.where)})" for g in kept]}
+
+
+def _short(where: str | None) -> str:
+    """A guard's source line, its path from the package's directory on (``transformers/models/...``)."""
+    where = where or ""
+    return where.split("site-packages/")[-1]
 
 
 def export_torch_onnx(model, example, inputs):

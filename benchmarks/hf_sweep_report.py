@@ -130,6 +130,13 @@ def write_report(data: dict, types: list[str], exporters: list[str]) -> str:
                   "A branch on a remainder of sizes whose other residue classes were exported too: the same graph, "
                   "or the graphs joined under ONNX If on the sizes' remainders (`onnxport/remainder_sides.py`).", ""]
         lines += [f"- {t} ({r['status']}): {'; '.join(r['residue_classes'])[:300]}" for t, r in settled] or ["none"]
+        branched = [(t, r) for t in built if (r := results.get(t, {}).get("onnxport")) and r.get("package_branches")]
+        lines += ["", f"## Size branches of installed packages kept as torch's kind of condition: {len(branched)}", "",
+                  "An `if` in transformers (or another installed package) on a size, traced where torch records it "
+                  "as `!=` (`if seq == 1:` at seq 7 leaves `seq != 1`): the export keeps it, as torch keeps its own "
+                  "\"these sizes differ\" assumptions, and no trace looks at the other side. The comparison above "
+                  "is at sizes the sweep picks, which may not reach it.", ""]
+        lines += [f"- {t} ({r['status']}): {'; '.join(r['package_branches'])[:300]}" for t, r in branched] or ["none"]
     lines += ["", "## Per architecture", "",
               "| model type | class | config | parameters | dynamic dims | " + " | ".join(exporters) + " |",
               "|---|---|---|---|---|" + "---|" * len(exporters)]

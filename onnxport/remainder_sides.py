@@ -62,11 +62,14 @@ def unsettled(result: Any) -> list[Guard]:
     ``residues.on_classes``): torch's kind of condition, so the sizes they exclude stay in the
     export's range, but the branch is the model's, whose other side may compute anything. Their residue
     classes are traced as the flipped constraints' are; where that cannot be done they are adopted and
-    stated as constraints (refused for an explicit range)."""
-    from onnxport.residues import on_classes
+    stated as constraints (refused for an explicit range). So is such a condition on a remainder by
+    another size or a bitwise mask of one (``w % h != 1``, ``(w & h) != 1``), whose classes cannot be
+    listed: it is stated."""
+    from onnxport.residues import divisors, on_classes, reads_remainder
 
     return [g for g in result.guards if g.status is GuardStatus.KEPT and g.branched
-            and g.method not in (SAME, JOINED) and on_classes(g)]
+            and g.method not in (SAME, JOINED)
+            and (on_classes(g) or (reads_remainder(g) and divisors(g) is None))]
 
 
 def either_side(result: Any, export_at: Callable[[tuple, dict], Any], notices: list[str],

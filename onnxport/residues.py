@@ -30,6 +30,7 @@ MAX_CLASSES = 256  # residue classes a set of remainder constraints may make (di
 _SHIFTS = (1, 3, 17)  # periods above a representative where a guard must hold alike
 _DIVISOR = re.compile(r"%\s*(\S+)")
 _FLOOR = re.compile(r"//\s*(\S+)")
+_MASK = re.compile(r"(?:\b(\d+)\s*[&|])|(?:[&|]\s*\(*(\d+)\b)|[&|]")  # a bitwise and/or, its number if any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,18 +79,28 @@ class Residues:
 
 def divisors(guard: Guard) -> list[int] | None:
     """Periods of the remainders ``guard``'s condition takes, their least common multiple one of the
-    condition: ``w % 4`` -> 4; a remainder of a floor division, ``(w // 8) % 2``, repeats every 16 sizes,
-    so each divisor is multiplied by the product of the condition's floor divisors (``w -> w + 16`` adds
-    2 to ``w // 8``); with floor divisions only (``(w // 4) * 4 != w``), their product. None where a divisor
-    is not a number (a remainder by another size), or there is none."""
+    condition: ``w % 4`` -> 4; a bitwise ``&`` or ``|`` with a number ``m`` keeps or sets the low bits of
+    ``m``'s length, so ``w & 3`` and ``w | 1`` repeat every 4 and 2 sizes (the next power of two above
+    ``m``); a remainder of a floor division, ``(w // 8) % 2``, repeats every 16 sizes, so each divisor is
+    multiplied by the product of the condition's floor divisors (``w -> w + 16`` adds 2 to ``w // 8``);
+    with floor divisions only (``(w // 4) * 4 != w``), their product. None where a divisor or a mask is
+    not a number (a remainder by another size, ``w & h``), or there is none."""
     found = _DIVISOR.findall(guard.python)
+    masks = _MASK.findall(guard.python)
     floors = _FLOOR.findall(guard.python)
     numbers = [re.match(r"\(*(\d+)", f) for f in found + floors]
-    if not numbers or not all(numbers):
+    if not (numbers or masks) or not all(numbers) or not all(m[0] or m[1] for m in masks):
         return None
     values = [int(m.group(1)) for m in numbers]
+    periods = values[:len(found)] + [1 << int(m[0] or m[1]).bit_length() for m in masks]
     scale = math.prod(values[len(found):])
-    return [v * scale for v in values[:len(found)]] or [scale]  # ``(w // 4) * 4 != w``: a remainder unwritten
+    return [v * scale for v in periods] or [scale]  # ``(w // 4) * 4 != w``: a remainder unwritten
+
+
+def reads_remainder(guard: Guard) -> bool:
+    """Whether ``guard``'s condition takes a remainder (``Guard.remainder``: a ``Mod`` in torch's expression)
+    or a bitwise ``&`` / ``|`` of sizes."""
+    return guard.remainder or bool(_MASK.search(guard.python))
 
 
 def on_classes(guard: Guard) -> bool:

@@ -192,6 +192,10 @@ def test_the_period_of_a_remainder_covers_its_floor_divisions():
     assert divisors(guard("(w % h) == 0")) is None
     assert divisors(guard("(4*(w // 4)) != w")) == [4]
     assert divisors(guard("w != 21")) is None
+    assert divisors(guard("(w & 3) != 1")) == [4]  # a mask keeps the low bits of its length
+    assert divisors(guard("(1 | w) != w")) == [2]
+    assert divisors(guard("((w // 4) & 1) != 1")) == [8]
+    assert divisors(guard("(w & h) != 1")) is None
 
 
 def test_same_graph_ignores_value_names_only():
