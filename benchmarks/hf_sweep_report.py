@@ -136,7 +136,9 @@ def write_report(data: dict, types: list[str], exporters: list[str]) -> str:
                   "as `!=` (`if seq == 1:` at seq 7 leaves `seq != 1`): the export keeps it, as torch keeps its own "
                   "\"these sizes differ\" assumptions, and no trace looks at the other side. The comparison above "
                   "is at sizes the sweep picks, which may not reach it.", ""]
-        lines += [f"- {t} ({r['status']}): {'; '.join(r['package_branches'])[:300]}" for t, r in branched] or ["none"]
+        recorded = any("package_branches" in (results.get(t, {}).get("onnxport") or {}) for t in built)
+        lines += [f"- {t} ({r['status']}): {'; '.join(r['package_branches'])[:300]}" for t, r in branched] or \
+            [("none" if recorded else "not recorded: the run's commit did not record them")]
     lines += ["", "## Per architecture", "",
               "| model type | class | config | parameters | dynamic dims | " + " | ".join(exporters) + " |",
               "|---|---|---|---|---|" + "---|" * len(exporters)]
