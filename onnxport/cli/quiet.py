@@ -26,6 +26,8 @@ import tempfile
 import warnings
 from typing import Any, Iterator, TextIO
 
+from onnxport.errors import in_site_packages
+
 _TERMINAL: list[TextIO] = []  # the terminal while output is held (innermost last)
 _LIBRARIES = tuple({os.path.realpath(p) for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
                                                    sysconfig.get_paths()["platlib"])})
@@ -144,7 +146,7 @@ def _route_warnings(screen: TextIO, held: TextIO, quiet: bool) -> None:
 
 def _installed(path: str) -> bool:
     """True for a file of the standard library or an installed package (or frozen, generated code)."""
-    if path.startswith("<") or any(part in path for part in ("/site-packages/", "/dist-packages/")):
+    if path.startswith("<") or in_site_packages(path):
         return True
     return os.path.realpath(path).startswith(_LIBRARIES)
 

@@ -90,6 +90,10 @@ def integer_pow(ctx, a, b):
     dtype = ctx.out_dtype
     a = ctx.cast(a, dtype) if isinstance(a, ir.Value) else ctx.scalar(int(a), dtype)
     one = ctx.scalar(1, dtype)
+
+    def ones_like(x):
+        return op.Add(op.Mul(x, ctx.scalar(0, dtype)), one)
+
     if not isinstance(b, ir.Value):
         result, base, e = None, a, int(b)
         while e:
@@ -98,7 +102,7 @@ def integer_pow(ctx, a, b):
             e >>= 1
             if e:
                 base = op.Mul(base, base)
-        return op.Add(op.Mul(a, ctx.scalar(0, dtype)), one) if result is None else result
+        return ones_like(a) if result is None else result
     b = ctx.cast(b, dtype)
     shape = op.Shape(op.Add(op.Mul(a, ctx.scalar(0, dtype)), op.Mul(b, ctx.scalar(0, dtype))))  # broadcast
     flat = ctx.const([-1])
@@ -122,7 +126,7 @@ def integer_pow(ctx, a, b):
     graph = bodies.subgraph(ctx, "pow_bits", [(I64, []), (BOOL, []), (dtype, [None]), (dtype, [None]),
                                               (dtype, [None])], step)
     busy = op.Greater(op.ReduceMax(op.Concat(e_used, op.Reshape(zero, ctx.const([1])), axis=0), keepdims=0), zero)
-    ones = op.Add(op.Mul(base, zero), one)
+    ones = ones_like(base)
     powered, _, _ = op.Loop(ctx.const(np.array(64, dtype=np.int64)), busy, ones, base, e_used, body=graph,
                             _outputs=3)
     # a negative exponent: 1 for a base of 1, (-1) ** e for -1, else 0 (PyTorch's integer pow of tensors)
