@@ -292,12 +292,16 @@ def worker_main(argv: list[str]) -> int:
 class Cache:
     """The results by model type, written to ``path`` (through a temporary file) after each change."""
 
-    def __init__(self, path: Path, fresh: bool):
+    def __init__(self, path: Path, fresh: bool, reading: bool = False):
+        """``reading``: the cache is only reported on (``--report-only``), so it may be of another commit
+        or set-up: the report names the cache's own."""
         self.path = path
         self.lock = threading.Lock()
         self.data = {"meta": {}, "results": {}}
         if path.exists() and not fresh:
             self.data = json.loads(path.read_text())
+        if reading:
+            return
         versions = _versions()
         differ = {k: (self.data["meta"][k], v) for k, v in versions.items()
                   if k in self.data["meta"] and self.data["meta"][k] != v}
@@ -462,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     _quiet()
-    cache = Cache(args.cache, args.fresh)
+    cache = Cache(args.cache, args.fresh, reading=args.report_only)
     types = all_types() if not args.only else [t.strip() for t in args.only.split(",") if t.strip()]
     exporters = [e.strip() for e in args.exporters.split(",") if e.strip()]
     unknown = sorted(set(exporters) - set(EXPORTERS))

@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 
 FAILED = ("refused", "wrong", "specialized", "invalid", "timeout", "crashed")
 STATUSES = ("ok",) + FAILED + ("stochastic",)
+GOAL_SECONDS = 60  # per export on two cores
 
 
 def category(result: dict) -> str:
@@ -139,6 +140,18 @@ def write_report(data: dict, types: list[str], exporters: list[str]) -> str:
         recorded = any("package_branches" in (results.get(t, {}).get("onnxport") or {}) for t in built)
         lines += [f"- {t} ({r['status']}): {'; '.join(r['package_branches'])[:300]}" for t, r in branched] or \
             [("none" if recorded else "not recorded: the run's commit did not record them")]
+    for e in exporters:
+        timed = sorted(((r["seconds"], t, r["status"]) for t in built if (r := results.get(t, {}).get(e))
+                        and isinstance(r.get("seconds"), (int, float))), reverse=True)
+        if not timed:
+            continue
+        over = sum(1 for sec, _, _ in timed if sec > GOAL_SECONDS)
+        lines += ["", f"## Slowest ten exports of {e}", "",
+                  f"Seconds from the export call to an onnxruntime session of its model (refusals: to the error), "
+                  f"in a process of its own, the sweep's other job beside it; {len(timed)} timed, {over} over "
+                  f"the goal of {GOAL_SECONDS} s. A timeout is not timed (see the failures above).", "",
+                  "| model type | seconds | verdict |", "|---|---|---|"]
+        lines += [f"| {t} | {sec:.1f} | {status} |" for sec, t, status in timed[:10]]
     lines += ["", "## Per architecture", "",
               "| model type | class | config | parameters | dynamic dims | " + " | ".join(exporters) + " |",
               "|---|---|---|---|---|" + "---|" * len(exporters)]
