@@ -6,6 +6,7 @@ in the FX node's ``stack_trace``), and what to do about it.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import linecache
 import os
@@ -34,22 +35,24 @@ def _package_dirs(*names: str) -> tuple[str, ...]:
 _INTERNAL = _package_dirs("torch", "onnxport")
 
 
-# code compiled from a string: ``exec`` / ``compile`` of a string, ``python -c``, a piped script, the REPL,
-# IPython's older cells, and also the methods ``dataclasses`` and ``namedtuple`` generate
-_PSEUDO_FILES = ("<string>", "<stdin>", "<console>")
+# code compiled from a string has a pseudo file name (``<string>`` of ``exec`` / ``compile``, ``python -c``, a
+# piped script, ``<stdin>``, ``<console>``, IPython's ``<ipython-input-...>``, any name a package gives,
+# ``<generated>``, the methods ``dataclasses`` and ``namedtuple`` generate); these are torch's and Python's own
+_GENERATED_INTERNAL = ("<eval_with_key>", "<frozen ")
 _COMPILER = tuple(os.path.join(d, "_dynamo", "") for d in _package_dirs("torch"))  # torch's compiler
 
 
 def is_internal_frame(frame: Any) -> bool:
-    """``is_internal_path`` of a frame's file, except for code compiled from a string (``<string>``,
-    ``<stdin>``, ``<console>``, ``<ipython-input-...>``): that is the user's, unless its module (its
+    """``is_internal_path`` of a frame's file, except for code compiled from a string (a pseudo file name:
+    ``<string>``, ``<stdin>``, ``<ipython-input-...>``, ``<generated>``; not torch.fx's ``<eval_with_key>``
+    or a frozen standard library module): that is the user's, unless its module (its
     globals' ``__name__``) is a file of torch, onnxport or the standard library, or it is a method
     ``dataclasses`` generates for an installed package's class, or it is called by torch's compiler (the guard
     functions ``torch._dynamo`` compiles from strings, while ``torch.cond`` traces its sides). A package's own
     code compiled from a string (a function it builds with ``exec``) is not internal: its branches are
     branches, judged as the user's."""
     path = frame.f_code.co_filename
-    if path not in _PSEUDO_FILES and not path.startswith("<ipython-input-"):
+    if not path.startswith("<") or path.startswith(_GENERATED_INTERNAL):
         return is_internal_path(path)
     caller = frame.f_back
     if caller is not None and caller.f_code.co_filename.startswith(_COMPILER):
@@ -61,6 +64,18 @@ def is_internal_frame(frame: Any) -> bool:
     if in_site_packages(file):  # a package's own code from a string is its code;
         return frame.f_code.co_qualname.startswith("__create_fn__.")  # the methods dataclasses makes are not
     return False
+
+
+_FUNCTOOLS = functools.__file__  # ``total_ordering``'s comparisons
+
+
+def passes_through(frame: Any) -> bool:
+    """Whether ``frame`` runs a method a library made for a class (``dataclasses``' ``__eq__``, attrs'
+    ``<attrs generated eq>``, ``functools.total_ordering``'s ``__ge__``): a size it turns into a bool is
+    decided for the code that called it, the code to name and judge."""
+    code = frame.f_code
+    return (code.co_qualname.startswith("__create_fn__.") or code.co_filename.startswith("<attrs generated")
+            or code.co_filename == _FUNCTOOLS)
 
 
 def in_site_packages(path: str) -> bool:
@@ -75,8 +90,12 @@ def frame_line(frame: Any) -> str:
 
 
 def is_internal_path(path: str) -> bool:
-    """True for frames of torch, onnxport, the standard library or generated code (``<eval_with_key>``)."""
-    return path.startswith(_INTERNAL) or path.startswith("<") or path.startswith(_STDLIB)
+    """True for frames of torch, onnxport, the standard library or generated code (``<eval_with_key>``).
+    An installed package's file is no standard library file where its ``site-packages`` lies inside the
+    standard library's directory (a Python without a virtual environment: conda, system and Docker
+    Pythons)."""
+    return path.startswith(_INTERNAL) or path.startswith("<") or (path.startswith(_STDLIB)
+                                                                   and not in_site_packages(path))
 
 
 def user_source_line(node: Any) -> str | None:

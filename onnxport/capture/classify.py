@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import sys
-import sysconfig
 import traceback
 from typing import Any
 
@@ -14,7 +13,7 @@ import torch
 from onnxport.capture.dynamic_shapes import DeclaredDim, int_oo_or_none
 from onnxport.capture.data_dependent import data_dependent_error, is_data_dependent
 from onnxport.errors import (CaptureError, ControlFlowError, DynamicShapesError, ExportError, SpecializationError,
-                             last_user_frame)
+                             is_internal_path, last_user_frame)
 
 
 MESSAGE_LIMIT = 400  # characters of torch's message an error repeats (sympy guards run to thousands)
@@ -339,14 +338,11 @@ def _aliasing_error(e: BaseException) -> ControlFlowError:
              "that is one of its inputs (control-flow bodies must return new tensors)")
 
 
-_STDLIB = sysconfig.get_paths()["stdlib"]
-
-
 def _user_line(e: BaseException) -> str | None:
     """The innermost frame of ``e``'s traceback outside torch, onnxport and the standard library."""
     for f in reversed(traceback.extract_tb(e.__traceback__)):
         p = f.filename
-        if "/torch/" in p or "/onnxport/" in p or p.startswith(_STDLIB) or p.startswith("<"):
+        if is_internal_path(p):
             continue
         return f"{p}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
     return None

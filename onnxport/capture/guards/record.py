@@ -35,7 +35,7 @@ import sympy
 from onnxport.capture import layout_reads
 from onnxport.capture.layout_branches import LayoutBranch, layout_branch
 from onnxport.capture.patches import Patch, SetAttribute, register
-from onnxport.errors import frame_line, is_internal_frame, is_internal_path
+from onnxport.errors import frame_line, is_internal_frame, is_internal_path, passes_through
 
 
 class Specialization(NamedTuple):
@@ -96,13 +96,14 @@ class Unbacked:
 
 def user_frame() -> str | None:
     """``file:line in func: code`` of the innermost frame of the user's code on the stack (not
-    torch's, onnxport's, the standard library's or generated code's), or None where there is none; the
+    torch's, onnxport's, the standard library's or generated code's, nor a method a library made for a
+    class, ``errors.passes_through``), or None where there is none; the
     branch's line while its condition is evaluated again (``_evaluated_again``)."""
     again = _AGAIN.get()
     if again is not None:
         return again
     f = sys._getframe(1)
-    while f is not None and is_internal_frame(f):
+    while f is not None and (is_internal_frame(f) or passes_through(f)):
         f = f.f_back
     return None if f is None else frame_line(f)
 
@@ -231,6 +232,8 @@ def _converting_frame() -> FrameType | None:
         f = f.f_back
     while f is not None and f.f_code.co_filename.endswith(_TORCH_INIT):
         f = f.f_back
+    while f is not None and passes_through(f):  # a comparison dataclasses, attrs or functools made: the
+        f = f.f_back  # code comparing (``if Pad(w % 4, 0) == Pad(1, 0):``) turns the size into a bool
     return None if f is None or is_internal_frame(f) else f
 
 
