@@ -72,6 +72,20 @@ def assert_right_at_widths(result: onnxport.ExportResult, model: torch.nn.Module
     return compared
 
 
+def import_source(tmp_path, monkeypatch, name: str, source: str, installed: bool = True) -> Any:
+    """The module ``name`` made of ``source``: an installed package's (``<tmp>/site-packages/<name>``) or,
+    with ``installed=False``, a project's; imported for the test, removed from ``sys.modules`` after."""
+    import importlib
+    import sys
+
+    folder = tmp_path / ("site-packages" if installed else "project") / name
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text(source)
+    monkeypatch.syspath_prepend(str(folder.parent))
+    monkeypatch.delitem(sys.modules, name, raising=False)  # imported while exported, removed after
+    return importlib.import_module(name)
+
+
 def count_ops(result: onnxport.ExportResult, op_type: str) -> int:
     """Nodes of ``op_type`` in the main graph, subgraphs and local functions."""
     import onnx_ir as ir

@@ -9,14 +9,12 @@ package's files are the package's where its ``site-packages`` lies inside the st
 (conda, system and Docker Pythons). Each was silently wrong at ``w % 4 == 1`` before.
 """
 
-import sys
-
 import pytest
 import torch
 from torch.export import Dim
 
 import onnxport
-from exportcheck import assert_right_at_widths
+from exportcheck import assert_right_at_widths, import_source
 
 SOURCE = '''
 import dataclasses
@@ -79,14 +77,7 @@ MODELS = ["DataclassEq", "TotalOrdering", "ExecGenerated"]
 
 
 def _module(tmp_path, monkeypatch, installed: bool):
-    import importlib
-
-    folder = tmp_path / ("site-packages" if installed else "project") / "generated_cmp"
-    folder.mkdir(parents=True)
-    (folder / "__init__.py").write_text(SOURCE)
-    monkeypatch.syspath_prepend(str(folder.parent))
-    monkeypatch.delitem(sys.modules, "generated_cmp", raising=False)  # imported while exported, removed after
-    return importlib.import_module("generated_cmp")
+    return import_source(tmp_path, monkeypatch, "generated_cmp", SOURCE, installed)
 
 
 def _right_at_every_residue(model, example_w=16):

@@ -7,8 +7,6 @@ so each class is exported and the graphs joined under ONNX ``If``. A remainder b
 (``w % h == 1``) has no classes to list: it is adopted and stated, never kept unlooked-at.
 """
 
-import sys
-
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -16,7 +14,7 @@ import torch
 from torch.export import Dim
 
 import onnxport
-from exportcheck import assert_right_at_widths
+from exportcheck import assert_right_at_widths, import_source
 
 SOURCE = '''
 import torch
@@ -57,16 +55,7 @@ class ByOtherSize(torch.nn.Module):
 
 @pytest.fixture
 def package(tmp_path, monkeypatch):
-    import importlib
-
-    folder = tmp_path / "site-packages" / "bitwise_remainder_pkg"
-    folder.mkdir(parents=True)
-    (folder / "__init__.py").write_text(SOURCE)
-    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
-    try:
-        yield importlib.import_module("bitwise_remainder_pkg")
-    finally:
-        sys.modules.pop("bitwise_remainder_pkg", None)
+    return import_source(tmp_path, monkeypatch, "bitwise_remainder_pkg", SOURCE)
 
 
 @pytest.mark.parametrize("name", ["MaskAnd", "MaskOr", "MaskOfFloor"])
