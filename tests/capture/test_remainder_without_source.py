@@ -17,7 +17,7 @@ import torch
 from torch.export import Dim
 
 import onnxport
-from exportcheck import assert_right_at_widths
+from exportcheck import assert_right_at_widths, import_source
 from onnxport.errors import is_internal_frame, is_internal_path
 
 SOURCE = '''
@@ -108,16 +108,7 @@ class FarResidueBranch(torch.nn.Module):
 
 
 def _package_model(tmp_path, monkeypatch, source, name):
-    import importlib
-
-    package = tmp_path / "site-packages" / "far_residue_pkg"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("import torch\n" + source)
-    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
-    try:
-        return getattr(importlib.import_module("far_residue_pkg"), name)()
-    finally:
-        sys.modules.pop("far_residue_pkg", None)
+    return getattr(import_source(tmp_path, monkeypatch, "far_residue_pkg", "import torch\n" + source), name)()
 
 
 def test_a_package_residue_branch_whose_other_class_does_not_export_is_stated(tmp_path, monkeypatch):
