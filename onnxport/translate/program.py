@@ -19,6 +19,7 @@ from onnxport.translate import clamped, symbolic
 from onnxport.translate.context import TranslationContext
 from onnxport.translate.equal_counts import equal_counts
 from onnxport.translate.graph import graph_output, set_meta_type, translate_nodes
+from onnxport.translate.ops import complex as complex_ops
 from onnxport.translate.registry import Translations
 from onnxport.weights.binding import Weights, ir_tensor
 
@@ -239,6 +240,11 @@ def _initializers(ctx: TranslationContext, program: torch.export.ExportedProgram
             tensor = tensor.data
         if not isinstance(tensor, torch.Tensor):
             ctx.values[node] = tensor
+            continue
+        if tensor.is_complex() and not tensor.is_meta:  # carried as its real [..., 2] pairs
+            complex_ = complex_ops.complex_constant(ctx, node, tensor, target)
+            initializers.append(complex_.value)
+            ctx.values[node] = complex_
             continue
         if weights is not None and target in weights:
             const = weights.lazy(target)

@@ -4,7 +4,8 @@ ONNX has no complex arithmetic and onnxruntime runs few operators on complex typ
 tensor ``[*shape]`` is carried as the real ONNX value ``[*shape, 2]`` (real, imaginary), PyTorch's
 ``view_as_real`` layout, wrapped in ``ComplexAsReal`` so that no ONNX value is typed complex.
 
-Made here: ``view_as_complex``, ``complex``, ``polar``, a cast of a real tensor to a complex dtype.
+Made here: ``view_as_complex``, ``complex``, ``polar``, a cast of a real tensor to a complex dtype,
+and complex parameters, buffers and tensor constants (initializers of their real pairs).
 Read here: ``view_as_real``, ``real``, ``imag``, ``abs``, ``angle``, conjugation, ``clone``, casts
 between complex dtypes and ``to`` (Llama 4's rotary table moved to the inputs' device), ``slice``,
 ``unsqueeze``, ``squeeze``, ``view`` / ``reshape``, ``expand``, ``permute``, ``transpose``, ``sym_size``,
@@ -56,22 +57,23 @@ def _is_complex(val: Any) -> bool:
     return isinstance(val, torch.Tensor) and val.is_complex()
 
 
-def check_readers(ctx) -> None:
-    """Every reader of the node being translated (whose result is complex) must translate complex
-    values, and the model must not return it."""
-    node = ctx.current_node
+def check_readers(ctx, node: torch.fx.Node | None = None) -> None:
+    """Every reader of ``node`` (by default the node being translated), whose result is complex, must
+    translate complex values, and the model must not return it."""
+    node = ctx.current_node if node is None else node
     for user in node.users:
+        at = node if node.op == "call_function" else user  # a constant has no line of its own: its reader's
         if user.op == "output":
             raise TranslationError(
                 f"the model returns the complex tensor made by {node.target}; ONNX models made here carry "
                 "no complex tensors (onnxruntime runs few operators on them)",
-                node=node, hint="return torch.view_as_real(z) (or z.real, z.imag, z.abs()) instead and rebuild "
+                node=at, hint="return torch.view_as_real(z) (or z.real, z.imag, z.abs()) instead and rebuild "
                                 "the complex tensor with torch.view_as_complex after running the ONNX model")
         if user.target not in COMPLEX_READERS:
             raise TranslationError(
                 f"the complex result of {node.target} is read by {user.target}, which onnxport does not translate "
                 "on complex values (they are carried as real [..., 2] pairs)",
-                node=node, hint="compute from torch.view_as_real(z), z.real, z.imag or z.abs() instead; complex "
+                node=at, hint="compute from torch.view_as_real(z), z.real, z.imag or z.abs() instead; complex "
                                 "values are read by " + ", ".join(sorted(str(t) for t in COMPLEX_READERS
                                                                          if t is not operator.getitem)))
 
@@ -86,6 +88,22 @@ def as_complex(ctx, value: ir.Value, val: Any = None) -> ComplexAsReal:
         value.type = ir.TensorType(dtypes.onnx_dtype(COMPLEX_TO_REAL[val.dtype]))
         value.shape = ir.Shape([ctx.dim_namer(symbolic.expr_of(d)) for d in val.shape] + [2])
     check_readers(ctx)
+    return ComplexAsReal(value)
+
+
+def complex_constant(ctx, node: torch.fx.Node, tensor: torch.Tensor, name: str) -> ComplexAsReal:
+    """A complex parameter, buffer or tensor constant (``tensor``, complex64 / complex128 ``[*shape]``,
+    read by the FX placeholder ``node``) carried as the real initializer ``[*shape, 2]`` named ``name``
+    (as ``torch.view_as_real`` lays it out). Its readers are checked as a complex result's are
+    (``TranslationError`` naming the reader that cannot take it).
+
+    A complex initializer would reach the real-valued translations as if it were real: a ``to`` of
+    Llama 4's rotary table ``freqs_ci`` would keep only its real parts."""
+    data = torch.view_as_real(tensor.detach().cpu().resolve_conj()).contiguous()
+    value = ir.Value(name=name, const_value=ir.tensor(data.numpy(), name=name))
+    value.type = ir.TensorType(dtypes.onnx_dtype(data.dtype))
+    value.shape = ir.Shape(list(data.shape))
+    check_readers(ctx, node)
     return ComplexAsReal(value)
 
 

@@ -81,3 +81,59 @@ def test_returning_a_complex_tensor_is_an_error(make):
 def test_an_untranslated_reader_of_a_complex_tensor_is_an_error():
     with pytest.raises(onnxport.TranslationError, match="read by aten.exp"):
         onnxport.to_onnx(Fn(lambda x: torch.view_as_real(torch.view_as_complex(x).exp())).eval(), (torch.randn(3, 2),))
+
+
+class _RotaryTable(torch.nn.Module):
+    """Llama 4's vision rotary embedding: a complex64 table ``[positions, 1, pairs]`` kept as a buffer, read
+    through ``to(device)`` and a view, multiplied with the query's pairs."""
+
+    def __init__(self, direct: bool):
+        super().__init__()
+        angles = torch.arange(17.0)[:, None, None] * torch.linspace(0.1, 1.5, 8)[None, None, :]
+        self.register_buffer("freqs_ci", torch.polar(torch.ones_like(angles), angles), persistent=False)
+        self.direct = direct
+
+    def forward(self, q):  # q: [batch, 17, heads, 16]
+        z = torch.view_as_complex(q.float().reshape(*q.shape[:-1], -1, 2))
+        table = self.freqs_ci.to(q.device) if self.direct else self.freqs_ci.view(17, 1, 8)
+        return torch.view_as_real(z * table).flatten(3)
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["to_device", "view"])
+def test_a_complex_buffer_keeps_its_imaginary_parts(direct):
+    """A complex buffer is an initializer of real [..., 2] pairs: read through ``to`` it kept only its real
+    parts (wrong by the size of the rotation), read through ``view`` the export stopped."""
+    check_export(_RotaryTable(direct), (torch.randn(2, 17, 3, 16),), {"q": {0: "batch"}})
+
+
+def test_transformers_llama4_vision_rotary_embedding():
+    """transformers' own ``Llama4VisionRotaryEmbedding`` buffer and ``vision_apply_rotary_emb``."""
+    llama4 = pytest.importorskip("transformers.models.llama4.modeling_llama4")
+    from transformers import Llama4VisionConfig
+
+    config = Llama4VisionConfig(hidden_size=32, num_attention_heads=2, image_size=16, patch_size=4)
+
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rotary = llama4.Llama4VisionRotaryEmbedding(config)
+
+        def forward(self, q, k):  # [batch, 17 patches and the class token, heads, head_dim]
+            return llama4.vision_apply_rotary_emb(q, k, freqs_ci=self.rotary(q))
+
+    q = torch.randn(2, 17, 2, 16)
+    check_export(Attention(), (q, torch.randn_like(q)), {"q": {0: "batch"}, "k": {0: "batch"}})
+
+
+def test_an_untranslated_reader_of_a_complex_buffer_is_an_error():
+    class Exp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("z", torch.polar(torch.ones(4), torch.arange(4.0)))
+
+        def forward(self, x):
+            return x * torch.view_as_real(self.z.exp())
+
+    with pytest.raises(onnxport.TranslationError, match="read by aten.exp") as info:
+        onnxport.to_onnx(Exp().eval(), (torch.randn(3, 4, 2),))
+    assert "self.z.exp()" in str(info.value)
