@@ -16,10 +16,10 @@ from onnxport.capture.captured import Captured, expr_of
 from onnxport.capture.dynamic_shapes import key_str
 from onnxport.errors import CheckpointError, ExportError, TranslationError
 from onnxport.translate import clamped, symbolic
+from onnxport.translate.complex_values import complex_constant
 from onnxport.translate.context import TranslationContext
 from onnxport.translate.equal_counts import equal_counts
 from onnxport.translate.graph import graph_output, set_meta_type, translate_nodes
-from onnxport.translate.ops import complex as complex_ops
 from onnxport.translate.registry import Translations
 from onnxport.weights.binding import Weights, ir_tensor
 
@@ -242,7 +242,7 @@ def _initializers(ctx: TranslationContext, program: torch.export.ExportedProgram
             ctx.values[node] = tensor
             continue
         if tensor.is_complex() and not tensor.is_meta:  # carried as its real [..., 2] pairs
-            complex_ = complex_ops.complex_constant(ctx, node, tensor, target)
+            complex_ = complex_constant(ctx, node, tensor, target)
             initializers.append(complex_.value)
             ctx.values[node] = complex_
             continue

@@ -2,7 +2,8 @@
 
 ONNX has no complex arithmetic and onnxruntime runs few operators on complex types, so a complex
 tensor ``[*shape]`` is carried as the real ONNX value ``[*shape, 2]`` (real, imaginary), PyTorch's
-``view_as_real`` layout, wrapped in ``ComplexAsReal`` so that no ONNX value is typed complex.
+``view_as_real`` layout, wrapped in ``ComplexAsReal`` (``translate/complex_values.py``) so that no
+ONNX value is typed complex.
 
 Made here: ``view_as_complex``, ``complex``, ``polar``, a cast of a real tensor to a complex dtype,
 and complex parameters, buffers and tensor constants (initializers of their real pairs).
@@ -18,8 +19,6 @@ node that made it, naming the reader. Semantics: PyTorch's complex numbers
 
 from __future__ import annotations
 
-import dataclasses
-import operator
 from typing import Any, Callable
 
 import numpy as np
@@ -28,6 +27,7 @@ import torch
 
 from onnxport.errors import TranslationError, UnsupportedOpError
 from onnxport.translate import dtypes, registry, symbolic
+from onnxport.translate.complex_values import COMPLEX_READERS, ComplexAsReal, check_readers
 # the real-valued translations wrapped below are registered by these modules first
 from onnxport.translate.ops import elementwise, indexing, misc, pad, shape, symints  # noqa: F401
 from onnxport.translate.ops._common import axes_const, norm_axis
@@ -37,45 +37,8 @@ aten = torch.ops.aten
 COMPLEX_TO_REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64, torch.complex32: torch.float16}
 
 
-@dataclasses.dataclass(frozen=True)
-class ComplexAsReal:
-    """A complex tensor ``[*shape]`` carried as the real ONNX value ``[*shape, 2]``."""
-
-    value: ir.Value
-
-    @property
-    def rank(self) -> int:
-        """Rank of the complex tensor (one less than the carried value's)."""
-        return len(self.value.shape) - 1
-
-
-# FX targets translated on ComplexAsReal inputs (this module, fft.py, spectral.py add to it)
-COMPLEX_READERS: set = {operator.getitem, aten._assert_tensor_metadata.default}  # the assert emits nothing
-
-
 def _is_complex(val: Any) -> bool:
     return isinstance(val, torch.Tensor) and val.is_complex()
-
-
-def check_readers(ctx, node: torch.fx.Node | None = None) -> None:
-    """Every reader of ``node`` (by default the node being translated), whose result is complex, must
-    translate complex values, and the model must not return it."""
-    node = ctx.current_node if node is None else node
-    for user in node.users:
-        at = node if node.op == "call_function" else user  # a constant has no line of its own: its reader's
-        if user.op == "output":
-            raise TranslationError(
-                f"the model returns the complex tensor made by {node.target}; ONNX models made here carry "
-                "no complex tensors (onnxruntime runs few operators on them)",
-                node=at, hint="return torch.view_as_real(z) (or z.real, z.imag, z.abs()) instead and rebuild "
-                                "the complex tensor with torch.view_as_complex after running the ONNX model")
-        if user.target not in COMPLEX_READERS:
-            raise TranslationError(
-                f"the complex result of {node.target} is read by {user.target}, which onnxport does not translate "
-                "on complex values (they are carried as real [..., 2] pairs)",
-                node=at, hint="compute from torch.view_as_real(z), z.real, z.imag or z.abs() instead; complex "
-                                "values are read by " + ", ".join(sorted(str(t) for t in COMPLEX_READERS
-                                                                         if t is not operator.getitem)))
 
 
 def as_complex(ctx, value: ir.Value, val: Any = None) -> ComplexAsReal:
@@ -88,22 +51,6 @@ def as_complex(ctx, value: ir.Value, val: Any = None) -> ComplexAsReal:
         value.type = ir.TensorType(dtypes.onnx_dtype(COMPLEX_TO_REAL[val.dtype]))
         value.shape = ir.Shape([ctx.dim_namer(symbolic.expr_of(d)) for d in val.shape] + [2])
     check_readers(ctx)
-    return ComplexAsReal(value)
-
-
-def complex_constant(ctx, node: torch.fx.Node, tensor: torch.Tensor, name: str) -> ComplexAsReal:
-    """A complex parameter, buffer or tensor constant (``tensor``, complex64 / complex128 ``[*shape]``,
-    read by the FX placeholder ``node``) carried as the real initializer ``[*shape, 2]`` named ``name``
-    (as ``torch.view_as_real`` lays it out). Its readers are checked as a complex result's are
-    (``TranslationError`` naming the reader that cannot take it).
-
-    A complex initializer would reach the real-valued translations as if it were real: a ``to`` of
-    Llama 4's rotary table ``freqs_ci`` would keep only its real parts."""
-    data = torch.view_as_real(tensor.detach().cpu().resolve_conj()).contiguous()
-    value = ir.Value(name=name, const_value=ir.tensor(data.numpy(), name=name))
-    value.type = ir.TensorType(dtypes.onnx_dtype(data.dtype))
-    value.shape = ir.Shape(list(data.shape))
-    check_readers(ctx, node)
     return ComplexAsReal(value)
 
 
