@@ -32,6 +32,7 @@ import enum
 import functools
 import itertools
 import math
+import types
 from typing import Any, Iterable
 
 import sympy
@@ -117,6 +118,19 @@ class Guard:
             return True
         return _call(_compile(self.python, self.names), [sizes[n] for n in self.names])
 
+    def equality(self) -> tuple[sympy.Basic, sympy.Basic] | None:
+        """The two sides of a condition ``a == b`` as sympy expressions of its names (integer
+        symbols), read back from its Python form (``torch.sym_float(x)`` as ``x``, ``math.floor`` as
+        ``floor``, ...); None for another condition or one sympy cannot read."""
+        if self.python.count("==") != 1:
+            return None
+        names = {n: sympy.Symbol(n, integer=True) for n in self.names}
+        try:
+            sides = tuple(sympy.sympify(side, locals={**_SYMPY_NAMES, **names}) for side in self.python.split("=="))
+        except (sympy.SympifyError, SyntaxError, TypeError, AttributeError, ValueError):
+            return None
+        return sides if all(isinstance(side, sympy.Basic) for side in sides) else None
+
     def describe(self) -> str:
         """One line: the condition, what decided it, the sizes it excludes and the user's line."""
         parts = [f"{self.text} ({self.status}; {self.method})"]
@@ -140,6 +154,14 @@ class Outcome:
 
 
 # ------------------------------------------------------------------------------ evaluation
+# the names torch's PythonPrinter writes into a condition's Python form, as sympy reads them
+_SYMPY_NAMES = {
+    "torch": types.SimpleNamespace(sym_float=lambda x: x, _sym_sqrt=sympy.sqrt),
+    "math": types.SimpleNamespace(floor=sympy.floor, ceil=sympy.ceiling, sqrt=sympy.sqrt, log=sympy.log,
+                                  trunc=lambda x: sympy.sign(x) * sympy.floor(abs(x)), inf=sympy.oo, nan=sympy.nan),
+}
+
+
 @functools.lru_cache(maxsize=4096)
 def _compile(python: str, names: tuple) -> Any:
     import torch  # the printer writes torch.sym_float(...) for float casts of sizes

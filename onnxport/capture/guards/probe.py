@@ -95,12 +95,16 @@ def satisfying(sizes: dict[str, int], adopted: list[Guard], fixed: set[str]) -> 
     fails: the export does not promise those sizes, so eager PyTorch refusing them says nothing."""
     sizes = dict(sizes)
     for g in adopted:
-        if g.holds(sizes) or g.python.count("==") != 1:
+        sides = None if g.holds(sizes) else g.equality()
+        if sides is None:
             continue
-        lhs, rhs = (sympy.sympify(side) for side in g.python.split("=="))
+        lhs, rhs = sides
         for name in sorted(set(g.names) - fixed):
-            solved = sympy.solve(sympy.Eq(lhs, rhs), sympy.Symbol(name))
-            known = {sympy.Symbol(n): v for n, v in sizes.items() if n != name}
+            try:
+                solved = sympy.solve(sympy.Eq(lhs, rhs), sympy.Symbol(name, integer=True))
+            except (NotImplementedError, TypeError, ValueError):  # sympy cannot solve it for this name
+                continue
+            known = {sympy.Symbol(n, integer=True): v for n, v in sizes.items() if n != name}
             values = [v.subs(known) for v in solved]
             if len(values) == 1 and values[0].is_Integer and int(values[0]) >= 1:
                 sizes[name] = int(values[0])
