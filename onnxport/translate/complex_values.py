@@ -16,7 +16,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import TranslationError
-from onnxport.translate import dtypes
+from onnxport.weights.binding import ir_tensor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,9 +64,9 @@ def complex_constant(ctx, node: torch.fx.Node, tensor: torch.Tensor, name: str) 
 
     A complex initializer would reach the real-valued translations as if it were real: a ``to`` of
     Llama 4's rotary table ``freqs_ci`` would keep only its real parts."""
-    data = torch.view_as_real(tensor.detach().cpu().resolve_conj()).contiguous()
-    value = ir.Value(name=name, const_value=ir.tensor(data.numpy(), name=name))
-    value.type = ir.TensorType(dtypes.onnx_dtype(data.dtype))
-    value.shape = ir.Shape(list(data.shape))
+    const = ir_tensor(torch.view_as_real(tensor.detach().resolve_conj()), name)
+    value = ir.Value(name=name, const_value=const)
+    value.type = ir.TensorType(const.dtype)
+    value.shape = ir.Shape(list(const.shape))
     check_readers(ctx, node)
     return ComplexAsReal(value)
