@@ -102,3 +102,60 @@ def test_per_token_positions_and_window_order_match_transformers_loops(grids):
     got_index, got_cu = windows_per_token(grid, 2, 8, 2)
     assert torch.equal(got_index, index)
     assert got_cu[0] == 0 and torch.equal(got_cu[got_cu > 0], cu[cu > 0])  # 0 where no window ends
+
+
+class Hidden(torch.nn.Module):
+    """A vision tower's ``last_hidden_state`` (its pooled output is a Python list of images where it has one)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, patches, grid_thw):
+        return self.model(patches, grid_thw).last_hidden_state
+
+
+ONE_IMAGE = [[[1, 2, 6]], [[1, 6, 4]], [[1, 8, 2]], [[1, 2, 2]]]  # one image of other rows and columns
+
+
+def test_hunyuan_vl_attention_passing_kwargs_is_one_masked_attention():
+    # HunYuanVL's per-piece call gives no attention_mask of its own, only **kwargs: the block mask is
+    # given where kwargs carry none. Its merger loops over grid_thw's rows: one image, any rows and columns.
+    # Its position grid is resized to each image's (bilinear): 24 rows, a multiple of every size tried, so
+    # that no sample falls between two float32 positions (where eager and onnxruntime may round apart).
+    from transformers.models.hunyuan_vl.configuration_hunyuan_vl import HunYuanVLVisionConfig
+    from transformers.models.hunyuan_vl.modeling_hunyuan_vl import HunYuanVLVisionTransformer
+
+    torch.manual_seed(0)
+    config = HunYuanVLVisionConfig(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=2,
+                                   out_hidden_size=32, patch_size=2, spatial_merge_size=2, text_hidden_size=32,
+                                   num_channels=3, max_image_size=48)  # a 24 x 24 position grid
+    model = Tower(spread(HunYuanVLVisionTransformer(config).eval()))
+    width = 3 * 2 * 2
+    check_export(model, _patches([[1, 4, 4]], width, 0), {"patches": {0: "patches"}},
+                 inputs=[_patches(grids, width, i + 1) for i, grids in enumerate(ONE_IMAGE)], sizes=[], values=[])
+
+
+@pytest.mark.parametrize("family", ["lfm3_vl", "ovis2_5"])
+def test_attention_loop_collecting_weights_is_one_masked_attention(family):
+    # LFM3-VL's and Ovis2.5's per-piece loop also collects each piece's attention weights: under SDPA
+    # there are none, and one masked attention stands for the loop
+    if family == "lfm3_vl":
+        from transformers.models.lfm3_vl.configuration_lfm3_vl import Lfm3VlVisionConfig as Config
+        from transformers.models.lfm3_vl.modeling_lfm3_vl import Lfm3VlVisionModel as Model
+
+        config = Config(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1,
+                        num_hidden_layers=2, layer_types=["conv", "full_attention"], patch_size=2,
+                        temporal_patch_size=2, spatial_merge_size=2)
+        width = 3 * 2 * 2 * 2
+    else:
+        from transformers.models.ovis2_5.configuration_ovis2_5 import Ovis2_5VisionConfig as Config
+        from transformers.models.ovis2_5.modeling_ovis2_5 import Ovis2_5VisionModel as Model
+
+        config = Config(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=2,
+                        patch_size=2, spatial_merge_size=2, image_size=16, window_size=8)
+        width = 3 * 2 * 2
+    torch.manual_seed(0)
+    model = Hidden(spread(Model(config).eval()))
+    check_export(model, _patches([[1, 4, 4]], width, 0), {"patches": {0: "patches"}},
+                 inputs=[_patches(grids, width, i + 1) for i, grids in enumerate(ONE_IMAGE)], sizes=[], values=[])
