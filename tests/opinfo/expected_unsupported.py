@@ -68,7 +68,6 @@ EXPECTED_UNSUPPORTED: dict[str, str | tuple[str, tuple[str, ...]]] = {
     "linalg.qr": FACTORIZATION,
     "linalg.solve": FACTORIZATION,
     "linalg.solve_ex": FACTORIZATION,
-    "linalg.solve_triangular": FACTORIZATION,
     "linalg.svd": FACTORIZATION,
     "linalg.svdvals": FACTORIZATION,
     "linalg.tensorinv": FACTORIZATION,
