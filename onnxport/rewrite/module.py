@@ -27,6 +27,7 @@ from onnxport.rewrite import names as N
 from onnxport.rewrite.loops import STACKING
 from onnxport.rewrite.range_tensors import RangeTensors
 from onnxport.rewrite.running_source import runs_file
+from onnxport.source_forms import apply_forms
 
 
 @dataclass
@@ -307,6 +308,7 @@ def rewrite_function(fn: Callable, cls: type | None, notes: list, calls: dict | 
     if not isinstance(func, ast.FunctionDef):
         return None
     func.decorator_list = []
+    apply_forms(func, fn.__module__)  # the library's statement forms its capture patches give the function
     ctx = FunctionContext(func, filename)
     func.body = comprehensions.hoisted(func.body, ctx)
     func.body = _BlockRewriter(ctx).block(func.body)

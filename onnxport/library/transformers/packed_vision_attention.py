@@ -43,7 +43,8 @@ import ast
 import copy
 
 from onnxport.capture.patches import Patch, always, register
-from onnxport.library.transformers import method_variants
+from onnxport.library.transformers import MODELS, method_variants
+from onnxport.source_forms import register_form
 
 _MASK = """
 _onnxport_at = torch.arange({q}.shape[2], device={cu}.device)
@@ -215,6 +216,9 @@ def _one_masked_attention(func: ast.FunctionDef) -> bool:
             ast.copy_location(child, block[at + 1])
     block[at:at + count] = replacement
     return True
+
+
+register_form(_one_masked_attention, modules=(MODELS,))
 
 
 def _changes() -> list:
