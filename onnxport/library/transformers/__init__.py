@@ -47,3 +47,27 @@ def method_variants(method: str, transform, *, reads: frozenset[str] = frozenset
         if not reads or reads <= _names(getattr(library_function(fn), "__code__", None)):
             changes += function_variant(fn, transform)
     return changes
+
+
+def function_variants(transform, *, reads: frozenset[str] = frozenset()) -> list:
+    """One ``patches.SetCode`` for each module-level function of the loaded ``transformers.models``
+    modules (defined there, under its decorators: ``library_function``) whose code reads every name of
+    ``reads`` and is changed by ``transform``: the code of its ``source_variant`` while the patch is
+    installed (``source_variants.function_variant``)."""
+    import types
+
+    from onnxport.capture.source_variants import function_variant
+    from onnxport.library_functions import library_function
+
+    changes, seen = [], set()
+    for name, module in list(sys.modules.items()):
+        if not name.startswith(MODELS) or module is None:
+            continue
+        for value in list(vars(module).values()):
+            fn = library_function(value) if callable(value) else None
+            if not isinstance(fn, types.FunctionType) or fn.__module__ != name or fn in seen:
+                continue
+            seen.add(fn)
+            if not reads or reads <= _names(fn.__code__):
+                changes += function_variant(fn, transform)
+    return changes
