@@ -26,7 +26,8 @@ the loop, on keys correlated enough that the inverse's power series ``(I + L)(I 
 
 ``FORWARD_SUBSTITUTION`` (a registered capture patch) gives each loaded transformers function holding
 that loop, while torch.export traces, a variant computing ``attn``'s new strictly lower triangle with
-``substituted`` (written into ``attn`` in place, as the loop writes it) where ``attn`` is
+``substituted`` (written into ``attn`` in place, as the loop writes it, or bound to ``attn`` where the
+statement before made ``attn`` a new tensor, which nothing else can see) where ``attn`` is
 ``chunk_size`` by ``chunk_size``, the loop otherwise. The same form applies where the rewrite of
 Python control flow compiles the function (``onnxport.source_forms``).
 
@@ -116,9 +117,13 @@ def _substitution(loop: ast.stmt, before: list[ast.stmt]) -> list[ast.stmt] | No
         return None
     x, i, bound = names["x"], names["i"], ast.unparse(loop.iter.args[1])
     zero = _upper_zeroed(before, x, bound)
+    # where the statement before made x (a new tensor, not a view), nothing else sees x: it is bound to
+    # the result; otherwise the result is written into x, as the loop writes it
+    result = (f"{x} = _onnxport_substituted({x}, {bound}, upper_zero=True)" if zero else
+              f"{x}.copy_(_onnxport_substituted({x}, {bound}))")
     code = (f"if {bound} > 1 and {x}.shape[-1] == {bound} and {x}.shape[-2] == {bound}:\n"
             f"    from {__name__} import substituted as _onnxport_substituted\n"
-            f"    {x}.copy_(_onnxport_substituted({x}, {bound}, upper_zero={zero}))\n"
+            f"    {result}\n"
             f"    {i} = {bound} - 1\n"
             f"else:\n    pass\n")
     new = ast.parse(code).body
