@@ -204,6 +204,8 @@ def _in_place_view(ctx: TranslationContext, functional, node: torch.fx.Node):
         new = out
         for view, parent in zip(reversed(views), reversed(values[:-1])):
             ctx.values[view] = new
+            if view.target in inplace.WHOLE_VIEWS:  # the whole tensor: its new value is the one written
+                continue
             rest, keywords = args_of(view)
             new = ctx.registry.lookup(inplace.SCATTERS[view.target])(ctx, parent, new, *rest, **keywords)
             new = typed(new, view.args[0])

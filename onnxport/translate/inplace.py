@@ -115,15 +115,19 @@ def mutates_locally(node: torch.fx.Node) -> bool:
 
 SCATTERS = {torch.ops.aten.select.int: torch.ops.aten.select_scatter.default,
             torch.ops.aten.slice.Tensor: torch.ops.aten.slice_scatter.default}
+# views of the whole tensor (a slice over a whole dim is traced as ``alias``): a value written through
+# one is the tensor's new value
+WHOLE_VIEWS = frozenset({torch.ops.aten.alias.default})
 
 
 def view_chain(node: torch.fx.Node) -> tuple[torch.fx.Node, list[torch.fx.Node]] | None:
-    """For an in-place op writing through ``select`` / ``slice`` views: the tensor viewed (produced by
+    """For an in-place op writing through ``select`` / ``slice`` / whole ``alias`` views: the tensor viewed (produced by
     an op that is neither a view nor in-place) and the views from it to the op's ``self``, outermost
     first; None for anything else."""
     views = []
     current = node.args[0] if node.args else None
-    while isinstance(current, torch.fx.Node) and current.op == "call_function" and current.target in SCATTERS:
+    while isinstance(current, torch.fx.Node) and current.op == "call_function" \
+            and (current.target in SCATTERS or current.target in WHOLE_VIEWS):
         views.append(current)
         current = current.args[0]
     if not views or not isinstance(current, torch.fx.Node) or current.op != "call_function" \
@@ -169,5 +173,6 @@ def translatable(node: torch.fx.Node, lookup: Callable[[Any], Any]) -> bool:
     if mutates_view_locally(node):
         chain = view_chain(node)
         return lookup(functional_of(node.target)) is not None and all(
-            lookup(v.target) is not None and lookup(SCATTERS[v.target]) is not None for v in chain[1])
+            lookup(v.target) is not None and (v.target in WHOLE_VIEWS or lookup(SCATTERS[v.target]) is not None)
+            for v in chain[1])
     return False

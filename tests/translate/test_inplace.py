@@ -91,3 +91,21 @@ def test_writes_through_views_of_intermediates_translate_without_decomposing():
 def test_a_view_read_after_a_write_still_follows_pytorch():
     r = check_export(ReadAfter().eval(), (torch.randn(4, 3),), {"x": {0: "batch"}}, values=[])
     assert aten.copy_.default not in {n.target for n in r.program.graph.nodes}  # functionalized
+
+
+class WholeSlices(torch.nn.Module):
+    """Halves of a new tensor filled by ``copy_`` (MLA's key from its two parts, GLM-5-Next's
+    ``expand_kv``), one half the whole last dim where the other is empty: that slice is traced as
+    ``alias``, written through like a slice."""
+
+    def forward(self, x):
+        out = x.new_empty(*x.shape[:-1], x.shape[-1])
+        out[..., : x.shape[-1]].copy_(x * 2)
+        out[..., x.shape[-1]:].copy_(x[..., :0])
+        return out + 1
+
+
+def test_a_write_through_a_whole_tensor_alias_translates_without_decomposing():
+    r = check_export(WholeSlices().eval(), (torch.randn(2, 3, 4),), {"x": {0: "batch", 1: "seq"}}, values=[])
+    targets = {n.target for n in r.program.graph.nodes}
+    assert aten.copy_.default in targets and aten.alias.default in targets
