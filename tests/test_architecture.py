@@ -19,7 +19,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "onnxport"
 
 # stage of each top-level part, in pipeline order; a module imports only stages up to its own
 STAGES = {
-    "errors": 0, "metadata": 0, "torch_behaviour": 0, "library_functions": 0, "weights": 0, "options": 0,
+    "errors": 0, "metadata": 0, "torch_behaviour": 0, "library_functions": 0, "source_forms": 0, "weights": 0,
+    "options": 0,
     "rewrite": 1, "capture": 1,
     "translate": 2, "library": 2,
     "optimize": 3,
