@@ -19,9 +19,9 @@ graph of hundreds of nodes per layer.
 
 While tracing, the loop becomes one ``torch.linalg.solve_triangular`` of ``I - L`` and the identity
 (the op the models' eager path calls), which onnxport translates by doubling inverted diagonal blocks
-(``translate/ops/triangular.py``): ``log2(chunk_size)`` steps of batched MatMuls. Its rounding is
-that of a triangular solve (within 1.3e-7 of the float64 inverse relative to its largest entry, as
-the loop, on keys correlated enough that the inverse's power series ``(I + L)(I + L^2)...`` loses
+(``translate/ops/triangular.py``): ``log2(chunk_size)`` steps of batched MatMuls. Its error is that
+of a triangular solve (within 1.3e-7 of the float64 inverse relative to its largest entry, as the
+loop, on keys correlated enough that the inverse's power series ``(I + L)(I + L^2)...`` loses
 9e1, which is why that series is not used).
 
 ``FORWARD_SUBSTITUTION`` (a registered capture patch) gives each loaded transformers function holding

@@ -9,8 +9,11 @@ ONNX has no triangular solve. ``A^-1`` is built by doubling (``n`` static): the 
 diagonal blocks of size ``b`` give those of size ``2b``, ``[[P, 0], [C, Q]]^-1 = [[P^-1, 0],
 [-Q^-1 C P^-1, Q^-1]]``, starting from ``1 / A_ii`` (ones where unit); ``ceil(log2 n)`` steps of
 two batched MatMuls, each block below a diagonal pair read by one Gather of constant positions.
-Its rounding is that of a triangular solve, not of a power series. An upper ``A`` is inverted as
-the lower ``J A J`` (``J`` reversing rows and columns); ``left=False`` solves the transposed system.
+On ordinary matrices its error is that of a triangular solve (within an order of eager's; a power
+series would lose much more); an explicit inverse can overflow in float32 where substitution stays
+finite (a badly scaled or exponentially ill-conditioned ``A``, entries of ``A^-1`` beyond 3e38).
+An upper ``A`` is inverted as the lower ``J A J`` (``J`` reversing rows and columns); ``left=False``
+solves the transposed system.
 """
 
 from __future__ import annotations
@@ -73,7 +76,9 @@ def lower_inverse(ctx, a: ir.Value, n: int, rank: int, unit: bool, dtype: ir.Dat
         zeros = ctx.op.ConstantOfShape(shape, value=ir.tensor(np.zeros(1, np_type)))
         blocks = ctx.op.Concat(ctx.op.Concat(first, zeros, axis=-1), ctx.op.Concat(corner, second, axis=-1), axis=-2)
         b *= 2
-    whole = ctx.op.Squeeze(blocks, ctx.const(np.array([-3], np.int64)))  # [1, 1] where n is 1 and unit: broadcast
+    whole = ctx.op.Squeeze(blocks, ctx.const(np.array([-3], np.int64)))
+    if unit and size == 1:  # the constant [1, 1]: A's batch dims from A
+        whole = ctx.op.Expand(whole, ctx.op.Shape(a))
     if size == n:
         return whole
     zero, end = ctx.const(np.array([0, 0], np.int64)), ctx.const(np.array([n, n], np.int64))
@@ -95,7 +100,7 @@ def linalg_solve_triangular(ctx, a, b, *, upper, left=True, unitriangular=False)
     # traced size may be an expression torch did not reduce, P // (P // 64) of a length padded to 64)
     sizes = (a_val.shape[-1], a_val.shape[-2], b_val.shape[-2] if left else b_val.shape[-1])
     n = next((d for d in sizes if isinstance(d, int)), sizes[0])
-    a, b = promote(ctx, a, b)
+    a, b = promote(ctx, a, b, to=ctx.out_dtype)  # torch gives A's dtype (a float64 B is cast down)
     if not isinstance(n, int):
         raise UnsupportedOpError(f"torch.linalg.solve_triangular of a matrix whose size is dynamic ({n}): ONNX "
                                  "has no triangular solve, and its inverse is built for a size known when exporting",

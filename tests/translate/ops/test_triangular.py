@@ -46,3 +46,17 @@ def test_a_dynamic_matrix_size_is_refused():
         onnxport.to_onnx(fn, (_triangular(1, 4, False)[0], torch.randn(4, 2)),
                          dynamic_shapes=({0: "n", 1: "n"}, {0: "n"}))
     assert "static" in e.value.hint
+
+
+@pytest.mark.parametrize("left", [True, False])
+def test_a_unit_one_by_one_matrix_keeps_its_batch(left):
+    # A^-1 of a unit 1 x 1 matrix is a constant: the output still takes A's batch dims
+    fn = lambda a, b: torch.linalg.solve_triangular(a, b, upper=False, left=left, unitriangular=True)  # noqa: E731
+    b = torch.randn(1, 2) if left else torch.randn(2, 1)
+    check_export(Fn2(fn), (torch.randn(3, 1, 1), b), ({0: "batch"}, None))
+
+
+def test_a_float64_right_hand_side_gives_the_matrix_dtype():
+    fn = lambda a, b: torch.linalg.solve_triangular(a, b, upper=True)  # noqa: E731
+    check_export(Fn2(fn), (_triangular(2, 4, True), torch.randn(2, 4, 3, dtype=torch.float64)),
+                 ({0: "batch"}, {0: "batch"}))
