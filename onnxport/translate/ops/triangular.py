@@ -24,16 +24,15 @@ import torch
 
 from onnxport.errors import UnsupportedOpError
 from onnxport.translate.ops._common import promote
+from onnxport.translate.ops.shape import INT64_MIN
 from onnxport.translate.registry import translates
 
 aten = torch.ops.aten
 
 
 def _reversed(ctx, x: ir.Value) -> ir.Value:
-    """``x`` with its last two axes reversed (``J x J``)."""
-    big = np.iinfo(np.int64).max
-    return ctx.op.Slice(x, ctx.const(np.array([-1, -1], np.int64)), ctx.const(np.array([-big, -big], np.int64)),
-                        ctx.const(np.array([-2, -1], np.int64)), ctx.const(np.array([-1, -1], np.int64)))
+    """``x`` with its last two axes reversed (``J x J``), as ``flip`` slices (its rank need not be known)."""
+    return ctx.op.Slice(x, [-1, -1], [INT64_MIN, INT64_MIN], [-2, -1], [-1, -1])
 
 
 def _transposed(ctx, x: ir.Value, rank: int) -> ir.Value:
@@ -49,40 +48,37 @@ def lower_inverse(ctx, a: ir.Value, n: int, rank: int, unit: bool, dtype: ir.Dat
     if size != n:  # blockdiag(A, I): its inverse is blockdiag(A^-1, I)
         pads = np.zeros(2 * rank, np.int64)
         pads[[rank - 2, rank - 1, 2 * rank - 2, 2 * rank - 1]] = [0, 0, size - n, size - n]
-        a = ctx.op.Pad(a, ctx.const(pads))
+        a = ctx.op.Pad(a, pads)
         if not unit:
             eye = np.zeros((size, size), np_type)
             eye[range(n, size), range(n, size)] = 1
             a = ctx.op.Add(a, ctx.const(eye))
-    flat = ctx.op.Reshape(a, ctx.const(np.array([0] * (rank - 2) + [size * size], np.int64)))
+    flat = ctx.op.Reshape(a, [0] * (rank - 2) + [size * size])
     if unit:
         blocks = ctx.const(np.ones((size, 1, 1), np_type))
     else:
-        diagonal = ctx.op.Gather(flat, ctx.const(np.arange(size, dtype=np.int64) * (size + 1)), axis=-1)
-        blocks = ctx.op.Unsqueeze(ctx.op.Reciprocal(diagonal), ctx.const(np.array([-1, -2], np.int64)))
+        diagonal = ctx.op.Gather(flat, np.arange(size, dtype=np.int64) * (size + 1), axis=-1)
+        blocks = ctx.op.Unsqueeze(ctx.op.Reciprocal(diagonal), [-1, -2])
     b = 1
     while b < size:
         m = size // (2 * b)
         start = np.arange(m, dtype=np.int64)[:, None, None] * 2 * b
         step = np.arange(b, dtype=np.int64)
         positions = (start + b + step[:, None]) * size + start + step[None, :]  # [m, b, b]: below each pair's first
-        lower = ctx.op.Gather(flat, ctx.const(positions), axis=-1)  # [..., m, b, b]
-        halves = [ctx.op.Slice(blocks, ctx.const(np.array([k], np.int64)), ctx.const(np.array([size], np.int64)),
-                               ctx.const(np.array([-3], np.int64)), ctx.const(np.array([2], np.int64)))
-                  for k in (0, 1)]
+        lower = ctx.op.Gather(flat, positions, axis=-1)  # [..., m, b, b]
+        halves = [ctx.op.Slice(blocks, [k], [size], [-3], [2]) for k in (0, 1)]
         corner = ctx.op.Neg(ctx.op.MatMul(ctx.op.MatMul(halves[1], lower), halves[0]))
         shape = ctx.op.Shape(corner)
         first, second = (ctx.op.Expand(h, shape) for h in halves)
         zeros = ctx.op.ConstantOfShape(shape, value=ir.tensor(np.zeros(1, np_type)))
         blocks = ctx.op.Concat(ctx.op.Concat(first, zeros, axis=-1), ctx.op.Concat(corner, second, axis=-1), axis=-2)
         b *= 2
-    whole = ctx.op.Squeeze(blocks, ctx.const(np.array([-3], np.int64)))
+    whole = ctx.op.Squeeze(blocks, [-3])
     if unit and size == 1:  # the constant [1, 1]: A's batch dims from A
         whole = ctx.op.Expand(whole, ctx.op.Shape(a))
     if size == n:
         return whole
-    zero, end = ctx.const(np.array([0, 0], np.int64)), ctx.const(np.array([n, n], np.int64))
-    return ctx.op.Slice(whole, zero, end, ctx.const(np.array([-2, -1], np.int64)))
+    return ctx.op.Slice(whole, [0, 0], [n, n], [-2, -1])
 
 
 @translates(aten.linalg_solve_triangular.default)
@@ -100,11 +96,11 @@ def linalg_solve_triangular(ctx, a, b, *, upper, left=True, unitriangular=False)
     # traced size may be an expression torch did not reduce, P // (P // 64) of a length padded to 64)
     sizes = (a_val.shape[-1], a_val.shape[-2], b_val.shape[-2] if left else b_val.shape[-1])
     n = next((d for d in sizes if isinstance(d, int)), sizes[0])
-    a, b = promote(ctx, a, b, to=ctx.out_dtype)  # torch gives A's dtype (a float64 B is cast down)
     if not isinstance(n, int):
         raise UnsupportedOpError(f"torch.linalg.solve_triangular of a matrix whose size is dynamic ({n}): ONNX "
                                  "has no triangular solve, and its inverse is built for a size known when exporting",
                                  hint="keep the triangular matrix's size static (a fixed chunk or block size)")
+    a, b = promote(ctx, a, b, to=ctx.out_dtype)  # torch gives A's dtype (a float64 B is cast down)
     if not left:  # X A = B  <=>  A^T X^T = B^T, A^T triangular the other way
         a, b, upper = _transposed(ctx, a, a_rank), _transposed(ctx, b, b_rank), not upper
     if upper:
