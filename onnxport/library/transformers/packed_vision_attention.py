@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import textwrap
 
 from onnxport.capture.patches import Patch, always, register
 from onnxport.library.transformers import MODELS, method_variants
@@ -144,7 +145,6 @@ def _masked_block(block: list[ast.stmt]) -> tuple[int, list[ast.stmt]] | None:
     if found is None:
         return None
     count, per_piece, out, checks, others = found
-    original = "\n".join(ast.unparse(s) for s in block[:2 + count])
     target = per_piece.generators[0].target
     if not (isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts)
             and len(target.elts) == len(qkv) == 3):
@@ -179,15 +179,16 @@ def _masked_block(block: list[ast.stmt]) -> tuple[int, list[ast.stmt]] | None:
         return None
     mask = _MASK.format(q=ast.unparse(qkv[0]), cu=cu).strip()
     code = (f"{_WHOLE} = {whole}\n"
-            f"if {_WHOLE}:\n{_indent(mask)}\n    {_RESULT} = {ast.unparse(call)}\n"
+            f"if {_WHOLE}:\n{textwrap.indent(mask, '    ')}\n    {_RESULT} = {ast.unparse(call)}\n"
             + "".join(f"    {c}\n" for c in checks)
             + f"if {_WHOLE}:\n    {out} = {_RESULT}[0]\n" + "".join(f"    {c}\n" for c in others)
-            + f"else:\n{_indent(original)}\n")
-    return 2 + count, ast.parse(code).body
-
-
-def _indent(code: str) -> str:
-    return "\n".join("    " + line for line in code.splitlines())
+            + "else:\n    pass\n")
+    new = ast.parse(code).body
+    for node in new:
+        for child in ast.walk(node):
+            ast.copy_location(child, block[1])  # the generated lines are the splits' line
+    new[-1].orelse = block[:2 + count]  # the original statements, at their own lines
+    return 2 + count, new
 
 
 def _one_masked_attention(func: ast.FunctionDef) -> bool:
@@ -211,9 +212,6 @@ def _one_masked_attention(func: ast.FunctionDef) -> bool:
     if masked is None:
         return False
     count, replacement = masked
-    for node in replacement:
-        for child in ast.walk(node):
-            ast.copy_location(child, block[at + 1])
     block[at:at + count] = replacement
     return True
 
