@@ -11,19 +11,31 @@ import sys
 MODELS = "transformers.models."  # the package holding transformers' model code
 
 
+def _defined(kind) -> list:
+    """The values of type ``kind`` the loaded ``transformers.models`` modules define themselves (not
+    import), under their decorators (``library_function``) for functions; none where transformers is
+    not imported."""
+    from onnxport.library_functions import library_function
+
+    found: dict = {}  # insertion-ordered, each value once
+    for name, module in list(sys.modules.items()):
+        if not name.startswith(MODELS) or module is None:
+            continue
+        for value in list(vars(module).values()):
+            if kind is not type and (isinstance(value, type) or not callable(value)):
+                continue
+            value = value if kind is type else library_function(value)
+            if isinstance(value, kind) and value.__module__ == name:
+                found[value] = None
+    return list(found)
+
+
 def model_classes(defines: tuple[str, ...], *, any_of: tuple[str, ...] = ()) -> list[type]:
     """The classes of loaded ``transformers.models`` modules that define (in their own ``__dict__``)
     every name of ``defines`` and, when given, one of ``any_of``; none where transformers is not
     imported."""
-    found = []
-    for name, module in list(sys.modules.items()):
-        if not name.startswith(MODELS) or module is None:
-            continue
-        for cls in list(vars(module).values()):
-            if isinstance(cls, type) and cls.__module__ == name and all(k in cls.__dict__ for k in defines) \
-                    and (not any_of or any(k in cls.__dict__ for k in any_of)):
-                found.append(cls)
-    return found
+    return [cls for cls in _defined(type) if all(k in cls.__dict__ for k in defines)
+            and (not any_of or any(k in cls.__dict__ for k in any_of))]
 
 
 def _names(code) -> set[str]:
@@ -57,17 +69,9 @@ def function_variants(transform, *, reads: frozenset[str] = frozenset()) -> list
     import types
 
     from onnxport.capture.source_variants import function_variant
-    from onnxport.library_functions import library_function
 
-    changes, seen = [], set()
-    for name, module in list(sys.modules.items()):
-        if not name.startswith(MODELS) or module is None:
-            continue
-        for value in list(vars(module).values()):
-            fn = library_function(value) if callable(value) else None
-            if not isinstance(fn, types.FunctionType) or fn.__module__ != name or fn in seen:
-                continue
-            seen.add(fn)
-            if not reads or reads <= _names(fn.__code__):
-                changes += function_variant(fn, transform)
+    changes = []
+    for fn in _defined(types.FunctionType):
+        if not reads or reads <= _names(fn.__code__):
+            changes += function_variant(fn, transform)
     return changes
