@@ -25,9 +25,10 @@ Each such adopted constraint is tried: the ONNX model runs against eager PyTorch
 excludes (the range's excluded sizes when few and listed whole; for an equality, sizes near the
 example that break it: the example's sizes swapped between two dims, or one dim scaled); when they
 match at every one, the constraint is kept instead (validation keeps looking there), else it stays
-adopted. Those other than a remainder on trial are sampled too (an equality at two sizes near the example,
-a range the example breaks at the sizes listed and below its boundary, a condition on trial at its first
-excluded sizes): only a range a rewritten ``if`` narrowed is tried at every size it excludes.
+adopted. Those other than a remainder on trial are sampled too (an equality at two sizes near the
+example, a range the example breaks at the example, its two smallest excluded sizes and below its
+boundary, a condition on trial at its first excluded sizes): only a range a rewritten ``if`` narrowed
+is tried at every size it excludes.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from onnxport.verify.validate import validate
 
 CHECKED = "onnxruntime matches eager PyTorch at sizes it excludes: not needed by the ONNX model"
 _SCALES = (1.5, 0.75, 2.0)
+EXAMPLE_TRIES = 2  # the smallest excluded sizes tried for a range the example breaks
 
 
 def breaks_example(guard: Guard, examples: dict[str, int]) -> bool:
@@ -79,9 +81,11 @@ def candidates(guards: list[Guard], notes: list, examples: dict[str, int]) -> li
 
 def _around_example(guard: Guard, examples: dict[str, int]) -> tuple:
     """Sizes to try for a constraint the example itself breaks (the model was traced at a larger
-    example, ``capture.steps.TraceLargerExample``): the example, the excluded sizes listed, and
-    the sizes just below the boundary."""
-    tries = [{n: examples[n] for n in guard.names}] + [dict(e) for e in guard.excluded]
+    example, ``capture.steps.TraceLargerExample``): the example, the two smallest excluded sizes
+    listed (``EXAMPLE_TRIES``: 1, where a size broadcasts, and 2), and the sizes just below the
+    boundary; the sizes between take the path of their neighbours (one chunk where the trace had
+    two), each a run of eager PyTorch in float32 and float64 and of onnxruntime."""
+    tries = [{n: examples[n] for n in guard.names}] + [dict(e) for e in guard.excluded[:EXAMPLE_TRIES]]
     tries += [{n: v - 1 for n, v in b.items()} for b in guard.boundary if all(v > 1 for v in b.values())]
     out = []
     for sizes in tries:
