@@ -33,7 +33,7 @@ from onnxport.capture.guards.events import declared_var
 from onnxport.capture.guards.far_bounds import FarBound, far_bound, far_side
 from onnxport.capture.guards.probe import REFUSES, eager_refusal_on, probe_size_one
 from onnxport.capture.meta_weights import has_meta_weights
-from onnxport.capture.refused_sides import eager_runs_at, other_side_refused, without_branch
+from onnxport.capture.refused_sides import EAGER_TRIES, eager_runs_at, other_side_refused, without_branch
 from onnxport.capture.relations import candidates, symbol
 from onnxport.capture.state import CaptureState, Traced
 from onnxport.capture.symbolic_builtins import SYMBOLIC_BUILTINS, shadowed, shadows_for
@@ -385,7 +385,12 @@ class ProbeAdoptedInEager(Decision):
     """Each constraint the export would adopt, run in eager PyTorch at the first sizes it excludes
     (``refused_sides.eager_runs_at``): where eager runs there, the condition is torch.export's trace's, not
     the model's, and is adopted on trial only (``conditions.EAGER_RUNS``): after the export, onnxruntime is
-    compared with eager PyTorch there (``settle``) and the constraint dropped where they match."""
+    compared with eager PyTorch there (``settle``) and the constraint dropped where they match.
+
+    Where eager refuses the first sizes (too small for the model's convolutions), it is run at the sizes the
+    constraint excludes beside its boundary, on each side (``Guard.eager_runs``): a range torch read from the
+    strides of a map that is 1 x 1 at the example (``image >= 42 and image <= 69`` of a vision tower whose
+    stride-2 convolutions take a grid of 3 or 4 patches to one) excludes sizes eager PyTorch runs at both ends."""
 
     name = "probe adopted constraints in eager PyTorch"
 
@@ -400,6 +405,12 @@ class ProbeAdoptedInEager(Decision):
             runs = eager_runs_at(model, captured, g.excluded)
             if runs is not None:
                 guards[i] = dataclasses.replace(g, method=EAGER_RUNS)
+                tried.append(g.text)
+                continue
+            beside = tuple(b for b in g.boundary if not g.holds(b) and b not in g.excluded[:EAGER_TRIES])
+            runs = eager_runs_at(model, captured, beside)
+            if runs is not None:
+                guards[i] = dataclasses.replace(g, method=EAGER_RUNS, eager_runs=runs)
                 tried.append(g.text)
         if not tried:
             return "eager PyTorch refuses the sizes each adopted constraint excludes (or none was adopted)"
@@ -434,14 +445,18 @@ class ObliviousForEqualities(Decision):
 
 
 class LargerExampleForNarrowedRange(Decision):
-    """An adopted range of one dim whose upper bound is the example: torch's choice for a size computed
-    from the dim that is 1 at the example and kept so (Deformable DETR's smallest feature map, one by one
-    at an image of 32, broadcast as such), where
+    """An adopted range of one dim whose upper bound is at or above the example, below twice it: torch's choice
+    for a size computed from the dim that is 1 at the example and kept so (Deformable DETR's smallest feature
+    map, one by one at an image of 32, broadcast as such; a vision tower's last stride-2 map, 1 x 1 for a grid
+    of 3 or 4 patches: ``image >= 42 and image <= 69`` at 64), where
     eager PyTorch runs the model at twice the example (a model's own limit, BERT's positions, is kept;
     ``guards.probe.eager_refusal_on`` asks, on a copy where the program writes into buffers).
     The steps run again with the model traced at twice the example's size of that dim
     (``Request.enlarged``, as ``TraceLargerExample`` does for a failure), and that capture is taken
-    when it adopts fewer constraints; the user's example stays the one handed forward."""
+    when it adopts fewer constraints, or as many with fewer bounding the dim above the example, none of
+    them excluding the example (``torch.fft.rfft(x, n=12)`` pads below 12 and crops above: traced at twice
+    the example it holds for ``time >= 13`` only, the model's own other side); the user's example stays the
+    one handed forward."""
 
     name = "trace at a larger example where torch narrowed a range above it"
 
@@ -450,10 +465,14 @@ class LargerExampleForNarrowedRange(Decision):
         if request.given is not None:
             return "the example was already enlarged"
         adopted = [g for g in state.guards or () if g.adopted]
+        examples = {d.name: request.example_size(d) for d in request.declared if request.example_size(d) is not None}
         for g in adopted:
             d = next((d for d in request.declared if len(g.names) == 1 and d.name == g.names[0]), None)
             example = request.example_size(d) if d is not None else None
-            if example is None or example < 2 or not any(s.get(d.name) == example + 1 for s in g.excluded):
+            if example is None or example < 2:
+                continue
+            above = [s[d.name] for s in g.excluded if d.name in s and s[d.name] > example]
+            if not above or min(above) > 2 * example:
                 continue
             if state.traces >= MAX_TRACES:
                 return f"torch.export was called {MAX_TRACES} times"
@@ -474,11 +493,21 @@ class LargerExampleForNarrowedRange(Decision):
             if trial.program is None or trial.guards is None:
                 return "the capture at the larger example failed: the first one kept"
             fewer = sum(t.adopted for t in trial.guards)
-            if fewer >= len(adopted):
+            capped = _capped(adopted, d.name, example)
+            if fewer > len(adopted) or (fewer == len(adopted) and _capped(trial.guards, d.name, example) >= capped):
                 return f"the capture at the larger example adopts {fewer} constraints, not fewer: the first one kept"
+            broken = [t.text for t in trial.guards if t.adopted and not t.holds(examples)]
+            if broken:  # the other side of the model's own condition (rfft's n = 12: pad or crop)
+                return f"the capture at the larger example adopts {', '.join(broken)}, which the example breaks: " \
+                       "the first one kept"
             return trial.but(f"traced at {d.name} = {2 * example}: {fewer} constraints adopted instead of "
-                             f"{len(adopted)}")
+                             f"{len(adopted)}" + (f", none bounding {d.name} above" if fewer == len(adopted) else ""))
         return "no range torch narrowed ends at the example"
+
+
+def _capped(guards, name: str, example: int) -> int:
+    """How many of ``guards`` are adopted and exclude a size of dim ``name`` above ``example``."""
+    return sum(g.adopted and any(s.get(name, 0) > example for s in g.excluded) for g in guards)
 
 
 STEPS: tuple[Step, ...] = (

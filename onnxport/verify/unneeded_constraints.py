@@ -27,7 +27,7 @@ example that break it: the example's sizes swapped between two dims, or one dim 
 match at every one, the constraint is kept instead (validation keeps looking there), else it stays
 adopted. Those other than a remainder on trial are sampled too (an equality at two sizes near the
 example, a range the example breaks at the example, its two smallest excluded sizes and below its
-boundary, a condition on trial at its first excluded sizes): only a range a rewritten ``if`` narrowed
+boundary, a condition on trial at the sizes eager PyTorch ran at): only a range a rewritten ``if`` narrowed
 is tried at every size it excludes.
 """
 
@@ -56,7 +56,8 @@ def candidates(guards: list[Guard], notes: list, examples: dict[str, int]) -> li
     the ranges torch narrowed (one dim, a few excluded sizes listed whole) of a model whose ``if``
     was rewritten (``notes``: ``ExportResult.rewrite_notes``), the equalities of sizes that are
     not a remainder (``examples``: dim name -> the example's size), and the conditions adopted on trial
-    because eager PyTorch runs at the first sizes they exclude (``EAGER_RUNS``: those sizes)."""
+    because eager PyTorch runs at sizes they exclude (``EAGER_RUNS``: the first ones, or ``Guard.eager_runs``,
+    those beside the boundary)."""
     out = []
     rewritten = any(n.construct == "if" and n.rewritten for n in notes)
     for g in guards:
@@ -74,8 +75,8 @@ def candidates(guards: list[Guard], notes: list, examples: dict[str, int]) -> li
             near = _near_breaking(g, examples)
             if near:
                 out.append((g, near))
-        elif g.method == EAGER_RUNS:  # the first excluded sizes: eager PyTorch runs at each
-            out.append((g, tuple(dict(e) for e in g.excluded[:EAGER_TRIES])))
+        elif g.method == EAGER_RUNS:  # the sizes eager PyTorch ran at: the first excluded, or beside the boundary
+            out.append((g, tuple(dict(e) for e in g.eager_runs or g.excluded[:EAGER_TRIES])))
     return out
 
 
@@ -84,8 +85,11 @@ def _around_example(guard: Guard, examples: dict[str, int]) -> tuple:
     example, ``capture.steps.TraceLargerExample``): the example, the two smallest excluded sizes
     listed (``EXAMPLE_TRIES``: 1, where a size broadcasts, and 2), and the sizes just below the
     boundary; the sizes between take the path of their neighbours (one chunk where the trace had
-    two), each a run of eager PyTorch in float32 and float64 and of onnxruntime."""
-    tries = [{n: examples[n] for n in guard.names}] + [dict(e) for e in guard.excluded[:EXAMPLE_TRIES]]
+    two), each a run of eager PyTorch in float32 and float64 and of onnxruntime. Where eager PyTorch refused
+    the smallest sizes and ran beside the boundary (``Guard.eager_runs``: a lower bound of a trace at a
+    larger image, below which a convolution's kernel does not fit), those instead of the smallest."""
+    smallest = guard.eager_runs or guard.excluded[:EXAMPLE_TRIES]
+    tries = [{n: examples[n] for n in guard.names}] + [dict(e) for e in smallest]
     tries += [{n: v - 1 for n, v in b.items()} for b in guard.boundary if all(v > 1 for v in b.values())]
     out = []
     for sizes in tries:

@@ -22,3 +22,18 @@ def test_mobilevit_at_other_square_sizes():
     check_export(model, (torch.randn(2, 3, 64, 64),), SQUARE, values=[],
                  sizes=[{"batch": 3, "image": 68}, {"batch": 1, "image": 96}, {"batch": 2, "image": 40}])
 
+
+
+def test_step3p7_vision_tower_at_grids_on_both_sides_of_its_1_by_1_map():
+    # patches of 14, then two stride-2 convolutions: at the example's 64 (a grid of 4) the last map is 1 x 1,
+    # and torch.export's strides bound the image to 42..69 (grids of 3 and 4); traced at 128 instead
+    from transformers.models.step3p7.configuration_step3p7 import Step3p7VisionConfig
+    from transformers.models.step3p7.modeling_step3p7 import Step3p7VisionModel
+
+    torch.manual_seed(0)
+    config = Step3p7VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                 image_size=64, patch_size=14)
+    r = check_export(Step3p7VisionModel(config).eval(), (torch.randn(2, 3, 64, 64),), SQUARE, values=[],
+                     sizes=[{"batch": 1, "image": 70}, {"batch": 3, "image": 130}, {"batch": 1, "image": 28},
+                            {"batch": 2, "image": 41}])
+    assert [str(c) for c in r.constraints] == ["image >= 14"]  # its patch convolution's kernel

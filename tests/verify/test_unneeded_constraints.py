@@ -2,17 +2,12 @@
 at a larger example (a sequence of one chunk of 256 traced at 257) has its ``seq >= 257`` tried at the
 example, the two smallest sizes it excludes and the size below its boundary, not at every size listed."""
 
-from types import SimpleNamespace
-
+from onnxport.capture.guards.conditions import Guard, GuardStatus
 from onnxport.verify.unneeded_constraints import candidates
 
 
-def _chunks(excluded: tuple) -> SimpleNamespace:
-    from onnxport.capture.guards.conditions import GuardStatus
-
-    return SimpleNamespace(status=GuardStatus.ADOPTED, names=("seq",), python="seq >= 257", text="seq >= 257",
-                           method="range", excluded=excluded, boundary=({"seq": 257},),
-                           holds=lambda s: s["seq"] >= 257)
+def _chunks(excluded: tuple) -> Guard:
+    return Guard("seq >= 257", GuardStatus.ADOPTED, None, excluded, ({"seq": 257},), "range", "seq >= 257", ("seq",))
 
 
 def test_a_range_the_example_breaks_is_tried_at_its_example_smallest_sizes_and_boundary():

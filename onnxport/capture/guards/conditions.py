@@ -102,6 +102,8 @@ class Guard:
     remainder: bool = False  # the condition takes a remainder of sizes (a ``Mod`` in torch's expression)
     branched: bool = False  # kept where an installed package's ``if`` branched on it (torch's kind of condition,
     # ``kept_kind``): on a remainder, its other residue classes are traced (``onnxport.remainder_sides``)
+    eager_runs: tuple = ()  # sizes it excludes where eager PyTorch ran the model (``EAGER_RUNS``), when not its
+    # first excluded ones: where onnxruntime is compared with eager PyTorch before it is dropped (``settle``)
 
     def __str__(self) -> str:
         return self.text
