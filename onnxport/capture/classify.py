@@ -349,12 +349,23 @@ def _user_line(e: BaseException) -> str | None:
 
 
 def required_ranges(text: str) -> dict[str, tuple]:
-    """``{name: (min, max)}`` from torch's suggested fixes ``time = Dim('time', min=7)``."""
+    """``{name: (min, max)}`` from torch's suggested fixes ``time = Dim('time', min=7)``, or, for a dim torch
+    suggests nothing for, from the range its violation states (``Not all values of image = L['x'].size()[3]
+    ... satisfy the generated guard 57 <= L['x'].size()[3] and L['x'].size()[3] <= IntInfinity()``: a lower
+    bound torch's solver found, for which it prints no fix)."""
     out = {}
     for m in re.finditer(r"(\w+) = Dim\('(\w+)'(?:, min=(\d+))?(?:, max=(\d+))?\)", text):
         if m.group(3) or m.group(4):
             out[m.group(2)] = (int(m.group(3)) if m.group(3) else None, int(m.group(4)) if m.group(4) else None)
+    for m in _STATED_RANGE.finditer(text):
+        lo, hi = int(m.group(3)), int(m.group(4)) if m.group(4).isdigit() else None
+        if m.group(1) not in out and (hi is None or lo < hi):  # one size: a specialization, reported as such
+            out[m.group(1)] = (lo, hi)
     return out
+
+
+_STATED_RANGE = re.compile(r"Not all values of (\w+) = (\S+) in the specified range(?: [^\n]*?)? satisfy the generated "
+                           r"guard (\d+) <= \2 and \2 <= (\d+|IntInfinity\(\)|int_oo|oo)\.?$", re.MULTILINE)
 
 
 def derived_dims(text: str) -> dict[str, tuple[str, int, int]]:

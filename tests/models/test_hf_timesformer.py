@@ -4,12 +4,9 @@ embeddings are resized at every size (``onnxport.library.transformers.timesforme
 to the table's own size returns it unchanged), so the ONNX model matches eager PyTorch (which adds the
 tables as they are at the config's size) at other image sizes."""
 
-import re
-
 import pytest
 import torch
 
-import onnxport
 from exportcheck import check_export
 from hf_recurrent import spread
 
@@ -38,15 +35,19 @@ def test_timesformer_keeps_image_size_and_frames_dynamic():
                  expect_inputs={"pixel_values": ["batch", 4, 3, "16*pairs", "16*pairs"]})
 
 
-def test_timesformer_image_without_its_multiple_names_the_line_that_needs_it():
-    # declared as any size, the image must be two patches or more and whole patches (then whole pairs of
-    # them: the layers' reshape by the config's patch rows): the refusal names the line and a multiple
+def test_timesformer_image_declared_any_size_states_the_whole_pairs_of_patches_it_needs():
+    # declared as any size, the image must be two patches or more (torch's solver states 16 <= image with no
+    # fix to suggest) and whole pairs of patches up to its last half patch (the layers' reshape by the
+    # config's patch rows): adopted as constraints, each where eager PyTorch refuses too
     torch.manual_seed(0)
     config = transformers.TimesformerConfig(image_size=32, patch_size=8, num_frames=4, hidden_size=32,
                                             num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
-    model = Video(transformers.TimesformerModel(config).eval())
-    with pytest.raises(onnxport.DynamicShapesError) as info:
-        onnxport.to_onnx(model, (torch.randn(2, 4, 3, 32, 32),),
-                         dynamic_shapes={"pixel_values": {0: "batch", 3: "image", 4: "image"}})
-    assert "modeling_timesformer.py" in (info.value.where or ""), info.value
-    assert re.search(r"image = \d+\*_image", str(info.value)), info.value  # torch's multiple of the patch
+    model = Video(spread(transformers.TimesformerModel(config)))
+    r = check_export(model, (torch.randn(2, 4, 3, 32, 32),), {"pixel_values": {0: "batch", 3: "image", 4: "image"}},
+                     sizes=[{"batch": 1, "image": 16}, {"batch": 3, "image": 48}, {"batch": 2, "image": 70}], values=[])
+    adopted = [g for g in r.captured.guards if g.adopted]
+    assert [g.text for g in adopted] == ["image >= 16", "image % 16 in (0, 1, 2, 3, 4, 5, 6, 7)"]
+    for size in (8, 24, 40, 60):  # excluded: eager PyTorch refuses there too
+        assert not all(g.holds({"image": size}) for g in adopted)
+        with pytest.raises(RuntimeError):
+            model(torch.randn(1, 4, 3, size, size))
