@@ -85,11 +85,8 @@ def _around_example(guard: Guard, examples: dict[str, int]) -> tuple:
     example, ``capture.steps.TraceLargerExample``): the example, the two smallest excluded sizes
     listed (``EXAMPLE_TRIES``: 1, where a size broadcasts, and 2), and the sizes just below the
     boundary; the sizes between take the path of their neighbours (one chunk where the trace had
-    two), each a run of eager PyTorch in float32 and float64 and of onnxruntime. Where eager PyTorch refused
-    the smallest sizes and ran beside the boundary (``Guard.eager_runs``: a lower bound of a trace at a
-    larger image, below which a convolution's kernel does not fit), those instead of the smallest."""
-    smallest = guard.eager_runs or guard.excluded[:EXAMPLE_TRIES]
-    tries = [{n: examples[n] for n in guard.names}] + [dict(e) for e in smallest]
+    two), each a run of eager PyTorch in float32 and float64 and of onnxruntime."""
+    tries = [{n: examples[n] for n in guard.names}] + [dict(e) for e in guard.excluded[:EXAMPLE_TRIES]]
     tries += [{n: v - 1 for n, v in b.items()} for b in guard.boundary if all(v > 1 for v in b.values())]
     out = []
     for sizes in tries:
