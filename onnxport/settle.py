@@ -186,7 +186,7 @@ def settle_unneeded(result: ExportResult, tries: list, notices: list[str]) -> Ex
         trial_guard = relaxed[id(guard)]
         trial = with_guards(result, [relaxed.get(id(g), g) for g in result.guards],
                             _lowered(result, [(g, s) for g, s in pending.values()]), record=False)
-        shown = "; ".join(", ".join(f"{k}={v}" for k, v in s.items() if k in guard.names) for s in sizes[:3])
+        shown = "; ".join(", ".join(f"{k}={v}" for k, v in s.items() if k in guard.names) for s in sizes[:6])
         del pending[id(guard)]
         right = right_at(trial, trial_guard)
         if right:

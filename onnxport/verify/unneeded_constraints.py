@@ -27,7 +27,8 @@ example that break it: the example's sizes swapped between two dims, or one dim 
 match at every one, the constraint is kept instead (validation keeps looking there), else it stays
 adopted. Those other than a remainder on trial are sampled too (an equality at two sizes near the
 example, a range the example breaks at the example, its two smallest excluded sizes and below its
-boundary, a condition on trial at the sizes eager PyTorch ran at): only a range a rewritten ``if`` narrowed
+boundary, a condition on trial at the sizes eager PyTorch ran at and across what it excludes, at half and twice
+its excluded sizes beside the boundary): only a range a rewritten ``if`` narrowed
 is tried at every size it excludes.
 """
 
@@ -76,8 +77,29 @@ def candidates(guards: list[Guard], notes: list, examples: dict[str, int]) -> li
             if near:
                 out.append((g, near))
         elif g.method == EAGER_RUNS:  # the sizes eager PyTorch ran at: the first excluded, or beside the boundary
-            out.append((g, tuple(dict(e) for e in g.eager_runs or g.excluded[:EAGER_TRIES])))
+            ran = tuple(dict(e) for e in g.eager_runs or g.excluded[:EAGER_TRIES])
+            out.append((g, ran + tuple(s for s in _across(g) if s not in ran)))
     return out
+
+
+def _across(guard: Guard) -> tuple:
+    """Sizes across what ``guard`` (one dim) excludes, away from where eager PyTorch was run: half and twice
+    each excluded size beside its boundary that the guard excludes too (``image >= 16`` tried at 15 and 7,
+    ``n >= 61`` at 1, 2, 3 and 30). A model whose own branch on the dim takes a third path there
+    (``y * 2 if n >= 12 else y * 3`` below a branch at 16) differs from the ONNX model in onnxruntime, and the
+    constraint stays; where eager PyTorch refuses one, it stays too (``right_at``)."""
+    if len(guard.names) != 1:
+        return ()
+    (name,) = guard.names
+    out = []
+    for b in guard.boundary:
+        if name not in b or guard.holds(b):
+            continue
+        for v in (b[name] // 2, 2 * b[name]):
+            sizes = {name: v}
+            if v >= 1 and not guard.holds(sizes) and sizes not in out:
+                out.append(sizes)
+    return tuple(out)
 
 
 def _around_example(guard: Guard, examples: dict[str, int]) -> tuple:
