@@ -43,7 +43,8 @@ def test_a_range_around_a_1_by_1_map_that_the_trace_needs_is_stated_with_where_e
     r = onnxport.to_onnx(ConvStack(), (torch.randn(2, 3, 16, 16),), dynamic_shapes=DYNAMIC)
     [guard] = [g for g in r.captured.guards if g.adopted]
     assert guard.text == "image >= 12 and image <= 19"
-    assert "eager PyTorch runs at image=11; image=20" in guard.note and "where the ONNX model traced under it differs" in guard.note
+    assert "eager PyTorch runs at image=11; image=20" in guard.note
+    assert "where the ONNX model traced under it differs" in guard.note
     assert r.validate(sizes=[{"batch": 1, "image": 12}, {"batch": 3, "image": 19}]).ok
 
 
