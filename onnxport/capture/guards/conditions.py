@@ -233,7 +233,9 @@ def check(expr: sympy.Basic, variables: dict[sympy.Symbol, SizeVar]) -> Outcome:
     except Exception as e:  # noqa: BLE001 - a form the printer or Python cannot compute
         return Outcome(symbols, [], 0, f"not computable with integers ({type(e).__name__})", evaluable=False)
     if len(symbols) == 1:
-        sizes = [variables[symbols[0]].sizes(EXHAUSTIVE)]
+        var = variables[symbols[0]]
+        spread = var.sizes(EXHAUSTIVE)
+        sizes = [sorted(set(spread) | set(_roots_beyond(expr, symbols[0], var, spread[-1] if spread else 0)))]
         method = _sizes_text(sizes[0])
     else:
         per = max(2, int(GRID_POINTS ** (1 / len(symbols))))
@@ -245,6 +247,27 @@ def check(expr: sympy.Basic, variables: dict[sympy.Symbol, SizeVar]) -> Outcome:
         if not _call(fn, point):
             excluded.append(point)
     return Outcome(symbols, excluded, checked, method)
+
+
+def _roots_beyond(expr: sympy.Basic, symbol: sympy.Symbol, var: SizeVar, top: int) -> list[int]:
+    """Sizes beyond ``EXHAUSTIVE`` where a comparison in ``expr`` of one size with a polynomial of it changes
+    (``Ne(time, 5000)``: 4999, 5000 and 5001), in ``var``'s range: the sizes spread beyond step over them, and a
+    condition false at one size only (``x.shape[1] != 5000``) would read as proved."""
+    out: set[int] = set()
+    hi = var.hi if var.hi is not None else SPREAD_TO
+    for rel in expr.atoms(sympy.Rel):
+        try:
+            poly = sympy.Poly(rel.lhs - rel.rhs, symbol)
+        except sympy.PolynomialError:
+            continue
+        if poly.degree() < 1 or poly.degree() > 2:
+            continue
+        for root in poly.nroots(n=15):
+            if not root.is_real:
+                continue
+            k = math.floor(float(root))
+            out.update(v for v in range(k - 1, k + 3) if EXHAUSTIVE < v <= hi and v >= var.lo)
+    return sorted(out)
 
 
 def _proved_by_ranges(shared: list, reduced: sympy.Basic, variables: list[SizeVar]) -> bool:
@@ -366,7 +389,7 @@ def _simple_form(var: SizeVar, excluded: set[int], python: str | None = None) ->
     a window, a remainder. An upper bound is the exact last size that holds: where the sizes checked
     leave a gap above the last one allowed, it is found there from the condition itself (``python``,
     over ``var.name``: ``last_holding``), and without it no upper bound is offered."""
-    sizes = var.sizes(EXHAUSTIVE)
+    sizes = sorted(set(var.sizes(EXHAUSTIVE)) | excluded)  # with the sizes checked beyond (``_roots_beyond``)
     allowed = [s for s in sizes if s not in excluded]
     if not allowed:
         return None
