@@ -468,7 +468,7 @@ class LargerExampleForNarrowedRange(Decision):
         examples = {d.name: request.example_size(d) for d in request.declared if request.example_size(d) is not None}
         for g in adopted:
             d = next((d for d in request.declared if len(g.names) == 1 and d.name == g.names[0]), None)
-            example = request.example_size(d) if d is not None else None
+            example = examples.get(d.name) if d is not None else None
             if example is None or example < 2:
                 continue
             above = [s[d.name] for s in g.excluded if d.name in s and s[d.name] > example]

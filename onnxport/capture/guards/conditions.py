@@ -234,8 +234,7 @@ def check(expr: sympy.Basic, variables: dict[sympy.Symbol, SizeVar]) -> Outcome:
         return Outcome(symbols, [], 0, f"not computable with integers ({type(e).__name__})", evaluable=False)
     if len(symbols) == 1:
         var = variables[symbols[0]]
-        spread = var.sizes(EXHAUSTIVE)
-        sizes = [sorted(set(spread) | set(_roots_beyond(expr, symbols[0], var, spread[-1] if spread else 0)))]
+        sizes = [sorted(set(var.sizes(EXHAUSTIVE)) | set(_roots_beyond(expr, symbols[0], var)))]
         method = _sizes_text(sizes[0])
     else:
         per = max(2, int(GRID_POINTS ** (1 / len(symbols))))
@@ -249,12 +248,14 @@ def check(expr: sympy.Basic, variables: dict[sympy.Symbol, SizeVar]) -> Outcome:
     return Outcome(symbols, excluded, checked, method)
 
 
-def _roots_beyond(expr: sympy.Basic, symbol: sympy.Symbol, var: SizeVar, top: int) -> list[int]:
+def _roots_beyond(expr: sympy.Basic, symbol: sympy.Symbol, var: SizeVar) -> list[int]:
     """Sizes beyond ``EXHAUSTIVE`` where a comparison in ``expr`` of one size with a polynomial of it changes
     (``Ne(time, 5000)``: 4999, 5000 and 5001), in ``var``'s range: the sizes spread beyond step over them, and a
     condition false at one size only (``x.shape[1] != 5000``) would read as proved."""
     out: set[int] = set()
     hi = var.hi if var.hi is not None else SPREAD_TO
+    if hi <= EXHAUSTIVE:  # every size is checked one by one
+        return []
     for rel in expr.atoms(sympy.Rel):
         try:
             poly = sympy.Poly(rel.lhs - rel.rhs, symbol)
