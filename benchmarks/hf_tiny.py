@@ -192,15 +192,20 @@ def traced_difference(model: torch.nn.Module, inputs: dict) -> float:
 
 def run(model: torch.nn.Module, inputs: dict) -> list[torch.Tensor]:
     """Eager outputs, flattened (tensors only, in pytree order)."""
+    return flat(outputs(model, inputs))
+
+
+def outputs(model: torch.nn.Module, inputs: dict) -> Any:
+    """Eager outputs, as the model returns them."""
     with torch.no_grad():
-        out = model(**inputs)
-    return flat(out)
+        return model(**inputs)
 
 
-def flat(out: Any) -> list[torch.Tensor]:
+def flat(out: Any, numbers: bool = False) -> list[torch.Tensor]:
     """The tensors of a model's output in order (a ``ModelOutput`` by its fields; a transformers cache
     returned as an output by its layers' tensors, ``0.key``, ``0.value``, ..., the order the exporters
-    flatten it in)."""
+    flatten it in). ``numbers``: a Python int, float or bool among them as a 0-d tensor (MaskFormer-Swin
+    returns its feature maps' sizes, which an exporter may return as outputs)."""
     from onnxport.capture.caches import cache_leaves, is_cache
 
     if hasattr(out, "to_tuple"):
@@ -211,6 +216,8 @@ def flat(out: Any) -> list[torch.Tensor]:
             tensors.extend(t for _, t in cache_leaves(leaf) if isinstance(t, torch.Tensor))
         elif isinstance(leaf, torch.Tensor):
             tensors.append(leaf)
+        elif numbers and isinstance(leaf, (bool, int, float)):
+            tensors.append(torch.tensor(leaf))
     return tensors
 
 
