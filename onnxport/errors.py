@@ -208,9 +208,13 @@ class ExportError(Exception):
         hint: what to do about it, or None.
         attempts: for a failed capture, its steps as they ran (``capture.state.Attempt``: step,
             applied, why; ``with_attempts``); empty otherwise.
+        traced_at: for a failed capture that traced the model at a larger example than the user's
+            (``capture.state.Request.enlarged``), ``((dim name, size), ...)`` in the order enlarged
+            (``with_attempts``); empty otherwise. Another capture strategy starts there.
     """
 
     attempts: tuple = ()
+    traced_at: tuple = ()
 
     def __init__(self, message: str, *, node: Any = None, where: str | None = None, hint: str | None = None,
                  detail: str | None = None, output: str | None = None):
@@ -244,10 +248,16 @@ class ExportError(Exception):
         again.__cause__, again.__traceback__ = self.__cause__, self.__traceback__
         return self._carried(again)
 
-    def with_attempts(self, attempts: tuple) -> "ExportError":
-        """This error again, carrying ``attempts`` (see the class)."""
+    def with_attempts(self, attempts: tuple, traced_at: tuple = ()) -> "ExportError":
+        """This error again, carrying ``attempts`` and ``traced_at`` (see the class)."""
         again = self.with_hint(self.hint)
-        again.attempts = tuple(attempts)
+        again.attempts, again.traced_at = tuple(attempts), tuple(traced_at)
+        return again
+
+    def with_traced_at(self, traced_at: tuple) -> "ExportError":
+        """This error again, carrying ``traced_at`` (see the class)."""
+        again = self.with_hint(self.hint)
+        again.traced_at = tuple(traced_at)
         return again
 
     def with_hint(self, hint: str | None) -> "ExportError":

@@ -133,7 +133,7 @@ def capture(job: Export) -> Export:
                 continue
             try:
                 captured = _capture_with(job, model, strict, job.rewritten or strategy.rewrites, strategy.remainders,
-                                         fallback=True)
+                                         fallback=True, enlarged_after=first)
             except CaptureTimeoutError as slow:
                 raise slow.with_hint(f"the capture failed first ({first.summary}) and this strategy ({strategy.name}) "
                                      f"was tried after it: {slow.hint}") from None
@@ -152,7 +152,7 @@ def capture(job: Export) -> Export:
 
 
 def _capture_with(job: Export, model: Any, strict: bool, rewritten: bool, remainders: bool = False,
-                  fallback: bool = False) -> Any:
+                  fallback: bool = False, enlarged_after: Any = None) -> Any:
     """``capture.capture`` of ``model`` with the export's options, in ``strict`` mode or not, branches on
     remainders adopted on trial or not; its ``strategy`` says how: ``"non-strict"``, ``"strict"``,
     ``"rewritten"``, ``"rewritten, strict"``, ``"remainder adopted"``... A ``fallback`` capture (a strategy
@@ -160,7 +160,8 @@ def _capture_with(job: Export, model: Any, strict: bool, rewritten: bool, remain
     ``options.fallback_seconds``, any other capture its retraces only. A capture of a module not yet
     rewritten, where a failure would be answered by rewriting its control flow (``rewrite_control_flow``
     None), adopts on trial at once a branch on a remainder that the rewrite would leave as Python
-    (``capture.capture``'s ``rewrite_later``)."""
+    (``capture.capture``'s ``rewrite_later``). ``enlarged_after``: a failed capture of the model
+    that traced it at a larger example (``ExportError.traced_at``), where a strategy tried after it starts."""
     from onnxport.capture import capture as capture_program
 
     o = job.options
@@ -169,7 +170,7 @@ def _capture_with(job: Export, model: Any, strict: bool, rewritten: bool, remain
                                other_axes=o.other_axes, ops=job.translations, hooks=o.capture_hooks,
                                relations=o.relations, within=job.within, remainders=remainders,
                                fallback_seconds=o.fallback_seconds, fallback=fallback or bool(job.within),
-                               rewrite_later=later)
+                               rewrite_later=later, enlarged_after=enlarged_after)
     how = ", ".join(name for name, used in (("rewritten", rewritten), ("strict", strict),
                                             ("remainder adopted", remainders)) if used)
     return dataclasses.replace(captured, strategy=how or "non-strict")

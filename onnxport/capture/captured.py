@@ -52,7 +52,8 @@ class Captured:
         attempts: the capture steps as they ran (``capture.state.Attempt``: step, applied, why),
             printed by ``onnxport export --debug``.
         enlarged_from: the error of the trace at the user's example, where the program was traced at
-            a larger one (``steps.TraceLargerExample``); None otherwise.
+            a larger one (``steps.TraceLargerExample``), or of the earlier capture that found the larger
+            one (``capture.capture``'s ``enlarged_after``); None otherwise.
         strategy: how the program was captured: ``"non-strict"``, ``"strict"`` (torch.export's strict
             mode), ``"rewritten"`` (the model's control flow rewritten, ``onnxport.rewrite``) or
             ``"rewritten, strict"``; on request or after the model as given failed (``onnxport.stages.STRATEGIES``).

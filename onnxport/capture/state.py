@@ -77,6 +77,8 @@ class Request:
     related: Mapping[str, sympy.Expr] = dataclasses.field(default_factory=lambda: FROZEN)
     static: frozenset = frozenset()  # (input name, axis) of Dim.AUTO axes the model fixes: traced static
     given: tuple | None = None  # the user's (args, kwargs) when a larger example is traced (``enlarged``)
+    traced_at: tuple = ()  # ((dim name, size), ...) the example was enlarged to, in order (``enlarged``)
+    enlarged_after: Exception | None = None  # an earlier capture's failure that enlarged it (``capture``)
     within: Mapping[str, tuple] = dataclasses.field(default_factory=lambda: FROZEN)  # dim -> (min, max): one piece
     fallback_seconds: float | None = None  # the time bound of a fallback's torch.export call (None: none)
     fallback: bool = False  # the capture is itself a fallback: its first trace is bounded too
@@ -153,7 +155,8 @@ class Request:
         leaves = MappingProxyType({f: leaf for f, leaf, _ in flat_names(top)})
         return dataclasses.replace(self, args=args, kwargs=kwargs, top=top, leaves=leaves,
                                    params=bound_parameters(self.model, args, kwargs, top),
-                                   given=self.given or (self.args, self.kwargs))
+                                   given=self.given or (self.args, self.kwargs),
+                                   traced_at=self.traced_at + ((name, size),))
 
     def example_size(self, d: DeclaredDim) -> int | None:
         leaf = self.leaves.get(d.input_name)

@@ -534,7 +534,13 @@ def run_steps(state: CaptureState, steps: tuple = STEPS) -> CaptureState:
     """Run ``steps`` in order, from the first again whenever a step left torch.export to be called."""
     i = 0
     while i < len(steps):
-        state = state.after(steps[i].name, steps[i](state))
+        try:
+            outcome = steps[i](state)
+        except ExportError as refused:  # a later capture strategy starts at the larger example this one reached
+            if not state.request.traced_at or refused.traced_at or isinstance(refused, CaptureTimeoutError):
+                raise
+            raise refused.with_traced_at(state.request.traced_at) from refused.__cause__
+        state = state.after(steps[i].name, outcome)
         i = 0 if state.trace is None else i + 1
     return state
 
@@ -552,7 +558,8 @@ def _trial(state: CaptureState) -> CaptureState | CaptureTimeoutError:
 def captured_of(state: CaptureState) -> Captured:
     """The ``Captured`` the state describes (its program, decisions and attempts)."""
     request = state.request
-    enlarged_from = state.first_failure.error if request.given is not None and state.first_failure else None
+    enlarged_from = None if request.given is None else \
+        state.first_failure.error if state.first_failure else request.enlarged_after
     return Captured(state.program, request.names, request.declared, request.given or (request.args, request.kwargs),
                     list(state.guards or ()), dict(state.variables or {}), dict(state.related), state.attempts,
                     enlarged_from)

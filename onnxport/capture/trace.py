@@ -6,6 +6,7 @@ Entry point: ``capture(model, args, kwargs, dynamic_shapes, ...) -> Captured``.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any, Callable
 
@@ -18,14 +19,15 @@ from onnxport.capture.guards import Guard, excluded_text
 from onnxport.capture.patches import user_hooks
 from onnxport.capture.state import CaptureState, OpSupport, Request
 from onnxport.capture.steps import captured_of, implied_ranges, run_steps
-from onnxport.errors import CaptureError, DynamicShapesError, user_source_line
+from onnxport.errors import CaptureError, DynamicShapesError, ExportError, user_source_line
 
 
 def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, strict: bool = False,
             rewritten: bool = False, other_axes: str = "static", ops: OpSupport | None = None,
             hooks: Callable[[], Any] | None = None, relations: dict | None = None,
             within: dict | None = None, remainders: bool = False, fallback_seconds: float | None = None,
-            fallback: bool = False, rewrite_later: bool = False) -> Captured:
+            fallback: bool = False, rewrite_later: bool = False,
+            enlarged_after: ExportError | None = None) -> Captured:
     """Capture ``model`` with torch.export and decide its shape guards: the steps of
     ``capture.steps.STEPS`` in order, back to the trace whenever a step changed what torch.export
     is asked. ``Captured.attempts`` lists the steps as they ran.
@@ -57,6 +59,11 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
         rewrite_later: the caller rewrites the model's control flow and captures it again where this
             capture fails (``rewrite_control_flow=None``): a branch on a remainder of sizes that rewrite would
             leave as Python (``rewrite.left_branches``) is adopted on trial here already, as after it.
+        enlarged_after: the failure of an earlier capture of the same model that traced it at a larger
+            example (``ExportError.traced_at``): this capture traces there from its first trace (a size
+            outside ``within`` skipped), the user's example kept as the one handed forward, and that
+            failure is the one raised where a constraint of the result breaks the example
+            (``Captured.enlarged_from``).
 
     Raises:
         DynamicShapesError: the spec names unknown inputs or axes, or is malformed; a relation
@@ -77,6 +84,10 @@ def capture(model: Any, args: tuple, kwargs: dict | None, dynamic_shapes: Any, s
                            rewritten=rewritten, remainders=remainders, other_axes=other_axes, ops=ops,
                            hooks=(user_hooks(hooks),) if hooks is not None else (), within=dict(within or {}),
                            fallback_seconds=fallback_seconds, fallback=fallback, rewrite_later=rewrite_later)
+    for name, size in getattr(enlarged_after, "traced_at", ()):
+        low, high = request.within.get(name, (None, None))
+        if (low is None or size >= low) and (high is None or size <= high):
+            request = dataclasses.replace(request.enlarged(name, size), enlarged_after=enlarged_after)
     state = run_steps(start(request))
     return finish(state)
 
@@ -99,7 +110,7 @@ def finish(state: CaptureState) -> Captured:
     if state.program is None:
         failure = state.first_failure or state.trace
         error = failure.error.with_output(debug_text(state.attempts, failure.output))
-        raise error.with_attempts(state.attempts) from failure.exception
+        raise error.with_attempts(state.attempts, state.request.traced_at) from failure.exception
     captured = captured_of(state)  # its adopted constraints are warned once the export is decided
     if state.request.model.training:
         _warn_training_ops(captured.program)
