@@ -16,6 +16,17 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
            ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _evaluated_at_definition(node: ast.AST) -> list[ast.AST]:
+    """What a ``def`` or ``class`` statement evaluates where it stands: decorators, default values,
+    base classes and keywords (its body runs later, in its own scope)."""
+    if isinstance(node, ast.ClassDef):
+        return [*node.decorator_list, *node.bases, *node.keywords]
+    return [*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+
+
 def _walk_same_scope(node: ast.AST):
     """Yield the nodes of ``node`` without entering nested scopes (the scope node itself is yielded)."""
     yield node
@@ -119,6 +130,10 @@ def read_before_write(stmts: list[ast.stmt]) -> set[str]:
                 key = (node.lineno, -1)
                 if node.target.id not in first_load or key < first_load[node.target.id]:
                     first_load[node.target.id] = key
+            elif isinstance(node, _DEFINITIONS):  # ``def f(...):`` binds ``f`` at its line
+                key = (node.lineno, node.col_offset)
+                if node.name not in first_store or key < first_store[node.name]:
+                    first_store[node.name] = key
     return {n for n, at in first_load.items()
             if (n not in first_store or at[0] <= first_store[n][0]) and reads_first(n, stmts) is not False}
 
@@ -143,6 +158,8 @@ def reads_first(name: str, stmts: list[ast.stmt]) -> bool | None:
                 return True
             if sides == [False, False]:
                 return False
+        elif isinstance(s, _DEFINITIONS) and s.name == name:  # a nested def or class binds it
+            return any(name in loaded_names([d]) for d in _evaluated_at_definition(s))
         elif isinstance(s, ast.FunctionDef) and s.name.startswith(GENERATED_PREFIX):
             if reads_first(name, s.body) is True:  # a branch of an if already rewritten, called right after
                 return True
