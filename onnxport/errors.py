@@ -210,7 +210,7 @@ class ExportError(Exception):
             applied, why; ``with_attempts``); empty otherwise.
         traced_at: for a failed capture that traced the model at a larger example than the user's
             (``capture.state.Request.enlarged``), ``((dim name, size), ...)`` in the order enlarged
-            (``with_attempts``); empty otherwise. Another capture strategy starts there.
+            (``with_traced_at``); empty otherwise. Another capture strategy starts there.
     """
 
     attempts: tuple = ()
@@ -248,10 +248,10 @@ class ExportError(Exception):
         again.__cause__, again.__traceback__ = self.__cause__, self.__traceback__
         return self._carried(again)
 
-    def with_attempts(self, attempts: tuple, traced_at: tuple = ()) -> "ExportError":
-        """This error again, carrying ``attempts`` and ``traced_at`` (see the class)."""
+    def with_attempts(self, attempts: tuple) -> "ExportError":
+        """This error again, carrying ``attempts`` (see the class)."""
         again = self.with_hint(self.hint)
-        again.attempts, again.traced_at = tuple(attempts), tuple(traced_at)
+        again.attempts = tuple(attempts)
         return again
 
     def with_traced_at(self, traced_at: tuple) -> "ExportError":

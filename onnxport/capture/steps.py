@@ -558,8 +558,9 @@ def _trial(state: CaptureState) -> CaptureState | CaptureTimeoutError:
 def captured_of(state: CaptureState) -> Captured:
     """The ``Captured`` the state describes (its program, decisions and attempts)."""
     request = state.request
-    enlarged_from = None if request.given is None else \
-        state.first_failure.error if state.first_failure else request.enlarged_after
+    enlarged_from = None  # what failed at the user's example, where the program was traced at a larger one
+    if request.given is not None:
+        enlarged_from = state.first_failure.error if state.first_failure else request.enlarged_after
     return Captured(state.program, request.names, request.declared, request.given or (request.args, request.kwargs),
                     list(state.guards or ()), dict(state.variables or {}), dict(state.related), state.attempts,
                     enlarged_from)

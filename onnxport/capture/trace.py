@@ -110,7 +110,7 @@ def finish(state: CaptureState) -> Captured:
     if state.program is None:
         failure = state.first_failure or state.trace
         error = failure.error.with_output(debug_text(state.attempts, failure.output))
-        raise error.with_attempts(state.attempts, state.request.traced_at) from failure.exception
+        raise error.with_attempts(state.attempts).with_traced_at(state.request.traced_at) from failure.exception
     captured = captured_of(state)  # its adopted constraints are warned once the export is decided
     if state.request.model.training:
         _warn_training_ops(captured.program)

@@ -55,8 +55,8 @@ def _window_sides(patched: bool) -> tuple:
 
 
 def test_windows_split_off_a_padded_map_have_the_side_asked_for():
-    assert _window_sides(patched=True) == (4, 4)
-    assert all(isinstance(s, int) for s in _window_sides(patched=True))
+    sides = _window_sides(patched=True)
+    assert sides == (4, 4) and all(isinstance(s, int) for s in sides)
     assert not all(isinstance(s, int) for s in _window_sides(patched=False))  # torch's own: H // (H // 4)
 
 
